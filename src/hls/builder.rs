@@ -1,0 +1,295 @@
+//! COO → HLS.
+//!
+//! 1. Sort coordinates lexicographically and sum duplicates (skipped when the input is
+//!    already sorted and unique, as `.tns` readers and the generator leave it).
+//! 2. 3rd-order tensors: the nonzeros of one 16-row slab of mode 0 are contiguous in
+//!    that order, so each slab is sorted by (tile, bit position) on its own, in
+//!    parallel, and its tiles counted. Tiles with at least `T` nonzeros become dense:
+//!    a bitmap (built with `bitvec`) and their values in bitmap order.
+//! 3. Every other nonzero goes, still in lexicographic order, to the sparse part,
+//!    split into blocks by the key bits above the low 32.
+//!
+//! Several thresholds can share steps 1 and 2 ([`HlsBuilder::build_many`]), so a tensor
+//! is prepared for both MTTKRP's and TTMc's thresholds without reading it twice.
+
+use super::layout::KeyLayout;
+use super::stats::HlsStats;
+use super::values::{QuantReport, choose_scale, quantize};
+use super::{Bitmap, DenseTiles, HlsTensor, LOW_KEY_BITS, SparsePart, TILE_BITS, TILE_CELLS};
+use crate::error::{Error, Result};
+use crate::tensor::CooTensor;
+use bitvec::prelude::*;
+use half::f16;
+use rayon::prelude::*;
+use std::borrow::Cow;
+
+/// Builds [`HlsTensor`]s.
+#[derive(Debug, Clone, Copy)]
+pub struct HlsBuilder {
+    threshold: u32,
+}
+
+/// One non-empty tile of a slab: its key and its range in the slab's sorted entries.
+struct TileRun {
+    key: u64,
+    start: u32,
+    end: u32,
+}
+
+/// A 16-row slab of mode 0 sorted by (tile, bit): `(tile key << 12 | bit, stream index)`.
+struct Slab {
+    entries: Vec<(u64, u32)>,
+    tiles: Vec<TileRun>,
+}
+
+impl HlsBuilder {
+    /// A builder that makes tiles with at least `threshold` nonzeros dense. A threshold
+    /// above 4096 (a tile's cell count), e.g. `u32::MAX`, keeps every nonzero sparse.
+    pub fn new(threshold: u32) -> Self {
+        HlsBuilder { threshold }
+    }
+
+    /// The threshold.
+    pub fn threshold(&self) -> u32 {
+        self.threshold
+    }
+
+    /// Builds the HLS form of `x`.
+    pub fn build(&self, x: &CooTensor) -> Result<HlsTensor> {
+        Ok(Self::build_many(x, &[self.threshold])?
+            .pop()
+            .expect("one threshold gives one tensor"))
+    }
+
+    /// Builds one HLS tensor per threshold, sharing the sort and the tile count.
+    pub fn build_many(x: &CooTensor, thresholds: &[u32]) -> Result<Vec<HlsTensor>> {
+        if x.nnz() == 0 {
+            return Err(Error::InvalidTensor("the tensor has no nonzeros".into()));
+        }
+        if x.nnz() > u32::MAX as usize {
+            return Err(Error::Unsupported(format!(
+                "{} nonzeros; at most 2^32 − 1 per tensor",
+                x.nnz()
+            )));
+        }
+        let layout = KeyLayout::new(x.dims())?;
+        // Step 1: lexicographic order, duplicates summed.
+        let (x, duplicates_summed): (Cow<CooTensor>, usize) = if x.is_sorted_unique() {
+            (Cow::Borrowed(x), 0)
+        } else {
+            let mut y = x.clone();
+            let d = y.sum_duplicates();
+            (Cow::Owned(y), d)
+        };
+        let x = x.as_ref();
+        let nnz = x.nnz();
+
+        let max_abs = x.values().iter().fold(0f64, |m, v| m.max(v.abs()));
+        let scale = choose_scale(max_abs);
+        let (halves, quant) = quantize_all(x.values(), scale);
+
+        // Step 2: tiles of 3rd-order tensors.
+        let tile_dims: Vec<usize> = x
+            .dims()
+            .iter()
+            .map(|&d| d.div_ceil(1 << TILE_BITS))
+            .collect();
+        let tile_layout = KeyLayout::new(&tile_dims)?;
+        let slabs = if x.order() == 3
+            && tile_layout.total_bits() + 12 <= 64
+            && thresholds.iter().any(|&t| t as usize <= TILE_CELLS)
+        {
+            Some(sort_slabs(x, &tile_layout))
+        } else {
+            None
+        };
+        let tiles_total: usize = slabs
+            .as_ref()
+            .map_or(0, |s| s.iter().map(|s| s.tiles.len()).sum());
+
+        let mut out = Vec::with_capacity(thresholds.len());
+        for &threshold in thresholds {
+            let mut in_dense = vec![false; nnz];
+            let dense = slabs.as_ref().map(|slabs| {
+                dense_part(slabs, threshold, &tile_layout, &halves, &mut in_dense)
+            });
+            let sparse = sparse_part(x, &layout, &halves, &in_dense);
+            let dense_nnz = dense.as_ref().map_or(0, DenseTiles::nnz);
+            let all_dense_bytes = if slabs.is_some() {
+                tiles_total * (8 + std::mem::size_of::<Bitmap>() + 4) + 4 + nnz * 2
+            } else {
+                0
+            };
+            let stats = HlsStats {
+                nnz,
+                duplicates_summed,
+                threshold,
+                tiles: tiles_total,
+                dense_tiles: dense.as_ref().map_or(0, DenseTiles::len),
+                dense_nnz,
+                sparse_nnz: sparse.nnz(),
+                sparse_blocks: sparse.block_prefix.len(),
+                dense_bytes: dense.as_ref().map_or(0, DenseTiles::bytes),
+                sparse_bytes: sparse.bytes(),
+                all_sparse_bytes: all_sparse_bytes(x, &layout),
+                all_dense_bytes,
+                coo_bytes: x.coo_bytes(),
+                quant,
+            };
+            out.push(HlsTensor {
+                dims: x.dims().to_vec(),
+                threshold,
+                scale,
+                dense,
+                sparse,
+                stats,
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn quantize_all(values: &[f64], scale: f32) -> (Vec<f16>, QuantReport) {
+    let halves: Vec<f16> = values.par_iter().map(|&v| quantize(v, scale)).collect();
+    let quant = values
+        .par_iter()
+        .zip(&halves)
+        .fold(
+            || QuantReport {
+                scale,
+                ..Default::default()
+            },
+            |mut r, (&v, &h)| {
+                r.record(v, h);
+                r
+            },
+        )
+        .reduce(
+            || QuantReport {
+                scale,
+                ..Default::default()
+            },
+            QuantReport::merge,
+        );
+    (halves, quant)
+}
+
+/// Splits the (sorted) tensor into 16-row slabs of mode 0 and sorts each by tile.
+fn sort_slabs(x: &CooTensor, tile_layout: &KeyLayout) -> Vec<Slab> {
+    let i0 = x.indices(0);
+    let mut bounds = vec![0usize];
+    for p in 1..i0.len() {
+        if i0[p] >> TILE_BITS != i0[p - 1] >> TILE_BITS {
+            bounds.push(p);
+        }
+    }
+    bounds.push(i0.len());
+    let (i1, i2) = (x.indices(1), x.indices(2));
+    bounds
+        .par_windows(2)
+        .map(|w| {
+            let (s, e) = (w[0], w[1]);
+            let ti = (i0[s] >> TILE_BITS) as u64;
+            let mut entries: Vec<(u64, u32)> = (s..e)
+                .map(|p| {
+                    let (i, j, k) = (i0[p], i1[p], i2[p]);
+                    let tile = (ti << tile_layout.shifts()[0])
+                        | (((j >> TILE_BITS) as u64) << tile_layout.shifts()[1])
+                        | (k >> TILE_BITS) as u64;
+                    let bit = super::bit_position(i & 15, j & 15, k & 15) as u64;
+                    ((tile << 12) | bit, p as u32)
+                })
+                .collect();
+            entries.sort_unstable();
+            let mut tiles = Vec::new();
+            let mut start = 0;
+            for q in 1..=entries.len() {
+                if q == entries.len() || entries[q].0 >> 12 != entries[start].0 >> 12 {
+                    tiles.push(TileRun {
+                        key: entries[start].0 >> 12,
+                        start: start as u32,
+                        end: q as u32,
+                    });
+                    start = q;
+                }
+            }
+            Slab { entries, tiles }
+        })
+        .collect()
+}
+
+fn dense_part(
+    slabs: &[Slab],
+    threshold: u32,
+    tile_layout: &KeyLayout,
+    halves: &[f16],
+    in_dense: &mut [bool],
+) -> DenseTiles {
+    let mut keys = Vec::new();
+    let mut bitmaps = Vec::new();
+    let mut offsets = vec![0u32];
+    let mut values = Vec::new();
+    for slab in slabs {
+        for run in &slab.tiles {
+            if run.end - run.start < threshold {
+                continue;
+            }
+            let mut bits: BitArray<Bitmap, Lsb0> = BitArray::ZERO;
+            for &(k, p) in &slab.entries[run.start as usize..run.end as usize] {
+                bits.set((k & 0xfff) as usize, true);
+                values.push(halves[p as usize]);
+                in_dense[p as usize] = true;
+            }
+            keys.push(run.key);
+            bitmaps.push(bits.into_inner());
+            offsets.push(values.len() as u32);
+        }
+    }
+    DenseTiles {
+        layout: tile_layout.clone(),
+        keys,
+        bitmaps,
+        offsets,
+        values,
+    }
+}
+
+fn sparse_part(x: &CooTensor, layout: &KeyLayout, halves: &[f16], in_dense: &[bool]) -> SparsePart {
+    let n = x.nnz() - in_dense.iter().filter(|&&d| d).count();
+    let mut keys = Vec::with_capacity(n);
+    let mut values = Vec::with_capacity(n);
+    let mut block_prefix = Vec::new();
+    let mut block_offsets = Vec::new();
+    for p in (0..x.nnz()).filter(|&p| !in_dense[p]) {
+        let key = layout.encode_with(|m| x.indices(m)[p]);
+        let prefix = (key >> LOW_KEY_BITS) as u64;
+        if block_prefix.last() != Some(&prefix) {
+            block_prefix.push(prefix);
+            block_offsets.push(keys.len() as u64);
+        }
+        keys.push(key as u32);
+        values.push(halves[p]);
+    }
+    block_offsets.push(keys.len() as u64);
+    SparsePart {
+        layout: layout.clone(),
+        block_prefix,
+        block_offsets,
+        keys,
+        values,
+    }
+}
+
+/// Bytes of the sparse part if it held every nonzero.
+fn all_sparse_bytes(x: &CooTensor, layout: &KeyLayout) -> usize {
+    let mut blocks = 0usize;
+    let mut last = None;
+    for p in 0..x.nnz() {
+        let prefix = (layout.encode_with(|m| x.indices(m)[p]) >> LOW_KEY_BITS) as u64;
+        if last != Some(prefix) {
+            blocks += 1;
+            last = Some(prefix);
+        }
+    }
+    x.nnz() * 6 + blocks * 8 + (blocks + 1) * 8
+}

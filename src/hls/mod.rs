@@ -1,0 +1,263 @@
+//! The Hybrid Linear Storage (HLS) format (DESIGN.md §3).
+//!
+//! A sparse tensor is split in two parts by a tile threshold `T`:
+//! - [`DenseTiles`] (HLS-D, 3rd-order tensors): 16×16×16 tiles holding at least `T`
+//!   nonzeros, each as a 4096-bit bitmap (64 × u64) plus its values in bitmap order;
+//! - [`SparsePart`] (HLS-S, any order): the remaining nonzeros as sorted linearized
+//!   keys ([`KeyLayout`]) and values.
+//!
+//! Values are fp16 with one tensor-wide power-of-two scale ([`values`]).
+//! [`HlsBuilder`] makes an [`HlsTensor`] from a [`crate::tensor::CooTensor`].
+
+mod builder;
+pub mod layout;
+mod stats;
+pub mod values;
+
+pub use builder::HlsBuilder;
+pub use layout::KeyLayout;
+pub use stats::HlsStats;
+
+use crate::tensor::CooTensor;
+use half::f16;
+
+/// Tile edge in every mode.
+pub const TILE: usize = 16;
+/// log2 of [`TILE`].
+pub const TILE_BITS: u32 = 4;
+/// Cells (and bits) in a tile.
+pub const TILE_CELLS: usize = TILE * TILE * TILE;
+/// u64 words in a tile bitmap.
+pub const BITMAP_WORDS: usize = TILE_CELLS / 64;
+/// Bits of a sparse key kept per nonzero; the bits above form the block prefix.
+pub const LOW_KEY_BITS: u32 = 32;
+
+/// One tile's occupancy: bit `p = ei·256 + ej·16 + ek` (word `p / 64`, bit `p % 64`).
+pub type Bitmap = [u64; BITMAP_WORDS];
+
+/// The bit of in-tile offset `(ei, ej, ek)`.
+#[inline]
+pub fn bit_position(ei: u32, ej: u32, ek: u32) -> u32 {
+    (ei << 8) | (ej << 4) | ek
+}
+
+/// The dense part: tiles with at least `T` nonzeros.
+///
+/// Invariants: `keys` strictly increasing (tile keys under `layout`, over tile extents
+/// `ceil(I_m / 16)`); `bitmaps.len() == keys.len()`; `offsets.len() == keys.len() + 1`,
+/// `offsets[0] == 0`, `offsets[t+1] − offsets[t] == popcount(bitmaps[t])`;
+/// `values.len() == offsets[last]`, the values of tile `t` in increasing bit order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DenseTiles {
+    layout: KeyLayout,
+    keys: Vec<u64>,
+    bitmaps: Vec<Bitmap>,
+    offsets: Vec<u32>,
+    values: Vec<f16>,
+}
+
+impl DenseTiles {
+    /// The linearization of tile coordinates.
+    pub fn layout(&self) -> &KeyLayout {
+        &self.layout
+    }
+    /// Number of dense tiles.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+    /// Whether there are no dense tiles.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+    /// Sorted tile keys.
+    pub fn keys(&self) -> &[u64] {
+        &self.keys
+    }
+    /// Tile bitmaps, one per key.
+    pub fn bitmaps(&self) -> &[Bitmap] {
+        &self.bitmaps
+    }
+    /// Exclusive prefix sums of the tiles' nonzero counts.
+    pub fn offsets(&self) -> &[u32] {
+        &self.offsets
+    }
+    /// All dense values, tile after tile, each in bitmap order.
+    pub fn values(&self) -> &[f16] {
+        &self.values
+    }
+    /// Number of nonzeros in the dense part.
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+    /// The coordinates of tile `t`'s first cell (tile coordinate × 16).
+    pub fn tile_origin(&self, t: usize) -> [u32; 3] {
+        let k = self.keys[t];
+        [0, 1, 2].map(|m| self.layout.decode64(k, m) << TILE_BITS)
+    }
+    /// The values of tile `t`.
+    pub fn tile_values(&self, t: usize) -> &[f16] {
+        &self.values[self.offsets[t] as usize..self.offsets[t + 1] as usize]
+    }
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.keys.len() * (8 + std::mem::size_of::<Bitmap>() + 4) + 4 + self.values.len() * 2
+    }
+}
+
+/// The sparse part: nonzeros as linearized keys, split into blocks by the key's upper
+/// bits (BLCO-style), so each nonzero stores only its low 32 bits.
+///
+/// Invariants: `block_prefix` strictly increasing; `block_offsets.len() ==
+/// block_prefix.len() + 1`, starting at 0 and ending at `keys.len()`; within a block
+/// `keys` strictly increasing; the full key of entry `p` of block `b` is
+/// `(block_prefix[b] << 32) | keys[p]`; `values.len() == keys.len()`. So the whole
+/// part is in lexicographic coordinate order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SparsePart {
+    layout: KeyLayout,
+    block_prefix: Vec<u64>,
+    block_offsets: Vec<u64>,
+    keys: Vec<u32>,
+    values: Vec<f16>,
+}
+
+impl SparsePart {
+    /// The linearization of coordinates.
+    pub fn layout(&self) -> &KeyLayout {
+        &self.layout
+    }
+    /// Number of nonzeros.
+    pub fn nnz(&self) -> usize {
+        self.keys.len()
+    }
+    /// Block prefixes (key bits above [`LOW_KEY_BITS`]).
+    pub fn block_prefix(&self) -> &[u64] {
+        &self.block_prefix
+    }
+    /// Start of every block in `keys`, plus the end.
+    pub fn block_offsets(&self) -> &[u64] {
+        &self.block_offsets
+    }
+    /// Low 32 bits of every key.
+    pub fn keys(&self) -> &[u32] {
+        &self.keys
+    }
+    /// Values, one per key.
+    pub fn values(&self) -> &[f16] {
+        &self.values
+    }
+    /// The full key of entry `p` in block `b`.
+    #[inline]
+    pub fn full_key(&self, b: usize, p: usize) -> u128 {
+        ((self.block_prefix[b] as u128) << LOW_KEY_BITS) | self.keys[p] as u128
+    }
+    /// The block holding entry `p`.
+    pub fn block_of(&self, p: usize) -> usize {
+        self.block_offsets.partition_point(|&o| o as usize <= p) - 1
+    }
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.keys.len() * 6 + self.block_prefix.len() * 8 + self.block_offsets.len() * 8
+    }
+}
+
+/// A tensor in HLS form, ready for the kernels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HlsTensor {
+    dims: Vec<usize>,
+    threshold: u32,
+    scale: f32,
+    dense: Option<DenseTiles>,
+    sparse: SparsePart,
+    stats: HlsStats,
+}
+
+impl HlsTensor {
+    /// Mode extents.
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+    /// Number of modes.
+    pub fn order(&self) -> usize {
+        self.dims.len()
+    }
+    /// The tile threshold it was built with.
+    pub fn threshold(&self) -> u32 {
+        self.threshold
+    }
+    /// Stored fp16 values times this give the tensor's values.
+    pub fn scale(&self) -> f32 {
+        self.scale
+    }
+    /// The dense tiles (`None` for tensors whose order is not 3).
+    pub fn dense(&self) -> Option<&DenseTiles> {
+        self.dense.as_ref()
+    }
+    /// The sparse remainder.
+    pub fn sparse(&self) -> &SparsePart {
+        &self.sparse
+    }
+    /// Build statistics.
+    pub fn stats(&self) -> &HlsStats {
+        &self.stats
+    }
+    /// Nonzeros held.
+    pub fn nnz(&self) -> usize {
+        self.sparse.nnz() + self.dense.as_ref().map_or(0, DenseTiles::nnz)
+    }
+    /// Bytes held by both parts.
+    pub fn bytes(&self) -> usize {
+        self.sparse.bytes() + self.dense.as_ref().map_or(0, DenseTiles::bytes)
+    }
+
+    /// Back to COO, sorted lexicographically, with the fp16-rounded values. Converting
+    /// a COO tensor to HLS and back gives the same coordinates.
+    pub fn to_coo(&self) -> CooTensor {
+        let n = self.order();
+        let mut entries: Vec<(u128, f64)> = Vec::with_capacity(self.nnz());
+        let layout = self.sparse.layout();
+        for b in 0..self.sparse.block_prefix.len() {
+            let (s, e) = (
+                self.sparse.block_offsets[b] as usize,
+                self.sparse.block_offsets[b + 1] as usize,
+            );
+            for p in s..e {
+                entries.push((
+                    self.sparse.full_key(b, p),
+                    values::dequantize(self.sparse.values[p], self.scale),
+                ));
+            }
+        }
+        if let Some(d) = &self.dense {
+            for t in 0..d.len() {
+                let o = d.tile_origin(t);
+                let vals = d.tile_values(t);
+                let mut v = 0;
+                for (w, &word) in d.bitmaps[t].iter().enumerate() {
+                    let mut bits = word;
+                    while bits != 0 {
+                        let p = (w as u32) * 64 + bits.trailing_zeros();
+                        bits &= bits - 1;
+                        let c = [o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)];
+                        entries.push((
+                            layout.encode(&c),
+                            values::dequantize(vals[v], self.scale),
+                        ));
+                        v += 1;
+                    }
+                }
+            }
+        }
+        entries.sort_unstable_by_key(|e| e.0);
+        let mut indices = vec![Vec::with_capacity(entries.len()); n];
+        let mut vals = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            for (m, ix) in indices.iter_mut().enumerate() {
+                ix.push(layout.decode(k, m));
+            }
+            vals.push(v);
+        }
+        CooTensor::new(self.dims.clone(), indices, vals)
+            .expect("HLS invariants guarantee a valid COO tensor")
+    }
+}

@@ -1,0 +1,21 @@
+//! sptmc: sparse MTTKRP and TTM-chain (the kernels of CP and Tucker decomposition) on
+//! the Hybrid Linear Storage format — dense 16³ bitmap tiles for tensor cores plus a
+//! linearized sparse remainder — with a rayon CPU backend, an FP64 reference, CP-ALS
+//! and Tucker-HOOI on top.
+//!
+//! Data flows one way: [`tensor`] (COO, I/O, generator) → [`hls`] (format) →
+//! [`engine`] (backends) → [`decomp`] (CP-ALS, Tucker-HOOI) → the `sptmc` command line.
+//! [`reference`] and [`accuracy`] check any result against FP64.
+
+pub mod accuracy;
+pub mod error;
+pub mod hls;
+pub mod matrix;
+pub mod ops;
+pub mod reference;
+pub mod tensor;
+
+pub use error::{Error, Result};
+pub use matrix::Matrix;
+pub use ops::Op;
+pub use tensor::CooTensor;

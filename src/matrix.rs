@@ -1,0 +1,131 @@
+//! A small row-major dense matrix: the factor matrices and kernel outputs.
+//!
+//! Factor rows are gathered by the sparse kernels, so rows are contiguous. Dense linear
+//! algebra on these (Grams, solves, SVDs) goes through `faer` in [`crate::decomp`].
+
+use crate::error::{Error, Result};
+
+/// A row-major `rows × cols` matrix.
+///
+/// Invariant: `data.len() == rows * cols`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrix<T = f32> {
+    rows: usize,
+    cols: usize,
+    data: Vec<T>,
+}
+
+impl<T: Copy + Default> Matrix<T> {
+    /// Wraps `data` (row-major) as a `rows × cols` matrix.
+    pub fn new(rows: usize, cols: usize, data: Vec<T>) -> Result<Self> {
+        if data.len() != rows * cols {
+            return Err(Error::shape(
+                "matrix data",
+                format!("{rows}×{cols} = {} values", rows * cols),
+                data.len(),
+            ));
+        }
+        Ok(Matrix { rows, cols, data })
+    }
+
+    /// A `rows × cols` matrix of zeros.
+    pub fn zeros(rows: usize, cols: usize) -> Self {
+        Matrix {
+            rows,
+            cols,
+            data: vec![T::default(); rows * cols],
+        }
+    }
+
+    /// A matrix whose entry `(i, j)` is `f(i, j)`.
+    pub fn from_fn(rows: usize, cols: usize, mut f: impl FnMut(usize, usize) -> T) -> Self {
+        let mut data = Vec::with_capacity(rows * cols);
+        for i in 0..rows {
+            for j in 0..cols {
+                data.push(f(i, j));
+            }
+        }
+        Matrix { rows, cols, data }
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// `(rows, cols)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    /// All entries, row-major.
+    pub fn data(&self) -> &[T] {
+        &self.data
+    }
+
+    /// All entries, row-major, mutable.
+    pub fn data_mut(&mut self) -> &mut [T] {
+        &mut self.data
+    }
+
+    /// Row `i`.
+    pub fn row(&self, i: usize) -> &[T] {
+        &self.data[i * self.cols..(i + 1) * self.cols]
+    }
+
+    /// Row `i`, mutable.
+    pub fn row_mut(&mut self, i: usize) -> &mut [T] {
+        &mut self.data[i * self.cols..(i + 1) * self.cols]
+    }
+
+    /// Entry `(i, j)`.
+    pub fn get(&self, i: usize, j: usize) -> T {
+        self.data[i * self.cols + j]
+    }
+
+    /// Sets entry `(i, j)`.
+    pub fn set(&mut self, i: usize, j: usize, v: T) {
+        self.data[i * self.cols + j] = v;
+    }
+
+    /// Consumes the matrix, giving back its row-major data.
+    pub fn into_data(self) -> Vec<T> {
+        self.data
+    }
+
+    /// Applies `f` to every entry, giving a matrix of another element type.
+    pub fn map<U: Copy + Default>(&self, f: impl Fn(T) -> U) -> Matrix<U> {
+        Matrix {
+            rows: self.rows,
+            cols: self.cols,
+            data: self.data.iter().map(|&x| f(x)).collect(),
+        }
+    }
+}
+
+impl Matrix<f32> {
+    /// A matrix with entries drawn uniformly from `[0, 1)` by a seeded generator, the
+    /// usual initialization of CP and Tucker factors.
+    pub fn random(rows: usize, cols: usize, seed: u64) -> Self {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+        Matrix::from_fn(rows, cols, |_, _| rng.random::<f32>())
+    }
+
+    /// Widens to f64.
+    pub fn to_f64(&self) -> Matrix<f64> {
+        self.map(|x| x as f64)
+    }
+}
+
+impl Matrix<f64> {
+    /// Narrows to f32.
+    pub fn to_f32(&self) -> Matrix<f32> {
+        self.map(|x| x as f32)
+    }
+}

@@ -1,0 +1,254 @@
+//! Sparse tensors in coordinate (COO) form: the input side of the pipeline.
+//!
+//! [`CooTensor`] holds any order; [`tns`] reads and writes FROSTT `.tns` text (plain or
+//! gzipped), [`binary`] a compact memory-mappable cache, and [`generate`] seeded
+//! synthetic tensors of every regime the kernels care about.
+
+pub mod binary;
+pub mod generate;
+pub mod tns;
+
+use crate::error::{Error, Result};
+use rayon::prelude::*;
+
+/// A sparse tensor of any order in coordinate form.
+///
+/// Invariants (checked by [`CooTensor::new`]):
+/// - `order() >= 1`, every extent `dims[m] >= 1`;
+/// - `indices[m].len() == values.len()` for every mode `m`;
+/// - every index is 0-based and `< dims[m]`;
+/// - every value is finite.
+///
+/// Coordinates need not be sorted or unique; [`CooTensor::sum_duplicates`] sorts them
+/// and merges repeats. Indices are stored mode by mode (structure of arrays) so that a
+/// mode's indices are contiguous.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CooTensor {
+    dims: Vec<usize>,
+    indices: Vec<Vec<u32>>,
+    values: Vec<f64>,
+}
+
+impl CooTensor {
+    /// Builds a tensor from per-mode 0-based index arrays and values, checking every
+    /// invariant listed on the type.
+    pub fn new(dims: Vec<usize>, indices: Vec<Vec<u32>>, values: Vec<f64>) -> Result<Self> {
+        if dims.is_empty() {
+            return Err(Error::InvalidTensor("a tensor needs at least one mode".into()));
+        }
+        if let Some(m) = dims.iter().position(|&d| d == 0) {
+            return Err(Error::InvalidTensor(format!("mode {m} has length 0")));
+        }
+        if let Some(m) = dims.iter().position(|&d| d > u32::MAX as usize + 1) {
+            return Err(Error::Unsupported(format!(
+                "mode {m} has length {} > 2^32",
+                dims[m]
+            )));
+        }
+        if indices.len() != dims.len() {
+            return Err(Error::shape(
+                "index arrays",
+                format!("{} modes", dims.len()),
+                format!("{} arrays", indices.len()),
+            ));
+        }
+        for (m, ix) in indices.iter().enumerate() {
+            if ix.len() != values.len() {
+                return Err(Error::shape(
+                    format!("indices of mode {m}"),
+                    values.len(),
+                    ix.len(),
+                ));
+            }
+            if let Some(p) = ix.iter().position(|&i| i as usize >= dims[m]) {
+                return Err(Error::InvalidTensor(format!(
+                    "nonzero {p}: index {} in mode {m} is beyond its length {}",
+                    ix[p], dims[m]
+                )));
+            }
+        }
+        if let Some(p) = values.iter().position(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "nonzero {p} has value {}",
+                values[p]
+            )));
+        }
+        Ok(CooTensor {
+            dims,
+            indices,
+            values,
+        })
+    }
+
+    /// Builds a tensor from `(coordinates, value)` entries (0-based).
+    pub fn from_entries<I, C>(dims: Vec<usize>, entries: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = (C, f64)>,
+        C: AsRef<[u32]>,
+    {
+        let order = dims.len();
+        let mut indices = vec![Vec::new(); order];
+        let mut values = Vec::new();
+        for (k, (c, v)) in entries.into_iter().enumerate() {
+            let c = c.as_ref();
+            if c.len() != order {
+                return Err(Error::shape(
+                    format!("coordinates of entry {k}"),
+                    order,
+                    c.len(),
+                ));
+            }
+            for (m, &i) in c.iter().enumerate() {
+                indices[m].push(i);
+            }
+            values.push(v);
+        }
+        Self::new(dims, indices, values)
+    }
+
+    /// Number of modes.
+    pub fn order(&self) -> usize {
+        self.dims.len()
+    }
+
+    /// Extent of every mode.
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+
+    /// Number of stored entries (after [`CooTensor::sum_duplicates`], of nonzeros).
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The 0-based indices of mode `m`, one per entry.
+    pub fn indices(&self, m: usize) -> &[u32] {
+        &self.indices[m]
+    }
+
+    /// The values, one per entry.
+    pub fn values(&self) -> &[f64] {
+        &self.values
+    }
+
+    /// The coordinates of entry `k`.
+    pub fn coords(&self, k: usize) -> Vec<u32> {
+        self.indices.iter().map(|ix| ix[k]).collect()
+    }
+
+    /// Fraction of cells that hold an entry.
+    pub fn density(&self) -> f64 {
+        let cells: f64 = self.dims.iter().map(|&d| d as f64).product();
+        self.nnz() as f64 / cells
+    }
+
+    /// Squared Frobenius norm, in f64.
+    pub fn norm_sq(&self) -> f64 {
+        self.values.iter().map(|v| v * v).sum()
+    }
+
+    /// Bytes of the plain COO form the HLS paper compares against: one u32 per mode
+    /// and one f32 value per nonzero.
+    pub fn coo_bytes(&self) -> usize {
+        self.nnz() * (4 * self.order() + 4)
+    }
+
+    /// Checks that `mode < order()`.
+    pub fn check_mode(&self, mode: usize) -> Result<()> {
+        if mode >= self.order() {
+            Err(Error::ModeOutOfRange {
+                mode,
+                order: self.order(),
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether entries are in lexicographic coordinate order without repeats.
+    pub fn is_sorted_unique(&self) -> bool {
+        (1..self.nnz()).all(|k| self.cmp_entries(k - 1, k) == std::cmp::Ordering::Less)
+    }
+
+    fn cmp_entries(&self, a: usize, b: usize) -> std::cmp::Ordering {
+        for ix in &self.indices {
+            match ix[a].cmp(&ix[b]) {
+                std::cmp::Ordering::Equal => continue,
+                o => return o,
+            }
+        }
+        std::cmp::Ordering::Equal
+    }
+
+    /// Sorts entries lexicographically (mode 0 slowest) and sums entries with equal
+    /// coordinates. Returns how many entries were merged away (0 when all were unique).
+    pub fn sum_duplicates(&mut self) -> usize {
+        if self.is_sorted_unique() {
+            return 0;
+        }
+        let mut perm: Vec<u32> = (0..self.nnz() as u32).collect();
+        perm.par_sort_by(|&a, &b| self.cmp_entries(a as usize, b as usize));
+        let mut indices: Vec<Vec<u32>> = vec![Vec::with_capacity(self.nnz()); self.order()];
+        let mut values: Vec<f64> = Vec::with_capacity(self.nnz());
+        let mut merged = 0;
+        for (p, &k) in perm.iter().enumerate() {
+            let k = k as usize;
+            if p > 0 && self.cmp_entries(perm[p - 1] as usize, k) == std::cmp::Ordering::Equal {
+                *values.last_mut().expect("p > 0 pushed a value") += self.values[k];
+                merged += 1;
+            } else {
+                for (m, ix) in indices.iter_mut().enumerate() {
+                    ix.push(self.indices[m][k]);
+                }
+                values.push(self.values[k]);
+            }
+        }
+        self.indices = indices;
+        self.values = values;
+        merged
+    }
+
+    /// Consumes the tensor, giving back `(dims, indices, values)`.
+    pub fn into_parts(self) -> (Vec<usize>, Vec<Vec<u32>>, Vec<f64>) {
+        (self.dims, self.indices, self.values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicates_are_summed_and_counted() {
+        let mut t = CooTensor::from_entries(
+            vec![3, 2],
+            [([2u32, 1], 1.0), ([0, 0], 2.0), ([2, 1], 3.5), ([0, 0], 1.0)],
+        )
+        .unwrap();
+        assert_eq!(t.sum_duplicates(), 2);
+        assert_eq!(t.nnz(), 2);
+        assert_eq!(t.coords(0), vec![0, 0]);
+        assert_eq!(t.values(), &[3.0, 4.5]);
+        assert!(t.is_sorted_unique());
+    }
+
+    #[test]
+    fn invariants_are_checked() {
+        assert!(matches!(
+            CooTensor::new(vec![2, 0], vec![vec![], vec![]], vec![]),
+            Err(Error::InvalidTensor(_))
+        ));
+        assert!(matches!(
+            CooTensor::new(vec![2, 2], vec![vec![2], vec![0]], vec![1.0]),
+            Err(Error::InvalidTensor(_))
+        ));
+        assert!(matches!(
+            CooTensor::new(vec![2, 2], vec![vec![1], vec![0]], vec![f64::NAN]),
+            Err(Error::NonFinite(_))
+        ));
+        assert!(matches!(
+            CooTensor::new(vec![2, 2], vec![vec![1]], vec![1.0]),
+            Err(Error::Shape { .. })
+        ));
+    }
+}
