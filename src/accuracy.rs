@@ -103,7 +103,11 @@ mod tests {
     fn smape_matches_its_definition() {
         // |1-1|/2 = 0, |2-1|/3, both zero -> 0, |-4-(-2)|/6
         let a = compare_slices(&[1.0, 2.0, 0.0, -4.0], &[1.0f64, 1.0, 0.0, -2.0]).unwrap();
-        assert_relative_eq!(a.smape_percent, 25.0 * (1.0 / 3.0 + 2.0 / 6.0), epsilon = 1e-12);
+        assert_relative_eq!(
+            a.smape_percent,
+            25.0 * (1.0 / 3.0 + 2.0 / 6.0),
+            epsilon = 1e-12
+        );
         assert_relative_eq!(a.max_rel_err, 0.5, epsilon = 1e-12);
         assert_relative_eq!(a.rel_frobenius, (5.0f64 / 21.0).sqrt(), epsilon = 1e-12);
     }

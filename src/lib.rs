@@ -8,12 +8,14 @@
 //! [`reference`] and [`accuracy`] check any result against FP64.
 
 pub mod accuracy;
+pub mod engine;
 pub mod error;
 pub mod hls;
 pub mod matrix;
 pub mod ops;
 pub mod reference;
 pub mod tensor;
+pub mod tune;
 
 pub use error::{Error, Result};
 pub use matrix::Matrix;

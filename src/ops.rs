@@ -13,7 +13,9 @@ use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 
 /// Which kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
     /// Matricized tensor times Khatri-Rao product (CP decomposition).
@@ -74,9 +76,7 @@ pub fn output_shape<T: Copy + Default>(
             ));
         }
         if f.cols() == 0 {
-            return Err(Error::InvalidRank(format!(
-                "factor of mode {m} has rank 0"
-            )));
+            return Err(Error::InvalidRank(format!("factor of mode {m} has rank 0")));
         }
         match op {
             Op::Mttkrp => match rank {
@@ -91,9 +91,9 @@ pub fn output_shape<T: Copy + Default>(
                 Some(_) => {}
             },
             Op::Ttmc => {
-                cols = cols.checked_mul(f.cols()).ok_or_else(|| {
-                    Error::InvalidRank("product of TTMc ranks overflows".into())
-                })?;
+                cols = cols
+                    .checked_mul(f.cols())
+                    .ok_or_else(|| Error::InvalidRank("product of TTMc ranks overflows".into()))?;
             }
         }
     }

@@ -110,9 +110,9 @@ impl HlsBuilder {
         let mut out = Vec::with_capacity(thresholds.len());
         for &threshold in thresholds {
             let mut in_dense = vec![false; nnz];
-            let dense = slabs.as_ref().map(|slabs| {
-                dense_part(slabs, threshold, &tile_layout, &halves, &mut in_dense)
-            });
+            let dense = slabs
+                .as_ref()
+                .map(|slabs| dense_part(slabs, threshold, &tile_layout, &halves, &mut in_dense));
             let sparse = sparse_part(x, &layout, &halves, &in_dense);
             let dense_nnz = dense.as_ref().map_or(0, DenseTiles::nnz);
             let all_dense_bytes = if slabs.is_some() {

@@ -210,11 +210,11 @@ impl HlsTensor {
         self.sparse.bytes() + self.dense.as_ref().map_or(0, DenseTiles::bytes)
     }
 
-    /// Back to COO, sorted lexicographically, with the fp16-rounded values. Converting
-    /// a COO tensor to HLS and back gives the same coordinates.
-    pub fn to_coo(&self) -> CooTensor {
-        let n = self.order();
-        let mut entries: Vec<(u128, f64)> = Vec::with_capacity(self.nnz());
+    /// Calls `f(coords, value)` for every stored nonzero: the sparse part in key
+    /// order, then the dense tiles in tile and bitmap order. Values are the stored fp16
+    /// (multiply by [`HlsTensor::scale`]).
+    pub fn for_each_nonzero(&self, mut f: impl FnMut(&[u32], f16)) {
+        let mut c = vec![0u32; self.order()];
         let layout = self.sparse.layout();
         for b in 0..self.sparse.block_prefix.len() {
             let (s, e) = (
@@ -222,10 +222,8 @@ impl HlsTensor {
                 self.sparse.block_offsets[b + 1] as usize,
             );
             for p in s..e {
-                entries.push((
-                    self.sparse.full_key(b, p),
-                    values::dequantize(self.sparse.values[p], self.scale),
-                ));
+                layout.decode_all(self.sparse.full_key(b, p), &mut c);
+                f(&c, self.sparse.values[p]);
             }
         }
         if let Some(d) = &self.dense {
@@ -238,16 +236,26 @@ impl HlsTensor {
                     while bits != 0 {
                         let p = (w as u32) * 64 + bits.trailing_zeros();
                         bits &= bits - 1;
-                        let c = [o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)];
-                        entries.push((
-                            layout.encode(&c),
-                            values::dequantize(vals[v], self.scale),
-                        ));
+                        f(
+                            &[o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)],
+                            vals[v],
+                        );
                         v += 1;
                     }
                 }
             }
         }
+    }
+
+    /// Back to COO, sorted lexicographically, with the fp16-rounded values. Converting
+    /// a COO tensor to HLS and back gives the same coordinates.
+    pub fn to_coo(&self) -> CooTensor {
+        let n = self.order();
+        let layout = self.sparse.layout();
+        let mut entries: Vec<(u128, f64)> = Vec::with_capacity(self.nnz());
+        self.for_each_nonzero(|c, v| {
+            entries.push((layout.encode(c), values::dequantize(v, self.scale)))
+        });
         entries.sort_unstable_by_key(|e| e.0);
         let mut indices = vec![Vec::with_capacity(entries.len()); n];
         let mut vals = Vec::with_capacity(entries.len());

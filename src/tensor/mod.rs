@@ -34,7 +34,9 @@ impl CooTensor {
     /// invariant listed on the type.
     pub fn new(dims: Vec<usize>, indices: Vec<Vec<u32>>, values: Vec<f64>) -> Result<Self> {
         if dims.is_empty() {
-            return Err(Error::InvalidTensor("a tensor needs at least one mode".into()));
+            return Err(Error::InvalidTensor(
+                "a tensor needs at least one mode".into(),
+            ));
         }
         if let Some(m) = dims.iter().position(|&d| d == 0) {
             return Err(Error::InvalidTensor(format!("mode {m} has length 0")));
@@ -222,7 +224,12 @@ mod tests {
     fn duplicates_are_summed_and_counted() {
         let mut t = CooTensor::from_entries(
             vec![3, 2],
-            [([2u32, 1], 1.0), ([0, 0], 2.0), ([2, 1], 3.5), ([0, 0], 1.0)],
+            [
+                ([2u32, 1], 1.0),
+                ([0, 0], 2.0),
+                ([2, 1], 3.5),
+                ([0, 0], 1.0),
+            ],
         )
         .unwrap();
         assert_eq!(t.sum_duplicates(), 2);

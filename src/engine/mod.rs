@@ -1,0 +1,310 @@
+//! The engine: one API for SpMTTKRP and SpTTMc over HLS, whatever the backend.
+//!
+//! Prepare a tensor once ([`Engine::prepare`]: builds its HLS form with the device's
+//! tuned thresholds and hands it to the backend, which uploads it if it is a GPU), then
+//! call [`Engine::mttkrp`] / [`Engine::ttmc`] any number of times with f32 factors.
+//! [`Engine::auto`] picks CUDA when a device is usable and the CPU otherwise, and says
+//! which.
+
+pub mod cpu;
+pub mod cuda;
+
+use crate::error::{Error, Result};
+use crate::hls::{HlsBuilder, HlsTensor};
+use crate::matrix::Matrix;
+use crate::ops::{Op, output_shape};
+use crate::tensor::CooTensor;
+use crate::tune::profile::{ProfileChoice, Profiles};
+use std::any::Any;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Which kind of backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// The rayon CPU backend.
+    Cpu,
+    /// The CUDA backend (tensor cores for dense tiles).
+    Cuda,
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+        })
+    }
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// CUDA when usable, else CPU.
+    #[default]
+    Auto,
+    /// The CPU backend.
+    Cpu,
+    /// The CUDA backend; an error when no device is usable.
+    Cuda,
+}
+
+/// A tensor as a backend holds it (on the host for the CPU, in device memory for CUDA).
+pub trait BackendTensor: Send + Sync {
+    /// The host-side HLS form it was made from.
+    fn hls(&self) -> &HlsTensor;
+    /// Bytes the backend holds for it (device memory for CUDA).
+    fn bytes(&self) -> usize;
+    /// For the backend to get its own type back.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A backend of the engine. Implementations: [`cpu::CpuBackend`], [`cuda::CudaBackend`].
+pub trait Backend: Send + Sync {
+    /// Which kind it is.
+    fn kind(&self) -> BackendKind;
+    /// The device in words: CPU model and thread count, or GPU name and compute
+    /// capability. Tuning profiles are matched against [`Backend::device_id`].
+    fn describe(&self) -> String;
+    /// A stable identifier of the device, used to name and match tuning profiles.
+    fn device_id(&self) -> String;
+    /// Takes an HLS tensor for this backend (uploads it for a GPU).
+    fn prepare(&self, hls: Arc<HlsTensor>) -> Result<Box<dyn BackendTensor>>;
+    /// Runs `op` on `mode` into `out`, whose shape the engine has checked (rows = the
+    /// mode's length, columns per [`crate::ops`]). `out` arrives zeroed. `factors` have
+    /// been checked against the tensor's shape.
+    fn run(
+        &self,
+        op: Op,
+        tensor: &dyn BackendTensor,
+        mode: usize,
+        factors: &[Matrix],
+        out: &mut Matrix,
+    ) -> Result<()>;
+    /// Waits for queued work (a no-op on the CPU); benches call it inside the timing.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A tensor prepared for an engine: its HLS form(s) in the backend, one per op asked
+/// for (shared when the thresholds agree), plus what the pipelines need of the COO.
+pub struct Prepared {
+    dims: Vec<usize>,
+    nnz: usize,
+    norm_sq: f64,
+    parts: Vec<(Op, Arc<dyn BackendTensor>)>,
+    build_time: Duration,
+}
+
+impl Prepared {
+    /// Mode extents.
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+    /// Number of modes.
+    pub fn order(&self) -> usize {
+        self.dims.len()
+    }
+    /// Nonzeros.
+    pub fn nnz(&self) -> usize {
+        self.nnz
+    }
+    /// Squared Frobenius norm of the tensor (FP64, from the input values).
+    pub fn norm_sq(&self) -> f64 {
+        self.norm_sq
+    }
+    /// The backend tensor used for `op`, if the tensor was prepared for it.
+    pub fn part(&self, op: Op) -> Result<&dyn BackendTensor> {
+        self.parts
+            .iter()
+            .find(|(o, _)| *o == op)
+            .map(|(_, t)| t.as_ref())
+            .ok_or_else(|| Error::InvalidOption(format!("the tensor was not prepared for {op}")))
+    }
+    /// The HLS form used for `op`.
+    pub fn hls(&self, op: Op) -> Result<&HlsTensor> {
+        Ok(self.part(op)?.hls())
+    }
+    /// Bytes the backend holds, counting shared parts once.
+    pub fn bytes(&self) -> usize {
+        let mut seen: Vec<*const ()> = Vec::new();
+        let mut total = 0;
+        for (_, t) in &self.parts {
+            let p = Arc::as_ptr(t) as *const ();
+            if !seen.contains(&p) {
+                seen.push(p);
+                total += t.bytes();
+            }
+        }
+        total
+    }
+    /// Time spent building and handing over the HLS form(s).
+    pub fn build_time(&self) -> Duration {
+        self.build_time
+    }
+}
+
+/// One op with the rank it will run at, for choosing its tile threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Workload {
+    /// The op.
+    pub op: Op,
+    /// The rank (MTTKRP) or the largest rank of the other modes (TTMc).
+    pub rank: usize,
+}
+
+/// The unified engine.
+pub struct Engine {
+    backend: Arc<dyn Backend>,
+    profiles: Profiles,
+    notice: Option<String>,
+}
+
+impl Engine {
+    /// An engine over `backend` using the tuning profiles found in the default places.
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
+        Engine {
+            backend,
+            profiles: Profiles::load_default(),
+            notice: None,
+        }
+    }
+
+    /// The CPU backend on rayon's global pool.
+    pub fn cpu() -> Self {
+        Self::new(Arc::new(cpu::CpuBackend::new()))
+    }
+
+    /// The CUDA backend on device 0; an error when none is usable.
+    pub fn cuda() -> Result<Self> {
+        Ok(Self::new(Arc::new(cuda::CudaBackend::new(0)?)))
+    }
+
+    /// CUDA when a device is usable, else the CPU; [`Engine::notice`] says why.
+    pub fn auto() -> Self {
+        match Self::cuda() {
+            Ok(e) => e,
+            Err(err) => {
+                let mut e = Self::cpu();
+                e.notice = Some(format!("using the CPU backend ({err})"));
+                e
+            }
+        }
+    }
+
+    /// The backend the user chose.
+    pub fn choose(choice: BackendChoice) -> Result<Self> {
+        match choice {
+            BackendChoice::Auto => Ok(Self::auto()),
+            BackendChoice::Cpu => Ok(Self::cpu()),
+            BackendChoice::Cuda => Self::cuda(),
+        }
+    }
+
+    /// Replaces the tuning profiles (e.g. with ones read from another folder).
+    pub fn with_profiles(mut self, profiles: Profiles) -> Self {
+        self.profiles = profiles;
+        self
+    }
+
+    /// A one-line note about how the backend was chosen (e.g. why not CUDA).
+    pub fn notice(&self) -> Option<&str> {
+        self.notice.as_deref()
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    /// Which backend kind.
+    pub fn kind(&self) -> BackendKind {
+        self.backend.kind()
+    }
+
+    /// The tuning profiles in use.
+    pub fn profiles(&self) -> &Profiles {
+        &self.profiles
+    }
+
+    /// The tile threshold for `w` on this engine's device, and where it came from.
+    pub fn threshold(&self, w: Workload) -> ProfileChoice {
+        self.profiles
+            .threshold(self.backend.kind(), &self.backend.device_id(), w.op, w.rank)
+    }
+
+    /// Prepares `x` for the given workloads with the device's tuned thresholds.
+    pub fn prepare(&self, x: &CooTensor, workloads: &[Workload]) -> Result<Prepared> {
+        let with: Vec<(Op, u32)> = workloads
+            .iter()
+            .map(|&w| (w.op, self.threshold(w).threshold))
+            .collect();
+        self.prepare_with_thresholds(x, &with)
+    }
+
+    /// Prepares `x` with explicit thresholds per op (for the tuner and benches).
+    pub fn prepare_with_thresholds(&self, x: &CooTensor, with: &[(Op, u32)]) -> Result<Prepared> {
+        if with.is_empty() {
+            return Err(Error::InvalidOption("prepare needs at least one op".into()));
+        }
+        let start = Instant::now();
+        let mut thresholds: Vec<u32> = with.iter().map(|w| w.1).collect();
+        thresholds.sort_unstable();
+        thresholds.dedup();
+        let built = HlsBuilder::build_many(x, &thresholds)?;
+        let mut handed: Vec<Arc<dyn BackendTensor>> = Vec::with_capacity(built.len());
+        for h in built {
+            handed.push(Arc::from(self.backend.prepare(Arc::new(h))?));
+        }
+        let parts = with
+            .iter()
+            .map(|&(op, t)| {
+                let i = thresholds.binary_search(&t).expect("threshold was built");
+                (op, handed[i].clone())
+            })
+            .collect();
+        Ok(Prepared {
+            dims: x.dims().to_vec(),
+            nnz: handed[0].hls().nnz(),
+            norm_sq: x.norm_sq(),
+            parts,
+            build_time: start.elapsed(),
+        })
+    }
+
+    /// Hands an already built HLS tensor to the backend for the given ops.
+    pub fn prepare_hls(&self, hls: HlsTensor, ops: &[Op]) -> Result<Prepared> {
+        let start = Instant::now();
+        let dims = hls.dims().to_vec();
+        let nnz = hls.nnz();
+        let norm_sq = hls.to_coo().norm_sq();
+        let t: Arc<dyn BackendTensor> = Arc::from(self.backend.prepare(Arc::new(hls))?);
+        Ok(Prepared {
+            dims,
+            nnz,
+            norm_sq,
+            parts: ops.iter().map(|&op| (op, t.clone())).collect(),
+            build_time: start.elapsed(),
+        })
+    }
+
+    /// `op` on `mode` (see [`crate::ops`] for definitions and output shapes).
+    pub fn run(&self, op: Op, p: &Prepared, mode: usize, factors: &[Matrix]) -> Result<Matrix> {
+        let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
+        let mut out = Matrix::zeros(rows, cols);
+        self.backend.run(op, p.part(op)?, mode, factors, &mut out)?;
+        Ok(out)
+    }
+
+    /// Sparse MTTKRP on `mode`: `I_n × R`.
+    pub fn mttkrp(&self, p: &Prepared, mode: usize, factors: &[Matrix]) -> Result<Matrix> {
+        self.run(Op::Mttkrp, p, mode, factors)
+    }
+
+    /// Sparse TTM-chain on `mode`: `I_n × Π_{m≠n} R_m`.
+    pub fn ttmc(&self, p: &Prepared, mode: usize, factors: &[Matrix]) -> Result<Matrix> {
+        self.run(Op::Ttmc, p, mode, factors)
+    }
+}

@@ -1,0 +1,314 @@
+//! Tuning profiles: per device, per op and rank, the tile threshold `T` at which a
+//! 16³ tile costs the same on the dense and the sparse path.
+//!
+//! A profile file is TOML with one or more `[[profile]]` tables:
+//!
+//! ```toml
+//! [[profile]]
+//! backend = "cpu"                       # or "cuda"
+//! device = "cpu:AMD EPYC 7B13:2t"       # Backend::device_id(), or "*" for any device
+//! description = "..."                   # free text
+//! tuned = "2026-11-22"                  # free text: date, commit, command
+//!
+//! [[profile.threshold]]
+//! op = "mttkrp"                         # or "ttmc"
+//! rank = 16
+//! value = 78
+//! ```
+//!
+//! Matching: the profile whose `backend` and `device` equal the running device's wins;
+//! else the `device = "*"` profile of that backend (`tuning/default.toml`). Within a
+//! profile, the entry of the op with the nearest rank (ties: the smaller rank).
+
+use crate::engine::BackendKind;
+use crate::error::{Error, Result};
+use crate::ops::Op;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The built-in default profile (`tuning/default.toml`), compiled in.
+pub const DEFAULT_PROFILE: &str = include_str!("../../tuning/default.toml");
+
+/// One threshold measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThresholdEntry {
+    /// The op.
+    pub op: Op,
+    /// The rank it was tuned at.
+    pub rank: usize,
+    /// The tile threshold.
+    pub value: u32,
+}
+
+/// The thresholds of one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Which backend.
+    pub backend: BackendKind,
+    /// [`crate::engine::Backend::device_id`] of the device, or `"*"`.
+    pub device: String,
+    /// Free text about the device.
+    #[serde(default)]
+    pub description: String,
+    /// Free text: when, at which commit, with which command.
+    #[serde(default)]
+    pub tuned: String,
+    /// The thresholds.
+    #[serde(default)]
+    pub threshold: Vec<ThresholdEntry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ProfileFile {
+    profile: Vec<Profile>,
+}
+
+/// A threshold and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfileChoice {
+    /// The tile threshold.
+    pub threshold: u32,
+    /// The file (or "built-in default") and profile it came from.
+    pub source: String,
+}
+
+/// A set of profiles with the files they came from.
+#[derive(Debug, Clone, Default)]
+pub struct Profiles {
+    entries: Vec<(String, Profile)>,
+}
+
+/// Parses profile text; `origin` names it in errors.
+pub fn parse(text: &str, origin: &Path) -> Result<Vec<Profile>> {
+    let f: ProfileFile = toml::from_str(text).map_err(|e| Error::Profile {
+        path: origin.to_path_buf(),
+        reason: e.to_string().trim().to_string(),
+    })?;
+    for p in &f.profile {
+        if let Some(e) = p.threshold.iter().find(|e| e.rank == 0 || e.value == 0) {
+            return Err(Error::Profile {
+                path: origin.to_path_buf(),
+                reason: format!(
+                    "profile {:?}: {} threshold at rank {} is {}; ranks and thresholds must be ≥ 1",
+                    p.device, e.op, e.rank, e.value
+                ),
+            });
+        }
+    }
+    Ok(f.profile)
+}
+
+/// Renders profiles as TOML text.
+pub fn render(profiles: &[Profile]) -> String {
+    toml::to_string_pretty(&ProfileFile {
+        profile: profiles.to_vec(),
+    })
+    .expect("profiles serialize")
+}
+
+impl Profiles {
+    /// Only the built-in default.
+    pub fn builtin() -> Self {
+        let mut p = Profiles::default();
+        let defaults = parse(DEFAULT_PROFILE, Path::new("tuning/default.toml"))
+            .expect("the built-in default profile parses (checked by a test)");
+        for d in defaults {
+            p.entries.push(("built-in tuning/default.toml".into(), d));
+        }
+        p
+    }
+
+    /// The built-in default plus every `*.toml` in the profile folder: `$SPTMC_TUNING_DIR`
+    /// if set, else `./tuning` if it exists, else the crate's own `tuning/`. Unreadable
+    /// or malformed files are skipped with a warning on stderr (the engine still runs).
+    pub fn load_default() -> Self {
+        let mut p = Self::builtin();
+        if let Some(dir) = Self::default_dir() {
+            if let Err(e) = p.add_dir(&dir) {
+                eprintln!("warning: {e}");
+            }
+        }
+        p
+    }
+
+    /// The folder device profiles are read from, if any exists.
+    pub fn default_dir() -> Option<PathBuf> {
+        if let Some(d) = std::env::var_os("SPTMC_TUNING_DIR") {
+            return Some(PathBuf::from(d));
+        }
+        let here = PathBuf::from("tuning");
+        if here.is_dir() {
+            return Some(here);
+        }
+        let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tuning");
+        crate_dir.is_dir().then_some(crate_dir)
+    }
+
+    /// Adds every `*.toml` file of `dir` except `default.toml`. Stops at the first
+    /// malformed file with its error, keeping what was added before.
+    pub fn add_dir(&mut self, dir: &Path) -> Result<()> {
+        let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+        let mut files: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .filter(|p| p.file_name().is_some_and(|n| n != "default.toml"))
+            .collect();
+        files.sort();
+        for f in files {
+            self.add_file(&f)?;
+        }
+        Ok(())
+    }
+
+    /// Adds the profiles of one file.
+    pub fn add_file(&mut self, path: &Path) -> Result<()> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        for prof in parse(&text, path)? {
+            self.entries.push((path.display().to_string(), prof));
+        }
+        Ok(())
+    }
+
+    /// Adds one profile (e.g. just tuned).
+    pub fn add(&mut self, origin: impl Into<String>, profile: Profile) {
+        self.entries.push((origin.into(), profile));
+    }
+
+    /// All profiles with their origins.
+    pub fn entries(&self) -> &[(String, Profile)] {
+        &self.entries
+    }
+
+    /// The threshold for `op` at `rank` on the device `device` of kind `backend`.
+    pub fn threshold(
+        &self,
+        backend: BackendKind,
+        device: &str,
+        op: Op,
+        rank: usize,
+    ) -> ProfileChoice {
+        let exact = self
+            .entries
+            .iter()
+            .rev()
+            .filter(|(_, p)| p.backend == backend && p.device == device)
+            .find_map(|(o, p)| nearest(p, op, rank).map(|v| (o, p, v)));
+        let fallback = || {
+            self.entries
+                .iter()
+                .rev()
+                .filter(|(_, p)| p.backend == backend && p.device == "*")
+                .find_map(|(o, p)| nearest(p, op, rank).map(|v| (o, p, v)))
+        };
+        match exact.or_else(fallback) {
+            Some((origin, p, v)) => ProfileChoice {
+                threshold: v,
+                source: format!("{origin} [{} {}]", p.backend, p.device),
+            },
+            None => ProfileChoice {
+                threshold: match op {
+                    Op::Mttkrp => 78,
+                    Op::Ttmc => 61,
+                },
+                source: "no profile for this backend: HLS paper's A100 values".into(),
+            },
+        }
+    }
+}
+
+fn nearest(p: &Profile, op: Op, rank: usize) -> Option<u32> {
+    p.threshold
+        .iter()
+        .filter(|e| e.op == op)
+        .min_by_key(|e| (e.rank.abs_diff(rank), e.rank))
+        .map(|e| e.value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_default_parses_and_covers_both_backends() {
+        let p = Profiles::builtin();
+        for b in [BackendKind::Cpu, BackendKind::Cuda] {
+            for op in Op::ALL {
+                let c = p.threshold(b, "no such device", op, 16);
+                assert!(c.source.contains("default.toml"), "{b} {op}: {}", c.source);
+            }
+        }
+        // The paper's A100 values for CUDA.
+        assert_eq!(
+            p.threshold(BackendKind::Cuda, "x", Op::Mttkrp, 32)
+                .threshold,
+            78
+        );
+        assert_eq!(
+            p.threshold(BackendKind::Cuda, "x", Op::Ttmc, 8).threshold,
+            61
+        );
+    }
+
+    #[test]
+    fn exact_device_and_nearest_rank_win() {
+        let mut p = Profiles::builtin();
+        let text = r#"
+[[profile]]
+backend = "cpu"
+device = "cpu:test:2t"
+[[profile.threshold]]
+op = "mttkrp"
+rank = 8
+value = 11
+[[profile.threshold]]
+op = "mttkrp"
+rank = 32
+value = 33
+"#;
+        for prof in parse(text, Path::new("t.toml")).unwrap() {
+            p.add("t.toml", prof);
+        }
+        assert_eq!(
+            p.threshold(BackendKind::Cpu, "cpu:test:2t", Op::Mttkrp, 8)
+                .threshold,
+            11
+        );
+        assert_eq!(
+            p.threshold(BackendKind::Cpu, "cpu:test:2t", Op::Mttkrp, 30)
+                .threshold,
+            33
+        );
+        // Tie between 8 and 32 at 20: the smaller rank.
+        assert_eq!(
+            p.threshold(BackendKind::Cpu, "cpu:test:2t", Op::Mttkrp, 20)
+                .threshold,
+            11
+        );
+        // No TTMc entry in the device profile: the default's.
+        let c = p.threshold(BackendKind::Cpu, "cpu:test:2t", Op::Ttmc, 8);
+        assert!(c.source.contains("default.toml"));
+        // Another device: the default.
+        assert!(
+            p.threshold(BackendKind::Cpu, "cpu:other", Op::Mttkrp, 8)
+                .source
+                .contains("default.toml")
+        );
+    }
+
+    #[test]
+    fn malformed_profile_names_the_file_and_reason() {
+        let e = parse(
+            "[[profile]]\nbackend = \"tpu\"\ndevice = \"x\"\n",
+            Path::new("bad.toml"),
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("bad.toml") && msg.contains("tpu"), "{msg}");
+        let e = parse(
+            "[[profile]]\nbackend = \"cpu\"\ndevice = \"x\"\n[[profile.threshold]]\nop = \"mttkrp\"\nrank = 0\nvalue = 3\n",
+            Path::new("zero.toml"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("rank 0"), "{e}");
+    }
+}
