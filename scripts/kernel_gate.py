@@ -65,7 +65,7 @@ def main():
     ptxas = os.path.join(args.site, "nvidia", "cuda_nvcc", "bin", "ptxas")
     failures = []
     sources = sorted(glob.glob(os.path.join(KERNELS, "*.cu")))
-    print(f"{"file":<13} {"kernel":<22} {"arch":<6} {'regs':>4} {'stack':>6} {'spill st':>8} {'spill ld':>8} {'smem':>6}")
+    print(f"{'file':<13} {'kernel':<22} {'arch':<6} {'regs':>4} {'stack':>6} {'spill st':>8} {'spill ld':>8} {'smem':>6}")
     for src in sources:
         name = os.path.splitext(os.path.basename(src))[0]
         for arch in archs:
