@@ -1,0 +1,32 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+
+/// The folder of shared real data sets: `$SPTMC_DATA_DIR` when set, else
+/// `../shared/data` beside the crate. `None` (after printing a visible SKIPPED line)
+/// when it does not exist.
+#[allow(dead_code)]
+pub fn shared_data() -> Option<PathBuf> {
+    let dir = match std::env::var_os("SPTMC_DATA_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"),
+    };
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("SKIPPED: ../shared/data not found ({})", dir.display());
+        None
+    }
+}
+
+/// The shared `.tns.gz` files, sorted by name.
+#[allow(dead_code)]
+pub fn shared_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the shared data folder is readable")
+        .map(|e| e.expect("a readable folder entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(".tns.gz"))
+        .collect();
+    files.sort();
+    files
+}
