@@ -9,7 +9,7 @@ mod common;
 
 use common::{shared_data, shared_files};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 fn sample() -> CooTensor {
