@@ -76,6 +76,12 @@ impl CpOptions {
         if self.rank == 0 {
             return Err(Error::InvalidRank("CP rank must be at least 1".into()));
         }
+        if let Some(m) = dims.iter().position(|d| d.checked_mul(self.rank).is_none()) {
+            return Err(Error::InvalidRank(format!(
+                "rank {} times mode {m}'s length {} overflows",
+                self.rank, dims[m]
+            )));
+        }
         check_common(self.max_iters, self.tol)?;
         if let Some(init) = &self.init {
             check_init(init, dims, &vec![self.rank; dims.len()])?;

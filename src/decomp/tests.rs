@@ -256,6 +256,10 @@ fn cp_rejects_bad_options() {
         Error::InvalidOption(_)
     ));
     assert!(matches!(
+        run(cp_opts(usize::MAX / 2, 5, 0.0, 0)),
+        Error::InvalidRank(_)
+    ));
+    assert!(matches!(
         run(cp_opts(2, 5, -1.0, 0)),
         Error::InvalidOption(_)
     ));

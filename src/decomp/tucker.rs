@@ -90,6 +90,11 @@ impl TuckerOptions {
                         "the product of the ranks other than mode {m}'s overflows"
                     ))
                 })?;
+            if others.checked_mul(d).is_none() {
+                return Err(Error::InvalidRank(format!(
+                    "the TTMc output of mode {m} ({d} × {others}) is too large to address"
+                )));
+            }
             if r > others {
                 return Err(Error::InvalidRank(format!(
                     "rank of mode {m} is {r}, more than the product of the other ranks \
