@@ -120,6 +120,9 @@ pub enum Error {
     /// A result contains NaN or Inf, or a comparison found non-finite values.
     #[error("non-finite value: {0}")]
     NonFinite(String),
+    /// A dense linear-algebra routine (eigendecomposition, SVD) did not converge.
+    #[error("dense linear algebra failed: {0}")]
+    Numerical(String),
 }
 
 /// The crate's result type.
