@@ -1,4 +1,15 @@
 //! The rayon CPU backend.
+//!
+//! Same format and same decomposition of the work as the GPU: the sparse part and the
+//! dense tiles are cut into equal shares of nonzeros, one per worker; each worker walks
+//! its share in key order ([`walk`]) into a private output (no locks or atomics), and
+//! the private outputs are summed row-parallel at the end. fp16 values are widened to
+//! f32 and accumulated in f32.
+
+mod fixed;
+mod kernel;
+mod scaled;
+mod walk;
 
 use super::{Backend, BackendKind, BackendTensor};
 use crate::error::Result;
@@ -75,41 +86,9 @@ impl Backend for CpuBackend {
         out: &mut Matrix,
     ) -> Result<()> {
         let hls = tensor.hls();
-        let scale = hls.scale();
-        let others: Vec<usize> = (0..hls.order()).filter(|&m| m != mode).collect();
-        let cols = out.cols();
-        let mut acc = vec![0f32; cols];
-        hls.for_each_nonzero(|c, v| {
-            let v = v.to_f32() * scale;
-            match op {
-                Op::Mttkrp => {
-                    acc.fill(v);
-                    for &m in &others {
-                        for (a, &f) in acc.iter_mut().zip(factors[m].row(c[m] as usize)) {
-                            *a *= f;
-                        }
-                    }
-                }
-                Op::Ttmc => {
-                    acc[0] = v;
-                    let mut len = 1;
-                    for &m in &others {
-                        let row = factors[m].row(c[m] as usize);
-                        let r = row.len();
-                        for p in (0..len).rev() {
-                            let a = acc[p];
-                            for (q, &f) in row.iter().enumerate() {
-                                acc[p * r + q] = a * f;
-                            }
-                        }
-                        len *= r;
-                    }
-                }
-            }
-            for (o, a) in out.row_mut(c[mode] as usize).iter_mut().zip(&acc) {
-                *o += a;
-            }
-        });
+        let factors = scaled::Rescaled::new(factors, mode);
+        kernel::run(op, hls, mode, factors.factors(), out);
+        factors.unscale(op, mode, out);
         Ok(())
     }
 }

@@ -1,0 +1,160 @@
+//! Splitting the work and walking the HLS parts.
+
+use super::fixed::Fixed;
+use super::walk::{Sink, Walker};
+use crate::hls::{HlsTensor, LOW_KEY_BITS};
+use crate::matrix::Matrix;
+use crate::ops::Op;
+use rayon::prelude::*;
+
+/// A worker's share: a range of sparse nonzeros and a range of dense tiles.
+struct Share {
+    sparse: (usize, usize),
+    tiles: (usize, usize),
+}
+
+/// Cuts both parts into `n` shares of about equal nonzero counts.
+fn shares(hls: &HlsTensor, n: usize) -> Vec<Share> {
+    let s = hls.sparse().nnz();
+    let (tiles, offsets) = hls
+        .dense()
+        .map_or((0, &[0u32][..]), |d| (d.len(), d.offsets()));
+    let dense_nnz = *offsets.last().unwrap_or(&0) as usize;
+    (0..n)
+        .map(|w| {
+            let tile_at = |k: usize| {
+                let target = dense_nnz * k / n;
+                offsets[..tiles].partition_point(|&o| (o as usize) < target)
+            };
+            Share {
+                sparse: (s * w / n, s * (w + 1) / n),
+                tiles: (tile_at(w), if w + 1 == n { tiles } else { tile_at(w + 1) }),
+            }
+        })
+        .collect()
+}
+
+/// `op` of `mode` into `out` (zeroed), on rayon's current pool.
+pub(super) fn run(op: Op, hls: &HlsTensor, mode: usize, factors: &[Matrix], out: &mut Matrix) {
+    let cols = out.cols();
+    let workers = rayon::current_num_threads().max(1);
+    // Tiny tensors: one share, no private buffers.
+    let workers = if hls.nnz() < 4096 { 1 } else { workers };
+    let shares = shares(hls, workers);
+    let (first, rest) = shares.split_first().expect("at least one share");
+    let mut private: Vec<Vec<f32>> = (0..rest.len())
+        .map(|_| vec![0f32; out.data().len()])
+        .collect();
+    rayon::scope(|s| {
+        let out0 = out.data_mut();
+        for (share, buf) in rest.iter().zip(private.iter_mut()) {
+            s.spawn(move |_| walk_share(op, hls, mode, factors, share, buf, cols));
+        }
+        walk_share(op, hls, mode, factors, first, out0, cols);
+    });
+    if !private.is_empty() {
+        let chunk = cols * 256;
+        out.data_mut()
+            .par_chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(k, o)| {
+                for b in &private {
+                    for (x, y) in o.iter_mut().zip(&b[k * chunk..]) {
+                        *x += y;
+                    }
+                }
+            });
+    }
+}
+
+fn walk_share(
+    op: Op,
+    hls: &HlsTensor,
+    mode: usize,
+    factors: &[Matrix],
+    share: &Share,
+    out: &mut [f32],
+    cols: usize,
+) {
+    let order = hls.order();
+    let data = |m: usize| factors[m].data();
+    macro_rules! fixed {
+        ($n:literal, $r:literal) => {{
+            let f: [&[f32]; $n] = std::array::from_fn(data);
+            stream(hls, share, &mut Fixed::<$n, $r>::new(mode, f, out))
+        }};
+    }
+    match (op, order, cols) {
+        (Op::Mttkrp, 3, 8) => fixed!(3, 8),
+        (Op::Mttkrp, 3, 16) => fixed!(3, 16),
+        (Op::Mttkrp, 3, 32) => fixed!(3, 32),
+        (Op::Mttkrp, 3, 64) => fixed!(3, 64),
+        (Op::Mttkrp, 4, 8) => fixed!(4, 8),
+        (Op::Mttkrp, 4, 16) => fixed!(4, 16),
+        (Op::Mttkrp, 4, 32) => fixed!(4, 32),
+        (Op::Mttkrp, 4, 64) => fixed!(4, 64),
+        _ => stream(
+            hls,
+            share,
+            &mut Walker::new(op, mode, factors, hls.dims(), out, cols),
+        ),
+    }
+}
+
+/// Feeds `sink` the nonzeros of `share`: sparse part in key order, then dense tiles in
+/// tile and bitmap order. Values are widened from fp16 and scaled.
+fn stream(hls: &HlsTensor, share: &Share, sink: &mut impl Sink) {
+    let scale = hls.scale();
+    let sp = hls.sparse();
+    let (s, e) = share.sparse;
+    if s < e {
+        let layout = sp.layout();
+        let order = hls.order();
+        let shifts: Vec<u32> = layout.shifts().to_vec();
+        let masks: Vec<u64> = (0..order).map(|m| layout.mask(m)).collect();
+        let mut c = vec![0u32; order];
+        let (keys, vals, offs) = (sp.keys(), sp.values(), sp.block_offsets());
+        let mut b = sp.block_of(s);
+        let mut p = s;
+        while p < e {
+            let end = (offs[b + 1] as usize).min(e);
+            let prefix = sp.block_prefix()[b];
+            if layout.total_bits() <= 64 {
+                let hi = prefix << LOW_KEY_BITS;
+                for (&k, &v) in keys[p..end].iter().zip(&vals[p..end]) {
+                    let key = hi | k as u64;
+                    for ((cm, &sh), &mk) in c.iter_mut().zip(&shifts).zip(&masks) {
+                        *cm = ((key >> sh) & mk) as u32;
+                    }
+                    sink.push(&c, v.to_f32() * scale);
+                }
+            } else {
+                for (q, &v) in (p..end).zip(&vals[p..end]) {
+                    layout.decode_all(sp.full_key(b, q), &mut c);
+                    sink.push(&c, v.to_f32() * scale);
+                }
+            }
+            p = end;
+            b += 1;
+        }
+    }
+    if let Some(d) = hls.dense() {
+        let (t0, t1) = share.tiles;
+        for t in t0..t1 {
+            let o = d.tile_origin(t);
+            let vals = d.tile_values(t);
+            let mut v = 0;
+            for (wd, &word) in d.bitmaps()[t].iter().enumerate() {
+                let mut bits = word;
+                while bits != 0 {
+                    let p = (wd as u32) * 64 + bits.trailing_zeros();
+                    bits &= bits - 1;
+                    let c = [o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)];
+                    sink.push(&c, vals[v].to_f32() * scale);
+                    v += 1;
+                }
+            }
+        }
+    }
+    sink.finish();
+}

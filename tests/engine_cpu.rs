@@ -1,0 +1,114 @@
+//! The CPU engine against the FP64 reference: every op, every mode, several orders,
+//! thresholds that put everything dense, mixed or everything sparse, fresh seeds.
+
+mod common;
+
+use sptmc::accuracy::{SMAPE_TARGET_PERCENT, compare};
+use sptmc::engine::Engine;
+use sptmc::tensor::generate::{GenSpec, Pattern, generate};
+use sptmc::{CooTensor, Matrix, Op, reference};
+
+fn factors(x: &CooTensor, ranks: &[usize], seed: u64) -> Vec<Matrix> {
+    x.dims()
+        .iter()
+        .zip(ranks)
+        .enumerate()
+        .map(|(m, (&d, &r))| Matrix::random(d, r, seed + m as u64))
+        .collect()
+}
+
+fn check_all_modes(
+    x: &CooTensor,
+    thresholds: &[u32],
+    ranks_for: &dyn Fn(Op) -> Vec<usize>,
+    seed: u64,
+    what: &str,
+) {
+    let engine = Engine::cpu();
+    for &t in thresholds {
+        let p = engine
+            .prepare_with_thresholds(x, &[(Op::Mttkrp, t), (Op::Ttmc, t)])
+            .unwrap();
+        for op in Op::ALL {
+            let ranks = ranks_for(op);
+            let f = factors(x, &ranks, seed);
+            for mode in 0..x.order() {
+                let got = engine.run(op, &p, mode, &f).unwrap();
+                let want = reference::apply(op, x, mode, &f).unwrap();
+                let acc = compare(&want, &got).unwrap();
+                assert!(
+                    acc.smape_percent <= SMAPE_TARGET_PERCENT,
+                    "{what}: {op} mode {mode} T={t}: {acc:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn generated_tensors_every_regime_and_order() {
+    let seed = common::fresh_seed("generated_tensors_every_regime_and_order");
+    let cases: Vec<(Vec<usize>, usize, Pattern)> = vec![
+        (vec![37, 45, 29], 3000, Pattern::Uniform),
+        (vec![100, 80, 60], 6000, Pattern::PowerLaw { alpha: 1.1 }),
+        (
+            vec![70, 50, 40],
+            8000,
+            Pattern::BlockDense {
+                tile_nnz: 300,
+                dense_share: 0.7,
+            },
+        ),
+        (vec![33], 20, Pattern::Uniform),
+        (vec![17, 1], 15, Pattern::Uniform),
+        (vec![20, 13, 9, 7], 2500, Pattern::PowerLaw { alpha: 0.8 }),
+        (vec![9, 8, 7, 6, 5], 1500, Pattern::Uniform),
+    ];
+    for (k, (dims, nnz, pattern)) in cases.into_iter().enumerate() {
+        let spec = GenSpec {
+            dims,
+            nnz,
+            pattern,
+            seed: seed.wrapping_add(k as u64),
+        };
+        let x = generate(&spec).unwrap();
+        let order = x.order();
+        let ranks = move |op: Op| match op {
+            Op::Mttkrp => vec![16; order],
+            Op::Ttmc => (0..order).map(|m| [3, 4, 5, 2, 3][m]).collect(),
+        };
+        check_all_modes(&x, &[1, 40, u32::MAX], &ranks, seed, &format!("{spec:?}"));
+    }
+}
+
+#[test]
+fn extreme_factor_magnitudes_do_not_overflow() {
+    let seed = common::fresh_seed("extreme_factor_magnitudes_do_not_overflow");
+    let x = generate(&GenSpec {
+        dims: vec![30, 30, 30],
+        nnz: 2000,
+        pattern: Pattern::Uniform,
+        seed,
+    })
+    .unwrap();
+    let engine = Engine::cpu();
+    let p = engine
+        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
+        .unwrap();
+    let mut f = factors(&x, &[4, 4, 4], seed);
+    for v in f[1].data_mut() {
+        *v *= 1e30;
+    }
+    for v in f[2].data_mut() {
+        *v *= 1e-30;
+    }
+    for mode in 0..3 {
+        let got = engine.mttkrp(&p, mode, &f).unwrap();
+        let want = reference::mttkrp(&x, mode, &f).unwrap();
+        let acc = compare(&want, &got).unwrap();
+        assert!(
+            acc.smape_percent <= SMAPE_TARGET_PERCENT,
+            "mode {mode}: {acc:?}"
+        );
+    }
+}
