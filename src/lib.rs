@@ -14,6 +14,7 @@ pub mod hls;
 pub mod matrix;
 pub mod ops;
 pub mod reference;
+pub mod selftest;
 pub mod tensor;
 pub mod tune;
 

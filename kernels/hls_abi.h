@@ -1,0 +1,82 @@
+/*
+ * hls_abi.h - the one header shared by the sptmc kernels and the Rust host code.
+ *
+ * Fixed-width types only. Rust bindings are generated from this file with bindgen and
+ * committed at src/engine/cuda/abi.rs; tests/abi_drift.rs regenerates them and fails
+ * on any difference. Device pointers travel as uint64_t (CUdeviceptr) so the struct has
+ * the same layout on both sides.
+ */
+#ifndef SPTMC_HLS_ABI_H
+#define SPTMC_HLS_ABI_H
+
+#ifdef __CUDACC_RTC__
+typedef unsigned char uint8_t;
+typedef unsigned int uint32_t;
+typedef int int32_t;
+typedef unsigned long long uint64_t;
+#else
+#include <stdint.h>
+#endif
+
+/* Tile edge in every mode (16^3 tiles). */
+#define HLS_TILE 16
+/* Cells (bits) of one dense tile. */
+#define HLS_TILE_CELLS 4096
+/* u64 words of one tile bitmap. */
+#define HLS_BITMAP_WORDS 64
+/* Largest tensor order the sparse kernel handles. */
+#define HLS_MAX_ORDER 8
+/* Threads per block of every kernel (4 warps). */
+#define HLS_BLOCK_THREADS 128
+/* Warps per block. */
+#define HLS_BLOCK_WARPS 4
+/* Largest padded rank of one mode for dense TTMc tiles (shared-memory bound). */
+#define HLS_TTMC_MAX_RANK 64
+/* Output columns one sparse pass keeps in registers (32 lanes x 8). */
+#define HLS_SPARSE_COLS_PER_PASS 256
+
+/* Operation codes (HlsLaunchParams.op). */
+#define HLS_OP_MTTKRP 0
+#define HLS_OP_TTMC 1
+
+/* Everything one fused launch needs, passed by value as the only kernel argument. */
+typedef struct HlsLaunchParams {
+    /* Dense part (order 3 only; n_tiles == 0 otherwise). */
+    uint64_t tile_keys;    /* const uint64_t[n_tiles]: tile keys under tile_shift/mask */
+    uint64_t tile_bitmaps; /* const uint64_t[n_tiles][HLS_BITMAP_WORDS] */
+    uint64_t tile_offsets; /* const uint32_t[n_tiles + 1]: exclusive prefix of tile nnz */
+    uint64_t tile_values;  /* const __half[dense nnz], tile after tile, bitmap order */
+    /* Sparse part (any order up to HLS_MAX_ORDER). */
+    uint64_t sp_keys;         /* const uint32_t[sp_nnz]: low 32 key bits */
+    uint64_t sp_values;       /* const __half[sp_nnz] */
+    uint64_t sp_block_prefix; /* const uint64_t[sp_blocks]: key bits above 32 */
+    uint64_t sp_block_offsets;/* const uint64_t[sp_blocks + 1] */
+    /* Factors, one slot per mode (the target mode's slot is unused). */
+    uint64_t factor_h[HLS_MAX_ORDER];  /* const __half[dims[m]][ranks[m]], column-scaled */
+    uint64_t col_scale[HLS_MAX_ORDER]; /* const float[ranks[m]]: factor_h * scale = factor */
+    uint64_t factor_f[HLS_MAX_ORDER];  /* const float[dims[m]][ranks[m]], unscaled */
+    /* Output: float[dims[mode]][out_cols], zeroed before the launch, atomically added. */
+    uint64_t out;
+    /* Tile key linearization (over tile extents ceil(I/16)), mode 0 most significant. */
+    uint32_t tile_shift[3];
+    uint32_t tile_mask[3];
+    /* Sparse key linearization (full key = prefix << 32 | low). */
+    uint32_t sp_shift[HLS_MAX_ORDER];
+    uint64_t sp_mask[HLS_MAX_ORDER];
+    /* Mode extents and ranks (columns of factor m). */
+    uint32_t dims[HLS_MAX_ORDER];
+    uint32_t ranks[HLS_MAX_ORDER];
+    /* TTMc: column stride of mode m in the Kronecker order (0 for the target mode). */
+    uint32_t col_stride[HLS_MAX_ORDER];
+    uint64_t n_tiles;  /* dense tiles = the first n_tiles blocks of the grid */
+    uint64_t sp_nnz;   /* sparse nonzeros */
+    uint64_t sp_blocks;/* sparse key blocks */
+    uint32_t sp_batch; /* sparse nonzeros per warp */
+    uint32_t order;    /* tensor order */
+    uint32_t mode;     /* target mode */
+    uint32_t op;       /* HLS_OP_MTTKRP or HLS_OP_TTMC */
+    uint32_t out_cols; /* output columns */
+    float value_scale; /* stored fp16 value * value_scale = tensor value */
+} HlsLaunchParams;
+
+#endif /* SPTMC_HLS_ABI_H */
