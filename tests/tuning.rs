@@ -50,6 +50,7 @@ fn report_for(engine: &Engine, thresholds: &[(Op, usize, u32)]) -> TuneReport {
                     regret: 0.0,
                 },
                 verify: vec![],
+                near_tensor: None,
             })
             .collect(),
         sweep_tensors: vec![],

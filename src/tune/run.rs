@@ -266,6 +266,9 @@ pub struct SweepRow {
 /// One threshold of the verification.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VerifyRow {
+    /// Which tensor: `"spread"` (tiles of 2..2048 nonzeros, shared by every op and
+    /// rank) or `"near-T"` (tiles of T/4..4T nonzeros).
+    pub tensor: String,
     /// `"T/2"`, `"T"` or `"2T"`.
     pub label: String,
     /// The timings at this threshold.
@@ -285,8 +288,11 @@ pub struct OpRankTuning {
     pub rows: Vec<SweepRow>,
     /// The chosen threshold and how it was found.
     pub crossover: Crossover,
-    /// `T/2`, `T`, `2T` on the mixed tensor (empty when verification was skipped).
+    /// `T/2`, `T`, `2T` on the spread tensor, then on the near-T tensor (empty when
+    /// verification was skipped).
     pub verify: Vec<VerifyRow>,
+    /// The near-T verification tensor, if verification ran.
+    pub near_tensor: Option<TensorSummary>,
 }
 
 /// A test tensor, briefly.
@@ -341,7 +347,7 @@ pub fn tune(
     densities.dedup();
     let verify = opts.verify_nnz > 0;
     let total =
-        densities.len() * (1 + workloads.len()) + workloads.len() * (1 + usize::from(verify));
+        densities.len() * (1 + workloads.len()) + workloads.len() * (1 + 2 * usize::from(verify));
     let mut done = 0;
     let mut step = |stage: TuneStage| {
         done += 1;
@@ -434,6 +440,7 @@ pub fn tune(
             rows,
             crossover,
             verify: Vec::new(),
+            near_tensor: None,
         });
     }
 
@@ -441,22 +448,31 @@ pub fn tune(
     if verify {
         let spread = geometric_sweep(2, 2048, std::f64::consts::SQRT_2);
         let x = mixed_block_dense(&dims, opts.verify_nnz, &spread, opts.seed ^ 0x0123_4567)?;
-        let tiles = crate::hls::HlsBuilder::new(1).build(&x)?.stats().tiles;
-        verify_tensor = Some(TensorSummary {
-            dims: dims.clone(),
-            nnz: x.nnz(),
-            tiles,
-            tile_nnz: spread,
-        });
+        verify_tensor = Some(summarize(&x, spread)?);
         for r in &mut results {
-            r.verify = verify_threshold(
-                engine,
-                &x,
-                r.op,
-                r.rank,
-                r.crossover.threshold,
-                opts.repetitions,
-            )?;
+            let t = r.crossover.threshold;
+            for row in verify_threshold(engine, &x, r.op, r.rank, t, opts.repetitions)? {
+                r.verify.push(VerifyRow {
+                    tensor: "spread".into(),
+                    ..row
+                });
+            }
+            step(TuneStage::Verified {
+                op: r.op,
+                rank: r.rank,
+            });
+            // Where the threshold matters most: every tile within a factor 4 of T.
+            let lo = (t / 4).max(2);
+            let hi = t.saturating_mul(4).clamp(lo, TILE_CELLS as u32);
+            let near = geometric_sweep(lo, hi, std::f64::consts::SQRT_2);
+            let xn = mixed_block_dense(&dims, opts.verify_nnz, &near, opts.seed ^ u64::from(t))?;
+            r.near_tensor = Some(summarize(&xn, near)?);
+            for row in verify_threshold(engine, &xn, r.op, r.rank, t, opts.repetitions)? {
+                r.verify.push(VerifyRow {
+                    tensor: "near-T".into(),
+                    ..row
+                });
+            }
             step(TuneStage::Verified {
                 op: r.op,
                 rank: r.rank,
@@ -479,7 +495,8 @@ pub fn tune(
     })
 }
 
-/// Times `op` on `x` at `T/2`, `T` and `2T` and the ratios to `T`.
+/// Times `op` on `x` at `T/2`, `T` and `2T` and the ratios to `T` (with an empty
+/// [`VerifyRow::tensor`] for the caller to name).
 pub fn verify_threshold(
     engine: &Engine,
     x: &CooTensor,
@@ -500,6 +517,7 @@ pub fn verify_threshold(
         .iter()
         .zip(timings)
         .map(|(&(label, _), timing)| VerifyRow {
+            tensor: String::new(),
             label: label.to_string(),
             ratio_to_tuned: timing.median_s / at_t,
             timing,
@@ -507,7 +525,16 @@ pub fn verify_threshold(
         .collect())
 }
 
-/// A 3rd-order-or-other tensor whose tiles span several densities: for each of
+fn summarize(x: &CooTensor, tile_nnz: Vec<u32>) -> Result<TensorSummary> {
+    Ok(TensorSummary {
+        dims: x.dims().to_vec(),
+        nnz: x.nnz(),
+        tiles: crate::hls::HlsBuilder::new(1).build(x)?.stats().tiles,
+        tile_nnz,
+    })
+}
+
+/// A tensor whose tiles span several densities: for each of
 /// `tile_nnz`, an equal share of `nnz` in block-dense tiles of that many nonzeros (tiles
 /// drawn independently, so a few overlap and add up), duplicates summed.
 pub fn mixed_block_dense(
@@ -641,7 +668,8 @@ impl TuneReport {
             for v in &r.verify {
                 let _ = writeln!(
                     s,
-                    "  {:>3} = {:>5}: {:>10.3} ms  x{:.3} of T  (dense tiles {}, dense share {:.1}%)",
+                    "  {:>6} {:>3} = {:>5}: {:>10.3} ms  x{:.3} of T  (dense tiles {}, dense share {:.1}%)",
+                    v.tensor,
                     v.label,
                     v.timing.threshold,
                     v.timing.median_s * 1e3,
@@ -670,18 +698,19 @@ impl TuneReport {
     }
 
     /// The verification as CSV:
-    /// `op,rank,label,threshold,median_s,ratio_to_tuned,dense_tiles,dense_share`.
+    /// `op,rank,tensor,label,threshold,median_s,ratio_to_tuned,dense_tiles,dense_share`.
     pub fn verify_csv(&self) -> String {
         let mut s = String::from(
-            "op,rank,label,threshold,median_s,ratio_to_tuned,dense_tiles,dense_share\n",
+            "op,rank,tensor,label,threshold,median_s,ratio_to_tuned,dense_tiles,dense_share\n",
         );
         for r in &self.results {
             for v in &r.verify {
                 let _ = writeln!(
                     s,
-                    "{},{},{},{},{:.6e},{:.4},{},{:.4}",
+                    "{},{},{},{},{},{:.6e},{:.4},{},{:.4}",
                     r.op,
                     r.rank,
+                    v.tensor,
                     v.label,
                     v.timing.threshold,
                     v.timing.median_s,
@@ -860,10 +889,10 @@ mod tests {
         let opts = TuneOptions::quick();
         let mut seen = Vec::new();
         let r = tune(&e, &opts, &mut |p| seen.push(p)).unwrap();
-        // Steps: 4 densities × (prepare + 2 workloads) + 2 × (choose + verify).
-        assert_eq!(seen.len(), 16);
-        assert!(seen.iter().all(|p| p.total == 16));
-        assert_eq!(seen.last().unwrap().done, 16);
+        // Steps: 4 densities × (prepare + 2 workloads) + 2 × (choose + 2 verifications).
+        assert_eq!(seen.len(), 18);
+        assert!(seen.iter().all(|p| p.total == 18));
+        assert_eq!(seen.last().unwrap().done, 18);
         assert_eq!(r.device_id, e.backend().device_id());
         assert_eq!(r.results.len(), 2);
         for res in &r.results {
@@ -872,11 +901,21 @@ mod tests {
             assert_eq!(
                 res.verify
                     .iter()
-                    .map(|v| v.label.as_str())
+                    .map(|v| format!("{} {}", v.tensor, v.label))
                     .collect::<Vec<_>>(),
-                ["T/2", "T", "2T"]
+                [
+                    "spread T/2",
+                    "spread T",
+                    "spread 2T",
+                    "near-T T/2",
+                    "near-T T",
+                    "near-T 2T"
+                ]
             );
             assert_eq!(res.verify[1].ratio_to_tuned, 1.0);
+            assert_eq!(res.verify[4].ratio_to_tuned, 1.0);
+            let near = res.near_tensor.as_ref().unwrap();
+            assert!(near.tile_nnz.iter().all(|&t| (2..=4096).contains(&t)));
             for row in &res.rows {
                 assert_eq!(row.dense_runs_s.len(), 1);
                 assert!(row.tiles >= 4096 / row.tile_nnz as usize);
@@ -889,7 +928,7 @@ mod tests {
         assert_eq!(back[0].device, e.backend().device_id());
         // CSV: a header and one line per op, rank and density.
         assert_eq!(r.csv().lines().count(), 1 + 2 * 4);
-        assert_eq!(r.verify_csv().lines().count(), 1 + 2 * 3);
+        assert_eq!(r.verify_csv().lines().count(), 1 + 2 * 6);
         assert!(r.table().contains("threshold T ="));
         let json: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
         assert_eq!(json["results"][0]["op"], "mttkrp");

@@ -1,16 +1,17 @@
-//! Tunes the tile thresholds of the CPU backend on this machine and writes the profile,
+//! Tunes the tile thresholds of a backend on this machine and writes the profile,
 //! table, CSVs and JSON.
 //!
 //! ```text
-//! cargo run --release --example tune_cpu -- [OUT_DIR] [--tuning-dir DIR] [--quick] [--note TEXT]
+//! cargo run --release --example tune -- [OUT_DIR] [--backend cpu|cuda|auto] \
+//!     [--tuning-dir DIR] [--quick] [--note TEXT]
 //! ```
 //!
-//! `OUT_DIR` (default `bench/results/tune-cpu`) receives `table.txt`, `sweep.csv`,
+//! `OUT_DIR` (default `bench/results/tune`) receives `table.txt`, `sweep.csv`,
 //! `verify.csv`, `report.json` and a copy of the profile; the profile itself goes to
 //! `tuning/<device>.toml` (or `--tuning-dir`). `RAYON_NUM_THREADS` sets the threads.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use sptmc::engine::Engine;
+use sptmc::engine::{BackendChoice, Engine};
 use sptmc::tune::{TuneOptions, tune};
 use std::path::PathBuf;
 
@@ -22,7 +23,8 @@ fn main() {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let mut out = PathBuf::from("bench/results/tune-cpu");
+    let mut out = PathBuf::from("bench/results/tune");
+    let mut backend = BackendChoice::Cpu;
     let mut tuning = PathBuf::from("tuning");
     let mut opts = TuneOptions::default();
     let mut args = std::env::args().skip(1);
@@ -31,11 +33,22 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--quick" => opts = TuneOptions::quick(),
             "--tuning-dir" => tuning = args.next().ok_or("--tuning-dir needs a folder")?.into(),
             "--note" => opts.note = args.next().ok_or("--note needs text")?,
+            "--backend" => {
+                backend = match args.next().as_deref() {
+                    Some("cpu") => BackendChoice::Cpu,
+                    Some("cuda") => BackendChoice::Cuda,
+                    Some("auto") => BackendChoice::Auto,
+                    other => return Err(format!("--backend cpu|cuda|auto, got {other:?}").into()),
+                }
+            }
             _ if a.starts_with("--") => return Err(format!("unknown option {a}").into()),
             _ => out = a.into(),
         }
     }
-    let engine = Engine::cpu();
+    let engine = Engine::choose(backend)?;
+    if let Some(n) = engine.notice() {
+        eprintln!("{n}");
+    }
     eprintln!("tuning {}", engine.backend().describe());
     let bar = ProgressBar::new(1);
     bar.set_style(ProgressStyle::with_template(
