@@ -21,6 +21,8 @@ pub struct ThresholdTiming {
     pub threshold: u32,
     /// Median over the repetitions of the seconds for the op on all modes.
     pub median_s: f64,
+    /// Fastest repetition, seconds (less sensitive to other load on a shared machine).
+    pub min_s: f64,
     /// Every repetition, in seconds, in the order taken.
     pub runs_s: Vec<f64>,
     /// Tiles made dense at this threshold.
@@ -94,6 +96,7 @@ pub fn compare_thresholds_detailed(
             Ok(ThresholdTiming {
                 threshold,
                 median_s: median(&runs_s),
+                min_s: runs_s.iter().copied().fold(f64::INFINITY, f64::min),
                 runs_s,
                 dense_tiles: stats.dense_tiles,
                 dense_share: stats.dense_share(),
