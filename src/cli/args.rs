@@ -199,12 +199,21 @@ pub struct TuneArgs {
     /// TTMc ranks to tune (every other mode at that rank).
     #[arg(long, value_delimiter = ',', default_value = "8,16")]
     pub ttmc_ranks: Vec<usize>,
-    /// Profile file to write (default: tuning/<device>.toml).
+    /// Folder the profile is written to, as <device>.toml.
+    #[arg(long, default_value = "tuning")]
+    pub tuning_dir: PathBuf,
+    /// Folder for the table, sweep CSV, verification CSV and JSON report.
+    #[arg(long, default_value = "bench/results/tune")]
+    pub results: PathBuf,
+    /// A smaller, faster sweep (for a first look; less reliable).
     #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Also write the sweep as CSV here.
-    #[arg(long)]
-    pub csv: Option<PathBuf>,
+    pub quick: bool,
+    /// Real 3rd-order tensors on which to time T/2, T and 2T after tuning.
+    #[arg(long = "tns")]
+    pub tns: Vec<PathBuf>,
+    /// Free text recorded in the profile (commit, command, conditions).
+    #[arg(long, default_value = "")]
+    pub note: String,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,

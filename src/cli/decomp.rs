@@ -18,7 +18,7 @@ use std::time::Instant;
 fn progress_line(s: &IterStats) {
     eprintln!(
         "  its = {:3} ({:.3}s: kernel {:.3}s, linalg {:.3}s)  fit = {:.5}  delta = {:+.4e}",
-        s.iter,
+        s.iter + 1,
         s.seconds_kernel + s.seconds_linalg + s.seconds_other,
         s.seconds_kernel,
         s.seconds_linalg,

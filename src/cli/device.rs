@@ -1,10 +1,12 @@
 //! `sptmc selftest`, `sptmc bench`, `sptmc tune`.
 
-use super::args::{BenchArgs, SelftestArgs, TuneArgs};
+use super::args::{BenchArgs, SelftestArgs};
 use super::engine;
 use super::load::load;
 use sptmc::selftest::{self, SelftestCase};
 use sptmc::{Error, Result};
+
+pub use super::tune::tune;
 use std::process::ExitCode;
 
 /// Every op and mode against the FP64 reference.
@@ -48,9 +50,4 @@ pub fn selftest(a: SelftestArgs) -> Result<ExitCode> {
 /// Kernel timings.
 pub fn bench(_a: BenchArgs) -> Result<ExitCode> {
     Err(Error::Unsupported("sptmc bench: not wired yet".into()))
-}
-
-/// Threshold tuning.
-pub fn tune(_a: TuneArgs) -> Result<ExitCode> {
-    Err(Error::Unsupported("sptmc tune: not wired yet".into()))
 }
