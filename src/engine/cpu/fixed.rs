@@ -134,6 +134,21 @@ impl<'a, const N: usize, const R: usize> Fixed<'a, N, R> {
 
 impl<const N: usize, const R: usize> super::walk::Sink for Fixed<'_, N, R> {
     #[inline(always)]
+    fn prefetch(&self, c: &[u32]) {
+        // The rows that miss cache: factor rows of every other mode and the output row.
+        for (m, &i) in c.iter().enumerate() {
+            let s = i as usize * R;
+            if m == self.mode {
+                if let Some(r) = self.out.get(s..s + R) {
+                    super::walk::prefetch_row(r);
+                }
+            } else if let Some(r) = self.factors[m].get(s..s + R) {
+                super::walk::prefetch_row(r);
+            }
+        }
+    }
+
+    #[inline(always)]
     fn push(&mut self, c: &[u32], v: f32) {
         self.push_array(c.try_into().expect("coordinates of order N"), v);
     }

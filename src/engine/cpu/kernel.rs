@@ -7,6 +7,9 @@ use crate::matrix::Matrix;
 use crate::ops::Op;
 use rayon::prelude::*;
 
+/// How many nonzeros ahead the sparse walk prefetches rows.
+const PREFETCH_AHEAD: usize = 12;
+
 /// A worker's share: a range of sparse nonzeros and a range of dense tiles.
 struct Share {
     sparse: (usize, usize),
@@ -113,6 +116,7 @@ fn stream(hls: &HlsTensor, share: &Share, sink: &mut impl Sink) {
         let shifts: Vec<u32> = layout.shifts().to_vec();
         let masks: Vec<u64> = (0..order).map(|m| layout.mask(m)).collect();
         let mut c = vec![0u32; order];
+        let mut ahead = vec![0u32; order];
         let (keys, vals, offs) = (sp.keys(), sp.values(), sp.block_offsets());
         let mut b = sp.block_of(s);
         let mut p = s;
@@ -121,11 +125,20 @@ fn stream(hls: &HlsTensor, share: &Share, sink: &mut impl Sink) {
             let prefix = sp.block_prefix()[b];
             if layout.total_bits() <= 64 {
                 let hi = prefix << LOW_KEY_BITS;
-                for (&k, &v) in keys[p..end].iter().zip(&vals[p..end]) {
+                let decode = |k: u32, c: &mut [u32]| {
                     let key = hi | k as u64;
                     for ((cm, &sh), &mk) in c.iter_mut().zip(&shifts).zip(&masks) {
                         *cm = ((key >> sh) & mk) as u32;
                     }
+                };
+                for (q, (&k, &v)) in (p..end).zip(keys[p..end].iter().zip(&vals[p..end])) {
+                    // Rows of the nonzero PREFETCH_AHEAD places on are loaded while this
+                    // one is computed: the random factor/output rows are what costs.
+                    if let Some(&ka) = keys[..end].get(q + PREFETCH_AHEAD) {
+                        decode(ka, &mut ahead);
+                        sink.prefetch(&ahead);
+                    }
+                    decode(k, &mut c);
                     sink.push(&c, v.to_f32() * scale);
                 }
             } else {

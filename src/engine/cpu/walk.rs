@@ -87,6 +87,8 @@ impl<'a> Walker<'a> {
 
 /// Something that consumes a stream of nonzeros.
 pub(super) trait Sink {
+    /// A nonzero at `c` will be pushed soon: start loading the rows it will touch.
+    fn prefetch(&self, _c: &[u32]) {}
     /// Adds the nonzero `v` at coordinates `c`.
     fn push(&mut self, c: &[u32], v: f32);
     /// Ends the stream.
@@ -218,6 +220,21 @@ impl Walker<'_> {
             }
         }
     }
+}
+
+/// Asks the CPU to start loading the cache lines of `row` (a hint: no effect on
+/// results, never faults).
+#[inline(always)]
+pub(super) fn prefetch_row(row: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in row.chunks(16) {
+        // SAFETY: prefetching is a hint; the pointer comes from a live slice.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(line.as_ptr().cast(), std::arch::x86_64::_MM_HINT_T0)
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = row;
 }
 
 /// `y += a · x`.
