@@ -125,3 +125,38 @@ fn values_beyond_fp16_with_scale_are_an_error_and_overflowing_duplicates_too() {
     let e = HlsBuilder::new(78).build(&x).unwrap_err();
     assert!(matches!(e, sptmc::Error::NonFinite(_)), "{e}");
 }
+
+/// The contract on real data: every mode of every shared tensor, MTTKRP at ranks 16 and
+/// 32, TTMc at rank 8 (16 for 3rd order), at the tuned threshold and with every tile
+/// dense (threshold 1) so both parts are exercised.
+#[test]
+fn shared_tensors_meet_the_accuracy_contract() {
+    let Some(dir) = common::shared_data() else {
+        return;
+    };
+    let engine = Engine::cpu();
+    for file in common::shared_files(&dir) {
+        let (x, _) = sptmc::tensor::tns::read(&file).unwrap();
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let p = engine
+            .prepare_with_thresholds(&x, &[(Op::Mttkrp, 1), (Op::Ttmc, 78)])
+            .unwrap();
+        let ttmc_rank = if x.order() == 3 { 16 } else { 8 };
+        for (op, rank) in [(Op::Mttkrp, 16), (Op::Mttkrp, 32), (Op::Ttmc, ttmc_rank)] {
+            let f = factors(&x, &vec![rank; x.order()], 11);
+            for mode in 0..x.order() {
+                let got = engine.run(op, &p, mode, &f).unwrap();
+                let want = reference::apply(op, &x, mode, &f).unwrap();
+                let acc = compare(&want, &got).unwrap();
+                eprintln!(
+                    "{name} {op} r{rank} mode {mode}: SMAPE {:.2e}%",
+                    acc.smape_percent
+                );
+                assert!(
+                    acc.smape_percent <= SMAPE_TARGET_PERCENT,
+                    "{name} {op} r{rank} mode {mode}: {acc:?}"
+                );
+            }
+        }
+    }
+}
