@@ -8,6 +8,7 @@
 //! [`reference`] and [`accuracy`] check any result against FP64.
 
 pub mod accuracy;
+pub mod bench;
 pub mod engine;
 pub mod error;
 pub mod hls;
