@@ -31,7 +31,6 @@ use crate::ops::{Op, output_shape};
 use crate::selftest::random_factors;
 use crate::tensor::CooTensor;
 use crate::tensor::generate::{GenSpec, Pattern, generate};
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -45,12 +44,12 @@ pub struct BenchCase {
 }
 
 impl BenchCase {
-    /// Reads a FROSTT `.tns` file (plain or gzipped) and names the case after the
-    /// file's stem (without `.tns` / `.tns.gz`).
+    /// Reads a FROSTT `.tns` file (plain or gzipped, with [`crate::tensor::tns::read`])
+    /// and names the case after the file's stem (without `.tns` / `.tns.gz`).
     pub fn from_file(path: &Path) -> Result<Self> {
         Ok(BenchCase {
             name: case_name(path),
-            tensor: read_tns(path)?,
+            tensor: crate::tensor::tns::read(path)?.0,
         })
     }
 }
@@ -629,86 +628,6 @@ fn case_name(path: &Path) -> String {
         .to_string()
 }
 
-/// Reads a FROSTT `.tns` file, gzipped when its name ends in `.gz`: one nonzero per
-/// line, 1-based indices then the value, `#` comments and blank lines skipped, extents
-/// the largest index per mode, repeats summed.
-// Stands in for `tensor::tns::read` until that reader exists; swap it then.
-fn read_tns(path: &Path) -> Result<CooTensor> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let reader: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
-        Box::new(flate2::read::GzDecoder::new(file))
-    } else {
-        Box::new(file)
-    };
-    let parse_err = |line: usize, reason: String| Error::Parse {
-        file: path.to_path_buf(),
-        line,
-        reason,
-    };
-    let mut indices: Vec<Vec<u32>> = Vec::new();
-    let mut values = Vec::new();
-    let mut dims: Vec<usize> = Vec::new();
-    for (no, line) in BufReader::with_capacity(1 << 20, reader)
-        .lines()
-        .enumerate()
-    {
-        let line = line.map_err(|e| Error::io(path, e))?;
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if indices.is_empty() {
-            if fields.len() < 2 {
-                return Err(parse_err(
-                    no + 1,
-                    format!("{} field(s); need indices then a value", fields.len()),
-                ));
-            }
-            indices = vec![Vec::new(); fields.len() - 1];
-            dims = vec![0; fields.len() - 1];
-        }
-        if fields.len() != indices.len() + 1 {
-            return Err(parse_err(
-                no + 1,
-                format!("{} fields, expected {}", fields.len(), indices.len() + 1),
-            ));
-        }
-        for (m, f) in fields[..indices.len()].iter().enumerate() {
-            let i: u64 = f.parse().map_err(|_| {
-                parse_err(
-                    no + 1,
-                    format!("index {f:?} of mode {m} is not a whole number"),
-                )
-            })?;
-            if i == 0 || i > u32::MAX as u64 {
-                return Err(parse_err(
-                    no + 1,
-                    format!("index {i} of mode {m} is outside 1..=2^32-1"),
-                ));
-            }
-            dims[m] = dims[m].max(i as usize);
-            indices[m].push((i - 1) as u32);
-        }
-        let v: f64 = fields[indices.len()].parse().map_err(|_| {
-            parse_err(
-                no + 1,
-                format!("value {:?} is not a number", fields[indices.len()]),
-            )
-        })?;
-        values.push(v);
-    }
-    if values.is_empty() {
-        return Err(Error::InvalidTensor(format!(
-            "{} holds no nonzeros",
-            path.display()
-        )));
-    }
-    let mut x = CooTensor::new(dims, indices, values)?;
-    x.sum_duplicates();
-    Ok(x)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -728,30 +647,19 @@ mod tests {
     }
 
     #[test]
-    fn tns_reader_reads_gz_and_plain_and_names_bad_lines() {
-        let dir = std::env::temp_dir().join(format!("sptmc-bench-tns-{}", std::process::id()));
+    fn cases_are_named_after_the_file() {
+        let dir = std::env::temp_dir().join(format!("sptmc-bench-case-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let plain = dir.join("small.tns");
-        std::fs::write(&plain, "# comment\n1 2 3 1.5\n2 1 1 -2\n\n1 2 3 0.5\n").unwrap();
-        let x = read_tns(&plain).unwrap();
-        assert_eq!(x.dims(), &[2, 2, 3]);
-        assert_eq!(x.nnz(), 2);
-        assert_eq!(x.values(), &[2.0, -2.0]);
-        let gz = dir.join("small.tns.gz");
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        std::io::Write::write_all(&mut enc, std::fs::read(&plain).unwrap().as_slice()).unwrap();
-        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
-        let case = BenchCase::from_file(&gz).unwrap();
+        std::fs::write(&plain, "1 2 3 1.5\n2 1 1 -2\n").unwrap();
+        let case = BenchCase::from_file(&plain).unwrap();
         assert_eq!(case.name, "small");
-        assert_eq!(case.tensor, x);
-        let bad = dir.join("bad.tns");
-        std::fs::write(&bad, "1 1 1 1\n1 0 1 2\n").unwrap();
-        match read_tns(&bad) {
-            Err(Error::Parse { line, .. }) => assert_eq!(line, 2),
-            other => panic!("expected a parse error, got {other:?}"),
-        }
-        std::fs::write(&bad, "1 1 1 1\n1 1 1\n").unwrap();
-        assert!(matches!(read_tns(&bad), Err(Error::Parse { line: 2, .. })));
+        assert_eq!(case.tensor.nnz(), 2);
+        assert_eq!(
+            case_name(Path::new("/x/movielens-100k.tns.gz")),
+            "movielens-100k"
+        );
+        assert_eq!(shared_files(&dir).unwrap(), vec![plain]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -789,7 +697,8 @@ mod tests {
         assert!(t.notes[0].contains("ttmc r4 mode 0 skipped"));
         for k in &t.kernels {
             assert!(k.min_s <= k.median_s && k.min_s > 0.0);
-            assert!(k.bytes_moved as usize > t.prepare.bytes);
+            let part = t.prepare.parts.iter().find(|p| p.op == k.op).unwrap();
+            assert!(k.bytes_moved as usize > part.bytes);
         }
         for s in &t.summaries {
             assert!(s.mode_independence >= 1.0);

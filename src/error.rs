@@ -38,6 +38,14 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A compressed file whose compressed stream is corrupt or truncated.
+    #[error("{}: cannot decompress: {reason}", path.display())]
+    Decompress {
+        /// The file involved.
+        path: PathBuf,
+        /// What the decompressor found wrong.
+        reason: String,
+    },
     /// A tensor that cannot be used at all (no nonzeros, a mode of length 0, ...).
     #[error("invalid tensor: {0}")]
     InvalidTensor(String),
@@ -112,6 +120,9 @@ pub enum Error {
     /// A result contains NaN or Inf, or a comparison found non-finite values.
     #[error("non-finite value: {0}")]
     NonFinite(String),
+    /// A dense linear-algebra routine (eigendecomposition, SVD) did not converge.
+    #[error("dense linear algebra failed: {0}")]
+    Numerical(String),
 }
 
 /// The crate's result type.

@@ -5,14 +5,16 @@
 //!
 //! Data flows one way: [`tensor`] (COO, I/O, generator) → [`hls`] (format) →
 //! [`engine`] (backends) → [`decomp`] (CP-ALS, Tucker-HOOI) → the `sptmc` command line.
-//! [`reference`] and [`accuracy`] check any result against FP64.
+//! [`mod@reference`] and [`accuracy`] check any result against FP64.
 
 pub mod accuracy;
 pub mod bench;
+pub mod decomp;
 pub mod engine;
 pub mod error;
 pub mod hls;
 pub mod matrix;
+pub mod model_io;
 pub mod ops;
 pub mod reference;
 pub mod selftest;

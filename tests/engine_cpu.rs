@@ -112,3 +112,16 @@ fn extreme_factor_magnitudes_do_not_overflow() {
         );
     }
 }
+
+#[test]
+fn values_beyond_fp16_with_scale_are_an_error_and_overflowing_duplicates_too() {
+    use sptmc::hls::HlsBuilder;
+    let x =
+        CooTensor::from_entries(vec![2, 2, 2], [([0u32, 0, 0], 1e300), ([1, 1, 1], 1.0)]).unwrap();
+    let e = HlsBuilder::new(78).build(&x).unwrap_err();
+    assert!(matches!(e, sptmc::Error::Unsupported(_)), "{e}");
+    let x = CooTensor::from_entries(vec![2, 2, 2], [([0u32, 0, 0], 1e308), ([0, 0, 0], 1e308)])
+        .unwrap();
+    let e = HlsBuilder::new(78).build(&x).unwrap_err();
+    assert!(matches!(e, sptmc::Error::NonFinite(_)), "{e}");
+}

@@ -26,10 +26,13 @@ pub struct PyttbRun {
     pub numpy_version: String,
 }
 
-/// A Python interpreter that can `import pyttb`: `<root>/.venv/bin/python` first, then
-/// `python3` on `PATH`; the reasons when neither can.
+/// A Python interpreter that can `import pyttb`: `$SPTMC_PYTHON` when set, else
+/// `<root>/.venv/bin/python`, then `python3` on `PATH`; the reasons when none can.
 pub fn find_python(root: &Path) -> std::result::Result<PathBuf, String> {
-    let candidates = [root.join(".venv/bin/python"), PathBuf::from("python3")];
+    let candidates: Vec<PathBuf> = match std::env::var_os("SPTMC_PYTHON") {
+        Some(p) => vec![PathBuf::from(p)],
+        None => vec![root.join(".venv/bin/python"), PathBuf::from("python3")],
+    };
     let mut why = Vec::new();
     for py in candidates {
         match Command::new(&py).args(["-c", "import pyttb"]).output() {

@@ -84,8 +84,21 @@ impl HlsBuilder {
         let x = x.as_ref();
         let nnz = x.nnz();
 
+        if let Some(p) = x.values().iter().position(|v| !v.is_finite()) {
+            // Only reachable when summing duplicates overflowed f64.
+            return Err(Error::NonFinite(format!(
+                "the entry at {:?} sums to {} after adding its duplicates",
+                x.coords(p),
+                x.values()[p]
+            )));
+        }
         let max_abs = x.values().iter().fold(0f64, |m, v| m.max(v.abs()));
         let scale = choose_scale(max_abs);
+        if max_abs / scale as f64 > super::values::F16_MAX {
+            return Err(Error::Unsupported(format!(
+                "values up to {max_abs:e} exceed what fp16 with an f32 scale can hold (about 1.1e43)"
+            )));
+        }
         let (halves, quant) = quantize_all(x.values(), scale);
 
         // Step 2: tiles of 3rd-order tensors.
@@ -107,13 +120,18 @@ impl HlsBuilder {
             .as_ref()
             .map_or(0, |s| s.iter().map(|s| s.tiles.len()).sum());
 
+        // Linearized keys of every nonzero, split into block prefix and low word; shared
+        // by every threshold.
+        let (prefixes, lows) = split_keys(x, &layout);
+        let all_sparse_bytes = sparse_bytes(nnz, count_blocks(&prefixes));
+
         let mut out = Vec::with_capacity(thresholds.len());
         for &threshold in thresholds {
             let mut in_dense = vec![false; nnz];
             let dense = slabs
                 .as_ref()
                 .map(|slabs| dense_part(slabs, threshold, &tile_layout, &halves, &mut in_dense));
-            let sparse = sparse_part(x, &layout, &halves, &in_dense);
+            let sparse = sparse_part(&layout, &prefixes, &lows, &halves, &in_dense);
             let dense_nnz = dense.as_ref().map_or(0, DenseTiles::nnz);
             let all_dense_bytes = if slabs.is_some() {
                 tiles_total * (8 + std::mem::size_of::<Bitmap>() + 4) + 4 + nnz * 2
@@ -131,7 +149,7 @@ impl HlsBuilder {
                 sparse_blocks: sparse.block_prefix.len(),
                 dense_bytes: dense.as_ref().map_or(0, DenseTiles::bytes),
                 sparse_bytes: sparse.bytes(),
-                all_sparse_bytes: all_sparse_bytes(x, &layout),
+                all_sparse_bytes,
                 all_dense_bytes,
                 coo_bytes: x.coo_bytes(),
                 quant,
@@ -254,20 +272,46 @@ fn dense_part(
     }
 }
 
-fn sparse_part(x: &CooTensor, layout: &KeyLayout, halves: &[f16], in_dense: &[bool]) -> SparsePart {
-    let n = x.nnz() - in_dense.iter().filter(|&&d| d).count();
+/// Every nonzero's key as (bits above the low 32, low 32 bits), computed in parallel.
+fn split_keys(x: &CooTensor, layout: &KeyLayout) -> (Vec<u64>, Vec<u32>) {
+    (0..x.nnz())
+        .into_par_iter()
+        .map(|p| {
+            let key = layout.encode_with(|m| x.indices(m)[p]);
+            ((key >> LOW_KEY_BITS) as u64, key as u32)
+        })
+        .unzip()
+}
+
+/// Number of runs of equal prefixes (blocks) in sorted prefixes.
+fn count_blocks(prefixes: &[u64]) -> usize {
+    prefixes.first().map_or(0, |_| 1) + prefixes.par_windows(2).filter(|w| w[0] != w[1]).count()
+}
+
+/// Bytes of a sparse part of `nnz` nonzeros in `blocks` blocks (see [`SparsePart::bytes`]).
+fn sparse_bytes(nnz: usize, blocks: usize) -> usize {
+    nnz * 6 + blocks * 8 + (blocks + 1) * 8
+}
+
+fn sparse_part(
+    layout: &KeyLayout,
+    prefixes: &[u64],
+    lows: &[u32],
+    halves: &[f16],
+    in_dense: &[bool],
+) -> SparsePart {
+    let n = in_dense.iter().filter(|&&d| !d).count();
     let mut keys = Vec::with_capacity(n);
     let mut values = Vec::with_capacity(n);
     let mut block_prefix = Vec::new();
     let mut block_offsets = Vec::new();
-    for p in (0..x.nnz()).filter(|&p| !in_dense[p]) {
-        let key = layout.encode_with(|m| x.indices(m)[p]);
-        let prefix = (key >> LOW_KEY_BITS) as u64;
+    for p in (0..lows.len()).filter(|&p| !in_dense[p]) {
+        let prefix = prefixes[p];
         if block_prefix.last() != Some(&prefix) {
             block_prefix.push(prefix);
             block_offsets.push(keys.len() as u64);
         }
-        keys.push(key as u32);
+        keys.push(lows[p]);
         values.push(halves[p]);
     }
     block_offsets.push(keys.len() as u64);
@@ -278,18 +322,4 @@ fn sparse_part(x: &CooTensor, layout: &KeyLayout, halves: &[f16], in_dense: &[bo
         keys,
         values,
     }
-}
-
-/// Bytes of the sparse part if it held every nonzero.
-fn all_sparse_bytes(x: &CooTensor, layout: &KeyLayout) -> usize {
-    let mut blocks = 0usize;
-    let mut last = None;
-    for p in 0..x.nnz() {
-        let prefix = (layout.encode_with(|m| x.indices(m)[p]) >> LOW_KEY_BITS) as u64;
-        if last != Some(prefix) {
-            blocks += 1;
-            last = Some(prefix);
-        }
-    }
-    x.nnz() * 6 + blocks * 8 + (blocks + 1) * 8
 }

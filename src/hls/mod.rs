@@ -157,6 +157,7 @@ impl SparsePart {
     }
     /// Bytes held.
     pub fn bytes(&self) -> usize {
+        // 4-byte low key + 2-byte value per nonzero; 8-byte prefix and offset per block.
         self.keys.len() * 6 + self.block_prefix.len() * 8 + self.block_offsets.len() * 8
     }
 }

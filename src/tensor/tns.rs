@@ -1,1 +1,683 @@
-//! placeholder
+//! FROSTT `.tns` text: one nonzero per line, 1-based indices then the value, fields
+//! separated by spaces or tabs.
+//!
+//! Reading accepts:
+//! - plain or gzipped files (gzip when the file starts with the gzip magic bytes; a name
+//!   ending in `.gz` whose content lacks them is an error), several gzip members too;
+//! - `#` comment lines and blank lines anywhere, CRLF line ends;
+//! - an optional header some tools write: a line holding the order `N` alone, then a
+//!   line of `N` dimensions. The declared dimensions are then enforced; without a
+//!   header every mode's length is its largest index.
+//!
+//! The order is fixed by the first data line (or the header); every data line must
+//! then have `order + 1` fields. Repeated coordinates are summed and counted in the
+//! [`ReadReport`]. Every malformed input is an [`Error::Parse`] naming the file, the
+//! 1-based line and what is wrong; nothing panics on any input.
+//!
+//! The text is parsed as bytes (no per-line allocation), in chunks split at line ends
+//! and parsed in parallel; line numbers in errors stay exact.
+
+use super::CooTensor;
+use crate::error::{Error, Result};
+use rayon::prelude::*;
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::Path;
+
+/// The two bytes every gzip member starts with.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+/// The largest 1-based index a mode can hold (0-based indices are `u32`).
+const MAX_INDEX: u64 = 1 << 32;
+/// Bytes read between progress calls.
+const READ_STEP: usize = 4 << 20;
+/// Smallest chunk handed to one parallel parser.
+const MIN_CHUNK: usize = 256 << 10;
+/// Entries formatted per parallel batch when writing.
+const WRITE_BATCH: usize = 1 << 16;
+
+/// What reading a `.tns` file found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReadReport {
+    /// Lines in the text, counting comments, blank lines and the header.
+    pub lines: usize,
+    /// Data lines read (entries before duplicates were summed).
+    pub entries: usize,
+    /// Entries merged into an earlier entry with the same coordinates (their values
+    /// were added); the tensor holds `entries − duplicates_summed` nonzeros.
+    pub duplicates_summed: usize,
+    /// The dimensions the header declared, if the file had a header.
+    pub header: Option<Vec<usize>>,
+    /// Bytes of text parsed (after decompression).
+    pub bytes: u64,
+}
+
+/// Reads a `.tns` file (plain or gzipped).
+pub fn read(path: &Path) -> Result<(CooTensor, ReadReport)> {
+    read_with_progress(path, &mut |_, _| {})
+}
+
+/// Reads a `.tns` file (plain or gzipped), calling `progress(done, total)` as the file
+/// is read: bytes of the file consumed so far (compressed bytes for gzip) and the
+/// file's size (0 if unknown).
+pub fn read_with_progress(
+    path: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(CooTensor, ReadReport)> {
+    let text = read_text(path, progress)?;
+    parse(&text, path)
+}
+
+/// Reads the whole file as text, decompressing gzip.
+fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<u8>> {
+    let io = |e| Error::io(path, e);
+    let mut file = File::open(path).map_err(io)?;
+    let total = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut magic = [0u8; 2];
+    let got = read_up_to(&mut file, &mut magic).map_err(io)?;
+    let is_gzip = got == 2 && magic == GZIP_MAGIC;
+    let named_gz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    if named_gz && !is_gzip {
+        return Err(Error::Decompress {
+            path: path.to_path_buf(),
+            reason: "the name ends in .gz but the file does not start with the gzip magic bytes"
+                .into(),
+        });
+    }
+    let head = &magic[..got];
+    if is_gzip {
+        let counted = CountingReader {
+            inner: head.chain(file),
+            count: 0,
+        };
+        let mut gz = flate2::read::MultiGzDecoder::new(counted);
+        // Compressed text usually expands 3–6×.
+        let mut text = Vec::with_capacity((total as usize).saturating_mul(4));
+        loop {
+            let n = read_step(&mut gz, &mut text).map_err(|e| decompress_error(path, e))?;
+            progress(gz.get_ref().count, total);
+            if n == 0 {
+                break;
+            }
+        }
+        Ok(text)
+    } else {
+        let mut text = Vec::with_capacity(total as usize);
+        text.extend_from_slice(head);
+        loop {
+            let n = read_step(&mut file, &mut text).map_err(io)?;
+            progress(text.len() as u64, total);
+            if n == 0 {
+                break;
+            }
+        }
+        Ok(text)
+    }
+}
+
+/// Corrupt compressed data is a [`Error::Decompress`]; anything else stays an I/O error.
+fn decompress_error(path: &Path, e: std::io::Error) -> Error {
+    use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+    match e.kind() {
+        InvalidData | InvalidInput | UnexpectedEof => Error::Decompress {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
+        _ => Error::io(path, e),
+    }
+}
+
+/// Fills as much of `buf` as the reader gives; returns the bytes read.
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Appends up to [`READ_STEP`] bytes to `out`; returns how many (0 at the end).
+fn read_step(r: &mut impl Read, out: &mut Vec<u8>) -> std::io::Result<usize> {
+    let start = out.len();
+    out.resize(start + READ_STEP, 0);
+    let got = read_up_to(r, &mut out[start..]);
+    let n = *got.as_ref().unwrap_or(&0);
+    out.truncate(start + n);
+    got
+}
+
+/// A reader that counts the bytes taken from the one it wraps.
+struct CountingReader<R> {
+    inner: R,
+    count: u64,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+}
+
+/// Parses `.tns` text held in memory; `origin` names the file in errors.
+pub fn parse(text: &[u8], origin: &Path) -> Result<(CooTensor, ReadReport)> {
+    let err = |line: usize, reason: String| Error::Parse {
+        file: origin.to_path_buf(),
+        line,
+        reason,
+    };
+    let total_lines = count_lines(text);
+    let start = find_start(text).map_err(|(l, r)| err(l, r))?;
+    let Some(start) = start else {
+        return Err(err(
+            total_lines.max(1),
+            "the file holds no data lines (empty tensor)".into(),
+        ));
+    };
+    let shape = Shape {
+        order: start.order,
+        header: start.header.as_deref(),
+        first_data_line: start.line,
+    };
+    let data = &text[start.offset..];
+    let chunks = split_chunks(data, rayon::current_num_threads());
+    let parsed: Vec<std::result::Result<Chunk, LineError>> =
+        chunks.par_iter().map(|c| parse_chunk(c, &shape)).collect();
+
+    // The first failing chunk in file order holds the first error; every chunk before
+    // it parsed, so its line count is known.
+    let mut lines_before = start.line - 1;
+    let mut parts = Vec::with_capacity(parsed.len());
+    for p in parsed {
+        match p {
+            Ok(c) => {
+                lines_before += c.lines;
+                parts.push(c);
+            }
+            Err(e) => return Err(err(lines_before + e.line + 1, e.reason)),
+        }
+    }
+
+    let order = start.order;
+    let entries: usize = parts.iter().map(|c| c.values.len()).sum();
+    if entries == 0 {
+        return Err(err(
+            total_lines.max(1),
+            "the file holds no data lines (empty tensor)".into(),
+        ));
+    }
+    let mut indices: Vec<Vec<u32>> = (0..order).map(|_| Vec::with_capacity(entries)).collect();
+    let mut values = Vec::with_capacity(entries);
+    let mut max = vec![0u32; order];
+    for c in &parts {
+        for m in 0..order {
+            indices[m].extend_from_slice(&c.indices[m]);
+            max[m] = max[m].max(c.max[m]);
+        }
+        values.extend_from_slice(&c.values);
+    }
+    drop(parts);
+    let dims: Vec<usize> = match &start.header {
+        Some(h) => h.clone(),
+        None => max.iter().map(|&m| m as usize + 1).collect(),
+    };
+    let mut x = CooTensor::new(dims, indices, values)?;
+    let duplicates_summed = x.sum_duplicates();
+    if let Some(k) = x.values().iter().position(|v| !v.is_finite()) {
+        let coords: Vec<u64> = x.coords(k).iter().map(|&i| i as u64 + 1).collect();
+        return Err(Error::NonFinite(format!(
+            "{}: the repeated entries at coordinates {coords:?} (1-based) sum to {}",
+            origin.display(),
+            x.values()[k]
+        )));
+    }
+    let report = ReadReport {
+        lines: total_lines,
+        entries,
+        duplicates_summed,
+        header: start.header,
+        bytes: text.len() as u64,
+    };
+    Ok((x, report))
+}
+
+/// Lines in `text`: line ends, plus a last line without one.
+fn count_lines(text: &[u8]) -> usize {
+    memchr::memchr_iter(b'\n', text).count() + usize::from(text.last().is_some_and(|&b| b != b'\n'))
+}
+
+/// Where the data begins and what shape it has.
+struct Start {
+    /// Byte offset of the first data line.
+    offset: usize,
+    /// Its 1-based line number.
+    line: usize,
+    /// Indices per data line.
+    order: usize,
+    /// Declared dimensions, with a header.
+    header: Option<Vec<usize>>,
+}
+
+/// What every data line must agree with.
+struct Shape<'a> {
+    order: usize,
+    header: Option<&'a [usize]>,
+    first_data_line: usize,
+}
+
+/// A failure at a 0-based line of a chunk.
+struct LineError {
+    line: usize,
+    reason: String,
+}
+
+/// The lines of `text` from byte `from`: `(1-based number, offset, content)`, the
+/// content without its line end.
+fn lines_from(text: &[u8], from: usize) -> impl Iterator<Item = (usize, usize, &[u8])> {
+    let mut pos = from;
+    let mut number = 0;
+    std::iter::from_fn(move || {
+        if pos >= text.len() {
+            return None;
+        }
+        let end = memchr::memchr(b'\n', &text[pos..]).map_or(text.len(), |e| pos + e);
+        let item = (pos, &text[pos..end]);
+        pos = end + 1;
+        number += 1;
+        Some((number, item.0, item.1))
+    })
+}
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c')
+}
+
+/// The whitespace-separated fields of a line.
+fn fields(line: &[u8]) -> impl Iterator<Item = &[u8]> {
+    line.split(|&b| is_space(b)).filter(|f| !f.is_empty())
+}
+
+/// Whether a line holds nothing to parse (blank or a `#` comment).
+fn is_skipped(line: &[u8]) -> bool {
+    match line.iter().find(|&&b| !is_space(b)) {
+        None => true,
+        Some(&b) => b == b'#',
+    }
+}
+
+/// A field as it appears in a message: quoted, escaped, cut at 40 bytes.
+fn show(field: &[u8]) -> String {
+    let cut = &field[..field.len().min(40)];
+    let more = if field.len() > 40 { "…" } else { "" };
+    format!("{:?}{more}", String::from_utf8_lossy(cut))
+}
+
+/// A 1-based index field: digits only, `1..=2^32` (what is wrong otherwise).
+fn parse_index(field: &[u8], what: &str) -> std::result::Result<u64, String> {
+    if field.is_empty() || !field.iter().all(u8::is_ascii_digit) {
+        return Err(format!("{what} is not a positive integer: {}", show(field)));
+    }
+    let mut v: u64 = 0;
+    for &d in field {
+        v = v * 10 + (d - b'0') as u64;
+        if v > MAX_INDEX {
+            return Err(format!(
+                "{what} {} exceeds 2^32, the largest supported",
+                show(field)
+            ));
+        }
+    }
+    Ok(v)
+}
+
+/// Finds the header (if any) and the first data line. `Ok(None)`: no data line.
+fn find_start(text: &[u8]) -> std::result::Result<Option<Start>, (usize, String)> {
+    let mut content = lines_from(text, 0).filter(|(_, _, l)| !is_skipped(l));
+    let Some((n1, off1, l1)) = content.next() else {
+        return Ok(None);
+    };
+    let f1: Vec<&[u8]> = fields(l1).collect();
+    if f1.len() >= 2 {
+        return Ok(Some(Start {
+            offset: off1,
+            line: n1,
+            order: f1.len() - 1,
+            header: None,
+        }));
+    }
+    // One field: the order line of a header, or nothing usable.
+    if !f1[0].iter().all(u8::is_ascii_digit) {
+        return Err((
+            n1,
+            format!(
+                "expected at least 2 fields (indices then a value) or a header line with the order, found the single field {}",
+                show(f1[0])
+            ),
+        ));
+    }
+    let order = parse_index(f1[0], "the order in the header")
+        .map_err(|r| (n1, r))
+        .and_then(|o| {
+            if o == 0 {
+                Err((n1, "the header declares order 0".to_string()))
+            } else {
+                Ok(o)
+            }
+        })? as usize;
+    let Some((n2, off2, l2)) = content.next() else {
+        return Err((
+            count_lines(text),
+            format!(
+                "the header declares order {order} but the file ends before the line of {order} dimensions"
+            ),
+        ));
+    };
+    let f2: Vec<&[u8]> = fields(l2).collect();
+    if f2.len() != order {
+        return Err((
+            n2,
+            format!(
+                "the header declares order {order} but the dimensions line has {} fields",
+                f2.len()
+            ),
+        ));
+    }
+    let mut dims = Vec::with_capacity(order);
+    for (m, f) in f2.iter().enumerate() {
+        let d = parse_index(f, &format!("header dimension of mode {m}")).map_err(|r| (n2, r))?;
+        if d == 0 {
+            return Err((n2, format!("header dimension of mode {m} is 0")));
+        }
+        dims.push(d as usize);
+    }
+    let offset = (off2 + l2.len() + 1).min(text.len());
+    Ok(Some(Start {
+        offset,
+        line: n2 + 1,
+        order,
+        header: Some(dims),
+    }))
+}
+
+/// Splits `data` into about `4 × threads` pieces, each ending just after a line end
+/// (the last at the end of the data).
+fn split_chunks(data: &[u8], threads: usize) -> Vec<&[u8]> {
+    let target = (data.len() / (4 * threads.max(1))).max(MIN_CHUNK);
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < data.len() {
+        let want = pos + target;
+        let end = if want >= data.len() {
+            data.len()
+        } else {
+            memchr::memchr(b'\n', &data[want..]).map_or(data.len(), |e| want + e + 1)
+        };
+        out.push(&data[pos..end]);
+        pos = end;
+    }
+    out
+}
+
+/// Entries parsed from one chunk.
+struct Chunk {
+    indices: Vec<Vec<u32>>,
+    values: Vec<f64>,
+    /// Largest 0-based index per mode.
+    max: Vec<u32>,
+    /// Lines in the chunk.
+    lines: usize,
+}
+
+/// Parses the data lines of one chunk. The fast path handles well-formed lines; any
+/// surprise sends the line to [`diagnose`], which names what is wrong.
+fn parse_chunk(buf: &[u8], shape: &Shape) -> std::result::Result<Chunk, LineError> {
+    let order = shape.order;
+    let guess = buf.len() / (4 * order + 4);
+    let mut indices: Vec<Vec<u32>> = (0..order).map(|_| Vec::with_capacity(guess)).collect();
+    let mut values = Vec::with_capacity(guess);
+    let mut max = vec![0u32; order];
+    let limits: Vec<u64> = match shape.header {
+        Some(h) => h.iter().map(|&d| d as u64).collect(),
+        None => vec![MAX_INDEX; order],
+    };
+    let n = buf.len();
+    let mut pos = 0;
+    let mut line = 0;
+    while pos < n {
+        let line_start = pos;
+        let line_end = memchr::memchr(b'\n', &buf[pos..]).map_or(n, |e| pos + e);
+        let ok = 'line: {
+            while pos < line_end && is_space(buf[pos]) {
+                pos += 1;
+            }
+            if pos == line_end || buf[pos] == b'#' {
+                break 'line true;
+            }
+            for (m, limit) in limits.iter().enumerate() {
+                let s = pos;
+                let mut v: u64 = 0;
+                while pos < line_end && buf[pos].is_ascii_digit() && v <= MAX_INDEX {
+                    v = v * 10 + (buf[pos] - b'0') as u64;
+                    pos += 1;
+                }
+                if pos == s || pos == line_end || !is_space(buf[pos]) || v == 0 || v > *limit {
+                    break 'line false;
+                }
+                let i = (v - 1) as u32;
+                indices[m].push(i);
+                max[m] = max[m].max(i);
+                while pos < line_end && is_space(buf[pos]) {
+                    pos += 1;
+                }
+            }
+            let s = pos;
+            while pos < line_end && !is_space(buf[pos]) {
+                pos += 1;
+            }
+            let value = std::str::from_utf8(&buf[s..pos])
+                .ok()
+                .and_then(|t| t.parse::<f64>().ok());
+            while pos < line_end && is_space(buf[pos]) {
+                pos += 1;
+            }
+            match value {
+                Some(v) if v.is_finite() && pos == line_end => {
+                    values.push(v);
+                    true
+                }
+                _ => false,
+            }
+        };
+        if !ok {
+            return Err(LineError {
+                line,
+                reason: diagnose(&buf[line_start..line_end], shape, &limits),
+            });
+        }
+        pos = line_end + 1;
+        line += 1;
+    }
+    Ok(Chunk {
+        indices,
+        values,
+        max,
+        lines: line,
+    })
+}
+
+/// Says precisely what is wrong with a data line the fast path rejected.
+fn diagnose(line: &[u8], shape: &Shape, limits: &[u64]) -> String {
+    let order = shape.order;
+    let f: Vec<&[u8]> = fields(line).collect();
+    if f.len() != order + 1 {
+        let why = match shape.header {
+            Some(_) => "the header declares".to_string(),
+            None => format!("as on the first data line, line {}", shape.first_data_line),
+        };
+        return format!(
+            "wrong number of fields: expected {} ({order} indices and a value; order {order}, {why}), found {}",
+            order + 1,
+            f.len()
+        );
+    }
+    for m in 0..order {
+        let what = format!("index of mode {m}");
+        match parse_index(f[m], &what) {
+            Err(r) => return r,
+            Ok(0) => return format!("index of mode {m} is 0, but indices are 1-based"),
+            Ok(v) if v > limits[m] => {
+                return format!(
+                    "index {v} of mode {m} is beyond the declared dimension {}",
+                    limits[m]
+                );
+            }
+            Ok(_) => {}
+        }
+    }
+    let v = f[order];
+    match std::str::from_utf8(v)
+        .ok()
+        .and_then(|t| t.parse::<f64>().ok())
+    {
+        None => format!("value is not a number: {}", show(v)),
+        Some(x) if x.is_nan() => format!("value is NaN: {}", show(v)),
+        Some(x) if x.is_infinite() => format!("value is infinite: {}", show(v)),
+        // The fast path accepts every line this accepts; kept as a safe answer.
+        Some(_) => "malformed line".into(),
+    }
+}
+
+/// Writes `x` as `.tns` text to `path`, gzipped when the name ends in `.gz`.
+pub fn write(path: &Path, x: &CooTensor) -> Result<()> {
+    let io = |e| Error::io(path, e);
+    let file = File::create(path).map_err(io)?;
+    let gz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    if gz {
+        let mut enc = flate2::write::GzEncoder::new(
+            BufWriter::with_capacity(1 << 20, file),
+            flate2::Compression::default(),
+        );
+        write_to(&mut enc, x).map_err(|e| rename_io(e, path))?;
+        let mut inner = enc.finish().map_err(io)?;
+        inner.flush().map_err(io)
+    } else {
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        write_to(&mut w, x).map_err(|e| rename_io(e, path))?;
+        w.flush().map_err(io)
+    }
+}
+
+/// Puts `path` on an I/O error raised without one.
+fn rename_io(e: Error, path: &Path) -> Error {
+    match e {
+        Error::Io { source, .. } => Error::io(path, source),
+        e => e,
+    }
+}
+
+/// Writes `x` as `.tns` text (no header, 1-based indices, one entry per line) to `w`.
+/// Values are written in their shortest form that reads back to the same `f64`.
+pub fn write_to(mut w: impl Write, x: &CooTensor) -> Result<()> {
+    let io = |e| Error::io("<writer>", e);
+    let nnz = x.nnz();
+    let mut start = 0;
+    while start < nnz {
+        // Format a few batches in parallel, then write them in order.
+        let end = (start + WRITE_BATCH * 4 * rayon::current_num_threads()).min(nnz);
+        let texts: Vec<Vec<u8>> = (start..end)
+            .into_par_iter()
+            .step_by(WRITE_BATCH)
+            .map(|s| format_entries(x, s, (s + WRITE_BATCH).min(end)))
+            .collect();
+        for t in texts {
+            w.write_all(&t).map_err(io)?;
+        }
+        start = end;
+    }
+    w.flush().map_err(io)
+}
+
+/// The text of entries `s..e`.
+fn format_entries(x: &CooTensor, s: usize, e: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity((e - s) * (8 * x.order() + 12));
+    let mut ints = itoa::Buffer::new();
+    for k in s..e {
+        for m in 0..x.order() {
+            out.extend_from_slice(ints.format(x.indices(m)[k] as u64 + 1).as_bytes());
+            out.push(b' ');
+        }
+        push_value(&mut out, x.values()[k]);
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Appends the shortest text that parses back to `v` exactly: plain digits for
+/// ordinary magnitudes, exponent notation for very large or small ones.
+fn push_value(out: &mut Vec<u8>, v: f64) {
+    let a = v.abs();
+    if a == 0.0 || (1e-5..1e16).contains(&a) {
+        // Display gives the shortest round-trip digits, without a trailing ".0".
+        let _ = write!(out, "{v}");
+    } else {
+        // Debug switches to exponent notation at these magnitudes.
+        let _ = write!(out, "{v:?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_the_data_and_end_at_line_ends() {
+        let mut data = Vec::new();
+        for k in 0..200_000 {
+            data.extend_from_slice(format!("{} 2 3 4.5\n", k + 1).as_bytes());
+        }
+        data.extend_from_slice(b"7 7 7 1");
+        let chunks = split_chunks(&data, 4);
+        assert!(chunks.len() > 1);
+        assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), data.len());
+        for c in &chunks[..chunks.len() - 1] {
+            assert_eq!(c.last(), Some(&b'\n'));
+        }
+    }
+
+    #[test]
+    fn values_print_shortest_and_read_back() {
+        for v in [
+            0.0,
+            -0.0,
+            1.0,
+            3.0,
+            0.1,
+            1.0 / 3.0,
+            1e-300,
+            5e-324,
+            1e300,
+            -2.5e17,
+            12345.678,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+        ] {
+            let mut out = Vec::new();
+            push_value(&mut out, v);
+            let s = std::str::from_utf8(&out).unwrap();
+            assert_eq!(s.parse::<f64>().unwrap().to_bits(), v.to_bits(), "{s}");
+            assert!(s.len() <= 24, "{s} is not short");
+        }
+        let mut out = Vec::new();
+        push_value(&mut out, 4.0);
+        assert_eq!(out, b"4");
+    }
+}

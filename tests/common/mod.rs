@@ -1,18 +1,33 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// The shared data folder beside the repository, if present; otherwise prints a visible
-/// SKIPPED line naming `test` and returns `None`.
-pub fn shared_data(test: &str) -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+/// The folder of shared real data sets: `$SPTMC_DATA_DIR` when set, else
+/// `../shared/data` beside the crate. `None` (after printing a visible SKIPPED line)
+/// when it does not exist.
+pub fn shared_data() -> Option<PathBuf> {
+    let dir = match std::env::var_os("SPTMC_DATA_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"),
+    };
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("SKIPPED {test}: ../shared/data not found (a user's clone has none)");
+        eprintln!("SKIPPED: ../shared/data not found ({})", dir.display());
         None
     }
+}
+
+/// The shared `.tns.gz` files, sorted by name.
+pub fn shared_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the shared data folder is readable")
+        .map(|e| e.expect("a readable folder entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(".tns.gz"))
+        .collect();
+    files.sort();
+    files
 }
 
 /// A fresh seed per run (printed, so a failure can be replayed with SPTMC_SEED=...).

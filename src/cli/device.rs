@@ -1,0 +1,53 @@
+//! `sptmc selftest`, `sptmc bench`, `sptmc tune`.
+
+use super::args::{BenchArgs, SelftestArgs};
+use super::engine;
+use super::load::load;
+use sptmc::selftest::{self, SelftestCase};
+use sptmc::{Error, Result};
+
+pub use super::tune::tune;
+use std::process::ExitCode;
+
+/// Every op and mode against the FP64 reference.
+pub fn selftest(a: SelftestArgs) -> Result<ExitCode> {
+    let engine = engine(&a.common)?;
+    let runs = selftest::default_runs();
+    let mut cases = selftest::generated_cases(a.dim, a.nnz, &runs)?;
+    for f in &a.files {
+        let l = load(Some(f))?;
+        eprintln!("sptmc: {}", l.note);
+        // TTMc output grows as rank^(order-1): keep 4th-order and higher at rank 8.
+        let runs = if l.tensor.order() > 3 {
+            runs.iter()
+                .copied()
+                .filter(|&(op, r)| op == sptmc::Op::Mttkrp || r <= 8)
+                .collect()
+        } else {
+            runs.clone()
+        };
+        cases.push(SelftestCase {
+            name: l.name,
+            tensor: l.tensor,
+            runs,
+        });
+    }
+    let report = selftest::run(&engine, &cases)?;
+    if a.common.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.table());
+    }
+    if report.passed() {
+        eprintln!("sptmc: selftest passed");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("sptmc: selftest FAILED");
+        Ok(ExitCode::from(3))
+    }
+}
+
+/// Kernel timings.
+pub fn bench(_a: BenchArgs) -> Result<ExitCode> {
+    Err(Error::Unsupported("sptmc bench: not wired yet".into()))
+}

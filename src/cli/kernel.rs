@@ -1,0 +1,178 @@
+//! `sptmc mttkrp`, `sptmc ttmc` and `sptmc info`.
+
+use super::args::{InfoArgs, KernelArgs};
+use super::load::{load, report_precision};
+use super::{engine, print_json};
+use serde_json::json;
+use sptmc::accuracy::compare;
+use sptmc::engine::Workload;
+use sptmc::hls::HlsBuilder;
+use sptmc::model_io::write_matrix;
+use sptmc::{Error, Matrix, Op, Result, reference};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// One kernel, timed, optionally checked.
+pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
+    if a.reps == 0 {
+        return Err(Error::InvalidOption("--reps must be at least 1".into()));
+    }
+    let loaded = load(a.file.as_deref())?;
+    let x = &loaded.tensor;
+    x.check_mode(a.mode)?;
+    let ranks: Vec<usize> = match &a.ranks {
+        Some(r) if r.len() != x.order() => {
+            return Err(Error::InvalidRank(format!(
+                "--ranks has {} entries, the tensor has {} modes",
+                r.len(),
+                x.order()
+            )));
+        }
+        Some(r) => r.clone(),
+        None => vec![a.rank; x.order()],
+    };
+    if let Some(m) = (0..x.order()).find(|&m| m != a.mode && ranks[m] == 0) {
+        return Err(Error::InvalidRank(format!("rank of mode {m} is 0")));
+    }
+    if op == Op::Mttkrp && a.ranks.is_some() {
+        return Err(Error::InvalidOption(
+            "mttkrp uses one rank for every factor: give --rank, not --ranks".into(),
+        ));
+    }
+    let engine = engine(&a.common)?;
+    eprintln!("sptmc: {}", loaded.note);
+    let rank = (0..x.order())
+        .filter(|&m| m != a.mode)
+        .map(|m| ranks[m])
+        .max()
+        .unwrap_or(1);
+    let prepared = match a.threshold {
+        Some(t) => engine.prepare_with_thresholds(x, &[(op, t)])?,
+        None => engine.prepare(x, &[Workload { op, rank }])?,
+    };
+    report_precision(prepared.hls(op)?.stats());
+    let factors: Vec<Matrix> = x
+        .dims()
+        .iter()
+        .enumerate()
+        .map(|(m, &d)| Matrix::random(d, ranks[m], a.seed.wrapping_add(m as u64)))
+        .collect();
+    let mut times = Vec::with_capacity(a.reps);
+    let mut out = None;
+    for _ in 0..a.reps {
+        let t = Instant::now();
+        let r = engine.run(op, &prepared, a.mode, &factors)?;
+        engine.backend().synchronize()?;
+        times.push(t.elapsed().as_secs_f64());
+        out = Some(r);
+    }
+    let out = out.expect("reps ≥ 1");
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    let accuracy = if a.check {
+        let want = reference::apply(op, x, a.mode, &factors)?;
+        Some(compare(&want, &out)?)
+    } else {
+        None
+    };
+    if let Some(path) = &a.out {
+        write_matrix(path, &format!("{op} of mode {}", a.mode), &out.to_f64())?;
+    }
+    let stats = prepared.hls(op)?.stats();
+    let passed = accuracy.is_none_or(|acc| acc.within_contract());
+    if a.common.json {
+        print_json(&json!({
+            "op": op.name(), "tensor": loaded.name, "dims": x.dims(), "nnz": x.nnz(),
+            "mode": a.mode, "ranks": ranks, "threshold": stats.threshold,
+            "dense_share": stats.dense_share(), "backend": engine.backend().describe(),
+            "seconds_median": median, "seconds_min": times[0],
+            "nnz_per_second": x.nnz() as f64 / median, "accuracy": accuracy,
+        }));
+    } else {
+        println!(
+            "{op} mode {} ranks {:?}: {:.6}s median of {} ({:.1} M nnz/s), output {}x{}, threshold {} ({:.1}% of nnz in dense tiles)",
+            a.mode,
+            ranks,
+            median,
+            a.reps,
+            x.nnz() as f64 / median / 1e6,
+            out.rows(),
+            out.cols(),
+            stats.threshold,
+            100.0 * stats.dense_share()
+        );
+        if let Some(acc) = accuracy {
+            println!(
+                "check vs FP64 reference: SMAPE {:.5}% (contract ≤ {}%), max rel err {:.3e}, rel Frobenius {:.3e}: {}",
+                acc.smape_percent,
+                sptmc::accuracy::SMAPE_TARGET_PERCENT,
+                acc.max_rel_err,
+                acc.rel_frobenius,
+                if passed { "PASS" } else { "FAIL" }
+            );
+        }
+    }
+    Ok(if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
+}
+
+/// Tensor statistics and the HLS byte comparison.
+pub fn info(a: InfoArgs) -> Result<ExitCode> {
+    let loaded = load(a.file.as_deref())?;
+    let x = &loaded.tensor;
+    let hls = HlsBuilder::new(a.threshold).build(x)?;
+    let s = hls.stats();
+    if a.json {
+        print_json(&json!({
+            "tensor": loaded.name, "dims": x.dims(), "order": x.order(), "nnz": x.nnz(),
+            "density": x.density(), "norm": x.norm_sq().sqrt(), "hls": s,
+            "dense_share": s.dense_share(), "hls_bytes": s.hls_bytes(),
+        }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("sptmc: {}", loaded.note);
+    let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
+    println!("tensor      {}", loaded.name);
+    println!("dims        {:?} (order {})", x.dims(), x.order());
+    println!("nnz         {}", x.nnz());
+    println!("density     {:.3e}", x.density());
+    println!("norm        {:.6e}", x.norm_sq().sqrt());
+    println!("HLS at threshold {}:", s.threshold);
+    if x.order() == 3 {
+        println!("  tiles     {} non-empty, {} dense", s.tiles, s.dense_tiles);
+    } else {
+        println!("  tiles     none (dense tiles are for 3rd-order tensors; all nonzeros sparse)");
+    }
+    println!(
+        "  nnz       {} dense ({:.2}%), {} sparse in {} blocks",
+        s.dense_nnz,
+        100.0 * s.dense_share(),
+        s.sparse_nnz,
+        s.sparse_blocks
+    );
+    println!(
+        "  fp16      scale {}, worst relative error {:.2e}, {} subnormal, {} lost",
+        s.quant.scale, s.quant.max_rel_err, s.quant.subnormal, s.quant.flushed_to_zero
+    );
+    println!("bytes (MiB)                  bytes/nnz  vs COO");
+    let row = |name: &str, b: usize| {
+        println!(
+            "  {name:<26} {:>9.2}  {:>9.2}  {:>5.1}%",
+            mib(b),
+            b as f64 / x.nnz() as f64,
+            100.0 * b as f64 / s.coo_bytes as f64
+        )
+    };
+    row("HLS (dense + sparse)", s.hls_bytes());
+    row("  dense tiles", s.dense_bytes);
+    row("  sparse part", s.sparse_bytes);
+    row("all sparse (HLS-S only)", s.all_sparse_bytes);
+    if x.order() == 3 {
+        row("all tiles dense", s.all_dense_bytes);
+    }
+    row("COO (u32 indices, f32)", s.coo_bytes);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,325 @@
+//! CP-ALS: a rank-`R` CP model `X ≈ Σ_r λ_r a⁽⁰⁾_r ∘ … ∘ a⁽ᴺ⁻¹⁾_r` by alternating least
+//! squares.
+//!
+//! Per iteration, for each mode `n = 0, 1, …, N−1` in turn:
+//!
+//! 1. `M = X_(n) (⊙_{m≠n} A_m)` — the MTTKRP, on the engine (f32);
+//! 2. `A_n = M V⁺` with `V = ∗_{m≠n} A_mᵀA_m` (Hadamard product of the other Grams,
+//!    `R × R`): Cholesky when `V` is positive definite, else the pseudo-inverse from its
+//!    eigendecomposition ([`CpModel::pinv_solves`] counts those);
+//! 3. column normalization into `λ`: by the column 2-norm in the first iteration, by
+//!    `max(1, max_i |A_n[i, r]|)` afterwards — the choice of the MATLAB Tensor Toolbox
+//!    and pyttb, which keeps the columns from shrinking toward zero while letting `λ`
+//!    settle. A column whose norm is 0 is left as it is (weight 0) rather than divided.
+//!
+//! After the sweep, with `λ` from the last mode's normalization,
+//! `‖X̂‖² = λᵀ (∗_m A_mᵀA_m) λ` and `⟨X, X̂⟩ = Σ_r λ_r Σ_i M[i, r] A_{N−1}[i, r]` (`M` the
+//! last mode's MTTKRP), so `fit = 1 − sqrt(max(0, ‖X‖² + ‖X̂‖² − 2⟨X, X̂⟩)) / ‖X‖`
+//! without rebuilding anything.
+//!
+//! The returned model is arranged: every column scaled to unit 2-norm (the scale folded
+//! into `λ`) and components sorted by decreasing `λ`. That changes neither `X̂` nor the
+//! fit. Signs are left as ALS produced them.
+//!
+//! Initial factors, unless given: mode `m` is `Matrix::random(I_m, R, seed + m)`
+//! (uniform in `[0, 1)`, f32; wrapping add). Mode 0's initial factor is never read (the
+//! first update of mode 0 uses only the others), as in pyttb. To give a peer the same
+//! start, write these matrices out; `init = Some(…)` feeds them back exactly.
+
+use super::dense::{SolveKind, gram, solve_right_spd};
+use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor};
+use crate::engine::{Engine, Prepared};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use faer::Mat;
+
+/// Options of [`cp_als`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpOptions {
+    /// Number of components `R` (≥ 1).
+    pub rank: usize,
+    /// Most iterations to run (≥ 1).
+    pub max_iters: usize,
+    /// Stop after an iteration (not the first) whose fit changed by less than this
+    /// (≥ 0; 0 runs all `max_iters`).
+    pub tol: f64,
+    /// Seed of the random initial factors (ignored when `init` is given).
+    pub seed: u64,
+    /// Initial factors, one `I_m × R` matrix per mode; `None` draws them from `seed`.
+    pub init: Option<Vec<Matrix>>,
+}
+
+impl Default for CpOptions {
+    /// Rank 10, at most 50 iterations, `tol = 1e-5`, seed 0, random initialization.
+    fn default() -> Self {
+        CpOptions {
+            rank: 10,
+            max_iters: 50,
+            tol: 1e-5,
+            seed: 0,
+            init: None,
+        }
+    }
+}
+
+impl CpOptions {
+    /// The defaults with the given rank.
+    pub fn with_rank(rank: usize) -> Self {
+        CpOptions {
+            rank,
+            ..Self::default()
+        }
+    }
+
+    /// Checks the options against a tensor with extents `dims`.
+    pub fn validate(&self, dims: &[usize]) -> Result<()> {
+        if self.rank == 0 {
+            return Err(Error::InvalidRank("CP rank must be at least 1".into()));
+        }
+        if let Some(m) = dims.iter().position(|d| d.checked_mul(self.rank).is_none()) {
+            return Err(Error::InvalidRank(format!(
+                "rank {} times mode {m}'s length {} overflows",
+                self.rank, dims[m]
+            )));
+        }
+        check_common(self.max_iters, self.tol)?;
+        if let Some(init) = &self.init {
+            check_init(init, dims, &vec![self.rank; dims.len()])?;
+        }
+        Ok(())
+    }
+
+    /// The initial factors: `init` if given, otherwise `Matrix::random(I_m, R, seed + m)`
+    /// for every mode `m`.
+    pub fn initial_factors(&self, dims: &[usize]) -> Vec<Matrix> {
+        match &self.init {
+            Some(f) => f.clone(),
+            None => dims
+                .iter()
+                .enumerate()
+                .map(|(m, &d)| Matrix::random(d, self.rank, self.seed.wrapping_add(m as u64)))
+                .collect(),
+        }
+    }
+}
+
+/// A CP model and how it was reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpModel {
+    /// `λ`, one weight per component, in decreasing order.
+    pub weights: Vec<f64>,
+    /// One `I_m × R` factor per mode, columns of unit 2-norm (or zero).
+    pub factors: Vec<Matrix>,
+    /// The fit after each iteration.
+    pub fits: Vec<f64>,
+    /// Statistics of each iteration.
+    pub iters: Vec<IterStats>,
+    /// How many of the per-mode solves fell back to the pseudo-inverse.
+    pub pinv_solves: usize,
+}
+
+impl CpModel {
+    /// The number of components.
+    pub fn rank(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// The final fit (`None` only for a model that ran no iteration).
+    pub fn fit(&self) -> Option<f64> {
+        self.fits.last().copied()
+    }
+
+    /// The model's value at `coords`: `Σ_r λ_r Π_m A_m[i_m, r]`.
+    pub fn entry(&self, coords: &[usize]) -> Result<f64> {
+        if coords.len() != self.factors.len() {
+            return Err(Error::shape(
+                "coordinates",
+                self.factors.len(),
+                coords.len(),
+            ));
+        }
+        for (m, (&i, f)) in coords.iter().zip(&self.factors).enumerate() {
+            if i >= f.rows() {
+                return Err(Error::InvalidOption(format!(
+                    "index {i} in mode {m} is beyond its length {}",
+                    f.rows()
+                )));
+            }
+        }
+        Ok((0..self.rank())
+            .map(|r| {
+                coords
+                    .iter()
+                    .zip(&self.factors)
+                    .fold(self.weights[r], |acc, (&i, f)| acc * f.get(i, r) as f64)
+            })
+            .sum())
+    }
+}
+
+/// CP-ALS of the prepared tensor `x` (prepared for [`Op::Mttkrp`](crate::Op::Mttkrp))
+/// on `engine`; see the [module documentation](self) for the algorithm.
+pub fn cp_als(engine: &Engine, x: &Prepared, opts: &CpOptions) -> Result<CpModel> {
+    cp_als_with_progress(engine, x, opts, &mut |_| {})
+}
+
+/// [`cp_als`], calling `progress` after every iteration (e.g. to print a line).
+pub fn cp_als_with_progress(
+    engine: &Engine,
+    x: &Prepared,
+    opts: &CpOptions,
+    progress: &mut dyn FnMut(&IterStats),
+) -> Result<CpModel> {
+    check_tensor(x)?;
+    let dims = x.dims().to_vec();
+    opts.validate(&dims)?;
+    let order = dims.len();
+    let rank = opts.rank;
+    let norm_x = x.norm_sq().sqrt();
+
+    // f32 copies feed the engine; f64 copies feed the dense algebra and the fit.
+    let mut f32s = opts.initial_factors(&dims);
+    let mut f64s: Vec<Matrix<f64>> = f32s.iter().map(Matrix::to_f64).collect();
+    let mut grams: Vec<Mat<f64>> = f64s.iter().map(gram).collect();
+    let mut weights = vec![1.0f64; rank];
+    let mut fits = Vec::new();
+    let mut iters = Vec::new();
+    let mut pinv_solves = 0;
+    let mut fit_old = 0.0;
+
+    for it in 0..opts.max_iters {
+        let mut clock = IterClock::start();
+        let mut last_mttkrp = Matrix::<f64>::zeros(0, 0);
+        for n in 0..order {
+            let m = clock.kernel(|| engine.mttkrp(x, n, &f32s))?;
+            check_finite(&m, || format!("MTTKRP of mode {n} in iteration {it}"))?;
+            let mut a = m.to_f64();
+            if n == order - 1 {
+                last_mttkrp = a.clone();
+            }
+            clock.linalg(|| -> Result<()> {
+                let v = hadamard_except(&grams, n, rank);
+                if solve_right_spd(&v, &mut a)? == SolveKind::PseudoInverse {
+                    pinv_solves += 1;
+                }
+                weights = normalize_columns(&mut a, it == 0);
+                grams[n] = gram(&a);
+                Ok(())
+            })?;
+            f32s[n] = a.to_f32();
+            f64s[n] = a;
+        }
+        let fit = cp_fit(norm_x, &weights, &grams, &last_mttkrp, &f64s[order - 1]);
+        if !fit.is_finite() {
+            return Err(Error::NonFinite(format!(
+                "CP-ALS fit in iteration {it} is {fit}"
+            )));
+        }
+        let delta = fit - fit_old;
+        let stats = clock.finish(it, fit, delta);
+        fits.push(fit);
+        iters.push(stats);
+        progress(&stats);
+        if it > 0 && delta.abs() < opts.tol {
+            break;
+        }
+        fit_old = fit;
+    }
+
+    let (weights, factors) = arrange(weights, f64s);
+    Ok(CpModel {
+        weights,
+        factors,
+        fits,
+        iters,
+        pinv_solves,
+    })
+}
+
+/// `∗_{m≠n} G_m`, starting from the all-ones matrix.
+fn hadamard_except(grams: &[Mat<f64>], n: usize, rank: usize) -> Mat<f64> {
+    Mat::from_fn(rank, rank, |i, j| {
+        grams
+            .iter()
+            .enumerate()
+            .filter(|&(m, _)| m != n)
+            .map(|(_, g)| g[(i, j)])
+            .product()
+    })
+}
+
+/// Divides every column of `a` by its norm (2-norm if `two_norm`, else
+/// `max(1, max-norm)`) and returns the norms; a column of norm 0 is left unchanged.
+fn normalize_columns(a: &mut Matrix<f64>, two_norm: bool) -> Vec<f64> {
+    let r = a.cols();
+    let mut norms = vec![0.0f64; r];
+    for row in a.data().chunks(r.max(1)) {
+        for (acc, &v) in norms.iter_mut().zip(row) {
+            if two_norm {
+                *acc += v * v;
+            } else {
+                *acc = acc.max(v.abs());
+            }
+        }
+    }
+    for w in &mut norms {
+        *w = if two_norm { w.sqrt() } else { w.max(1.0) };
+    }
+    let inv: Vec<f64> = norms
+        .iter()
+        .map(|&w| if w > 0.0 { 1.0 / w } else { 1.0 })
+        .collect();
+    for row in a.data_mut().chunks_mut(r.max(1)) {
+        for (v, &s) in row.iter_mut().zip(&inv) {
+            *v *= s;
+        }
+    }
+    norms
+}
+
+/// The fit from `‖X‖`, `λ`, the Grams, the last mode's MTTKRP `m` and its factor `a`.
+fn cp_fit(
+    norm_x: f64,
+    weights: &[f64],
+    grams: &[Mat<f64>],
+    m: &Matrix<f64>,
+    a: &Matrix<f64>,
+) -> f64 {
+    let r = weights.len();
+    let mut model_sq = 0.0;
+    for i in 0..r {
+        for j in 0..r {
+            let g: f64 = grams.iter().map(|g| g[(i, j)]).product();
+            model_sq += weights[i] * weights[j] * g;
+        }
+    }
+    let mut col = vec![0.0f64; r];
+    for (mr, ar) in m.data().chunks(r).zip(a.data().chunks(r)) {
+        for ((c, &x), &y) in col.iter_mut().zip(mr).zip(ar) {
+            *c += x * y;
+        }
+    }
+    let inner: f64 = col.iter().zip(weights).map(|(c, w)| c * w).sum();
+    let resid_sq = norm_x * norm_x + model_sq - 2.0 * inner;
+    1.0 - resid_sq.max(0.0).sqrt() / norm_x
+}
+
+/// Scales every column to unit 2-norm (into the weights) and sorts the components by
+/// decreasing weight (stable, so ties keep their order).
+fn arrange(mut weights: Vec<f64>, mut factors: Vec<Matrix<f64>>) -> (Vec<f64>, Vec<Matrix>) {
+    let r = weights.len();
+    for f in &mut factors {
+        let norms = normalize_columns(f, true);
+        for (w, n) in weights.iter_mut().zip(norms) {
+            *w *= n;
+        }
+    }
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.sort_by(|&i, &j| weights[j].total_cmp(&weights[i]));
+    let weights = perm.iter().map(|&p| weights[p]).collect();
+    let factors = factors
+        .iter()
+        .map(|f| Matrix::from_fn(f.rows(), r, |i, j| f.get(i, perm[j]) as f32))
+        .collect();
+    (weights, factors)
+}

@@ -1,0 +1,173 @@
+//! CP and Tucker decompositions on top of the [`Engine`](crate::engine::Engine).
+//!
+//! - [`cp_als`]: CP by alternating least squares — per mode an MTTKRP on the engine,
+//!   then a small `R × R` solve with the Hadamard product of the other factors' Grams.
+//! - [`tucker_hooi`]: Tucker by higher-order orthogonal iteration — per mode a TTMc on
+//!   the engine, then the leading left singular vectors of the (tall, thin) result.
+//!
+//! Both compute their fit `1 − ‖X − X̂‖ / ‖X‖` from `‖X‖²` (FP64, from the input
+//! values) and quantities they already have, never by rebuilding the tensor. Sparse
+//! kernels run in f32 on the engine; all dense linear algebra runs in f64 through
+//! `faer`. Both are deterministic for a given seed, options, backend and thread count.
+//! A progress callback receives an [`IterStats`] after every iteration.
+//!
+//! Iteration and stopping rule (both): iteration `k` updates every mode in the order
+//! `0, 1, …, N−1`, then computes the fit; the run stops after `max_iters` iterations
+//! or after the first iteration `k ≥ 1` whose fit changed by less than `tol` in
+//! absolute value. With `tol = 0` it always runs `max_iters` iterations.
+
+mod dense;
+
+pub mod cp_als;
+pub mod tucker;
+
+pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_progress};
+pub use tucker::{TuckerModel, TuckerOptions, tucker_hooi, tucker_hooi_with_progress};
+
+use crate::engine::Prepared;
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use std::time::Instant;
+
+/// What one iteration did and cost.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IterStats {
+    /// 0-based iteration number.
+    pub iter: usize,
+    /// Fit `1 − ‖X − X̂‖ / ‖X‖` after this iteration.
+    pub fit: f64,
+    /// Fit minus the previous iteration's fit (the first iteration's is measured from
+    /// a fit of 0).
+    pub delta: f64,
+    /// Seconds in engine kernels (MTTKRP or TTMc), including result transfers.
+    pub seconds_kernel: f64,
+    /// Seconds in dense linear algebra (Grams, solves, eigen/SVD, QR, normalization).
+    pub seconds_linalg: f64,
+    /// Everything else: conversions between f32 and f64, the fit, bookkeeping.
+    pub seconds_other: f64,
+}
+
+/// Accumulates the three timing buckets of an iteration.
+#[derive(Debug)]
+struct IterClock {
+    kernel: f64,
+    linalg: f64,
+    start: Instant,
+}
+
+impl IterClock {
+    fn start() -> Self {
+        IterClock {
+            kernel: 0.0,
+            linalg: 0.0,
+            start: Instant::now(),
+        }
+    }
+
+    /// Runs `f`, adding its time to the kernel bucket.
+    fn kernel<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        let t = Instant::now();
+        let out = f();
+        self.kernel += t.elapsed().as_secs_f64();
+        out
+    }
+
+    /// Runs `f`, adding its time to the linear-algebra bucket.
+    fn linalg<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        let t = Instant::now();
+        let out = f();
+        self.linalg += t.elapsed().as_secs_f64();
+        out
+    }
+
+    /// The iteration's statistics; `other` is the wall time not in the two buckets.
+    fn finish(&self, iter: usize, fit: f64, delta: f64) -> IterStats {
+        let total = self.start.elapsed().as_secs_f64();
+        IterStats {
+            iter,
+            fit,
+            delta,
+            seconds_kernel: self.kernel,
+            seconds_linalg: self.linalg,
+            seconds_other: (total - self.kernel - self.linalg).max(0.0),
+        }
+    }
+}
+
+/// Checks the options shared by both decompositions.
+fn check_common(max_iters: usize, tol: f64) -> Result<()> {
+    if max_iters == 0 {
+        return Err(Error::InvalidOption(
+            "max_iters must be at least 1".to_string(),
+        ));
+    }
+    if tol.is_nan() || tol < 0.0 {
+        return Err(Error::InvalidOption(format!(
+            "tol must be a number ≥ 0, got {tol}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks that `x` can be decomposed: order ≥ 2 and a nonzero norm (the fit divides
+/// by `‖X‖`).
+fn check_tensor(x: &Prepared) -> Result<()> {
+    if x.order() < 2 {
+        return Err(Error::InvalidTensor(format!(
+            "a decomposition needs a tensor of order ≥ 2, got order {}",
+            x.order()
+        )));
+    }
+    let n = x.norm_sq();
+    if !(n.is_finite() && n > 0.0) {
+        return Err(Error::InvalidTensor(format!(
+            "the tensor's squared norm is {n}; the fit is undefined"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks user-given initial factors: one per mode, mode `m` of shape
+/// `dims[m] × ranks[m]`, all values finite.
+fn check_init(init: &[Matrix], dims: &[usize], ranks: &[usize]) -> Result<()> {
+    if init.len() != dims.len() {
+        return Err(Error::shape(
+            "initial factors",
+            format!("{} matrices (one per mode)", dims.len()),
+            format!("{} matrices", init.len()),
+        ));
+    }
+    for (m, f) in init.iter().enumerate() {
+        if f.shape() != (dims[m], ranks[m]) {
+            return Err(Error::shape(
+                format!("initial factor of mode {m}"),
+                format!("{}×{}", dims[m], ranks[m]),
+                format!("{}×{}", f.rows(), f.cols()),
+            ));
+        }
+        if let Some(p) = f.data().iter().position(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "initial factor of mode {m}, entry ({}, {}) is {}",
+                p / ranks[m],
+                p % ranks[m],
+                f.data()[p]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Fails with [`Error::NonFinite`] when a kernel result holds NaN or Inf.
+fn check_finite(m: &Matrix, what: impl FnOnce() -> String) -> Result<()> {
+    if let Some(p) = m.data().iter().position(|v| !v.is_finite()) {
+        return Err(Error::NonFinite(format!(
+            "{} entry {p} is {}",
+            what(),
+            m.data()[p]
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

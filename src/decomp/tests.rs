@@ -1,0 +1,457 @@
+//! Tests of CP-ALS and Tucker-HOOI on the CPU engine.
+//!
+//! Test tensors hold small integers so that their fp16 storage in HLS is exact: the
+//! only rounding left is the engine's f32 arithmetic (unit roundoff u ≈ 6e-8).
+
+use super::*;
+use crate::engine::{Engine, Workload};
+use crate::ops::Op;
+use crate::tensor::CooTensor;
+use crate::tensor::generate::{GenSpec, Pattern, generate};
+
+/// A random matrix with integer entries in `lo..=hi`.
+fn int_matrix(rows: usize, cols: usize, lo: u32, hi: u32, seed: u64) -> Matrix<f64> {
+    let span = (hi - lo + 1) as f32;
+    Matrix::random(rows, cols, seed)
+        .map(|u| (lo as f32 + (u * span).floor().min(span - 1.0)) as f64)
+}
+
+/// Every cell of the dense tensor `f(coords)`, zeros left out.
+fn dense_to_coo(dims: &[usize], f: impl Fn(&[usize]) -> f64) -> CooTensor {
+    let mut entries = Vec::new();
+    let total: usize = dims.iter().product();
+    for lin in 0..total {
+        let mut c = vec![0usize; dims.len()];
+        let mut rest = lin;
+        for m in (0..dims.len()).rev() {
+            c[m] = rest % dims[m];
+            rest /= dims[m];
+        }
+        let v = f(&c);
+        if v != 0.0 {
+            entries.push((c.iter().map(|&i| i as u32).collect::<Vec<u32>>(), v));
+        }
+    }
+    CooTensor::from_entries(dims.to_vec(), entries).unwrap()
+}
+
+/// An exact rank-`rank` CP tensor with integer factors in 1..=3.
+fn exact_cp(dims: &[usize], rank: usize, seed: u64) -> CooTensor {
+    let fs: Vec<Matrix<f64>> = dims
+        .iter()
+        .enumerate()
+        .map(|(m, &d)| int_matrix(d, rank, 1, 3, seed + m as u64))
+        .collect();
+    dense_to_coo(dims, |c| {
+        (0..rank)
+            .map(|r| {
+                c.iter()
+                    .zip(&fs)
+                    .map(|(&i, f)| f.get(i, r))
+                    .product::<f64>()
+            })
+            .sum()
+    })
+}
+
+/// An exact multilinear-rank-`ranks` tensor: integer core in 1..=3, factors in 0..=2.
+fn exact_tucker(dims: &[usize], ranks: &[usize], seed: u64) -> CooTensor {
+    let fs: Vec<Matrix<f64>> = dims
+        .iter()
+        .zip(ranks)
+        .enumerate()
+        .map(|(m, (&d, &r))| int_matrix(d, r, 0, 2, seed + m as u64))
+        .collect();
+    let core_len: usize = ranks.iter().product();
+    let core = int_matrix(1, core_len, 1, 3, seed + 100).into_data();
+    dense_to_coo(dims, |c| {
+        let mut sum = 0.0;
+        for (lin, &g) in core.iter().enumerate() {
+            let mut rest = lin;
+            let mut p = g;
+            for m in (0..ranks.len()).rev() {
+                p *= fs[m].get(c[m], rest % ranks[m]);
+                rest /= ranks[m];
+            }
+            sum += p;
+        }
+        sum
+    })
+}
+
+/// A sparse random tensor with integer values 1..=5 (like ratings).
+fn random_ints(dims: &[usize], nnz: usize, seed: u64) -> CooTensor {
+    let t = generate(&GenSpec {
+        dims: dims.to_vec(),
+        nnz,
+        pattern: Pattern::Uniform,
+        seed,
+    })
+    .unwrap();
+    let (dims, idx, vals) = t.into_parts();
+    let vals = vals.iter().map(|v| v.floor().clamp(1.0, 5.0)).collect();
+    CooTensor::new(dims, idx, vals).unwrap()
+}
+
+fn prep(x: &CooTensor, op: Op, rank: usize) -> Prepared {
+    Engine::cpu().prepare(x, &[Workload { op, rank }]).unwrap()
+}
+
+/// `‖X − X̂‖² ` over every cell, with `X̂` given cell by cell.
+fn dense_resid_sq(x: &CooTensor, entry: impl Fn(&[usize]) -> f64) -> f64 {
+    let dims = x.dims();
+    let mut xd = vec![0.0f64; dims.iter().product()];
+    for k in 0..x.nnz() {
+        let lin = x
+            .coords(k)
+            .iter()
+            .zip(dims)
+            .fold(0usize, |acc, (&i, &d)| acc * d + i as usize);
+        xd[lin] += x.values()[k];
+    }
+    let mut s = 0.0;
+    for (lin, &xv) in xd.iter().enumerate() {
+        let mut c = vec![0usize; dims.len()];
+        let mut rest = lin;
+        for m in (0..dims.len()).rev() {
+            c[m] = rest % dims[m];
+            rest /= dims[m];
+        }
+        let d = xv - entry(&c);
+        s += d * d;
+    }
+    s
+}
+
+fn cp_opts(rank: usize, iters: usize, tol: f64, seed: u64) -> CpOptions {
+    CpOptions {
+        rank,
+        max_iters: iters,
+        tol,
+        seed,
+        init: None,
+    }
+}
+
+#[test]
+fn cp_recovers_exact_low_rank_3way() {
+    let x = exact_cp(&[20, 18, 16], 3, 11);
+    let p = prep(&x, Op::Mttkrp, 3);
+    let model = cp_als(&Engine::cpu(), &p, &cp_opts(3, 300, 1e-10, 1)).unwrap();
+    let fit = model.fit().unwrap();
+    assert!(
+        fit > 0.99,
+        "fit {fit} after {} iterations",
+        model.fits.len()
+    );
+    assert_eq!(model.rank(), 3);
+    assert!(model.weights.windows(2).all(|w| w[0] >= w[1]));
+}
+
+#[test]
+fn cp_recovers_exact_low_rank_4way() {
+    let x = exact_cp(&[7, 6, 5, 4], 2, 21);
+    let p = prep(&x, Op::Mttkrp, 2);
+    let model = cp_als(&Engine::cpu(), &p, &cp_opts(2, 300, 1e-10, 2)).unwrap();
+    let fit = model.fit().unwrap();
+    assert!(fit > 0.99, "fit {fit}");
+}
+
+#[test]
+fn cp_fit_is_monotone_on_random_data() {
+    let x = random_ints(&[40, 30, 20], 3000, 5);
+    let p = prep(&x, Op::Mttkrp, 6);
+    let model = cp_als(&Engine::cpu(), &p, &cp_opts(6, 40, 0.0, 3)).unwrap();
+    assert_eq!(model.fits.len(), 40, "tol 0 runs every iteration");
+    // Each ALS step minimizes the residual over one factor exactly (the normalization
+    // does not change X̂), so the fit cannot drop in exact arithmetic; 1e-6 leaves room
+    // for f32 kernel rounding (~1e-7 relative on fits of order 0.1).
+    for w in model.fits.windows(2) {
+        assert!(w[1] >= w[0] - 1e-6, "fit dropped: {:?}", model.fits);
+    }
+}
+
+#[test]
+fn cp_fit_formula_matches_dense_residual() {
+    let x = random_ints(&[9, 8, 7], 200, 8);
+    let p = prep(&x, Op::Mttkrp, 3);
+    let model = cp_als(&Engine::cpu(), &p, &cp_opts(3, 6, 0.0, 4)).unwrap();
+    let resid = dense_resid_sq(&x, |c| model.entry(c).unwrap()).sqrt();
+    let direct = 1.0 - resid / x.norm_sq().sqrt();
+    // The formula's inputs carry f32 kernel rounding (≈ 1e-6 relative on ⟨X, X̂⟩ for
+    // these sums) and the model's factors are stored in f32 (≈ 6e-8 relative); the
+    // residual of about half ‖X‖ turns that into a fit error of a few 1e-6.
+    let fit = model.fit().unwrap();
+    assert!(
+        (fit - direct).abs() < 1e-5,
+        "formula {fit} vs dense {direct}"
+    );
+}
+
+#[test]
+fn cp_is_deterministic_and_init_is_as_documented() {
+    let x = random_ints(&[30, 20, 10], 1500, 9);
+    let p = prep(&x, Op::Mttkrp, 4);
+    let e = Engine::cpu();
+    let opts = cp_opts(4, 8, 0.0, 42);
+    let a = cp_als(&e, &p, &opts).unwrap();
+    let b = cp_als(&e, &p, &opts).unwrap();
+    assert_eq!(a.fits, b.fits);
+    assert_eq!(a.weights, b.weights);
+    assert_eq!(a.factors, b.factors);
+    // Feeding the documented initial factors back gives the same run.
+    let init: Vec<Matrix> = x
+        .dims()
+        .iter()
+        .enumerate()
+        .map(|(m, &d)| Matrix::random(d, 4, 42 + m as u64))
+        .collect();
+    let c = cp_als(
+        &e,
+        &p,
+        &CpOptions {
+            init: Some(init),
+            ..opts.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(a.fits, c.fits);
+    assert_eq!(a.factors, c.factors);
+    // Another seed starts elsewhere.
+    let d = cp_als(&e, &p, &cp_opts(4, 8, 0.0, 43)).unwrap();
+    assert_ne!(a.fits, d.fits);
+}
+
+#[test]
+fn cp_stops_on_tolerance_and_reports_progress() {
+    let x = exact_cp(&[10, 9, 8], 2, 31);
+    let p = prep(&x, Op::Mttkrp, 2);
+    let mut seen = Vec::new();
+    let model = cp_als_with_progress(&Engine::cpu(), &p, &cp_opts(2, 500, 1e-3, 1), &mut |s| {
+        seen.push(*s)
+    })
+    .unwrap();
+    assert!(model.fits.len() < 500, "a tolerance of 1e-3 stops early");
+    assert_eq!(seen, model.iters);
+    let last = model.iters.last().unwrap();
+    assert!(last.delta.abs() < 1e-3);
+    assert!(
+        model
+            .iters
+            .iter()
+            .all(|s| s.seconds_kernel >= 0.0 && s.seconds_other >= 0.0)
+    );
+    assert_eq!(model.iters[0].delta, model.fits[0]);
+}
+
+#[test]
+fn cp_rejects_bad_options() {
+    let x = random_ints(&[5, 4, 3], 30, 1);
+    let p = prep(&x, Op::Mttkrp, 2);
+    let e = Engine::cpu();
+    let run = |o: CpOptions| cp_als(&e, &p, &o).unwrap_err();
+    assert!(matches!(run(cp_opts(0, 5, 0.0, 0)), Error::InvalidRank(_)));
+    assert!(matches!(
+        run(cp_opts(2, 0, 0.0, 0)),
+        Error::InvalidOption(_)
+    ));
+    assert!(matches!(
+        run(cp_opts(usize::MAX / 2, 5, 0.0, 0)),
+        Error::InvalidRank(_)
+    ));
+    assert!(matches!(
+        run(cp_opts(2, 5, -1.0, 0)),
+        Error::InvalidOption(_)
+    ));
+    assert!(matches!(
+        run(cp_opts(2, 5, f64::NAN, 0)),
+        Error::InvalidOption(_)
+    ));
+    let good: Vec<Matrix> = [5, 4, 3].iter().map(|&d| Matrix::random(d, 2, 0)).collect();
+    let mut short = good.clone();
+    short.pop();
+    let mut wrong = good.clone();
+    wrong[1] = Matrix::random(4, 3, 0);
+    let mut nan = good.clone();
+    nan[2].set(1, 1, f32::NAN);
+    let with = |init| CpOptions {
+        init: Some(init),
+        ..cp_opts(2, 5, 0.0, 0)
+    };
+    assert!(matches!(run(with(short)), Error::Shape { .. }));
+    assert!(matches!(run(with(wrong)), Error::Shape { .. }));
+    assert!(matches!(run(with(nan)), Error::NonFinite(_)));
+    assert!(cp_als(&e, &p, &with(good)).is_ok());
+    // A tensor prepared only for TTMc cannot run CP-ALS.
+    let q = prep(&x, Op::Ttmc, 2);
+    assert!(matches!(
+        cp_als(&e, &q, &cp_opts(2, 5, 0.0, 0)).unwrap_err(),
+        Error::InvalidOption(_)
+    ));
+    assert!(matches!(
+        CpModel {
+            weights: vec![1.0],
+            factors: vec![Matrix::zeros(2, 1), Matrix::zeros(2, 1)],
+            fits: vec![],
+            iters: vec![],
+            pinv_solves: 0,
+        }
+        .entry(&[0, 2]),
+        Err(Error::InvalidOption(_))
+    ));
+}
+
+#[test]
+fn cp_rank_above_a_mode_length_uses_the_pseudo_inverse_safely() {
+    // Rank 6 on a mode of length 3: that mode's Gram has rank ≤ 3, so the Hadamard
+    // products may be singular; the run must stay finite either way.
+    let x = random_ints(&[12, 10, 3], 200, 2);
+    let p = prep(&x, Op::Mttkrp, 6);
+    let model = cp_als(&Engine::cpu(), &p, &cp_opts(6, 10, 0.0, 7)).unwrap();
+    assert!(model.fits.iter().all(|f| f.is_finite()));
+    assert!(
+        model
+            .factors
+            .iter()
+            .all(|f| f.data().iter().all(|v| v.is_finite()))
+    );
+}
+
+fn tk_opts(ranks: &[usize], iters: usize, tol: f64, seed: u64) -> TuckerOptions {
+    TuckerOptions {
+        ranks: ranks.to_vec(),
+        max_iters: iters,
+        tol,
+        seed,
+        init: None,
+    }
+}
+
+fn max_orthonormality_error(u: &Matrix) -> f64 {
+    let r = u.cols();
+    let mut worst = 0.0f64;
+    for a in 0..r {
+        for b in 0..r {
+            let dot: f64 = (0..u.rows())
+                .map(|i| u.get(i, a) as f64 * u.get(i, b) as f64)
+                .sum();
+            let want = if a == b { 1.0 } else { 0.0 };
+            worst = worst.max((dot - want).abs());
+        }
+    }
+    worst
+}
+
+#[test]
+fn tucker_recovers_exact_low_multilinear_rank() {
+    // Mode 2 (length 5 ≤ 3·3) takes the thin-SVD path, modes 0 and 1 the Gram path.
+    let ranks = [3, 3, 2];
+    let x = exact_tucker(&[20, 18, 5], &ranks, 3);
+    let p = prep(&x, Op::Ttmc, 3);
+    let model = tucker_hooi(&Engine::cpu(), &p, &tk_opts(&ranks, 20, 1e-10, 1)).unwrap();
+    let fit = model.fit().unwrap();
+    assert!(fit > 0.99, "fit {fit}");
+    assert_eq!(model.core.len(), 18);
+    for u in &model.factors {
+        // Orthonormal in f64, rounded to f32: errors of a few u ≈ 6e-8 per product.
+        assert!(max_orthonormality_error(u) < 1e-6);
+    }
+}
+
+#[test]
+fn tucker_recovers_exact_4way() {
+    let ranks = [2, 2, 2, 2];
+    let x = exact_tucker(&[7, 6, 5, 4], &ranks, 13);
+    let p = prep(&x, Op::Ttmc, 2);
+    let model = tucker_hooi(&Engine::cpu(), &p, &tk_opts(&ranks, 20, 1e-10, 2)).unwrap();
+    assert!(model.fit().unwrap() > 0.99, "fit {:?}", model.fits);
+}
+
+#[test]
+fn tucker_fit_formula_matches_dense_residual() {
+    let x = random_ints(&[9, 8, 7], 200, 8);
+    let ranks = [3, 2, 4];
+    let p = prep(&x, Op::Ttmc, 4);
+    let model = tucker_hooi(&Engine::cpu(), &p, &tk_opts(&ranks, 4, 0.0, 5)).unwrap();
+    let resid = dense_resid_sq(&x, |c| model.entry(c).unwrap()).sqrt();
+    let direct = 1.0 - resid / x.norm_sq().sqrt();
+    // ‖X − X̂‖² = ‖X‖² − ‖G‖² holds for orthonormal factors; ours are orthonormal to
+    // f32 rounding (≈ 1e-7) and G carries f32 kernel rounding (≈ 1e-6 relative).
+    let fit = model.fit().unwrap();
+    assert!(
+        (fit - direct).abs() < 1e-5,
+        "formula {fit} vs dense {direct}"
+    );
+    // Fits never drop in HOOI either (each step maximizes ‖G‖ over one factor).
+    for w in model.fits.windows(2) {
+        assert!(w[1] >= w[0] - 1e-6, "{:?}", model.fits);
+    }
+}
+
+#[test]
+fn tucker_is_deterministic() {
+    let x = random_ints(&[30, 20, 10], 1500, 9);
+    let p = prep(&x, Op::Ttmc, 4);
+    let e = Engine::cpu();
+    let opts = tk_opts(&[4, 3, 2], 5, 0.0, 42);
+    let a = tucker_hooi(&e, &p, &opts).unwrap();
+    let b = tucker_hooi(&e, &p, &opts).unwrap();
+    assert_eq!(a.fits, b.fits);
+    assert_eq!(a.core, b.core);
+    assert_eq!(a.factors, b.factors);
+}
+
+#[test]
+fn tucker_rejects_bad_options() {
+    let x = random_ints(&[5, 4, 3], 30, 1);
+    let p = prep(&x, Op::Ttmc, 2);
+    let e = Engine::cpu();
+    let run = |o: TuckerOptions| tucker_hooi(&e, &p, &o).unwrap_err();
+    assert!(matches!(
+        run(tk_opts(&[2, 2], 5, 0.0, 0)),
+        Error::InvalidRank(_)
+    ));
+    assert!(matches!(
+        run(tk_opts(&[2, 0, 2], 5, 0.0, 0)),
+        Error::InvalidRank(_)
+    ));
+    assert!(matches!(
+        run(tk_opts(&[2, 5, 2], 5, 0.0, 0)),
+        Error::InvalidRank(_)
+    ));
+    // 3 > 1·2: more than the other ranks can feed.
+    assert!(matches!(
+        run(tk_opts(&[3, 1, 2], 5, 0.0, 0)),
+        Error::InvalidRank(_)
+    ));
+    assert!(matches!(
+        run(tk_opts(&[2, 2, 2], 0, 0.0, 0)),
+        Error::InvalidOption(_)
+    ));
+    assert!(matches!(
+        run(tk_opts(&[2, 2, 2], 5, f64::NAN, 0)),
+        Error::InvalidOption(_)
+    ));
+    let init = vec![
+        Matrix::random(5, 2, 0),
+        Matrix::random(4, 2, 0),
+        Matrix::random(3, 1, 0),
+    ];
+    assert!(matches!(
+        run(TuckerOptions {
+            init: Some(init),
+            ..tk_opts(&[2, 2, 2], 5, 0.0, 0)
+        }),
+        Error::Shape { .. }
+    ));
+}
+
+#[test]
+fn zero_tensor_is_rejected() {
+    let x = CooTensor::new(vec![3, 3, 3], vec![vec![0], vec![1], vec![2]], vec![0.0]).unwrap();
+    let p = prep(&x, Op::Mttkrp, 2);
+    assert!(matches!(
+        cp_als(&Engine::cpu(), &p, &cp_opts(2, 5, 0.0, 0)).unwrap_err(),
+        Error::InvalidTensor(_)
+    ));
+}

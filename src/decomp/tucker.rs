@@ -1,0 +1,247 @@
+//! Tucker-HOOI: a Tucker model `X ≈ G ×₀ U₀ ×₁ U₁ … ×_{N−1} U_{N−1}` with orthonormal
+//! factors `U_m` (`I_m × R_m`) by higher-order orthogonal iteration.
+//!
+//! Per iteration, for each mode `n = 0, 1, …, N−1` in turn:
+//!
+//! 1. `Y_(n) = X_(n) (⊗_{m≠n} U_m)` — the TTMc, on the engine (f32), `I_n × Π_{m≠n} R_m`;
+//! 2. `U_n` = the `R_n` leading left singular vectors of `Y_(n)`: from a thin SVD of
+//!    `Y_(n)` when `I_n ≤ Π_{m≠n} R_m`, otherwise from the eigendecomposition of the
+//!    small Gram `Y_(n)ᵀY_(n)` mapped back through `Y_(n)` and re-orthonormalized by QR.
+//!    The `I_n × I_n` matrix `Y_(n)Y_(n)ᵀ` is never formed.
+//!
+//! The core comes from the last mode's TTMc: `G_(N−1) = U_{N−1}ᵀ Y_(N−1)`, and
+//! `fit = 1 − sqrt(max(0, ‖X‖² − ‖G‖²)) / ‖X‖` (exact for orthonormal factors).
+//!
+//! Initial factors, unless given: mode `m` is the orthonormal `Q` of a Householder QR
+//! of `Matrix::random(I_m, R_m, seed + m)` (uniform in `[0, 1)`; wrapping add). Given
+//! initial factors are used as they are, not orthonormalized (as pyttb's `tucker_als`
+//! does), so a peer fed the same matrices takes the same path. Mode 0's initial factor
+//! is never read: the first update of mode 0 uses only the others.
+
+use super::dense::{at_b, leading_left_singular, orthonormalize};
+use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor};
+use crate::engine::{Engine, Prepared};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+
+/// Options of [`tucker_hooi`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuckerOptions {
+    /// Rank `R_m` of every mode: one per mode, `1 ≤ R_m ≤ I_m`, and no larger than the
+    /// product of the other modes' ranks (a larger one could not be used by the core).
+    pub ranks: Vec<usize>,
+    /// Most iterations to run (≥ 1).
+    pub max_iters: usize,
+    /// Stop after an iteration (not the first) whose fit changed by less than this
+    /// (≥ 0; 0 runs all `max_iters`).
+    pub tol: f64,
+    /// Seed of the random initial factors (ignored when `init` is given).
+    pub seed: u64,
+    /// Initial factors, one `I_m × R_m` matrix per mode; `None` draws them from `seed`.
+    pub init: Option<Vec<Matrix>>,
+}
+
+impl Default for TuckerOptions {
+    /// No ranks (set them), at most 50 iterations, `tol = 1e-5`, seed 0, random
+    /// orthonormal initialization.
+    fn default() -> Self {
+        TuckerOptions {
+            ranks: Vec::new(),
+            max_iters: 50,
+            tol: 1e-5,
+            seed: 0,
+            init: None,
+        }
+    }
+}
+
+impl TuckerOptions {
+    /// The defaults with the given ranks.
+    pub fn with_ranks(ranks: Vec<usize>) -> Self {
+        TuckerOptions {
+            ranks,
+            ..Self::default()
+        }
+    }
+
+    /// Checks the options against a tensor with extents `dims`.
+    pub fn validate(&self, dims: &[usize]) -> Result<()> {
+        if self.ranks.len() != dims.len() {
+            return Err(Error::InvalidRank(format!(
+                "Tucker needs one rank per mode: {} ranks for a tensor of order {}",
+                self.ranks.len(),
+                dims.len()
+            )));
+        }
+        for (m, (&r, &d)) in self.ranks.iter().zip(dims).enumerate() {
+            if r == 0 || r > d {
+                return Err(Error::InvalidRank(format!(
+                    "rank of mode {m} is {r}; it must be between 1 and the mode's length {d}"
+                )));
+            }
+            let others = self
+                .ranks
+                .iter()
+                .enumerate()
+                .filter(|&(k, _)| k != m)
+                .try_fold(1usize, |acc, (_, &x)| acc.checked_mul(x))
+                .ok_or_else(|| {
+                    Error::InvalidRank(format!(
+                        "the product of the ranks other than mode {m}'s overflows"
+                    ))
+                })?;
+            if others.checked_mul(d).is_none() {
+                return Err(Error::InvalidRank(format!(
+                    "the TTMc output of mode {m} ({d} × {others}) is too large to address"
+                )));
+            }
+            if r > others {
+                return Err(Error::InvalidRank(format!(
+                    "rank of mode {m} is {r}, more than the product of the other ranks \
+                     ({others}); the core could not use it"
+                )));
+            }
+        }
+        check_common(self.max_iters, self.tol)?;
+        if let Some(init) = &self.init {
+            check_init(init, dims, &self.ranks)?;
+        }
+        Ok(())
+    }
+
+    /// The initial factors: `init` if given, otherwise the orthonormalized
+    /// `Matrix::random(I_m, R_m, seed + m)` for every mode `m`.
+    pub fn initial_factors(&self, dims: &[usize]) -> Vec<Matrix> {
+        match &self.init {
+            Some(f) => f.clone(),
+            None => dims
+                .iter()
+                .zip(&self.ranks)
+                .enumerate()
+                .map(|(m, (&d, &r))| {
+                    let a = Matrix::random(d, r, self.seed.wrapping_add(m as u64));
+                    orthonormalize(&a.to_f64()).to_f32()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A Tucker model and how it was reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuckerModel {
+    /// The core tensor, row-major over `core_dims` (the last mode varies fastest):
+    /// entry `(r_0, …, r_{N−1})` sits at `((r_0·R_1 + r_1)·R_2 + …)·R_{N−1} + r_{N−1}`.
+    pub core: Vec<f64>,
+    /// The core's extents `(R_0, …, R_{N−1})`.
+    pub core_dims: Vec<usize>,
+    /// One `I_m × R_m` factor per mode with orthonormal columns.
+    pub factors: Vec<Matrix>,
+    /// The fit after each iteration.
+    pub fits: Vec<f64>,
+    /// Statistics of each iteration.
+    pub iters: Vec<IterStats>,
+}
+
+impl TuckerModel {
+    /// The final fit (`None` only for a model that ran no iteration).
+    pub fn fit(&self) -> Option<f64> {
+        self.fits.last().copied()
+    }
+
+    /// The model's value at `coords`: `Σ_r G[r] Π_m U_m[i_m, r_m]` (cost `Π R_m`).
+    pub fn entry(&self, coords: &[usize]) -> Result<f64> {
+        let order = self.core_dims.len();
+        if coords.len() != order {
+            return Err(Error::shape("coordinates", order, coords.len()));
+        }
+        for (m, (&i, f)) in coords.iter().zip(&self.factors).enumerate() {
+            if i >= f.rows() {
+                return Err(Error::InvalidOption(format!(
+                    "index {i} in mode {m} is beyond its length {}",
+                    f.rows()
+                )));
+            }
+        }
+        // Contract the core with one factor row per mode, last mode first.
+        let mut cur = self.core.clone();
+        for m in (0..order).rev() {
+            let r = self.core_dims[m];
+            let row = self.factors[m].row(coords[m]);
+            cur = cur
+                .chunks(r)
+                .map(|c| c.iter().zip(row).map(|(&g, &u)| g * u as f64).sum())
+                .collect();
+        }
+        Ok(cur.first().copied().unwrap_or(0.0))
+    }
+}
+
+/// Tucker-HOOI of the prepared tensor `x` (prepared for [`Op::Ttmc`](crate::Op::Ttmc))
+/// on `engine`; see the [module documentation](self) for the algorithm.
+pub fn tucker_hooi(engine: &Engine, x: &Prepared, opts: &TuckerOptions) -> Result<TuckerModel> {
+    tucker_hooi_with_progress(engine, x, opts, &mut |_| {})
+}
+
+/// [`tucker_hooi`], calling `progress` after every iteration (e.g. to print a line).
+pub fn tucker_hooi_with_progress(
+    engine: &Engine,
+    x: &Prepared,
+    opts: &TuckerOptions,
+    progress: &mut dyn FnMut(&IterStats),
+) -> Result<TuckerModel> {
+    check_tensor(x)?;
+    let dims = x.dims().to_vec();
+    opts.validate(&dims)?;
+    let order = dims.len();
+    let norm_sq = x.norm_sq();
+    let norm_x = norm_sq.sqrt();
+
+    let mut factors = opts.initial_factors(&dims);
+    let mut core = Vec::new();
+    let mut fits = Vec::new();
+    let mut iters = Vec::new();
+    let mut fit_old = 0.0;
+
+    for it in 0..opts.max_iters {
+        let mut clock = IterClock::start();
+        for n in 0..order {
+            let y = clock.kernel(|| engine.ttmc(x, n, &factors))?;
+            check_finite(&y, || format!("TTMc of mode {n} in iteration {it}"))?;
+            let y = y.to_f64();
+            let u = clock.linalg(|| leading_left_singular(&y, opts.ranks[n]))?;
+            if n == order - 1 {
+                // G_(N−1) = Uᵀ Y: R_{N−1} × Π_{m<N−1} R_m, columns in row-major order of
+                // modes 0..N−2; transposing gives the core row-major with the last mode
+                // fastest.
+                let g = clock.linalg(|| at_b(&u, &y));
+                core = Matrix::from_fn(g.ncols(), g.nrows(), |c, r| g[(r, c)]).into_data();
+            }
+            factors[n] = u.to_f32();
+        }
+        let core_sq: f64 = core.iter().map(|g| g * g).sum();
+        let fit = 1.0 - (norm_sq - core_sq).max(0.0).sqrt() / norm_x;
+        if !fit.is_finite() {
+            return Err(Error::NonFinite(format!(
+                "Tucker fit in iteration {it} is {fit}"
+            )));
+        }
+        let delta = fit - fit_old;
+        let stats = clock.finish(it, fit, delta);
+        fits.push(fit);
+        iters.push(stats);
+        progress(&stats);
+        if it > 0 && delta.abs() < opts.tol {
+            break;
+        }
+        fit_old = fit;
+    }
+
+    Ok(TuckerModel {
+        core,
+        core_dims: opts.ranks.clone(),
+        factors,
+        fits,
+        iters,
+    })
+}

@@ -1,0 +1,114 @@
+//! Plain-text files for factor matrices and Tucker cores, loadable with
+//! `numpy.loadtxt`: one matrix row per line, entries separated by single spaces,
+//! `#` comment lines (a header saying what the file holds and its shape).
+//!
+//! A model written to a folder `DIR` (by `sptmc cp|tucker --out DIR`):
+//! - `DIR/factor-<m>.txt`: the `I_m × R_m` factor of mode `m`;
+//! - CP: `DIR/weights.txt`, one λ per line;
+//! - Tucker: `DIR/core.txt`, the core unfolded along mode 0: `R_0` lines of
+//!   `R_1·…·R_{N-1}` entries, last mode fastest (`numpy.loadtxt(...).reshape(ranks)`);
+//! - `DIR/model.json`: kind, dims, ranks, fits per iteration, timings.
+
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Writes `m` to `path` with a `#` header line `header`.
+pub fn write_matrix(path: &Path, header: &str, m: &Matrix<f64>) -> Result<()> {
+    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut w = BufWriter::new(f);
+    let io = |e| Error::io(path, e);
+    writeln!(w, "# {header} ({} x {})", m.rows(), m.cols()).map_err(io)?;
+    for i in 0..m.rows() {
+        let line: Vec<String> = m.row(i).iter().map(|x| format!("{x:e}")).collect();
+        writeln!(w, "{}", line.join(" ")).map_err(io)?;
+    }
+    w.flush().map_err(io)
+}
+
+/// Reads a matrix written by [`write_matrix`] (or any whitespace-separated table with
+/// `#` comments). Errors name the file, line and reason.
+pub fn read_matrix(path: &Path) -> Result<Matrix<f64>> {
+    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut data = Vec::new();
+    let mut cols = None;
+    let mut rows = 0;
+    for (k, line) in BufReader::new(f).lines().enumerate() {
+        let line = line.map_err(|e| Error::io(path, e))?;
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let bad = |reason: String| Error::Parse {
+            file: path.to_path_buf(),
+            line: k + 1,
+            reason,
+        };
+        let mut n = 0;
+        for field in t.split_whitespace() {
+            let v: f64 = field
+                .parse()
+                .map_err(|_| bad(format!("{field:?} is not a number")))?;
+            if !v.is_finite() {
+                return Err(bad(format!("{field} is not a finite number")));
+            }
+            data.push(v);
+            n += 1;
+        }
+        match cols {
+            None => cols = Some(n),
+            Some(c) if c != n => {
+                return Err(bad(format!("{n} columns, the rows before have {c}")));
+            }
+            _ => {}
+        }
+        rows += 1;
+    }
+    Matrix::new(rows, cols.unwrap_or(0), data)
+}
+
+/// The file of mode `m`'s factor in a model folder.
+pub fn factor_path(dir: &Path, m: usize) -> PathBuf {
+    dir.join(format!("factor-{m}.txt"))
+}
+
+/// Writes factors as `factor-<m>.txt` into `dir` (created if needed).
+pub fn write_factors(dir: &Path, factors: &[Matrix]) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    for (m, f) in factors.iter().enumerate() {
+        write_matrix(
+            &factor_path(dir, m),
+            &format!("factor of mode {m}"),
+            &f.to_f64(),
+        )?;
+    }
+    Ok(())
+}
+
+/// Reads `factor-<m>.txt` for `m` in `0..order` from `dir`.
+pub fn read_factors(dir: &Path, order: usize) -> Result<Vec<Matrix>> {
+    (0..order)
+        .map(|m| Ok(read_matrix(&factor_path(dir, m))?.to_f32()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factors_round_trip_and_bad_rows_name_the_line() {
+        let dir = std::env::temp_dir().join(format!("sptmc-model-io-{}", std::process::id()));
+        let f = vec![Matrix::random(5, 3, 1), Matrix::random(4, 3, 2)];
+        write_factors(&dir, &f).unwrap();
+        assert_eq!(read_factors(&dir, 2).unwrap(), f);
+        std::fs::write(factor_path(&dir, 0), "# x\n1 2 3\n4 5\n").unwrap();
+        let e = read_factors(&dir, 1).unwrap_err().to_string();
+        assert!(
+            e.contains("factor-0.txt:3") && e.contains("2 columns"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,198 @@
+//! The `sptmc` command line end to end: the main job with no arguments, the kernels
+//! with --check, model files, and bad options (one clear line, non-zero exit, never a
+//! panic or backtrace).
+
+use sptmc::tensor::generate::{GenSpec, Pattern, generate};
+use sptmc::tensor::tns;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn sptmc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sptmc"))
+        .args(args)
+        .env(
+            "SPTMC_TUNING_DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tuning"),
+        )
+        .output()
+        .expect("the binary runs")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sptmc-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn small_tensor(dir: &Path) -> PathBuf {
+    let x = generate(&GenSpec {
+        dims: vec![40, 30, 20],
+        nnz: 3000,
+        pattern: Pattern::PowerLaw { alpha: 1.0 },
+        seed: 5,
+    })
+    .unwrap();
+    let p = dir.join("small.tns");
+    tns::write(&p, &x).unwrap();
+    p
+}
+
+#[test]
+fn main_job_runs_with_no_arguments() {
+    let o = sptmc(&["cp", "--iters", "3", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let fit = v["final_fit"].as_f64().unwrap();
+    assert!(fit > 0.0 && fit < 1.0, "{v}");
+    assert_eq!(v["iterations"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn kernels_check_against_the_reference() {
+    let dir = temp_dir("check");
+    let f = small_tensor(&dir);
+    for (op, extra) in [
+        ("mttkrp", vec!["--rank", "16"]),
+        ("ttmc", vec!["--ranks", "4,5,3"]),
+    ] {
+        for mode in ["0", "1", "2"] {
+            let mut args = vec![op, f.to_str().unwrap(), "--mode", mode, "--check", "--json"];
+            args.extend(&extra);
+            let o = sptmc(&args);
+            assert!(
+                o.status.success(),
+                "{op} {mode}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            let smape = v["accuracy"]["smape_percent"].as_f64().unwrap();
+            assert!(smape <= sptmc::accuracy::SMAPE_TARGET_PERCENT, "{v}");
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn models_are_written_and_read_back_as_initial_factors() {
+    let dir = temp_dir("model");
+    let f = small_tensor(&dir);
+    let out = dir.join("model");
+    let o = sptmc(&[
+        "cp",
+        f.to_str().unwrap(),
+        "--rank",
+        "4",
+        "--iters",
+        "4",
+        "--tol",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for m in 0..3 {
+        let fm = sptmc::model_io::read_matrix(&out.join(format!("factor-{m}.txt"))).unwrap();
+        assert_eq!(fm.cols(), 4);
+    }
+    let w = sptmc::model_io::read_matrix(&out.join("weights.txt")).unwrap();
+    assert_eq!(w.shape(), (4, 1));
+    // Restarting from the written factors continues from (about) the reached fit.
+    let first: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o2 = sptmc(&[
+        "cp",
+        f.to_str().unwrap(),
+        "--rank",
+        "4",
+        "--iters",
+        "1",
+        "--init",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        o2.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o2.stderr)
+    );
+    let second: serde_json::Value = serde_json::from_slice(&o2.stdout).unwrap();
+    let (f1, f2) = (
+        first["final_fit"].as_f64().unwrap(),
+        second["final_fit"].as_f64().unwrap(),
+    );
+    assert!(f2 >= f1 - 1e-3, "restart fit {f2} fell below {f1}");
+
+    let tk = dir.join("tucker");
+    let o = sptmc(&[
+        "tucker",
+        f.to_str().unwrap(),
+        "--ranks",
+        "3,3,2",
+        "--iters",
+        "2",
+        "--out",
+        tk.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let core = sptmc::model_io::read_matrix(&tk.join("core.txt")).unwrap();
+    assert_eq!(core.shape(), (3, 6));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn info_reports_hls_statistics() {
+    let dir = temp_dir("info");
+    let f = small_tensor(&dir);
+    let o = sptmc(&["info", f.to_str().unwrap(), "--json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["dims"], serde_json::json!([40, 30, 20]));
+    assert!(v["hls"]["coo_bytes"].as_u64().unwrap() > v["hls_bytes"].as_u64().unwrap());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bad_options_give_one_line_and_a_nonzero_exit() {
+    let dir = temp_dir("bad");
+    let f = small_tensor(&dir);
+    let fs = f.to_str().unwrap();
+    let unreadable = dir.join("dir.tns");
+    std::fs::create_dir_all(&unreadable).unwrap();
+    let garbage = dir.join("garbage.tns");
+    std::fs::write(&garbage, "1 2 3 4\n1 2 x 4\n").unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["cp", fs, "--rank", "0"], "rank"),
+        (vec!["tucker", fs, "--ranks", "8,8"], "3 modes"),
+        (vec!["tucker", fs, "--ranks", "8,0,8"], "rank"),
+        (vec!["cp", "/no/such/file.tns"], "no such file"),
+        (vec!["cp", unreadable.to_str().unwrap()], "dir.tns"),
+        (vec!["cp", garbage.to_str().unwrap()], "garbage.tns:2"),
+        (vec!["mttkrp", fs, "--mode", "3"], "mode 3 is out of range"),
+        (
+            vec!["ttmc", fs, "--rank", "4", "--ranks", "4,4,4"],
+            "cannot be used with",
+        ),
+        (
+            vec!["cp", fs, "--seed", "3", "--init", "/tmp"],
+            "cannot be used with",
+        ),
+        (vec!["cp", fs, "--threads", "0"], "--threads"),
+        (vec!["cp", fs, "--tol=-1"], "tol"),
+        (vec!["mttkrp", fs, "--backend", "tpu"], "tpu"),
+        (vec!["frobnicate"], "unrecognized subcommand"),
+    ];
+    for (args, needle) in cases {
+        let o = sptmc(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("backtrace"),
+            "{args:?}: {err}"
+        );
+        let error_lines = err.lines().filter(|l| l.contains("error")).count();
+        assert_eq!(error_lines, 1, "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

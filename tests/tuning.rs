@@ -1,0 +1,240 @@
+//! Tuning profiles as the engine sees them: a profile written for the running device is
+//! found by its file name and used; malformed files are named with the reason.
+
+use sptmc::Op;
+use sptmc::engine::{BackendKind, Engine, Workload};
+use sptmc::tune::crossover::{CrossingKind, Crossover};
+use sptmc::tune::profile::{Profile, Profiles, ThresholdEntry, render};
+use sptmc::tune::profile_path;
+use sptmc::tune::run::{OpRankTuning, TuneOptions, TuneReport};
+use std::path::{Path, PathBuf};
+
+/// A fresh empty folder under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("sptmc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn report_for(engine: &Engine, thresholds: &[(Op, usize, u32)]) -> TuneReport {
+    TuneReport {
+        backend: engine.kind(),
+        device_id: engine.backend().device_id(),
+        description: engine.backend().describe(),
+        version: "test".into(),
+        date: "2026-11-22".into(),
+        options: TuneOptions::quick(),
+        results: thresholds
+            .iter()
+            .map(|&(op, rank, t)| OpRankTuning {
+                op,
+                rank,
+                rows: vec![],
+                crossover: Crossover {
+                    threshold: t,
+                    kind: CrossingKind::Interpolated,
+                    regret: 0.0,
+                },
+                verify: vec![],
+                near_tensor: None,
+            })
+            .collect(),
+        sweep_tensors: vec![],
+        verify_tensor: None,
+        duration_s: 0.0,
+    }
+}
+
+#[test]
+fn engine_uses_the_profile_tuned_for_its_device() {
+    let dir = TempDir::new("tuned-profile");
+    let probe = Engine::cpu();
+    let report = report_for(
+        &probe,
+        &[
+            (Op::Mttkrp, 16, 37),
+            (Op::Mttkrp, 32, 45),
+            (Op::Ttmc, 8, 4097),
+        ],
+    );
+    let path = report.save_profile(dir.path()).unwrap();
+    assert_eq!(path, profile_path(dir.path(), &probe.backend().device_id()));
+    assert!(
+        path.file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("cpu-")
+    );
+
+    let mut profiles = Profiles::builtin();
+    profiles.add_dir(dir.path()).unwrap();
+    let engine = Engine::cpu().with_profiles(profiles);
+    let name = path.display().to_string();
+
+    let c = engine.threshold(Workload {
+        op: Op::Mttkrp,
+        rank: 16,
+    });
+    assert_eq!(c.threshold, 37);
+    assert!(c.source.contains(&name), "{}", c.source);
+    // Nearest tuned rank: 30 → 32.
+    assert_eq!(
+        engine
+            .threshold(Workload {
+                op: Op::Mttkrp,
+                rank: 30
+            })
+            .threshold,
+        45
+    );
+    // "Never dense" is a threshold like any other.
+    let c = engine.threshold(Workload {
+        op: Op::Ttmc,
+        rank: 16,
+    });
+    assert_eq!(c.threshold, 4097);
+    assert!(c.source.contains(&name), "{}", c.source);
+
+    // And prepare uses it: at 4097 no tile is dense.
+    let x = sptmc::tensor::generate::generate(&sptmc::tensor::generate::GenSpec {
+        dims: vec![128, 128, 128],
+        nnz: 4000,
+        pattern: sptmc::tensor::generate::Pattern::BlockDense {
+            tile_nnz: 1000,
+            dense_share: 0.5,
+        },
+        seed: 5,
+    })
+    .unwrap();
+    let p = engine
+        .prepare(
+            &x,
+            &[
+                Workload {
+                    op: Op::Mttkrp,
+                    rank: 16,
+                },
+                Workload {
+                    op: Op::Ttmc,
+                    rank: 8,
+                },
+            ],
+        )
+        .unwrap();
+    assert_eq!(p.hls(Op::Mttkrp).unwrap().threshold(), 37);
+    assert_eq!(p.hls(Op::Mttkrp).unwrap().stats().dense_tiles, 2);
+    assert_eq!(p.hls(Op::Ttmc).unwrap().stats().dense_tiles, 0);
+}
+
+#[test]
+fn another_devices_profile_is_not_used() {
+    let dir = TempDir::new("other-device");
+    let other = Profile {
+        backend: BackendKind::Cpu,
+        device: "cpu:some other model:64t".into(),
+        description: String::new(),
+        tuned: String::new(),
+        threshold: vec![ThresholdEntry {
+            op: Op::Mttkrp,
+            rank: 16,
+            value: 3,
+        }],
+    };
+    let path = profile_path(dir.path(), &other.device);
+    std::fs::write(&path, render(&[other])).unwrap();
+    let mut profiles = Profiles::builtin();
+    profiles.add_dir(dir.path()).unwrap();
+    let engine = Engine::cpu().with_profiles(profiles);
+    let c = engine.threshold(Workload {
+        op: Op::Mttkrp,
+        rank: 16,
+    });
+    assert_ne!(c.threshold, 3);
+    assert!(c.source.contains("default.toml"), "{}", c.source);
+}
+
+#[test]
+fn no_profile_for_the_backend_falls_back_to_the_paper_values() {
+    let engine = Engine::cpu().with_profiles(Profiles::default());
+    let c = engine.threshold(Workload {
+        op: Op::Mttkrp,
+        rank: 16,
+    });
+    assert_eq!(c.threshold, 78);
+    assert!(c.source.contains("paper"), "{}", c.source);
+    assert_eq!(
+        engine
+            .threshold(Workload {
+                op: Op::Ttmc,
+                rank: 8
+            })
+            .threshold,
+        61
+    );
+}
+
+#[test]
+fn malformed_profile_files_are_named_with_the_reason() {
+    let cases = [
+        ("syntax.toml", "[[profile]\nbackend = \"cpu\"\n", "syntax"),
+        (
+            "no-device.toml",
+            "[[profile]]\nbackend = \"cpu\"\n",
+            "device",
+        ),
+        (
+            "bad-op.toml",
+            "[[profile]]\nbackend = \"cpu\"\ndevice = \"x\"\n[[profile.threshold]]\nop = \"spmv\"\nrank = 8\nvalue = 3\n",
+            "spmv",
+        ),
+        (
+            "zero-value.toml",
+            "[[profile]]\nbackend = \"cpu\"\ndevice = \"x\"\n[[profile.threshold]]\nop = \"ttmc\"\nrank = 8\nvalue = 0\n",
+            "is 0",
+        ),
+        (
+            "negative.toml",
+            "[[profile]]\nbackend = \"cpu\"\ndevice = \"x\"\n[[profile.threshold]]\nop = \"ttmc\"\nrank = 8\nvalue = -5\n",
+            "value",
+        ),
+    ];
+    for (name, text, reason) in cases {
+        let dir = TempDir::new(&format!("malformed-{name}"));
+        std::fs::write(dir.path().join(name), text).unwrap();
+        let mut profiles = Profiles::builtin();
+        let e = profiles.add_dir(dir.path()).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, sptmc::Error::Profile { .. }), "{name}: {e:?}");
+        assert!(msg.contains(name), "{name}: {msg}");
+        assert!(msg.contains(reason), "{name}: {msg}");
+        // Nothing of the bad file was added.
+        assert_eq!(
+            profiles.entries().len(),
+            Profiles::builtin().entries().len()
+        );
+    }
+}
+
+#[test]
+fn unreadable_profile_folder_is_an_io_error_naming_it() {
+    let e = Profiles::builtin()
+        .add_dir(Path::new("/nonexistent/sptmc-tuning"))
+        .unwrap_err();
+    assert!(matches!(e, sptmc::Error::Io { .. }), "{e:?}");
+    assert!(e.to_string().contains("/nonexistent/sptmc-tuning"), "{e}");
+}
