@@ -89,7 +89,8 @@ impl Default for BenchOptions {
 pub struct PrepareRow {
     /// Wall time of [`Engine::prepare`] (HLS build for both ops and hand-over).
     pub seconds: f64,
-    /// Bytes the backend holds for the tensor, shared parts counted once.
+    /// Bytes the backend holds for the tensor, shared parts counted once (two HLS
+    /// forms when the ops' thresholds differ; see [`PartRow`] for each).
     pub bytes: usize,
     /// Bytes of COO with u32 indices and f32 values.
     pub coo_bytes: usize,
@@ -110,6 +111,8 @@ pub struct PartRow {
     pub dense_share: f64,
     /// Bytes of the HLS form.
     pub bytes: usize,
+    /// `bytes` over the COO bytes: the memory one op's prepared tensor takes.
+    pub bytes_vs_coo: f64,
 }
 
 /// One op at one rank on one mode.
@@ -225,10 +228,11 @@ impl BenchReport {
             );
             for p in &t.prepare.parts {
                 s += &format!(
-                    "; {} T={} dense {:.1}%",
+                    "; {} T={} dense {:.1}% {:.1}% of COO",
                     p.op,
                     p.threshold,
-                    100.0 * p.dense_share
+                    100.0 * p.dense_share,
+                    100.0 * p.bytes_vs_coo
                 );
             }
             s += "\n";
@@ -430,6 +434,7 @@ fn bench_case(
                 threshold: st.threshold,
                 dense_share: st.dense_share(),
                 bytes: part.bytes(),
+                bytes_vs_coo: part.bytes() as f64 / coo_bytes.max(1) as f64,
             });
         }
     }
@@ -699,6 +704,11 @@ mod tests {
             assert!(k.min_s <= k.median_s && k.min_s > 0.0);
             let part = t.prepare.parts.iter().find(|p| p.op == k.op).unwrap();
             assert!(k.bytes_moved as usize > part.bytes);
+            assert!(part.bytes <= t.prepare.bytes);
+            assert_eq!(
+                part.bytes_vs_coo,
+                part.bytes as f64 / t.prepare.coo_bytes as f64
+            );
         }
         for s in &t.summaries {
             assert!(s.mode_independence >= 1.0);
