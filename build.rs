@@ -23,6 +23,7 @@ fn main() {
     println!("cargo::rerun-if-env-changed=SPTMC_NO_PREBUILT_PTX");
     println!("cargo::rerun-if-env-changed=PATH");
     println!("cargo::rustc-check-cfg=cfg(sptmc_prebuilt_ptx)");
+    git_commit();
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     let kernels = manifest.join("kernels");
@@ -50,6 +51,41 @@ fn main() {
     // A compiler that was found but failed is worth a warning; none at all is normal.
     let found_but_failed = tried.iter().any(|t| t.contains("error"));
     runtime_fallback(&tried.join("; "), found_but_failed);
+}
+
+/// Sets `SPTMC_GIT_COMMIT` (reports say which commit they measured) from the variable
+/// of the same name or `git rev-parse --short HEAD`; left unset outside a git checkout.
+fn git_commit() {
+    println!("cargo::rerun-if-env-changed=SPTMC_GIT_COMMIT");
+    if std::env::var_os("SPTMC_GIT_COMMIT").is_some() {
+        return;
+    }
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(commit) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return;
+    };
+    println!("cargo::rustc-env=SPTMC_GIT_COMMIT={commit}");
+    // Rebuild when HEAD moves: HEAD itself and the branch it points at.
+    for p in [
+        Some("HEAD".to_string()),
+        git(&["symbolic-ref", "-q", "HEAD"]),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        // A missing file (a packed ref) would make cargo rerun this script every time.
+        if let Some(path) = git(&["rev-parse", "--git-path", &p]).filter(|p| Path::new(p).exists())
+        {
+            println!("cargo::rerun-if-changed={path}");
+        }
+    }
 }
 
 fn done(ptx_path: &Path, ptx: &str, how: &str) {

@@ -8,6 +8,7 @@
 //! [`mod@reference`] and [`accuracy`] check any result against FP64.
 
 pub mod accuracy;
+pub mod bench;
 pub mod decomp;
 pub mod engine;
 pub mod error;

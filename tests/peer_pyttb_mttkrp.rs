@@ -1,0 +1,81 @@
+//! Cross-check with a peer: our MTTKRP on every mode of movielens-100k (rank 16, seeded
+//! factors) against pyttb's `sptensor.mttkrp` on the same factors, SMAPE ≤ 0.1%.
+//!
+//! Needs pyttb (`$SPTMC_PYTHON`, else `.venv/bin/python`, else `python3`) and the shared
+//! data (`$SPTMC_DATA_DIR`, else `../shared/data`); without either it prints a visible
+//! SKIPPED line, and fails instead when `SPTMC_REQUIRE_PYTTB=1`.
+
+use sptmc::accuracy::{SMAPE_TARGET_PERCENT, compare};
+use sptmc::bench::{BenchCase, peers, shared_data_dir};
+use sptmc::engine::{Engine, Workload};
+use sptmc::selftest::random_factors;
+use sptmc::{Op, reference};
+use std::path::Path;
+
+const RANK: usize = 16;
+const SEED: u64 = 16;
+
+fn skip(why: &str) {
+    if std::env::var("SPTMC_REQUIRE_PYTTB").as_deref() == Ok("1") {
+        panic!("SPTMC_REQUIRE_PYTTB=1 but {why}");
+    }
+    // Straight to stderr: the harness captures eprintln! of passing tests.
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: peer_pyttb_mttkrp: {why}");
+}
+
+#[test]
+fn mttkrp_matches_pyttb_on_movielens_100k_every_mode() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = match peers::find_python(root) {
+        Ok(p) => p,
+        Err(why) => return skip(&format!("no Python with pyttb ({why})")),
+    };
+    let Some(dir) = shared_data_dir() else {
+        return skip("no shared data (../shared/data or SPTMC_DATA_DIR)");
+    };
+    let file = dir.join("movielens-100k.tns.gz");
+    if !file.is_file() {
+        return skip(&format!("{} is missing", file.display()));
+    }
+    let case = BenchCase::from_file(&file).unwrap();
+    let x = &case.tensor;
+    assert_eq!((x.dims(), x.nnz()), (&[943, 1682, 31][..], 100_000));
+    let factors = random_factors(x.dims(), RANK, SEED);
+
+    let work = std::env::temp_dir().join(format!("sptmc-peer-test-{}", std::process::id()));
+    let script = root.join("scripts/peer_mttkrp.py");
+    let py =
+        peers::run_pyttb_mttkrp(&python, &script, &file, &factors, RANK, SEED, 1, &work).unwrap();
+    std::fs::remove_dir_all(&work).unwrap();
+    assert_eq!(py.results.len(), 3);
+
+    let engine = Engine::cpu();
+    let p = engine
+        .prepare(
+            x,
+            &[Workload {
+                op: Op::Mttkrp,
+                rank: RANK,
+            }],
+        )
+        .unwrap();
+    for mode in 0..3 {
+        let ours = engine.mttkrp(&p, mode, &factors).unwrap();
+        let a = compare(&py.results[mode], &ours).unwrap();
+        eprintln!(
+            "mode {mode}: SMAPE {:.2e}%, rel Frobenius {:.2e} vs pyttb {}",
+            a.smape_percent, a.rel_frobenius, py.pyttb_version
+        );
+        assert!(
+            a.smape_percent <= SMAPE_TARGET_PERCENT,
+            "mode {mode}: SMAPE {}% against pyttb",
+            a.smape_percent
+        );
+        // pyttb itself must agree with our FP64 reference, or the check above proves
+        // nothing about either side.
+        let want = reference::mttkrp(x, mode, &factors).unwrap();
+        let b = compare(&want, &py.results[mode]).unwrap();
+        assert!(b.rel_frobenius < 1e-12, "pyttb vs FP64 reference: {b:?}");
+    }
+}
