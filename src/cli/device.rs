@@ -3,6 +3,7 @@
 use super::args::{BenchArgs, SelftestArgs};
 use super::engine;
 use super::load::load;
+use sptmc::bench;
 use sptmc::selftest::{self, SelftestCase};
 use sptmc::{Error, Result};
 
@@ -47,7 +48,30 @@ pub fn selftest(a: SelftestArgs) -> Result<ExitCode> {
     }
 }
 
-/// Kernel timings.
-pub fn bench(_a: BenchArgs) -> Result<ExitCode> {
-    Err(Error::Unsupported("sptmc bench: not wired yet".into()))
+/// Kernel timings: per op, rank and mode, on the given files or on generated tensors
+/// of every regime.
+pub fn bench(a: BenchArgs) -> Result<ExitCode> {
+    if a.reps == 0 {
+        return Err(Error::InvalidOption("--reps must be at least 1".into()));
+    }
+    let engine = engine(&a.common)?;
+    let cases = if a.files.is_empty() {
+        bench::default_cases()?
+    } else {
+        a.files
+            .iter()
+            .map(|f| bench::BenchCase::from_file(f))
+            .collect::<Result<Vec<_>>>()?
+    };
+    let opts = bench::BenchOptions {
+        reps: a.reps,
+        ..Default::default()
+    };
+    let report = bench::run(&engine, &cases, &opts, &mut |msg| eprintln!("sptmc: {msg}"))?;
+    if a.common.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(ExitCode::SUCCESS)
 }

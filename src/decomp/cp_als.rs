@@ -31,6 +31,7 @@ use super::{IterClock, IterStats, check_common, check_finite, check_init, check_
 use crate::engine::{Engine, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
+use crate::ops::Op;
 use faer::Mat;
 
 /// Options of [`cp_als`].
@@ -187,12 +188,15 @@ pub fn cp_als_with_progress(
     let mut pinv_solves = 0;
     let mut fit_old = 0.0;
 
+    // Kernel outputs, one per mode, reused across iterations.
+    let mut outputs: Vec<Matrix> = vec![Matrix::zeros(0, 0); order];
     for it in 0..opts.max_iters {
         let mut clock = IterClock::start();
         let mut last_mttkrp = Matrix::<f64>::zeros(0, 0);
         for n in 0..order {
-            let m = clock.kernel(|| engine.mttkrp(x, n, &f32s))?;
-            check_finite(&m, || format!("MTTKRP of mode {n} in iteration {it}"))?;
+            let m = &mut outputs[n];
+            clock.kernel(|| engine.run_into(Op::Mttkrp, x, n, &f32s, m))?;
+            check_finite(m, || format!("MTTKRP of mode {n} in iteration {it}"))?;
             let mut a = m.to_f64();
             if n == order - 1 {
                 last_mttkrp = a.clone();

@@ -23,6 +23,7 @@ use super::{IterClock, IterStats, check_common, check_finite, check_init, check_
 use crate::engine::{Engine, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
+use crate::ops::Op;
 
 /// Options of [`tucker_hooi`].
 #[derive(Debug, Clone, PartialEq)]
@@ -203,11 +204,14 @@ pub fn tucker_hooi_with_progress(
     let mut iters = Vec::new();
     let mut fit_old = 0.0;
 
+    // Kernel outputs, one per mode, reused across iterations.
+    let mut outputs: Vec<Matrix> = vec![Matrix::zeros(0, 0); order];
     for it in 0..opts.max_iters {
         let mut clock = IterClock::start();
         for n in 0..order {
-            let y = clock.kernel(|| engine.ttmc(x, n, &factors))?;
-            check_finite(&y, || format!("TTMc of mode {n} in iteration {it}"))?;
+            let y = &mut outputs[n];
+            clock.kernel(|| engine.run_into(Op::Ttmc, x, n, &factors, y))?;
+            check_finite(y, || format!("TTMc of mode {n} in iteration {it}"))?;
             let y = y.to_f64();
             let u = clock.linalg(|| leading_left_singular(&y, opts.ranks[n]))?;
             if n == order - 1 {

@@ -298,6 +298,26 @@ impl Engine {
         Ok(out)
     }
 
+    /// `op` on `mode` into `out`, reusing its allocation (resized and zeroed here):
+    /// the form for loops that call a kernel many times, since a fresh large output
+    /// costs page faults on every call.
+    pub fn run_into(
+        &self,
+        op: Op,
+        p: &Prepared,
+        mode: usize,
+        factors: &[Matrix],
+        out: &mut Matrix,
+    ) -> Result<()> {
+        let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
+        if out.shape() != (rows, cols) {
+            *out = Matrix::zeros(rows, cols);
+        } else {
+            out.data_mut().fill(0.0);
+        }
+        self.backend.run(op, p.part(op)?, mode, factors, out)
+    }
+
     /// Sparse MTTKRP on `mode`: `I_n × R`.
     pub fn mttkrp(&self, p: &Prepared, mode: usize, factors: &[Matrix]) -> Result<Matrix> {
         self.run(Op::Mttkrp, p, mode, factors)

@@ -6,6 +6,7 @@ use crate::hls::{HlsTensor, LOW_KEY_BITS};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use rayon::prelude::*;
+use std::sync::Mutex;
 
 /// How many nonzeros ahead the sparse walk prefetches rows.
 const PREFETCH_AHEAD: usize = 12;
@@ -38,16 +39,33 @@ fn shares(hls: &HlsTensor, n: usize) -> Vec<Share> {
 }
 
 /// `op` of `mode` into `out` (zeroed), on rayon's current pool.
-pub(super) fn run(op: Op, hls: &HlsTensor, mode: usize, factors: &[Matrix], out: &mut Matrix) {
+pub(super) fn run(
+    op: Op,
+    hls: &HlsTensor,
+    mode: usize,
+    factors: &[Matrix],
+    out: &mut Matrix,
+    pool: &Mutex<Vec<Vec<f32>>>,
+) {
     let cols = out.cols();
     let workers = rayon::current_num_threads().max(1);
     // Tiny tensors: one share, no private buffers.
     let workers = if hls.nnz() < 4096 { 1 } else { workers };
     let shares = shares(hls, workers);
     let (first, rest) = shares.split_first().expect("at least one share");
-    let mut private: Vec<Vec<f32>> = (0..rest.len())
-        .map(|_| vec![0f32; out.data().len()])
-        .collect();
+    // Private outputs come from a pool kept across calls: fresh allocations of this size
+    // are mapped pages whose first-touch faults cost more than the walk on small tensors.
+    let len = out.data().len();
+    let mut private: Vec<Vec<f32>> = {
+        let mut free = pool.lock().unwrap_or_else(|e| e.into_inner());
+        (0..rest.len())
+            .map(|_| free.pop().unwrap_or_default())
+            .collect()
+    };
+    private.par_iter_mut().for_each(|b| {
+        b.clear();
+        b.resize(len, 0.0);
+    });
     rayon::scope(|s| {
         let out0 = out.data_mut();
         for (share, buf) in rest.iter().zip(private.iter_mut()) {
@@ -68,6 +86,9 @@ pub(super) fn run(op: Op, hls: &HlsTensor, mode: usize, factors: &[Matrix], out:
                 }
             });
     }
+    pool.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(private);
 }
 
 fn walk_share(

@@ -21,12 +21,15 @@ use std::sync::Arc;
 
 /// The CPU backend: runs on rayon's current pool (`RAYON_NUM_THREADS` applies).
 #[derive(Debug, Default)]
-pub struct CpuBackend {}
+pub struct CpuBackend {
+    /// Private output buffers kept between calls (see `kernel::run`).
+    pool: std::sync::Mutex<Vec<Vec<f32>>>,
+}
 
 impl CpuBackend {
     /// A CPU backend.
     pub fn new() -> Self {
-        CpuBackend {}
+        CpuBackend::default()
     }
 }
 
@@ -87,7 +90,7 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         let hls = tensor.hls();
         let factors = scaled::Rescaled::new(factors, mode);
-        kernel::run(op, hls, mode, factors.factors(), out);
+        kernel::run(op, hls, mode, factors.factors(), out, &self.pool);
         factors.unscale(op, mode, out);
         Ok(())
     }

@@ -181,7 +181,7 @@ impl Walker<'_> {
                 }
                 (Op::Mttkrp, false) => {
                     for ((d, s), &b) in dst.iter_mut().zip(src.iter()).zip(f) {
-                        *d += s * b;
+                        *d = s.mul_add(b, *d);
                     }
                 }
                 (Op::Ttmc, true) => kron_into(dst, f, src),
@@ -207,7 +207,7 @@ impl Walker<'_> {
                         }
                     } else {
                         for ((o, &s), &b) in out.iter_mut().zip(a.iter()).zip(t) {
-                            *o += s * b;
+                            *o = s.mul_add(b, *o);
                         }
                     }
                 }
@@ -241,7 +241,7 @@ pub(super) fn prefetch_row(row: &[f32]) {
 #[inline(always)]
 fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
     for (y, &x) in y.iter_mut().zip(x) {
-        *y += a * x;
+        *y = a.mul_add(x, *y);
     }
 }
 
