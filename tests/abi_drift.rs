@@ -5,6 +5,7 @@
 //! `SPTMC_REQUIRE_LIBCLANG=1`, when it fails. `SPTMC_BLESS_ABI=1` rewrites the
 //! committed file instead of comparing (after an intended change to the header).
 
+use std::io::Write as _;
 use std::path::Path;
 
 const HEADER: &str = "kernels/hls_abi.h";
@@ -53,13 +54,16 @@ fn committed_bindings_match_the_header() {
             !require,
             "SPTMC_REQUIRE_LIBCLANG=1 but libclang cannot be loaded"
         );
-        eprintln!("SKIPPED: abi_drift needs libclang (apt-get install libclang-dev)");
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: abi_drift needs libclang (apt-get install libclang-dev)"
+        );
         return;
     }
     let fresh = match generate(root) {
         Ok(s) => s,
         Err(e) if !require && e.contains("libclang") => {
-            eprintln!("SKIPPED: abi_drift: {e}");
+            let _ = writeln!(std::io::stderr(), "SKIPPED: abi_drift: {e}");
             return;
         }
         Err(e) => panic!("{e}"),

@@ -7,6 +7,7 @@
 use sptmc::Op;
 use sptmc::engine::Engine;
 use sptmc::selftest::{SelftestCase, generated_cases, run};
+use std::io::Write as _;
 
 fn gpu() -> Option<Engine> {
     match Engine::cuda() {
@@ -16,7 +17,7 @@ fn gpu() -> Option<Engine> {
                 std::env::var("SPTMC_REQUIRE_GPU").as_deref() != Ok("1"),
                 "SPTMC_REQUIRE_GPU=1 but the CUDA backend is unusable: {err}"
             );
-            eprintln!("SKIPPED: no CUDA device ({err})");
+            let _ = writeln!(std::io::stderr(), "SKIPPED: no CUDA device ({err})");
             None
         }
     }

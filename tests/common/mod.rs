@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The folder of shared real data sets: `$SPTMC_DATA_DIR` when set, else
@@ -14,7 +15,11 @@ pub fn shared_data() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("SKIPPED: ../shared/data not found ({})", dir.display());
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: ../shared/data not found ({})",
+            dir.display()
+        );
         None
     }
 }
