@@ -5,10 +5,39 @@
 
 use crate::matrix::Matrix;
 use crate::ops::Op;
+use rayon::prelude::*;
 use std::borrow::Cow;
 
 const LOW: f32 = 1.0 / 4_294_967_296.0;
 const HIGH: f32 = 4_294_967_296.0;
+
+/// Largest magnitude of every column, scanned in parallel (this runs on every kernel
+/// call, over every factor: it must cost little next to the walk).
+fn column_max_abs(f: &Matrix) -> Vec<f32> {
+    let cols = f.cols().max(1);
+    f.data()
+        .par_chunks(cols * 4096)
+        .map(|block| {
+            let mut c = vec![0f32; cols];
+            for row in block.chunks_exact(cols) {
+                for (m, &x) in c.iter_mut().zip(row) {
+                    let a = x.abs();
+                    // A plain comparison (not f32::max) so the loop vectorizes.
+                    *m = if a > *m { a } else { *m };
+                }
+            }
+            c
+        })
+        .reduce(
+            || vec![0f32; cols],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x = if y > *x { y } else { *x };
+                }
+                a
+            },
+        )
+}
 
 /// The factors as the kernel sees them, with the per-column scales applied.
 pub(super) struct Rescaled<'a> {
@@ -24,12 +53,7 @@ impl<'a> Rescaled<'a> {
             if m == mode {
                 continue;
             }
-            let mut colmax = vec![0f32; f.cols()];
-            for i in 0..f.rows() {
-                for (c, &x) in colmax.iter_mut().zip(f.row(i)) {
-                    *c = c.max(x.abs());
-                }
-            }
+            let colmax = column_max_abs(f);
             if colmax.iter().any(|&c| c > HIGH || (c < LOW && c > 0.0)) {
                 scales[m] = Some(
                     colmax
