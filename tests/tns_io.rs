@@ -237,9 +237,12 @@ fn cache_is_written_used_and_refreshed_when_stale() {
     let (c, how) = binary::load(&src).unwrap();
     assert!(matches!(how, LoadSource::Text(_)));
     assert_eq!(c, y);
-    // The rebuilt cache holds the new tensor (the source is dated in the future here,
-    // so the cache is not newer and would not be used yet).
+    // The rebuilt cache holds the new tensor and is used from now on, even though the
+    // text is dated in the future.
     assert_eq!(binary::read(&cache).unwrap(), y);
+    let (d, how) = binary::load(&src).unwrap();
+    assert_eq!(how, LoadSource::Cache(cache.clone()));
+    assert_eq!(d, y);
 }
 
 #[test]

@@ -202,8 +202,8 @@ pub fn cache_path(tns_path: &Path) -> PathBuf {
 
 /// Loads a `.tns` file through its binary cache.
 ///
-/// When [`cache_path`] exists, is newer than the text and reads back valid, the cache
-/// is used. Otherwise the text is parsed ([`tns::read`]) and a cache written next to
+/// When [`cache_path`] exists, carries the text's modification time (it is stamped
+/// with it when written) and reads back valid, the cache is used. Otherwise the text is parsed ([`tns::read`]) and a cache written next to
 /// it; a cache that cannot be written (read-only folder, full disk) is skipped without
 /// an error.
 pub fn load(tns_path: &Path) -> Result<(CooTensor, LoadSource)> {
@@ -220,9 +220,13 @@ pub fn load_with_progress(
         .and_then(|m| m.modified())
         .map_err(|e| Error::io(tns_path, e))?;
     let cache = cache_path(tns_path);
+    // The cache carries its source's modification time as its own (set when written):
+    // equal times mean it was made from this version of the text. Comparing "newer
+    // than" instead would call a cache written within the same timestamp tick stale,
+    // and never trust one for a text dated in the future.
     let fresh = std::fs::metadata(&cache)
         .and_then(|m| m.modified())
-        .is_ok_and(|t| t > source_time);
+        .is_ok_and(|t| t == source_time);
     if fresh {
         // A cache that does not read back is rebuilt below.
         if let Ok(x) = read(&cache) {
@@ -230,17 +234,25 @@ pub fn load_with_progress(
         }
     }
     let (x, report) = tns::read_with_progress(tns_path, progress)?;
-    write_cache(&cache, &x);
+    write_cache(&cache, &x, source_time);
     Ok((x, LoadSource::Text(report)))
 }
 
 /// Writes the cache under a temporary name and renames it into place, so no reader
 /// ever sees a partial file; gives up quietly on any failure.
-fn write_cache(cache: &Path, x: &CooTensor) {
+fn write_cache(cache: &Path, x: &CooTensor, source_time: std::time::SystemTime) {
     let mut tmp = cache.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     let tmp = PathBuf::from(tmp);
-    if write(&tmp, x).is_err() || std::fs::rename(&tmp, cache).is_err() {
+    let stamped = |p: &Path| {
+        write(p, x).is_ok()
+            && std::fs::File::options()
+                .write(true)
+                .open(p)
+                .and_then(|f| f.set_modified(source_time))
+                .is_ok()
+    };
+    if !stamped(&tmp) || std::fs::rename(&tmp, cache).is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
 }
