@@ -135,6 +135,14 @@ impl<'a, const N: usize, const R: usize> Fixed<'a, N, R> {
 }
 
 impl<const N: usize, const R: usize> super::walk::Sink for Fixed<'_, N, R> {
+    fn wants_prefetch(&self) -> bool {
+        // Rows that fit in a core's L2 together are cheap already; prefetching them only
+        // adds instructions.
+        const L2_BYTES: usize = 1 << 20;
+        let floats: usize = self.factors.iter().map(|f| f.len()).sum::<usize>() + self.out.len();
+        floats * 4 > L2_BYTES
+    }
+
     #[inline(always)]
     fn prefetch(&self, c: &[u32]) {
         // The rows that miss cache: factor rows of every other mode and the output row.

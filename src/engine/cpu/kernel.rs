@@ -138,6 +138,7 @@ fn stream(hls: &HlsTensor, share: &Share, sink: &mut impl Sink) {
         let masks: Vec<u64> = (0..order).map(|m| layout.mask(m)).collect();
         let mut c = vec![0u32; order];
         let mut ahead = vec![0u32; order];
+        let prefetch = sink.wants_prefetch();
         let (keys, vals, offs) = (sp.keys(), sp.values(), sp.block_offsets());
         let mut b = sp.block_of(s);
         let mut p = s;
@@ -155,7 +156,7 @@ fn stream(hls: &HlsTensor, share: &Share, sink: &mut impl Sink) {
                 for (q, (&k, &v)) in (p..end).zip(keys[p..end].iter().zip(&vals[p..end])) {
                     // Rows of the nonzero PREFETCH_AHEAD places on are loaded while this
                     // one is computed: the random factor/output rows are what costs.
-                    if let Some(&ka) = keys[..end].get(q + PREFETCH_AHEAD) {
+                    if prefetch && let Some(&ka) = keys[..end].get(q + PREFETCH_AHEAD) {
                         decode(ka, &mut ahead);
                         sink.prefetch(&ahead);
                     }

@@ -87,6 +87,10 @@ impl<'a> Walker<'a> {
 
 /// Something that consumes a stream of nonzeros.
 pub(super) trait Sink {
+    /// Whether prefetching rows ahead pays: only when they do not all sit in cache.
+    fn wants_prefetch(&self) -> bool {
+        false
+    }
     /// A nonzero at `c` will be pushed soon: start loading the rows it will touch.
     fn prefetch(&self, _c: &[u32]) {}
     /// Adds the nonzero `v` at coordinates `c`.
