@@ -144,7 +144,7 @@ fn run(args: Args) -> sptmc::Result<()> {
             totals.push(all.elapsed().as_secs_f64());
         }
         let ours_min_s = totals.iter().cloned().fold(f64::INFINITY, f64::min);
-        let ours_median_s = median(&mut totals);
+        let ours_median_s = median(&totals);
         let per_mode_med: Vec<f64> = per_mode.iter_mut().map(|v| median(v)).collect();
         let slow = per_mode_med.iter().cloned().fold(0.0, f64::max);
         let fast = per_mode_med.iter().cloned().fold(f64::INFINITY, f64::min);

@@ -31,6 +31,7 @@ use crate::ops::{Op, output_shape};
 use crate::selftest::random_factors;
 use crate::tensor::CooTensor;
 use crate::tensor::generate::{GenSpec, Pattern, generate};
+pub use crate::timing::median;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -540,7 +541,7 @@ fn time_runs(
         drop(out);
     }
     Ok((
-        median(&mut times),
+        median(&times),
         times.iter().cloned().fold(f64::INFINITY, f64::min),
     ))
 }
@@ -563,20 +564,6 @@ fn summarize(op: Op, rank: usize, rows: &[KernelRow]) -> OpSummary {
         } else {
             1.0
         },
-    }
-}
-
-/// The median of `v` (mean of the middle two for even lengths); 0 for an empty slice.
-pub fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
     }
 }
 
@@ -642,13 +629,6 @@ mod tests {
         assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_utc(1_795_320_000 + 3_723), "2026-11-22T05:02:03Z");
-    }
-
-    #[test]
-    fn median_of_odd_and_even_lengths() {
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&mut []), 0.0);
     }
 
     #[test]

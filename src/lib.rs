@@ -19,6 +19,7 @@ pub mod ops;
 pub mod reference;
 pub mod selftest;
 pub mod tensor;
+pub mod timing;
 pub mod tune;
 
 pub use error::{Error, Result};

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use crate::tensor::CooTensor;
+pub use crate::timing::median;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -133,32 +134,10 @@ pub(crate) fn time_all_modes(
     Ok(start.elapsed().as_secs_f64())
 }
 
-/// The median of `xs` (the mean of the middle two for an even count; NaN when empty).
-pub fn median(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        return f64::NAN;
-    }
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::tensor::generate::{GenSpec, Pattern, generate};
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert!(median(&[]).is_nan());
-    }
 
     #[test]
     fn compare_reports_every_threshold_in_order() {
