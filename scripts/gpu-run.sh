@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One command for a lent GPU machine (it has the NVIDIA driver but no Rust): run from
+# the repository root with a release `sptmc` built elsewhere and the data copied in.
+#
+#   here:  scripts/kernel-gate.sh && cargo build --release          # embeds the PTX
+#          mkdir -p data-local && cp ../shared/data/*.tns.gz data-local/
+#   there: OUT=/some/dir scripts/gpu-run.sh   (carry target/release/sptmc and data-local)
+#
+# Writes under $OUT: the device, the self-test table (every kernel vs FP64), the
+# kernel benchmark on the shared tensors and generated ones, and the CUDA tuning run.
+set -u
+out="${OUT:-gpu-results}"
+bin="${SPTMC_BIN:-target/release/sptmc}"
+mkdir -p "$out"
+{ date -u +%FT%TZ; nvidia-smi; } > "$out/device.txt" 2>&1
+git rev-parse --short HEAD > "$out/commit.txt" 2>/dev/null || true
+status=0
+"$bin" selftest --backend cuda data-local/*.tns.gz > "$out/selftest.txt" 2> "$out/selftest.log" || status=1
+"$bin" selftest --backend cuda --json data-local/*.tns.gz > "$out/selftest.json" 2>> "$out/selftest.log" || status=1
+"$bin" bench --backend cuda data-local/*.tns.gz > "$out/bench-shared.txt" 2> "$out/bench.log" || status=1
+"$bin" bench --backend cuda > "$out/bench-generated.txt" 2>> "$out/bench.log" || status=1
+"$bin" tune --backend cuda --tuning-dir "$out/tuning" --results "$out/tune" \
+    --tns data-local/uboot-commitwords-3d.tns.gz > "$out/tune.txt" 2> "$out/tune.log" || status=1
+echo "exit $status" >> "$out/commit.txt"
+exit $status
