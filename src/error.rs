@@ -88,6 +88,16 @@ pub enum Error {
         /// Bytes available.
         available: u64,
     },
+    /// A result or workspace larger than the memory this machine has available.
+    #[error("not enough memory: {what} needs {needed} bytes, {available} bytes are available")]
+    HostMemory {
+        /// What was being allocated.
+        what: String,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes available.
+        available: u64,
+    },
     /// No usable GPU (no driver, no device, or the wrong compute capability).
     #[error("no usable CUDA device: {0}")]
     NoDevice(String),

@@ -5,6 +5,36 @@
 
 use crate::error::{Error, Result};
 
+/// Bytes of memory the system reports available (`MemAvailable` of /proc/meminfo), if
+/// it can be read.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Checks that `rows × cols` elements of `elem_bytes` each can be allocated: the count
+/// must not overflow and the bytes must fit in the available memory. Used before
+/// allocating results whose size comes from user input (ranks, modes), so a rank that is
+/// far too large is an error instead of an abort or a machine swapping to a halt.
+pub fn check_alloc(what: &str, rows: usize, cols: usize, elem_bytes: usize) -> Result<()> {
+    let needed = rows
+        .checked_mul(cols)
+        .and_then(|n| n.checked_mul(elem_bytes))
+        .map(|b| b as u64)
+        .unwrap_or(u64::MAX);
+    let available = available_memory().unwrap_or(u64::MAX);
+    if needed > available {
+        return Err(Error::HostMemory {
+            what: format!("{what} ({rows} × {cols})"),
+            needed,
+            available,
+        });
+    }
+    Ok(())
+}
+
 /// A row-major `rows × cols` matrix.
 ///
 /// Invariant: `data.len() == rows * cols`.

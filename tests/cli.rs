@@ -181,6 +181,14 @@ fn bad_options_give_one_line_and_a_nonzero_exit() {
         (vec!["cp", fs, "--tol=-1"], "tol"),
         (vec!["mttkrp", fs, "--backend", "tpu"], "tpu"),
         (vec!["frobnicate"], "unrecognized subcommand"),
+        (
+            vec!["mttkrp", fs, "--rank", "4000000000000"],
+            "not enough memory",
+        ),
+        (
+            vec!["ttmc", fs, "--ranks", "1,100000,100000"],
+            "not enough memory",
+        ),
     ];
     for (args, needle) in cases {
         let o = sptmc(&args);

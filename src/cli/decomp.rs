@@ -59,6 +59,10 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
     let loaded = load(a.file.as_deref())?;
     eprintln!("sptmc: {}", loaded.note);
     let x = &loaded.tensor;
+    for (m, &d) in x.dims().iter().enumerate() {
+        // Each mode holds an f32 factor, an f64 copy and an MTTKRP output of this shape.
+        sptmc::matrix::check_alloc(&format!("CP factors of mode {m}"), d, a.rank, 16)?;
+    }
     let prepared = engine.prepare(
         x,
         &[Workload {

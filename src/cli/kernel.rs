@@ -51,6 +51,9 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
         None => engine.prepare(x, &[Workload { op, rank }])?,
     };
     report_precision(prepared.hls(op)?.stats());
+    for (m, &d) in x.dims().iter().enumerate() {
+        sptmc::matrix::check_alloc(&format!("factor of mode {m}"), d, ranks[m], 4)?;
+    }
     let factors: Vec<Matrix> = x
         .dims()
         .iter()

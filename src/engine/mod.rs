@@ -293,6 +293,7 @@ impl Engine {
     /// `op` on `mode` (see [`crate::ops`] for definitions and output shapes).
     pub fn run(&self, op: Op, p: &Prepared, mode: usize, factors: &[Matrix]) -> Result<Matrix> {
         let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
+        crate::matrix::check_alloc(&format!("{op} output"), rows, cols, 4)?;
         let mut out = Matrix::zeros(rows, cols);
         self.backend.run(op, p.part(op)?, mode, factors, &mut out)?;
         Ok(out)
@@ -311,6 +312,7 @@ impl Engine {
     ) -> Result<()> {
         let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
         if out.shape() != (rows, cols) {
+            crate::matrix::check_alloc(&format!("{op} output"), rows, cols, 4)?;
             *out = Matrix::zeros(rows, cols);
         } else {
             out.data_mut().fill(0.0);
