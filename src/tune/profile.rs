@@ -123,10 +123,10 @@ impl Profiles {
     /// or malformed files are skipped with a warning on stderr (the engine still runs).
     pub fn load_default() -> Self {
         let mut p = Self::builtin();
-        if let Some(dir) = Self::default_dir() {
-            if let Err(e) = p.add_dir(&dir) {
-                eprintln!("warning: {e}");
-            }
+        if let Some(dir) = Self::default_dir()
+            && let Err(e) = p.add_dir(&dir)
+        {
+            eprintln!("warning: {e}");
         }
         p
     }
