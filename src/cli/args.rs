@@ -58,6 +58,27 @@ pub enum Command {
     Tune(TuneArgs),
 }
 
+/// Options `sptmc cp` and `sptmc tucker` share.
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// Stop when the fit changes by less than this (0: run every iteration).
+    #[arg(long, default_value_t = 1e-5)]
+    pub tol: f64,
+    /// Seed of the random initial factors.
+    #[arg(long, default_value_t = 1, conflicts_with = "init")]
+    pub seed: u64,
+    /// Folder with initial factors factor-<m>.txt (as written by --out).
+    #[arg(long)]
+    pub init: Option<PathBuf>,
+    /// Write the model (factors, and CP weights or the Tucker core) as
+    /// numpy.loadtxt-readable text, plus model.json, into this folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
 /// `sptmc cp`.
 #[derive(Debug, Args)]
 pub struct CpArgs {
@@ -69,21 +90,9 @@ pub struct CpArgs {
     /// Maximum iterations.
     #[arg(long, short = 'i', default_value_t = 50)]
     pub iters: usize,
-    /// Stop when the fit changes by less than this (0: run every iteration).
-    #[arg(long, default_value_t = 1e-5)]
-    pub tol: f64,
-    /// Seed of the random initial factors.
-    #[arg(long, default_value_t = 1, conflicts_with = "init")]
-    pub seed: u64,
-    /// Folder with initial factors factor-<m>.txt (as written by --out).
-    #[arg(long)]
-    pub init: Option<PathBuf>,
-    /// Write weights and factors (numpy.loadtxt-readable text) into this folder.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Shared options.
+    /// Options of both decompositions.
     #[command(flatten)]
-    pub common: Common,
+    pub model: ModelArgs,
 }
 
 /// `sptmc tucker`.
@@ -97,21 +106,9 @@ pub struct TuckerArgs {
     /// Maximum iterations.
     #[arg(long, short = 'i', default_value_t = 20)]
     pub iters: usize,
-    /// Stop when the fit changes by less than this (0: run every iteration).
-    #[arg(long, default_value_t = 1e-5)]
-    pub tol: f64,
-    /// Seed of the random initial factors.
-    #[arg(long, default_value_t = 1, conflicts_with = "init")]
-    pub seed: u64,
-    /// Folder with initial factors factor-<m>.txt.
-    #[arg(long)]
-    pub init: Option<PathBuf>,
-    /// Write the core and factors (numpy.loadtxt-readable text) into this folder.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Shared options.
+    /// Options of both decompositions.
     #[command(flatten)]
-    pub common: Common,
+    pub model: ModelArgs,
 }
 
 /// `sptmc mttkrp` and `sptmc ttmc`.

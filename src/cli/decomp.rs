@@ -55,7 +55,7 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
     if a.rank == 0 {
         return Err(Error::InvalidRank("--rank must be at least 1".into()));
     }
-    let engine = engine(&a.common)?;
+    let engine = engine(&a.model.common)?;
     let loaded = load(a.file.as_deref())?;
     eprintln!("sptmc: {}", loaded.note);
     let x = &loaded.tensor;
@@ -74,9 +74,9 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
     let opts = CpOptions {
         rank: a.rank,
         max_iters: a.iters,
-        tol: a.tol,
-        seed: a.seed,
-        init: read_init(a.init.as_deref(), x.order())?,
+        tol: a.model.tol,
+        seed: a.model.seed,
+        init: read_init(a.model.init.as_deref(), x.order())?,
     };
     eprintln!(
         "sptmc: CP-ALS rank {} on {:?}, {} nonzeros (prepared in {:.3}s, {} bytes)",
@@ -87,7 +87,7 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
         prepared.bytes()
     );
     let start = Instant::now();
-    let quiet = a.common.json;
+    let quiet = a.model.common.json;
     let model = cp_als_with_progress(&engine, &prepared, &opts, &mut |s| {
         if !quiet {
             progress_line(s)
@@ -101,7 +101,7 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
         "seconds_per_iter": total / model.iters.len().max(1) as f64,
         "iterations": iters_json(&model.iters), "weights": model.weights,
     });
-    if let Some(dir) = &a.out {
+    if let Some(dir) = &a.model.out {
         write_factors(dir, &model.factors)?;
         let w = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
         write_matrix(&dir.join("weights.txt"), "CP weights (lambda)", &w)?;
@@ -111,7 +111,7 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
             dir.display()
         );
     }
-    if a.common.json {
+    if a.model.common.json {
         print_json(&summary);
     } else {
         println!(
@@ -140,7 +140,7 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
     if a.ranks.contains(&0) {
         return Err(Error::InvalidRank("every rank must be at least 1".into()));
     }
-    let engine = engine(&a.common)?;
+    let engine = engine(&a.model.common)?;
     eprintln!("sptmc: {}", loaded.note);
     let rank = *a.ranks.iter().max().expect("order ≥ 1");
     let prepared = engine.prepare(x, &[Workload { op: Op::Ttmc, rank }])?;
@@ -148,9 +148,9 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
     let opts = TuckerOptions {
         ranks: a.ranks.clone(),
         max_iters: a.iters,
-        tol: a.tol,
-        seed: a.seed,
-        init: read_init(a.init.as_deref(), x.order())?,
+        tol: a.model.tol,
+        seed: a.model.seed,
+        init: read_init(a.model.init.as_deref(), x.order())?,
     };
     eprintln!(
         "sptmc: Tucker-HOOI ranks {:?} on {:?}, {} nonzeros",
@@ -159,7 +159,7 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
         x.nnz()
     );
     let start = Instant::now();
-    let quiet = a.common.json;
+    let quiet = a.model.common.json;
     let model = tucker_hooi_with_progress(&engine, &prepared, &opts, &mut |s| {
         if !quiet {
             progress_line(s)
@@ -173,7 +173,7 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
         "seconds_per_iter": total / model.iters.len().max(1) as f64,
         "iterations": iters_json(&model.iters),
     });
-    if let Some(dir) = &a.out {
+    if let Some(dir) = &a.model.out {
         write_factors(dir, &model.factors)?;
         let r0 = model.core_dims[0];
         let rest = model.core.len() / r0.max(1);
@@ -192,7 +192,7 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
             dir.display()
         );
     }
-    if a.common.json {
+    if a.model.common.json {
         print_json(&summary);
     } else {
         println!(
