@@ -1,6 +1,7 @@
 //! Splitting the work and walking the HLS parts.
 
 use super::fixed::Fixed;
+use super::subnormal::FlushSubnormals;
 use super::walk::{Sink, Walker};
 use crate::hls::{HlsTensor, LOW_KEY_BITS};
 use crate::matrix::Matrix;
@@ -79,6 +80,7 @@ pub(super) fn run(
             .par_chunks_mut(chunk)
             .enumerate()
             .for_each(|(k, o)| {
+                let _flush = FlushSubnormals::new();
                 for b in &private {
                     for (x, y) in o.iter_mut().zip(&b[k * chunk..]) {
                         *x += y;
@@ -100,6 +102,7 @@ fn walk_share(
     out: &mut [f32],
     cols: usize,
 ) {
+    let _flush = FlushSubnormals::new();
     let order = hls.order();
     let data = |m: usize| factors[m].data();
     macro_rules! fixed {

@@ -4,11 +4,12 @@
 //! dense tiles are cut into equal shares of nonzeros, one per worker; each worker walks
 //! its share in key order ([`walk`]) into a private output (no locks or atomics), and
 //! the private outputs are summed row-parallel at the end. fp16 values are widened to
-//! f32 and accumulated in f32.
+//! f32 and accumulated in f32, with subnormal results flushed to zero ([`subnormal`]).
 
 mod fixed;
 mod kernel;
 mod scaled;
+mod subnormal;
 mod walk;
 
 use super::{Backend, BackendKind, BackendTensor};
