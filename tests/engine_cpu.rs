@@ -81,6 +81,52 @@ fn generated_tensors_every_regime_and_order() {
     }
 }
 
+/// Every MTTKRP rank with a specialized walker (8, 16, 32, 64 at orders 3 and 4, one
+/// instantiation per target mode) and one without (12), on every mode, with tiles dense,
+/// mixed and all sparse.
+#[test]
+fn specialized_mttkrp_ranks_every_mode() {
+    let seed = common::fresh_seed("specialized_mttkrp_ranks_every_mode");
+    let cases: Vec<(Vec<usize>, usize, Pattern)> = vec![
+        (
+            vec![70, 50, 40],
+            6000,
+            Pattern::BlockDense {
+                tile_nnz: 200,
+                dense_share: 0.6,
+            },
+        ),
+        (vec![30, 41, 23, 9], 4000, Pattern::PowerLaw { alpha: 0.9 }),
+    ];
+    for (k, (dims, nnz, pattern)) in cases.into_iter().enumerate() {
+        let spec = GenSpec {
+            dims,
+            nnz,
+            pattern,
+            seed: seed.wrapping_add(k as u64),
+        };
+        let x = generate(&spec).unwrap();
+        let engine = Engine::cpu();
+        for t in [1, 40, u32::MAX] {
+            let p = engine
+                .prepare_with_thresholds(&x, &[(Op::Mttkrp, t)])
+                .unwrap();
+            for rank in [8, 12, 16, 32, 64] {
+                let f = factors(&x, &vec![rank; x.order()], seed ^ rank as u64);
+                for mode in 0..x.order() {
+                    let got = engine.mttkrp(&p, mode, &f).unwrap();
+                    let want = reference::mttkrp(&x, mode, &f).unwrap();
+                    let acc = compare(&want, &got).unwrap();
+                    assert!(
+                        acc.smape_percent <= SMAPE_TARGET_PERCENT,
+                        "{spec:?}: rank {rank} mode {mode} T={t}: {acc:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn extreme_factor_magnitudes_do_not_overflow() {
     let seed = common::fresh_seed("extreme_factor_magnitudes_do_not_overflow");

@@ -1,5 +1,5 @@
-//! The walk of [`super::walk`] specialized for MTTKRP at a compile-time order `N` and
-//! rank `R`: fixed-size arrays, so every row operation unrolls into SIMD and the
+//! The walk of [`super::walk`] specialized for MTTKRP at a compile-time order `N`, rank
+//! `R` and target mode `M`: fixed-size arrays, so every row operation unrolls into SIMD and the
 //! per-nonzero bookkeeping has no loops of unknown length. Used for the common ranks
 //! (8, 16, 32, 64) of 3rd- and 4th-order tensors; the generic walker handles the rest.
 //! Accumulations use `mul_add`, which is one FMA instruction with the crate's x86-64-v3
@@ -70,9 +70,11 @@ mod rowops {
     }
 }
 
-/// MTTKRP walker for order `N ≥ 2`, rank `R` (a multiple of 8).
-pub(super) struct Fixed<'a, const N: usize, const R: usize> {
-    mode: usize,
+/// MTTKRP walker for order `N ≥ 2`, rank `R` (a multiple of 8) and target mode `M`.
+/// With all three known at compile time every level loop unrolls and every row of
+/// `top`/`acc` is addressed by a constant, so the accumulators can live in registers
+/// instead of round-tripping through memory on each nonzero.
+pub(super) struct Fixed<'a, const N: usize, const R: usize, const M: usize> {
     factors: [&'a [f32]; N],
     out: &'a mut [f32],
     top: [[f32; R]; N],
@@ -88,12 +90,11 @@ fn row<const R: usize>(f: &[f32], i: u32) -> &[f32; R] {
     f[s..s + R].try_into().expect("slice of length R")
 }
 
-impl<'a, const N: usize, const R: usize> Fixed<'a, N, R> {
-    /// A walker for `mode` over row-major factor data (`factors[m]` is `I_m × R`, the
-    /// target's unused) into `out` (`I_mode × R`).
-    pub(super) fn new(mode: usize, factors: [&'a [f32]; N], out: &'a mut [f32]) -> Self {
+impl<'a, const N: usize, const R: usize, const M: usize> Fixed<'a, N, R, M> {
+    /// A walker for mode `M` over row-major factor data (`factors[m]` is `I_m × R`, the
+    /// target's unused) into `out` (`I_M × R`).
+    pub(super) fn new(factors: [&'a [f32]; N], out: &'a mut [f32]) -> Self {
         Fixed {
-            mode,
             factors,
             out,
             top: [[0.0; R]; N],
@@ -107,17 +108,14 @@ impl<'a, const N: usize, const R: usize> Fixed<'a, N, R> {
     /// Adds the nonzero `v` at `c`.
     #[inline(always)]
     pub(super) fn push_array(&mut self, c: [u32; N], v: f32) {
-        let n = self.mode;
+        let n = M;
         let d = if self.started {
             let d = (0..N).find(|&m| c[m] != self.prev[m]).unwrap_or(N);
-            if n + 1 < N && d + 1 < N {
-                let mut l = N - 2;
-                loop {
+            // Levels N-2 down to max(d, M) close; the loop bounds are constants so it
+            // unrolls, and each level is a constant index.
+            for l in (M..N.saturating_sub(1)).rev() {
+                if l >= d {
                     self.fold(l);
-                    if l == d.max(n) {
-                        break;
-                    }
-                    l -= 1;
                 }
             }
             d
@@ -125,9 +123,9 @@ impl<'a, const N: usize, const R: usize> Fixed<'a, N, R> {
             self.started = true;
             0
         };
-        if d < n {
-            for (l, &cl) in c.iter().enumerate().take(n).skip(d) {
-                let f = row::<R>(self.factors[l], cl);
+        for l in 0..M {
+            if l >= d {
+                let f = row::<R>(self.factors[l], c[l]);
                 if l == 0 {
                     self.top[0] = *f;
                 } else {
@@ -155,7 +153,7 @@ impl<'a, const N: usize, const R: usize> Fixed<'a, N, R> {
 
     #[inline(always)]
     fn fold(&mut self, l: usize) {
-        let n = self.mode;
+        let n = M;
         self.empty[l] = true;
         if l > n {
             let f = row::<R>(self.factors[l], self.prev[l]);
@@ -180,7 +178,7 @@ impl<'a, const N: usize, const R: usize> Fixed<'a, N, R> {
     }
 }
 
-impl<const N: usize, const R: usize> super::walk::Sink for Fixed<'_, N, R> {
+impl<const N: usize, const R: usize, const M: usize> super::walk::Sink for Fixed<'_, N, R, M> {
     fn wants_prefetch(&self) -> bool {
         // Rows that fit in a core's L2 together are cheap already; prefetching them only
         // adds instructions.
@@ -194,7 +192,7 @@ impl<const N: usize, const R: usize> super::walk::Sink for Fixed<'_, N, R> {
         // The rows that miss cache: factor rows of every other mode and the output row.
         for (m, &i) in c.iter().enumerate() {
             let s = i as usize * R;
-            if m == self.mode {
+            if m == M {
                 if let Some(r) = self.out.get(s..s + R) {
                     super::walk::prefetch_row(r);
                 }
@@ -210,8 +208,8 @@ impl<const N: usize, const R: usize> super::walk::Sink for Fixed<'_, N, R> {
     }
 
     fn finish(&mut self) {
-        if self.started && self.mode + 1 < N {
-            for l in (self.mode..=N - 2).rev() {
+        if self.started && M + 1 < N {
+            for l in (M..=N - 2).rev() {
                 self.fold(l);
             }
         }

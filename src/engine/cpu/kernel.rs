@@ -105,21 +105,25 @@ fn walk_share(
     let _flush = FlushSubnormals::new();
     let order = hls.order();
     let data = |m: usize| factors[m].data();
+    // One instantiation per order, rank and target mode (see `Fixed`).
     macro_rules! fixed {
-        ($n:literal, $r:literal) => {{
+        ($n:literal, $r:literal, $($m:literal)+) => {{
             let f: [&[f32]; $n] = std::array::from_fn(data);
-            stream_fixed(hls, share, &mut Fixed::<$n, $r>::new(mode, f, out))
+            match mode {
+                $($m => stream_fixed(hls, share, &mut Fixed::<$n, $r, $m>::new(f, out)),)+
+                _ => unreachable!("mode checked against the order"),
+            }
         }};
     }
     match (op, order, cols) {
-        (Op::Mttkrp, 3, 8) => fixed!(3, 8),
-        (Op::Mttkrp, 3, 16) => fixed!(3, 16),
-        (Op::Mttkrp, 3, 32) => fixed!(3, 32),
-        (Op::Mttkrp, 3, 64) => fixed!(3, 64),
-        (Op::Mttkrp, 4, 8) => fixed!(4, 8),
-        (Op::Mttkrp, 4, 16) => fixed!(4, 16),
-        (Op::Mttkrp, 4, 32) => fixed!(4, 32),
-        (Op::Mttkrp, 4, 64) => fixed!(4, 64),
+        (Op::Mttkrp, 3, 8) => fixed!(3, 8, 0 1 2),
+        (Op::Mttkrp, 3, 16) => fixed!(3, 16, 0 1 2),
+        (Op::Mttkrp, 3, 32) => fixed!(3, 32, 0 1 2),
+        (Op::Mttkrp, 3, 64) => fixed!(3, 64, 0 1 2),
+        (Op::Mttkrp, 4, 8) => fixed!(4, 8, 0 1 2 3),
+        (Op::Mttkrp, 4, 16) => fixed!(4, 16, 0 1 2 3),
+        (Op::Mttkrp, 4, 32) => fixed!(4, 32, 0 1 2 3),
+        (Op::Mttkrp, 4, 64) => fixed!(4, 64, 0 1 2 3),
         _ => stream(
             hls,
             share,
@@ -201,10 +205,10 @@ fn stream(hls: &HlsTensor, share: &Share, sink: &mut impl Sink) {
 /// with coordinates decoded into a `[u32; N]` that stays in registers. (Decoding into a
 /// slice and reading it back as an array stalled on store forwarding: four-byte stores
 /// read by a wider load; it was a fifth of the walk's time.)
-fn stream_fixed<const N: usize, const R: usize>(
+fn stream_fixed<const N: usize, const R: usize, const M: usize>(
     hls: &HlsTensor,
     share: &Share,
-    sink: &mut Fixed<'_, N, R>,
+    sink: &mut Fixed<'_, N, R, M>,
 ) {
     let scale = hls.scale();
     let sp = hls.sparse();
