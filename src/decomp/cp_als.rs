@@ -26,13 +26,16 @@
 //! first update of mode 0 uses only the others), as in pyttb. To give a peer the same
 //! start, write these matrices out; `init = Some(…)` feeds them back exactly.
 
-use super::dense::{SolveKind, gram, solve_right_spd};
+use super::dense::{SolveKind, gram_f32, inverse_spd, row_blocks};
 use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor};
 use crate::engine::{Engine, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use faer::Mat;
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatRef, Par};
+use rayon::prelude::*;
 
 /// Options of [`cp_als`].
 #[derive(Debug, Clone, PartialEq)]
@@ -178,10 +181,10 @@ pub fn cp_als_with_progress(
     let rank = opts.rank;
     let norm_x = x.norm_sq().sqrt();
 
-    // f32 copies feed the engine; f64 copies feed the dense algebra and the fit.
-    let mut f32s = opts.initial_factors(&dims);
-    let mut f64s: Vec<Matrix<f64>> = f32s.iter().map(Matrix::to_f64).collect();
-    let mut grams: Vec<Mat<f64>> = f64s.iter().map(gram).collect();
+    // The factors live in f32, as the engine takes them; everything reduced over rows
+    // (Grams, column norms, the fit's inner product) is accumulated in f64.
+    let mut factors = opts.initial_factors(&dims);
+    let mut grams: Vec<Mat<f64>> = factors.iter().map(gram_f32).collect();
     let mut weights = vec![1.0f64; rank];
     let mut fits = Vec::new();
     let mut iters = Vec::new();
@@ -192,28 +195,35 @@ pub fn cp_als_with_progress(
     let mut outputs: Vec<Matrix> = vec![Matrix::zeros(0, 0); order];
     for it in 0..opts.max_iters {
         let mut clock = IterClock::start();
-        let mut last_mttkrp = Matrix::<f64>::zeros(0, 0);
+        let mut inner = Vec::new();
         for n in 0..order {
             let m = &mut outputs[n];
-            clock.kernel(|| engine.run_into(Op::Mttkrp, x, n, &f32s, m))?;
-            check_finite(m, || format!("MTTKRP of mode {n} in iteration {it}"))?;
-            let mut a = m.to_f64();
-            if n == order - 1 {
-                last_mttkrp = a.clone();
-            }
-            clock.linalg(|| -> Result<()> {
+            clock.kernel(|| engine.run_into(Op::Mttkrp, x, n, &factors, m))?;
+            let m = &outputs[n];
+            let a = &mut factors[n];
+            let last = n == order - 1;
+            let update = clock.linalg(|| -> Result<Option<Update>> {
                 let v = hadamard_except(&grams, n, rank);
-                if solve_right_spd(&v, &mut a)? == SolveKind::PseudoInverse {
+                let (w, kind) = inverse_spd(&v)?;
+                if kind == SolveKind::PseudoInverse {
                     pinv_solves += 1;
                 }
-                weights = normalize_columns(&mut a, it == 0);
-                grams[n] = gram(&a);
-                Ok(())
+                update_factor(m, &w, a, it == 0, last)
             })?;
-            f32s[n] = a.to_f32();
-            f64s[n] = a;
+            let Some(update) = update else {
+                // check_finite names the entry.
+                check_finite(m, || format!("MTTKRP of mode {n} in iteration {it}"))?;
+                return Err(Error::NonFinite(format!(
+                    "MTTKRP of mode {n} in iteration {it}"
+                )));
+            };
+            weights = update.norms;
+            grams[n] = update.gram;
+            if last {
+                inner = update.inner;
+            }
         }
-        let fit = cp_fit(norm_x, &weights, &grams, &last_mttkrp, &f64s[order - 1]);
+        let fit = cp_fit(norm_x, &weights, &grams, &inner);
         if !fit.is_finite() {
             return Err(Error::NonFinite(format!(
                 "CP-ALS fit in iteration {it} is {fit}"
@@ -230,7 +240,7 @@ pub fn cp_als_with_progress(
         fit_old = fit;
     }
 
-    let (weights, factors) = arrange(weights, f64s);
+    let (weights, factors) = arrange(weights, factors.iter().map(Matrix::to_f64).collect());
     Ok(CpModel {
         weights,
         factors,
@@ -238,6 +248,126 @@ pub fn cp_als_with_progress(
         iters,
         pinv_solves,
     })
+}
+
+/// What [`update_factor`] hands back besides the new factor.
+struct Update {
+    /// The column norms divided out (the new `λ`).
+    norms: Vec<f64>,
+    /// `AᵀA` of the new, normalized factor.
+    gram: Mat<f64>,
+    /// `Σ_i M[i, r] A[i, r]` per column (only when asked for; for the fit).
+    inner: Vec<f64>,
+}
+
+/// The update of one mode with no full-size temporary, over fixed row blocks (so the
+/// result is the same whatever the thread count). Pass 1, per block: the MTTKRP rows
+/// widened to f64, `A = M V⁻¹` (`w` is `V⁻¹`) and `AᵀA` by two small GEMMs, the column
+/// norms (2-norm when `two_norm`, else `max(1, max |A[:, r]|)`) and, when `with_inner`,
+/// `Σ_i M[i, r] A[i, r]`; `A` is stored into `a`. Pass 2 divides the columns of `a` by
+/// the norms (a zero column is left as it is); the Gram and the inner products are
+/// scaled to match. `None` when `m` holds a non-finite entry.
+fn update_factor(
+    m: &Matrix,
+    w: &Mat<f64>,
+    a: &mut Matrix,
+    two_norm: bool,
+    with_inner: bool,
+) -> Result<Option<Update>> {
+    let (rows, r) = m.shape();
+    if a.shape() != (rows, r) {
+        *a = Matrix::zeros(rows, r);
+    }
+    if rows == 0 || r == 0 {
+        return Ok(Some(Update {
+            norms: vec![0.0; r],
+            gram: Mat::zeros(r, r),
+            inner: vec![0.0; if with_inner { r } else { 0 }],
+        }));
+    }
+    let step = row_blocks(rows) * r;
+    let blocks: Vec<Option<Block>> = a
+        .data_mut()
+        .par_chunks_mut(step)
+        .zip(m.data().par_chunks(step))
+        .map(|(ab, mb)| {
+            if !mb.iter().all(|x| x.is_finite()) {
+                return None;
+            }
+            let n = mb.len() / r;
+            let wide: Vec<f64> = mb.iter().map(|&x| x as f64).collect();
+            let mv = MatRef::from_row_major_slice(&wide, n, r);
+            let mut av = Mat::<f64>::zeros(n, r);
+            matmul(av.as_mut(), Accum::Replace, mv, w.as_ref(), 1.0, Par::Seq);
+            let mut gram = Mat::<f64>::zeros(r, r);
+            let avr = av.as_ref();
+            matmul(
+                gram.as_mut(),
+                Accum::Replace,
+                avr.transpose(),
+                avr,
+                1.0,
+                Par::Seq,
+            );
+            let mut norm = vec![0f64; r];
+            let mut inner = vec![0f64; if with_inner { r } else { 0 }];
+            for j in 0..r {
+                let col = av.col(j);
+                for (i, o) in ab.iter_mut().skip(j).step_by(r).enumerate() {
+                    let x = col[i];
+                    *o = x as f32;
+                    norm[j] = if two_norm {
+                        norm[j] + x * x
+                    } else {
+                        norm[j].max(x.abs())
+                    };
+                }
+                if with_inner {
+                    inner[j] = (0..n).map(|i| mv[(i, j)] * col[i]).sum();
+                }
+            }
+            Some(Block { gram, norm, inner })
+        })
+        .collect();
+    let mut norms = vec![0f64; r];
+    let mut gram = Mat::<f64>::zeros(r, r);
+    let mut inner = vec![0f64; if with_inner { r } else { 0 }];
+    for b in blocks {
+        let Some(b) = b else { return Ok(None) };
+        for (n, x) in norms.iter_mut().zip(b.norm) {
+            *n = if two_norm { *n + x } else { n.max(x) };
+        }
+        gram += &b.gram;
+        for (i, x) in inner.iter_mut().zip(b.inner) {
+            *i += x;
+        }
+    }
+    for n in &mut norms {
+        *n = if two_norm { n.sqrt() } else { n.max(1.0) };
+    }
+    let inv: Vec<f64> = norms
+        .iter()
+        .map(|&n| if n > 0.0 { 1.0 / n } else { 1.0 })
+        .collect();
+    a.data_mut().par_chunks_mut(step).for_each(|ab| {
+        for row in ab.chunks_exact_mut(r) {
+            for (x, &s) in row.iter_mut().zip(&inv) {
+                *x = (*x as f64 * s) as f32;
+            }
+        }
+    });
+    let gram = Mat::from_fn(r, r, |i, j| gram[(i, j)] * inv[i] * inv[j]);
+    for (x, &s) in inner.iter_mut().zip(&inv) {
+        *x *= s;
+    }
+    Ok(Some(Update { norms, gram, inner }))
+}
+
+/// One row block's share of [`update_factor`]'s pass 1.
+struct Block {
+    gram: Mat<f64>,
+    norm: Vec<f64>,
+    inner: Vec<f64>,
 }
 
 /// `∗_{m≠n} G_m`, starting from the all-ones matrix.
@@ -281,14 +411,9 @@ fn normalize_columns(a: &mut Matrix<f64>, two_norm: bool) -> Vec<f64> {
     norms
 }
 
-/// The fit from `‖X‖`, `λ`, the Grams, the last mode's MTTKRP `m` and its factor `a`.
-fn cp_fit(
-    norm_x: f64,
-    weights: &[f64],
-    grams: &[Mat<f64>],
-    m: &Matrix<f64>,
-    a: &Matrix<f64>,
-) -> f64 {
+/// The fit from `‖X‖`, `λ`, the Grams and `inner[r] = Σ_i M[i, r] A[i, r]` of the last
+/// mode (its MTTKRP `M` and normalized factor `A`).
+fn cp_fit(norm_x: f64, weights: &[f64], grams: &[Mat<f64>], inner: &[f64]) -> f64 {
     let r = weights.len();
     let mut model_sq = 0.0;
     for i in 0..r {
@@ -297,13 +422,7 @@ fn cp_fit(
             model_sq += weights[i] * weights[j] * g;
         }
     }
-    let mut col = vec![0.0f64; r];
-    for (mr, ar) in m.data().chunks(r).zip(a.data().chunks(r)) {
-        for ((c, &x), &y) in col.iter_mut().zip(mr).zip(ar) {
-            *c += x * y;
-        }
-    }
-    let inner: f64 = col.iter().zip(weights).map(|(c, w)| c * w).sum();
+    let inner: f64 = inner.iter().zip(weights).map(|(c, w)| c * w).sum();
     let resid_sq = norm_x * norm_x + model_sq - 2.0 * inner;
     1.0 - resid_sq.max(0.0).sqrt() / norm_x
 }

@@ -37,7 +37,7 @@ pub(crate) fn to_row_major(m: MatRef<'_, f64>) -> Matrix<f64> {
 pub(crate) fn at_b(a: &Matrix<f64>, b: &Matrix<f64>) -> Mat<f64> {
     debug_assert_eq!(a.rows(), b.rows());
     let n = a.rows();
-    let block = n.div_ceil(MAX_BLOCKS).max(MIN_BLOCK_ROWS);
+    let block = row_blocks(n);
     let (ca, cb) = (a.cols(), b.cols());
     let partial = |lo: usize| {
         let hi = (lo + block).min(n);
@@ -77,31 +77,60 @@ pub(crate) enum SolveKind {
     PseudoInverse,
 }
 
-/// Overwrites the row-major `m` (`n × R`) with `m V⁻¹` for a symmetric `V` (`R × R`):
-/// by Cholesky when `V` is positive definite, otherwise with the pseudo-inverse of `V`
-/// from its eigendecomposition (eigenvalues below `R·ε·λ_max` treated as zero).
-pub(crate) fn solve_right_spd(v: &Mat<f64>, m: &mut Matrix<f64>) -> Result<SolveKind> {
+/// `V⁻¹` for a symmetric `V` (`R × R`): from its Cholesky factor when `V` is positive
+/// definite, otherwise its pseudo-inverse (eigenvalues below `R·ε·λ_max` treated as
+/// zero). For callers that apply it to many rows in one fused pass.
+pub(crate) fn inverse_spd(v: &Mat<f64>) -> Result<(Mat<f64>, SolveKind)> {
     let r = v.nrows();
-    debug_assert_eq!(m.cols(), r);
-    let n = m.rows();
-    // `m` row-major n × R is, as stored, the column-major R × n matrix mᵀ; since V is
-    // symmetric, (m V⁻¹)ᵀ = V⁻¹ mᵀ is a left solve on that view.
     if let Ok(llt) = v.llt(Side::Lower) {
-        let rhs = MatMut::from_column_major_slice_mut(m.data_mut(), r, n);
-        llt.solve_in_place(rhs);
-        return Ok(SolveKind::Cholesky);
+        let mut inv = Mat::<f64>::identity(r, r);
+        llt.solve_in_place(inv.as_mut());
+        return Ok((inv, SolveKind::Cholesky));
     }
     let evd = v
         .self_adjoint_eigen(Side::Lower)
         .map_err(|e| Error::Numerical(format!("eigendecomposition of a {r}×{r} Gram: {e:?}")))?;
-    let pinv = evd.pseudoinverse();
-    m.data_mut().par_chunks_mut(r.max(1)).for_each(|row| {
-        let old: Vec<f64> = row.to_vec();
-        for (i, out) in row.iter_mut().enumerate() {
-            *out = (0..r).map(|j| pinv[(i, j)] * old[j]).sum();
-        }
-    });
-    Ok(SolveKind::PseudoInverse)
+    Ok((evd.pseudoinverse(), SolveKind::PseudoInverse))
+}
+
+/// The row blocks of a reduction over `n` rows: boundaries that depend only on `n` (see
+/// the module notes on determinism).
+pub(crate) fn row_blocks(n: usize) -> usize {
+    n.div_ceil(MAX_BLOCKS).max(MIN_BLOCK_ROWS)
+}
+
+/// `AᵀA` in f64 for an f32 row-major `A`: each fixed row block is widened to f64 and
+/// multiplied on its own, and the block results are summed in order (deterministic).
+pub(crate) fn gram_f32(a: &Matrix<f32>) -> Mat<f64> {
+    let (n, c) = a.shape();
+    let block = row_blocks(n);
+    let parts: Vec<Mat<f64>> = a
+        .data()
+        .par_chunks(block * c.max(1))
+        .map(|rows| gram_rows(rows, c))
+        .collect();
+    let mut sum = Mat::<f64>::zeros(c, c);
+    for p in &parts {
+        sum += p;
+    }
+    sum
+}
+
+/// `AᵀA` in f64 of the row-major f32 rows `rows` (`len / cols × cols`), sequentially.
+pub(crate) fn gram_rows(rows: &[f32], cols: usize) -> Mat<f64> {
+    let n = rows.len() / cols.max(1);
+    let wide: Vec<f64> = rows.iter().map(|&x| x as f64).collect();
+    let v = MatRef::from_row_major_slice(&wide, n, cols);
+    let mut out = Mat::<f64>::zeros(cols, cols);
+    matmul(
+        out.as_mut(),
+        Accum::Replace,
+        v.transpose(),
+        v,
+        1.0,
+        Par::Seq,
+    );
+    out
 }
 
 /// An orthonormal basis (`n × k`, `k ≤ cols`) of the span of the first `k` columns of
@@ -189,28 +218,42 @@ mod tests {
     }
 
     #[test]
-    fn solve_handles_spd_and_singular() {
+    fn inverse_handles_spd_and_singular() {
         let a = Matrix::random(50, 3, 3).to_f64();
         let v = gram(&a);
         let x = Matrix::random(7, 3, 4).to_f64();
         // m = x V, so m V⁻¹ = x.
         let vm = to_row_major(v.as_ref());
-        let mut m = row_times(&x, &vm);
-        assert_eq!(solve_right_spd(&v, &mut m).unwrap(), SolveKind::Cholesky);
-        for (g, w) in m.data().iter().zip(x.data()) {
+        let m = row_times(&x, &vm);
+        let (inv, kind) = inverse_spd(&v).unwrap();
+        assert_eq!(kind, SolveKind::Cholesky);
+        let got = row_times(&m, &to_row_major(inv.as_ref()));
+        for (g, w) in got.data().iter().zip(x.data()) {
             assert!((g - w).abs() < 1e-9, "{g} vs {w}");
         }
         // A rank-1 V: not positive definite; the pseudo-inverse keeps values finite and
         // gives the minimum-norm solution, which for m = x V is the projection of x
         // onto the range of V.
         let ones = Mat::<f64>::from_fn(2, 2, |_, _| 1.0);
-        let mut m = Matrix::new(1, 2, vec![2.0, 2.0]).unwrap();
-        assert_eq!(
-            solve_right_spd(&ones, &mut m).unwrap(),
-            SolveKind::PseudoInverse
-        );
-        for &g in m.data() {
+        let (pinv, kind) = inverse_spd(&ones).unwrap();
+        assert_eq!(kind, SolveKind::PseudoInverse);
+        let m = Matrix::new(1, 2, vec![2.0, 2.0]).unwrap();
+        let got = row_times(&m, &to_row_major(pinv.as_ref()));
+        for &g in got.data() {
             assert!((g - 1.0).abs() < 1e-12, "{g}");
+        }
+    }
+
+    #[test]
+    fn gram_f32_matches_the_f64_gram_across_blocks() {
+        let a = Matrix::random(3000, 5, 9);
+        let got = gram_f32(&a);
+        let want = gram(&a.to_f64());
+        for i in 0..5 {
+            for j in 0..5 {
+                let (g, w) = (got[(i, j)], want[(i, j)]);
+                assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} vs {w}");
+            }
         }
     }
 
