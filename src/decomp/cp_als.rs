@@ -34,7 +34,7 @@ use crate::matrix::Matrix;
 use crate::ops::Op;
 use faer::Mat;
 use faer::linalg::matmul::matmul;
-use faer::{Accum, MatRef, Par};
+use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
 /// Options of [`cp_als`].
@@ -297,10 +297,12 @@ fn update_factor(
             let n = mb.len() / r;
             let wide: Vec<f64> = mb.iter().map(|&x| x as f64).collect();
             let mv = MatRef::from_row_major_slice(&wide, n, r);
-            let mut av = Mat::<f64>::zeros(n, r);
-            matmul(av.as_mut(), Accum::Replace, mv, w.as_ref(), 1.0, Par::Seq);
+            // Row-major destination, so the pass below walks memory in order.
+            let mut abuf = vec![0f64; n * r];
+            let av = MatMut::from_row_major_slice_mut(&mut abuf, n, r);
+            matmul(av, Accum::Replace, mv, w.as_ref(), 1.0, Par::Seq);
+            let avr = MatRef::from_row_major_slice(&abuf, n, r);
             let mut gram = Mat::<f64>::zeros(r, r);
-            let avr = av.as_ref();
             matmul(
                 gram.as_mut(),
                 Accum::Replace,
@@ -311,19 +313,26 @@ fn update_factor(
             );
             let mut norm = vec![0f64; r];
             let mut inner = vec![0f64; if with_inner { r } else { 0 }];
-            for j in 0..r {
-                let col = av.col(j);
-                for (i, o) in ab.iter_mut().skip(j).step_by(r).enumerate() {
-                    let x = col[i];
-                    *o = x as f32;
-                    norm[j] = if two_norm {
-                        norm[j] + x * x
-                    } else {
-                        norm[j].max(x.abs())
-                    };
+            for ((arow, o), mrow) in abuf
+                .chunks_exact(r)
+                .zip(ab.chunks_exact_mut(r))
+                .zip(wide.chunks_exact(r))
+            {
+                for (d, &x) in o.iter_mut().zip(arow) {
+                    *d = x as f32;
                 }
-                if with_inner {
-                    inner[j] = (0..n).map(|i| mv[(i, j)] * col[i]).sum();
+                if two_norm {
+                    for (s, &x) in norm.iter_mut().zip(arow) {
+                        *s += x * x;
+                    }
+                } else {
+                    for (s, &x) in norm.iter_mut().zip(arow) {
+                        let a = x.abs();
+                        *s = if a > *s { a } else { *s };
+                    }
+                }
+                for ((d, &x), &y) in inner.iter_mut().zip(arow).zip(mrow) {
+                    *d += x * y;
                 }
             }
             Some(Block { gram, norm, inner })
