@@ -20,6 +20,13 @@ status=0
 "$bin" selftest --backend cuda --json data-local/*.tns.gz > "$out/selftest.json" 2>> "$out/selftest.log" || status=1
 "$bin" bench --backend cuda data-local/*.tns.gz > "$out/bench-shared.txt" 2> "$out/bench.log" || status=1
 "$bin" bench --backend cuda > "$out/bench-generated.txt" 2>> "$out/bench.log" || status=1
+# The same with every nonzero on CUDA cores (HLS-S only) and every tile on tensor cores
+# (HLS-D only), for the fused-vs-split comparison; JSON for all three.
+for v in "fused:" "sparse-only:--threshold 4097" "dense-only:--threshold 1"; do
+    name="${v%%:*}"; opt="${v#*:}"
+    "$bin" bench --backend cuda $opt --json data-local/*.tns.gz > "$out/bench-shared-$name.json" 2>> "$out/bench.log" || status=1
+    "$bin" bench --backend cuda $opt --json > "$out/bench-generated-$name.json" 2>> "$out/bench.log" || status=1
+done
 "$bin" tune --backend cuda --tuning-dir "$out/tuning" --results "$out/tune" \
     --tns data-local/uboot-commitwords-3d.tns.gz > "$out/tune.txt" 2> "$out/tune.log" || status=1
 # PyTorch peer baseline (benches/torch_peer.py: gather + index_add_, fp32 on the GPU,

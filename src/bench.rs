@@ -69,6 +69,10 @@ pub struct BenchOptions {
     pub max_ttmc_output: usize,
     /// Seed of the random factors.
     pub seed: u64,
+    /// One tile threshold for every op instead of the device's tuned ones: 1 puts
+    /// every non-empty tile of a 3rd-order tensor on the dense path (HLS-D only),
+    /// [`crate::tune::crossover::NEVER_DENSE`] every nonzero on the sparse one (HLS-S only).
+    pub threshold: Option<u32>,
 }
 
 impl Default for BenchOptions {
@@ -81,6 +85,7 @@ impl Default for BenchOptions {
             ttmc_ranks: vec![8, 16],
             max_ttmc_output: 256 << 20,
             seed: 0x5eed,
+            threshold: None,
         }
     }
 }
@@ -396,8 +401,12 @@ pub fn run(
 }
 
 /// Prepares `x` for both ops: MTTKRP with the threshold tuned for the largest MTTKRP
-/// rank asked for, TTMc with the one for the smallest TTMc rank (as `sptmc` does).
+/// rank asked for, TTMc with the one for the smallest TTMc rank (as `sptmc` does), or
+/// both with [`BenchOptions::threshold`] when it is set.
 pub fn prepare_for(engine: &Engine, x: &CooTensor, opts: &BenchOptions) -> Result<Prepared> {
+    if let Some(t) = opts.threshold {
+        return engine.prepare_with_thresholds(x, &[(Op::Mttkrp, t), (Op::Ttmc, t)]);
+    }
     let mut w = Vec::new();
     if let Some(&r) = opts.mttkrp_ranks.iter().max() {
         w.push(Workload {
@@ -671,6 +680,7 @@ mod tests {
             // 40 rows × 16 columns = 640 floats: mode 0 of TTMc r4 is over the cap.
             max_ttmc_output: 600,
             seed: 1,
+            threshold: None,
         };
         let mut lines = 0;
         let report = run(&Engine::cpu(), &cases, &opts, &mut |_| lines += 1).unwrap();

@@ -204,3 +204,37 @@ fn bad_options_give_one_line_and_a_nonzero_exit() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `bench --threshold` prepares every op at the given threshold (the HLS-S-only and
+/// HLS-D-only variants of the GPU comparison): the JSON report says so.
+#[test]
+fn bench_takes_an_explicit_threshold() {
+    let dir = temp_dir("bench-threshold");
+    let f = small_tensor(&dir);
+    for t in ["1", "4097"] {
+        let args = [
+            "bench",
+            f.to_str().unwrap(),
+            "--threshold",
+            t,
+            "--reps",
+            "1",
+            "--backend",
+            "cpu",
+            "--json",
+        ];
+        let o = sptmc(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let parts = v["tensors"][0]["prepare"]["parts"].as_array().unwrap();
+        assert_eq!(parts.len(), 2, "{v}");
+        for p in parts {
+            assert_eq!(p["threshold"].to_string(), t, "{v}");
+            let dense = p["dense_share"].as_f64().unwrap();
+            // Every nonzero of the generated tensor sits in some non-empty tile.
+            let want = if t == "1" { 1.0 } else { 0.0 };
+            assert_eq!(dense, want, "{v}");
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -182,6 +182,10 @@ pub struct BenchArgs {
     /// Repetitions per measurement.
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
+    /// Tile threshold for every op instead of the tuned ones: 1 = every non-empty tile
+    /// dense (HLS-D only), 4097 = no tile dense (HLS-S only, all on CUDA cores).
+    #[arg(long)]
+    pub threshold: Option<u32>,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,

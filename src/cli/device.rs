@@ -65,6 +65,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     };
     let opts = bench::BenchOptions {
         reps: a.reps,
+        threshold: a.threshold,
         ..Default::default()
     };
     let report = bench::run(&engine, &cases, &opts, &mut |msg| eprintln!("sptmc: {msg}"))?;
