@@ -229,7 +229,7 @@ fn run(args: Args) -> sptmc::Result<()> {
             "seed": args.seed,
             "ours_reps": args.reps,
             "pyttb_reps": args.pyttb_reps,
-            "splatt_source": "SPLATT (BASELINES.md, same machine kind): v2.0.0, `splatt bench X.tns -a csf -r 32 -t 2 -i 5`; not run here",
+            "splatt_source": "SPLATT (BASELINES.md, measured on an AMD EPYC machine): v2.0.0, `splatt bench X.tns -a csf -r 32 -t 2 -i 5`; not run here",
             "rows": rows,
         });
         write(
@@ -267,7 +267,7 @@ fn markdown(rows: &[Row], device: &str, date: &str) -> String {
     let mut s = format!(
         "All-mode sparse MTTKRP, rank {}, {date}, {device}.\n\
          ours = sptmc CPU engine, median over runs of the sum of every mode; pyttb = `sptensor.mttkrp` \
-         on the same factors; SPLATT = SPLATT (BASELINES.md, same machine kind), not run here.\n\n",
+         on the same factors; SPLATT = SPLATT (BASELINES.md, measured on an AMD EPYC machine), not run here.\n\n",
         rows.first().map_or(0, |r| r.rank)
     );
     s += "| tensor | nnz | ours s | pyttb s | pyttb/ours | SMAPE % (worst mode) | SPLATT s | SPLATT/ours | bytes/COO | dense share | slowest/fastest mode |\n";

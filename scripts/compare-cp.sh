@@ -55,7 +55,7 @@ cat > "$out/README.md" <<MD
 sptmc: \`sptmc cp FILE --rank 16 --iters N --tol 0 --seed 1 --backend cpu --json\`, its
 \`seconds_per_iter\` (whole CP-ALS loop: kernels, linear algebra, fit; not the file read
 or the HLS build). pyttb: \`cp_als(X, 16, stoptol=0, maxiters=N)\` wall time / N (its
-own random init, seed 1). SPLATT: BASELINES.md figures, same machine kind, not run here.
+own random init, seed 1). SPLATT: BASELINES.md figures, measured on an AMD EPYC machine (see the Machine line: a ratio is like-for-like only on the same CPU), not run here.
 
 $table
 MD

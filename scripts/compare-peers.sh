@@ -45,8 +45,8 @@ cat > "$out/README.md" <<EOF
 - Commit: $SPTMC_GIT_COMMIT
 - Load average (1, 5, 15 min) before: $load_before; after: $load_after
 - pyttb: $(.venv/bin/python -c "import pyttb, numpy; print('pyttb', pyttb.__version__, 'numpy', numpy.__version__)")
-- SPLATT is not run here: its figures are SPLATT (BASELINES.md, same machine kind),
-  v2.0.0, \`splatt bench X.tns -a csf -r 32 -t 2 -i 5\`, measured on another machine of this kind.
+- SPLATT is not run here: its figures are from BASELINES.md, measured on an AMD EPYC machine (like-for-like only when the Machine line above says AMD EPYC),
+  v2.0.0, \`splatt bench X.tns -a csf -r 32 -t 2 -i 5\`.
 
 ## Commands
 
