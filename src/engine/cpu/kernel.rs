@@ -12,6 +12,9 @@ use std::sync::Mutex;
 /// How many nonzeros ahead the sparse walk prefetches rows.
 const PREFETCH_AHEAD: usize = 12;
 
+/// Floats of padding (one 64-byte cache line) around each private output buffer.
+const PAD: usize = 16;
+
 /// A worker's share: a range of sparse nonzeros and a range of dense tiles.
 struct Share {
     sparse: (usize, usize),
@@ -63,13 +66,18 @@ pub(super) fn run(
             .map(|_| free.pop().unwrap_or_default())
             .collect()
     };
+    // Each private buffer is padded by a cache line on both sides: the first and last
+    // rows of a small output otherwise share a line with whatever the allocator put
+    // next to it (another worker's buffer, the output), and the two cores trade that
+    // line on every update of those rows.
     private.par_iter_mut().for_each(|b| {
         b.clear();
-        b.resize(len, 0.0);
+        b.resize(PAD + len + PAD, 0.0);
     });
     rayon::scope(|s| {
         let out0 = out.data_mut();
         for (share, buf) in rest.iter().zip(private.iter_mut()) {
+            let buf = &mut buf[PAD..PAD + len];
             s.spawn(move |_| walk_share(op, hls, mode, factors, share, buf, cols));
         }
         walk_share(op, hls, mode, factors, first, out0, cols);
@@ -82,7 +90,7 @@ pub(super) fn run(
             .for_each(|(k, o)| {
                 let _flush = FlushSubnormals::new();
                 for b in &private {
-                    for (x, y) in o.iter_mut().zip(&b[k * chunk..]) {
+                    for (x, y) in o.iter_mut().zip(&b[PAD + k * chunk..]) {
                         *x += y;
                     }
                 }
@@ -110,7 +118,7 @@ fn walk_share(
         ($n:literal, $r:literal, $($m:literal)+) => {{
             let f: [&[f32]; $n] = std::array::from_fn(data);
             match mode {
-                $($m => stream_fixed(hls, share, &mut Fixed::<$n, $r, $m>::new(f, out)),)+
+                $($m => stream_fixed(hls, share, Fixed::<$n, $r, $m>::new(f, out)),)+
                 _ => unreachable!("mode checked against the order"),
             }
         }};
@@ -208,8 +216,10 @@ fn stream(hls: &HlsTensor, share: &Share, sink: &mut impl Sink) {
 fn stream_fixed<const N: usize, const R: usize, const M: usize>(
     hls: &HlsTensor,
     share: &Share,
-    sink: &mut Fixed<'_, N, R, M>,
+    mut sink: Fixed<'_, N, R, M>,
 ) {
+    // `sink` is owned here (not behind a reference) so that, its address never
+    // escaping, its rows can be kept in registers across the stores to the output.
     let scale = hls.scale();
     let sp = hls.sparse();
     let (s, e) = share.sparse;
