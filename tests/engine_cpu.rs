@@ -206,3 +206,42 @@ fn shared_tensors_meet_the_accuracy_contract() {
         }
     }
 }
+
+/// Two ops prepared at thresholds that classify every tile alike share one form; at
+/// thresholds with tiles between them, each op gets its own.
+#[test]
+fn ops_share_a_form_when_their_thresholds_classify_alike() {
+    let x = generate(&GenSpec {
+        dims: vec![64, 64, 64],
+        nnz: 4000,
+        pattern: Pattern::BlockDense {
+            tile_nnz: 100,
+            dense_share: 0.5,
+        },
+        seed: 9,
+    })
+    .unwrap();
+    let engine = Engine::cpu();
+    let one = engine
+        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 200)])
+        .unwrap();
+    // No tile holds 200..300 nonzeros (the dense ones hold 100, the rest few).
+    let alike = engine
+        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 200), (Op::Ttmc, 300)])
+        .unwrap();
+    assert_eq!(alike.bytes(), one.bytes());
+    // At 50 the 100-nonzero tiles are dense, at 300 they are not: two forms.
+    let apart = engine
+        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 50), (Op::Ttmc, 300)])
+        .unwrap();
+    let (d, s) = (apart.hls(Op::Mttkrp).unwrap(), apart.hls(Op::Ttmc).unwrap());
+    assert!(d.stats().dense_tiles > 0 && s.stats().dense_tiles == 0);
+    assert_eq!(apart.bytes(), d.bytes() + s.bytes());
+    // Both still compute the same MTTKRP as the reference.
+    let f = factors(&x, &[8, 8, 8], 3);
+    for p in [&alike, &apart] {
+        let got = engine.mttkrp(p, 1, &f).unwrap();
+        let want = reference::mttkrp(&x, 1, &f).unwrap();
+        assert!(compare(&want, &got).unwrap().smape_percent <= SMAPE_TARGET_PERCENT);
+    }
+}

@@ -256,7 +256,18 @@ impl Engine {
         let built = HlsBuilder::build_many(x, &thresholds)?;
         let mut handed: Vec<Arc<dyn BackendTensor>> = Vec::with_capacity(built.len());
         for h in built {
-            handed.push(Arc::from(self.backend.prepare(Arc::new(h))?));
+            // Thresholds that classify every tile alike give the same form: a higher
+            // threshold's dense tiles are a subset of a lower one's, so equal counts
+            // mean equal sets. Hand it over once (the tensor's memory is not doubled
+            // when two ops' thresholds differ but no tile lies between them).
+            let same = handed
+                .last()
+                .filter(|prev| prev.hls().stats().dense_tiles == h.stats().dense_tiles)
+                .cloned();
+            match same {
+                Some(prev) => handed.push(prev),
+                None => handed.push(Arc::from(self.backend.prepare(Arc::new(h))?)),
+            }
         }
         let parts = with
             .iter()
