@@ -86,6 +86,11 @@ struct Row {
 }
 
 fn main() {
+    // As `sptmc` does: the main thread is one of the pool's threads, so each kernel
+    // call starts on it directly (see src/cli/mod.rs).
+    let _ = rayon::ThreadPoolBuilder::new()
+        .use_current_thread()
+        .build_global();
     if let Err(e) = run(Args::parse()) {
         eprintln!("peer_compare: {e}");
         std::process::exit(1);

@@ -29,14 +29,19 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 /// Sets up threads and the backend; prints the engine's notice (e.g. why not CUDA) on
 /// stderr unless JSON was asked for.
 pub fn engine(common: &Common) -> Result<Engine> {
-    if let Some(n) = common.threads {
-        if n == 0 {
-            return Err(Error::InvalidOption("--threads must be at least 1".into()));
-        }
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build_global()
-            .map_err(|e| Error::InvalidOption(format!("--threads: {e}")))?;
+    if common.threads == Some(0) {
+        return Err(Error::InvalidOption("--threads must be at least 1".into()));
+    }
+    // The main thread joins the pool (so `--threads 2` is the main thread and one
+    // worker): a kernel call then starts on the calling thread at once instead of
+    // being handed to a worker that may be asleep, which on a VM cost as much as a
+    // 100k-nonzero MTTKRP. Without --threads, RAYON_NUM_THREADS or the core count.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(common.threads.unwrap_or(0))
+        .use_current_thread()
+        .build_global();
+    if let (Err(e), Some(_)) = (pool, common.threads) {
+        return Err(Error::InvalidOption(format!("--threads: {e}")));
     }
     let choice = match common.backend {
         BackendArg::Auto => BackendChoice::Auto,
