@@ -66,19 +66,28 @@ pub(super) fn run(
             .map(|_| free.pop().unwrap_or_default())
             .collect()
     };
-    // Each private buffer is padded by a cache line on both sides: the first and last
-    // rows of a small output otherwise share a line with whatever the allocator put
-    // next to it (another worker's buffer, the output), and the two cores trade that
-    // line on every update of those rows.
-    private.par_iter_mut().for_each(|b| {
-        b.clear();
-        b.resize(PAD + len + PAD, 0.0);
-    });
     rayon::scope(|s| {
         let out0 = out.data_mut();
         for (share, buf) in rest.iter().zip(private.iter_mut()) {
-            let buf = &mut buf[PAD..PAD + len];
-            s.spawn(move |_| walk_share(op, hls, mode, factors, share, buf, cols));
+            s.spawn(move |_| {
+                // Zeroed by the thread that walks into it, so its lines start in that
+                // core's cache rather than being pulled over from the zeroing core
+                // (that transfer made 2 threads slower than 1 on movielens-100k's
+                // larger modes). Padded by a cache line on both sides: the first and
+                // last rows of a small output otherwise share a line with whatever
+                // the allocator put next to it, which another core may be writing.
+                buf.clear();
+                buf.resize(PAD + len + PAD, 0.0);
+                walk_share(
+                    op,
+                    hls,
+                    mode,
+                    factors,
+                    share,
+                    &mut buf[PAD..PAD + len],
+                    cols,
+                )
+            });
         }
         walk_share(op, hls, mode, factors, first, out0, cols);
     });
