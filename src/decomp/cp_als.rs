@@ -26,7 +26,7 @@
 //! first update of mode 0 uses only the others), as in pyttb. To give a peer the same
 //! start, write these matrices out; `init = Some(…)` feeds them back exactly.
 
-use super::dense::{SolveKind, gram_f32, inverse_spd, row_blocks};
+use super::dense::{SolveKind, gram_f32, gram_seq, inverse_spd, row_blocks};
 use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor};
 use crate::engine::{Engine, Prepared};
 use crate::error::{Error, Result};
@@ -302,15 +302,7 @@ fn update_factor(
             let av = MatMut::from_row_major_slice_mut(&mut abuf, n, r);
             matmul(av, Accum::Replace, mv, w.as_ref(), 1.0, Par::Seq);
             let avr = MatRef::from_row_major_slice(&abuf, n, r);
-            let mut gram = Mat::<f64>::zeros(r, r);
-            matmul(
-                gram.as_mut(),
-                Accum::Replace,
-                avr.transpose(),
-                avr,
-                1.0,
-                Par::Seq,
-            );
+            let gram = gram_seq(avr);
             let mut norm = vec![0f64; r];
             let mut inner = vec![0f64; if with_inner { r } else { 0 }];
             for ((arow, o), mrow) in abuf

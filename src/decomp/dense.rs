@@ -120,8 +120,12 @@ pub(crate) fn gram_f32(a: &Matrix<f32>) -> Mat<f64> {
 pub(crate) fn gram_rows(rows: &[f32], cols: usize) -> Mat<f64> {
     let n = rows.len() / cols.max(1);
     let wide: Vec<f64> = rows.iter().map(|&x| x as f64).collect();
-    let v = MatRef::from_row_major_slice(&wide, n, cols);
-    let mut out = Mat::<f64>::zeros(cols, cols);
+    gram_seq(MatRef::from_row_major_slice(&wide, n, cols))
+}
+
+/// `VᵀV`, sequentially (for callers that parallelize over blocks themselves).
+pub(crate) fn gram_seq(v: MatRef<'_, f64>) -> Mat<f64> {
+    let mut out = Mat::<f64>::zeros(v.ncols(), v.ncols());
     matmul(
         out.as_mut(),
         Accum::Replace,

@@ -3,7 +3,7 @@
 use super::fixed::Fixed;
 use super::subnormal::FlushSubnormals;
 use super::walk::{Sink, Walker};
-use crate::hls::{HlsTensor, LOW_KEY_BITS};
+use crate::hls::{DenseTiles, HlsTensor, LOW_KEY_BITS};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use rayon::prelude::*;
@@ -198,22 +198,7 @@ fn stream(hls: &HlsTensor, share: &Share, sink: &mut impl Sink) {
         }
     }
     if let Some(d) = hls.dense() {
-        let (t0, t1) = share.tiles;
-        for t in t0..t1 {
-            let o = d.tile_origin(t);
-            let vals = d.tile_values(t);
-            let mut v = 0;
-            for (wd, &word) in d.bitmaps()[t].iter().enumerate() {
-                let mut bits = word;
-                while bits != 0 {
-                    let p = (wd as u32) * 64 + bits.trailing_zeros();
-                    bits &= bits - 1;
-                    let c = [o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)];
-                    sink.push(&c, vals[v].to_f32() * scale);
-                    v += 1;
-                }
-            }
-        }
+        dense_nonzeros(d, share.tiles, scale, |c, v| sink.push(&c, v));
     }
     sink.finish();
 }
@@ -269,23 +254,35 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
     }
     // Dense tiles exist for 3rd-order tensors only.
     if let Some(d) = hls.dense().filter(|_| N == 3) {
-        let (t0, t1) = share.tiles;
-        for t in t0..t1 {
-            let o = d.tile_origin(t);
-            let vals = d.tile_values(t);
-            let mut v = 0;
-            for (wd, &word) in d.bitmaps()[t].iter().enumerate() {
-                let mut bits = word;
-                while bits != 0 {
-                    let p = (wd as u32) * 64 + bits.trailing_zeros();
-                    bits &= bits - 1;
-                    let e = [p >> 8, (p >> 4) & 15, p & 15];
-                    let c: [u32; N] = std::array::from_fn(|m| o[m] + e[m]);
-                    sink.push_array(c, vals[v].to_f32() * scale);
-                    v += 1;
-                }
+        dense_nonzeros(d, share.tiles, scale, |c, v| {
+            sink.push_array(std::array::from_fn(|m| c[m]), v)
+        });
+    }
+    sink.finish();
+}
+
+/// Calls `f` with the coordinates and scaled value of every nonzero of the dense tiles
+/// `tiles.0..tiles.1`, in tile and bitmap order.
+#[inline(always)]
+fn dense_nonzeros(
+    d: &DenseTiles,
+    tiles: (usize, usize),
+    scale: f32,
+    mut f: impl FnMut([u32; 3], f32),
+) {
+    for t in tiles.0..tiles.1 {
+        let o = d.tile_origin(t);
+        let vals = d.tile_values(t);
+        let mut v = 0;
+        for (wd, &word) in d.bitmaps()[t].iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let p = (wd as u32) * 64 + bits.trailing_zeros();
+                bits &= bits - 1;
+                let c = [o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)];
+                f(c, vals[v].to_f32() * scale);
+                v += 1;
             }
         }
     }
-    sink.finish();
 }
