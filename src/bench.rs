@@ -5,10 +5,14 @@
 //!
 //! # What is timed
 //!
-//! Each run is one [`Engine::run`] call (output allocation and zeroing included, as a
-//! caller sees it) followed by [`crate::engine::Backend::synchronize`], inside the
-//! timer. One untimed warm-up run precedes the `reps` timed ones; the report keeps
-//! their median and minimum.
+//! Each run is one [`Engine::run_into`] call into an output kept from the warm-up
+//! (zeroing included, allocation not: that is how CP-ALS and Tucker-HOOI call the
+//! kernels, once per mode and iteration) followed by
+//! [`crate::engine::Backend::synchronize`], inside the timer. A fresh allocation per
+//! run would add the first-touch page faults of the output, which on a VM cost as much
+//! as the kernel on 100k-nonzero tensors and vary with the output's size, not the
+//! kernel's work. One untimed warm-up run precedes the `reps` timed ones; the report
+//! keeps their median and minimum.
 //!
 //! # Bandwidth model
 //!
@@ -539,15 +543,14 @@ fn time_runs(
     factors: &[crate::Matrix],
     reps: usize,
 ) -> Result<(f64, f64)> {
-    let _warm = engine.run(op, p, mode, factors)?;
+    let mut out = engine.run(op, p, mode, factors)?;
     engine.backend().synchronize()?;
     let mut times = Vec::with_capacity(reps);
     for _ in 0..reps {
         let start = Instant::now();
-        let out = engine.run(op, p, mode, factors)?;
+        engine.run_into(op, p, mode, factors, &mut out)?;
         engine.backend().synchronize()?;
         times.push(start.elapsed().as_secs_f64());
-        drop(out);
     }
     Ok((
         median(&times),
