@@ -158,8 +158,7 @@ fn keys_wider_than_64_bits_split_into_blocks() {
         vec![1 << 32, 3, (1 << 31) - 5],
         vec![100_003, 77, 1 << 32, 5, 1000],
     ] {
-        let layout = KeyLayout::new(&dims).unwrap();
-        assert!(layout.total_bits() > 64, "{dims:?}");
+        assert!(KeyLayout::new(&dims).unwrap().total_bits() > 64, "{dims:?}");
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(dims.len() as u64);
         let entries: Vec<(Vec<u32>, f64)> = (0..500)
             .map(|k| {
@@ -177,8 +176,16 @@ fn keys_wider_than_64_bits_split_into_blocks() {
         let h = HlsBuilder::new(1).build(&x).unwrap();
         assert!(h.dense().is_none(), "no tiles when tile keys do not fit");
         let sp = h.sparse();
-        let prefixes: BTreeSet<u64> = (0..x.nnz())
-            .map(|k| (layout.encode(&x.coords(k)) >> LOW_KEY_BITS) as u64)
+        // The sparse part's layout: the shortest mode most significant.
+        let layout = sp.layout();
+        assert_eq!(layout, &KeyLayout::by_extent(&dims).unwrap());
+        let mut keyed: Vec<(u128, usize)> = (0..x.nnz())
+            .map(|k| (layout.encode(&x.coords(k)), k))
+            .collect();
+        keyed.sort_unstable();
+        let prefixes: BTreeSet<u64> = keyed
+            .iter()
+            .map(|&(key, _)| (key >> LOW_KEY_BITS) as u64)
             .collect();
         assert_eq!(sp.block_prefix().len(), prefixes.len());
         assert!(sp.block_prefix().len() > 1);
@@ -193,13 +200,13 @@ fn keys_wider_than_64_bits_split_into_blocks() {
                 sp.block_offsets()[b + 1] as usize,
             );
             assert!(s < e, "blocks are not empty");
-            for p in s..e {
+            // Entries are in key order: entry p is the nonzero with the p-th key.
+            for (p, &(key, k)) in keyed.iter().enumerate().take(e).skip(s) {
                 assert_eq!(sp.block_of(p), b);
-                // Entries are in lexicographic order: entry p is nonzero p of x.
-                assert_eq!(sp.full_key(b, p), layout.encode(&x.coords(p)));
+                assert_eq!(sp.full_key(b, p), key);
                 let mut c = vec![0; dims.len()];
-                sp.layout().decode_all(sp.full_key(b, p), &mut c);
-                assert_eq!(c, x.coords(p));
+                layout.decode_all(sp.full_key(b, p), &mut c);
+                assert_eq!(c, x.coords(k));
             }
         }
         assert_exact(&x, &h, &format!("{dims:?}"));

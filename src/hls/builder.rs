@@ -6,8 +6,10 @@
 //!    that order, so each slab is sorted by (tile, bit position) on its own, in
 //!    parallel, and its tiles counted. Tiles with at least `T` nonzeros become dense:
 //!    a bitmap (built with `bitvec`) and their values in bitmap order.
-//! 3. Every other nonzero goes, still in lexicographic order, to the sparse part,
-//!    split into blocks by the key bits above the low 32.
+//! 3. Every other nonzero goes to the sparse part in key order (the layout stacks the
+//!    shortest mode most significant, see [`KeyLayout::by_extent`], so the keys are
+//!    sorted once more unless that is the mode order), split into blocks by the key
+//!    bits above the low 32.
 //!
 //! Several thresholds can share steps 1 and 2 ([`HlsBuilder::build_many`]), so a tensor
 //! is prepared for both MTTKRP's and TTMc's thresholds without reading it twice.
@@ -72,7 +74,7 @@ impl HlsBuilder {
                 x.nnz()
             )));
         }
-        let layout = KeyLayout::new(x.dims())?;
+        let layout = KeyLayout::by_extent(x.dims())?;
         // Step 1: lexicographic order, duplicates summed.
         let (x, duplicates_summed): (Cow<CooTensor>, usize) = if x.is_sorted_unique() {
             (Cow::Borrowed(x), 0)
@@ -120,10 +122,11 @@ impl HlsBuilder {
             .as_ref()
             .map_or(0, |s| s.iter().map(|s| s.tiles.len()).sum());
 
-        // Linearized keys of every nonzero, split into block prefix and low word; shared
-        // by every threshold.
-        let (prefixes, lows) = split_keys(x, &layout);
-        let all_sparse_bytes = sparse_bytes(nnz, count_blocks(&prefixes));
+        // Linearized keys of every nonzero in key order, split into block prefix and low
+        // word; shared by every threshold.
+        let keys = sorted_keys(x, &layout);
+        let prefixes = &keys.prefixes;
+        let all_sparse_bytes = sparse_bytes(nnz, count_blocks(prefixes));
 
         let mut out = Vec::with_capacity(thresholds.len());
         for &threshold in thresholds {
@@ -131,7 +134,7 @@ impl HlsBuilder {
             let dense = slabs
                 .as_ref()
                 .map(|slabs| dense_part(slabs, threshold, &tile_layout, &halves, &mut in_dense));
-            let sparse = sparse_part(&layout, &prefixes, &lows, &halves, &in_dense);
+            let sparse = sparse_part(&layout, &keys, &halves, &in_dense);
             let dense_nnz = dense.as_ref().map_or(0, DenseTiles::nnz);
             let all_dense_bytes = if slabs.is_some() {
                 tiles_total * (8 + std::mem::size_of::<Bitmap>() + 4) + 4 + nnz * 2
@@ -272,15 +275,59 @@ fn dense_part(
     }
 }
 
-/// Every nonzero's key as (bits above the low 32, low 32 bits), computed in parallel.
-fn split_keys(x: &CooTensor, layout: &KeyLayout) -> (Vec<u64>, Vec<u32>) {
-    (0..x.nnz())
+/// Every nonzero's key, split into the bits above the low 32 and the low 32 bits, in
+/// increasing key order.
+struct SortedKeys {
+    prefixes: Vec<u64>,
+    lows: Vec<u32>,
+    /// `position[q]`: where the `q`-th key's nonzero sits in the (lexicographically
+    /// sorted) tensor; `None` when that is `q` itself (a mode-order layout).
+    position: Option<Vec<u32>>,
+}
+
+impl SortedKeys {
+    fn position(&self, q: usize) -> usize {
+        self.position.as_ref().map_or(q, |o| o[q] as usize)
+    }
+}
+
+/// The keys of the lexicographically sorted tensor `x` under `layout`, computed and
+/// (unless the layout is the mode order, which `x` is already sorted by) sorted in
+/// parallel. Keys are distinct because `x`'s coordinates are.
+fn sorted_keys(x: &CooTensor, layout: &KeyLayout) -> SortedKeys {
+    let split = |p: usize| {
+        let key = layout.encode_with(|m| x.indices(m)[p]);
+        ((key >> LOW_KEY_BITS) as u64, key as u32)
+    };
+    if layout.is_mode_order() {
+        let (prefixes, lows) = (0..x.nnz()).into_par_iter().map(split).unzip();
+        return SortedKeys {
+            prefixes,
+            lows,
+            position: None,
+        };
+    }
+    let mut keyed: Vec<(u64, u32, u32)> = (0..x.nnz())
         .into_par_iter()
         .map(|p| {
-            let key = layout.encode_with(|m| x.indices(m)[p]);
-            ((key >> LOW_KEY_BITS) as u64, key as u32)
+            let (hi, lo) = split(p);
+            (hi, lo, p as u32)
         })
-        .unzip()
+        .collect();
+    keyed.par_sort_unstable();
+    let mut prefixes = Vec::with_capacity(keyed.len());
+    let mut lows = Vec::with_capacity(keyed.len());
+    let mut position = Vec::with_capacity(keyed.len());
+    for (hi, lo, p) in keyed {
+        prefixes.push(hi);
+        lows.push(lo);
+        position.push(p);
+    }
+    SortedKeys {
+        prefixes,
+        lows,
+        position: Some(position),
+    }
 }
 
 /// Number of runs of equal prefixes (blocks) in sorted prefixes.
@@ -293,10 +340,11 @@ fn sparse_bytes(nnz: usize, blocks: usize) -> usize {
     nnz * 6 + blocks * 8 + (blocks + 1) * 8
 }
 
+/// The sparse part: the nonzeros not in dense tiles (`in_dense`, by position in the
+/// tensor), in key order.
 fn sparse_part(
     layout: &KeyLayout,
-    prefixes: &[u64],
-    lows: &[u32],
+    sorted: &SortedKeys,
     halves: &[f16],
     in_dense: &[bool],
 ) -> SparsePart {
@@ -305,13 +353,17 @@ fn sparse_part(
     let mut values = Vec::with_capacity(n);
     let mut block_prefix = Vec::new();
     let mut block_offsets = Vec::new();
-    for p in (0..lows.len()).filter(|&p| !in_dense[p]) {
-        let prefix = prefixes[p];
+    for q in 0..sorted.lows.len() {
+        let p = sorted.position(q);
+        if in_dense[p] {
+            continue;
+        }
+        let prefix = sorted.prefixes[q];
         if block_prefix.last() != Some(&prefix) {
             block_prefix.push(prefix);
             block_offsets.push(keys.len() as u64);
         }
-        keys.push(lows[p]);
+        keys.push(sorted.lows[q]);
         values.push(halves[p]);
     }
     block_offsets.push(keys.len() as u64);

@@ -111,7 +111,8 @@ impl DenseTiles {
 /// block_prefix.len() + 1`, starting at 0 and ending at `keys.len()`; within a block
 /// `keys` strictly increasing; the full key of entry `p` of block `b` is
 /// `(block_prefix[b] << 32) | keys[p]`; `values.len() == keys.len()`. So the whole
-/// part is in lexicographic coordinate order.
+/// part is in key order: lexicographic in the layout's level order
+/// ([`KeyLayout::levels`], shortest mode first).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SparsePart {
     layout: KeyLayout,
@@ -252,7 +253,8 @@ impl HlsTensor {
     /// a COO tensor to HLS and back gives the same coordinates.
     pub fn to_coo(&self) -> CooTensor {
         let n = self.order();
-        let layout = self.sparse.layout();
+        // Mode order (the sparse part's own order is by level).
+        let layout = KeyLayout::new(&self.dims).expect("the sparse layout fits, so this does");
         let mut entries: Vec<(u128, f64)> = Vec::with_capacity(self.nnz());
         self.for_each_nonzero(|c, v| {
             entries.push((layout.encode(c), values::dequantize(v, self.scale)))

@@ -1,5 +1,6 @@
 //! The walk of [`super::walk`] specialized for MTTKRP at a compile-time order `N`, rank
-//! `R` and target mode `M`: fixed-size arrays, so every row operation unrolls into SIMD and the
+//! `R` and target level `M` (levels are the key order's, shortest mode first; the
+//! caller hands the factors over in that order): fixed-size arrays, so every row operation unrolls into SIMD and the
 //! per-nonzero bookkeeping has no loops of unknown length. Used for the common ranks
 //! (8, 16, 32, 64) of 3rd- and 4th-order tensors; the generic walker handles the rest.
 //! Accumulations use `mul_add`, which is one FMA instruction with the crate's x86-64-v3
@@ -70,7 +71,7 @@ mod rowops {
     }
 }
 
-/// MTTKRP walker for order `N ≥ 2`, rank `R` (a multiple of 8) and target mode `M`.
+/// MTTKRP walker for order `N ≥ 2`, rank `R` (a multiple of 8) and target level `M`.
 /// With all three known at compile time every level loop unrolls and every row of
 /// `top`/`acc` is addressed by a constant, so the accumulators can live in registers
 /// instead of round-tripping through memory on each nonzero.
@@ -91,8 +92,9 @@ fn row<const R: usize>(f: &[f32], i: u32) -> &[f32; R] {
 }
 
 impl<'a, const N: usize, const R: usize, const M: usize> Fixed<'a, N, R, M> {
-    /// A walker for mode `M` over row-major factor data (`factors[m]` is `I_m × R`, the
-    /// target's unused) into `out` (`I_M × R`).
+    /// A walker for level `M` over row-major factor data, one per level (`factors[l]`
+    /// is `I × R` for the mode at level `l`, the target's unused) into `out` (the
+    /// target mode's rows × `R`).
     pub(super) fn new(factors: [&'a [f32]; N], out: &'a mut [f32]) -> Self {
         Fixed {
             factors,

@@ -121,14 +121,26 @@ fn walk_share(
 ) {
     let _flush = FlushSubnormals::new();
     let order = hls.order();
-    let data = |m: usize| factors[m].data();
-    // One instantiation per order, rank and target mode (see `Fixed`).
+    // MTTKRP walks the levels in key order (shortest mode first, see `KeyLayout`):
+    // its Hadamard products do not care which mode comes first. TTMc walks in mode
+    // order, since its output columns are the Kronecker product in that order; the
+    // walk is correct in any stream order, it only shares less work.
+    let levels: Vec<usize> = match op {
+        Op::Mttkrp => hls.sparse().layout().levels().to_vec(),
+        Op::Ttmc => (0..order).collect(),
+    };
+    let target = levels
+        .iter()
+        .position(|&m| m == mode)
+        .expect("mode checked against the order");
+    // One instantiation per order, rank and target level (see `Fixed`).
     macro_rules! fixed {
-        ($n:literal, $r:literal, $($m:literal)+) => {{
-            let f: [&[f32]; $n] = std::array::from_fn(data);
-            match mode {
-                $($m => stream_fixed(hls, share, Fixed::<$n, $r, $m>::new(f, out)),)+
-                _ => unreachable!("mode checked against the order"),
+        ($n:literal, $r:literal, $($l:literal)+) => {{
+            let lv: [usize; $n] = std::array::from_fn(|k| levels[k]);
+            let f: [&[f32]; $n] = std::array::from_fn(|k| factors[lv[k]].data());
+            match target {
+                $($l => stream_fixed(hls, share, lv, Fixed::<$n, $r, $l>::new(f, out)),)+
+                _ => unreachable!("target level checked against the order"),
             }
         }};
     }
@@ -141,25 +153,31 @@ fn walk_share(
         (Op::Mttkrp, 4, 16) => fixed!(4, 16, 0 1 2 3),
         (Op::Mttkrp, 4, 32) => fixed!(4, 32, 0 1 2 3),
         (Op::Mttkrp, 4, 64) => fixed!(4, 64, 0 1 2 3),
-        _ => stream(
-            hls,
-            share,
-            &mut Walker::new(op, mode, factors, hls.dims(), out, cols),
-        ),
+        _ => {
+            let f = levels.iter().map(|&m| &factors[m]).collect();
+            stream(
+                hls,
+                share,
+                &levels,
+                &mut Walker::new(op, target, f, out, cols),
+            )
+        }
     }
 }
 
 /// Feeds `sink` the nonzeros of `share`: sparse part in key order, then dense tiles in
-/// tile and bitmap order. Values are widened from fp16 and scaled.
-fn stream(hls: &HlsTensor, share: &Share, sink: &mut impl Sink) {
+/// tile and bitmap order. Values are widened from fp16 and scaled. Coordinates are
+/// pushed in `levels` order (`c[k]` is the coordinate of mode `levels[k]`).
+fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mut impl Sink) {
     let scale = hls.scale();
     let sp = hls.sparse();
     let (s, e) = share.sparse;
     if s < e {
         let layout = sp.layout();
         let order = hls.order();
-        let shifts: Vec<u32> = layout.shifts().to_vec();
-        let masks: Vec<u64> = (0..order).map(|m| layout.mask(m)).collect();
+        let shifts: Vec<u32> = levels.iter().map(|&m| layout.shifts()[m]).collect();
+        let masks: Vec<u64> = levels.iter().map(|&m| layout.mask(m)).collect();
+        let mut wide = vec![0u32; order];
         let mut c = vec![0u32; order];
         let mut ahead = vec![0u32; order];
         let prefetch = sink.wants_prefetch();
@@ -189,7 +207,10 @@ fn stream(hls: &HlsTensor, share: &Share, sink: &mut impl Sink) {
                 }
             } else {
                 for (q, &v) in (p..end).zip(&vals[p..end]) {
-                    layout.decode_all(sp.full_key(b, q), &mut c);
+                    layout.decode_all(sp.full_key(b, q), &mut wide);
+                    for (ck, &m) in c.iter_mut().zip(levels) {
+                        *ck = wide[m];
+                    }
                     sink.push(&c, v.to_f32() * scale);
                 }
             }
@@ -198,18 +219,25 @@ fn stream(hls: &HlsTensor, share: &Share, sink: &mut impl Sink) {
         }
     }
     if let Some(d) = hls.dense() {
-        dense_nonzeros(d, share.tiles, scale, |c, v| sink.push(&c, v));
+        let mut lc = vec![0u32; levels.len()];
+        dense_nonzeros(d, share.tiles, scale, |c, v| {
+            for (ck, &m) in lc.iter_mut().zip(levels) {
+                *ck = c[m];
+            }
+            sink.push(&lc, v)
+        });
     }
     sink.finish();
 }
 
 /// [`stream`] for the order-`N` specialized walker: the same nonzeros in the same order,
-/// with coordinates decoded into a `[u32; N]` that stays in registers. (Decoding into a
+/// with coordinates decoded in `levels` order into a `[u32; N]` that stays in registers. (Decoding into a
 /// slice and reading it back as an array stalled on store forwarding: four-byte stores
 /// read by a wider load; it was a fifth of the walk's time.)
 fn stream_fixed<const N: usize, const R: usize, const M: usize>(
     hls: &HlsTensor,
     share: &Share,
+    levels: [usize; N],
     mut sink: Fixed<'_, N, R, M>,
 ) {
     // `sink` is owned here (not behind a reference) so that, its address never
@@ -219,8 +247,8 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
     let (s, e) = share.sparse;
     if s < e {
         let layout = sp.layout();
-        let shifts: [u32; N] = std::array::from_fn(|m| layout.shifts()[m]);
-        let masks: [u64; N] = std::array::from_fn(|m| layout.mask(m));
+        let shifts: [u32; N] = std::array::from_fn(|k| layout.shifts()[levels[k]]);
+        let masks: [u64; N] = std::array::from_fn(|k| layout.mask(levels[k]));
         let prefetch = sink.wants_prefetch();
         let (keys, vals, offs) = (sp.keys(), sp.values(), sp.block_offsets());
         let mut b = sp.block_of(s);
@@ -245,7 +273,7 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
             } else {
                 for (q, &v) in (p..end).zip(&vals[p..end]) {
                     layout.decode_all(sp.full_key(b, q), &mut wide);
-                    sink.push_array(wide, v.to_f32() * scale);
+                    sink.push_array(std::array::from_fn(|k| wide[levels[k]]), v.to_f32() * scale);
                 }
             }
             p = end;
@@ -255,7 +283,7 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
     // Dense tiles exist for 3rd-order tensors only.
     if let Some(d) = hls.dense().filter(|_| N == 3) {
         dense_nonzeros(d, share.tiles, scale, |c, v| {
-            sink.push_array(std::array::from_fn(|m| c[m]), v)
+            sink.push_array(std::array::from_fn(|k| c[levels[k]]), v)
         });
     }
     sink.finish();

@@ -2,6 +2,11 @@
 //! computes MTTKRP or TTMc for one mode, reusing work along shared coordinate prefixes
 //! the way a CSF tree does, without building one.
 //!
+//! The walk's *levels* are the order in which coordinates are pushed: for MTTKRP the
+//! key order of the sparse part (shortest mode first, so the stream is sorted level by
+//! level and the sharing is greatest), for TTMc the mode order (its output columns
+//! are the Kronecker product in mode order). Below, "mode `l`" is the mode at level `l`.
+//!
 //! For target mode `n` and a nonzero at `c = (c_0, …, c_{N-1})`:
 //! - the *top* product `T = F_0[c_0] ⊛ … ⊛ F_{n-1}[c_{n-1}]` changes only when one of
 //!   the modes before `n` changes, so it is rebuilt from the first changed level;
@@ -23,7 +28,8 @@ pub(super) struct Walker<'a> {
     op: Op,
     mode: usize,
     order: usize,
-    factors: &'a [Matrix],
+    /// One factor per level, in walking order.
+    factors: Vec<&'a Matrix>,
     out: &'a mut [f32],
     cols: usize,
     /// `top[l]` = product over modes `0..=l` (only `l < mode` used).
@@ -39,16 +45,17 @@ pub(super) struct Walker<'a> {
 }
 
 impl<'a> Walker<'a> {
-    /// A walker writing `op` of `mode` into `out` (`rows × cols`, row-major).
+    /// A walker writing `op` of the target at level `mode` into `out` (`rows × cols`,
+    /// row-major). `factors` holds one factor per level, in the order the coordinates
+    /// are pushed (the mode order for TTMc, whose output columns follow it).
     pub(super) fn new(
         op: Op,
         mode: usize,
-        factors: &'a [Matrix],
-        dims: &[usize],
+        factors: Vec<&'a Matrix>,
         out: &'a mut [f32],
         cols: usize,
     ) -> Self {
-        let order = dims.len();
+        let order = factors.len();
         let rank = |m: usize| factors[m].cols();
         let mut top = Vec::with_capacity(mode);
         let mut len = 1;
