@@ -4,7 +4,7 @@
 mod common;
 
 use sptmc::accuracy::{SMAPE_TARGET_PERCENT, compare};
-use sptmc::engine::Engine;
+use sptmc::engine::{ColumnMax, Engine};
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::{CooTensor, Matrix, Op, reference};
 
@@ -157,6 +157,57 @@ fn extreme_factor_magnitudes_do_not_overflow() {
             "mode {mode}: {acc:?}"
         );
     }
+}
+
+#[test]
+fn caller_column_maxima_give_the_scanned_result() {
+    let seed = common::fresh_seed("caller_column_maxima_give_the_scanned_result");
+    let x = generate(&GenSpec {
+        dims: vec![40, 25, 7, 30],
+        nnz: 6000,
+        pattern: Pattern::PowerLaw { alpha: 1.0 },
+        seed,
+    })
+    .unwrap();
+    let engine = Engine::cpu();
+    let p = engine
+        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
+        .unwrap();
+    for rank in [16, 5] {
+        let mut f = factors(&x, &[rank; 4], seed);
+        // One factor far above and one far below the range that needs scaling.
+        for v in f[1].data_mut() {
+            *v *= 1e30;
+        }
+        for v in f[3].data_mut() {
+            *v *= 1e-30;
+        }
+        let max = ColumnMax::of(&f);
+        for mode in 0..4 {
+            let scanned = engine.mttkrp(&p, mode, &f).unwrap();
+            let mut given = Matrix::zeros(0, 0);
+            engine
+                .run_into_with_max(Op::Mttkrp, &p, mode, &f, &max, &mut given)
+                .unwrap();
+            assert_eq!(scanned, given, "rank {rank} mode {mode}");
+            let want = reference::mttkrp(&x, mode, &f).unwrap();
+            let acc = compare(&want, &given).unwrap();
+            assert!(
+                acc.smape_percent <= SMAPE_TARGET_PERCENT,
+                "rank {rank} mode {mode}: {acc:?}"
+            );
+        }
+    }
+    let f = factors(&x, &[4; 4], seed);
+    let mut short = ColumnMax::of(&f);
+    short.max[2].pop();
+    let err = engine
+        .run_into_with_max(Op::Mttkrp, &p, 0, &f, &short, &mut Matrix::zeros(0, 0))
+        .unwrap_err();
+    assert!(
+        matches!(err, sptmc::Error::Shape { .. }),
+        "mis-shaped maxima: {err}"
+    );
 }
 
 #[test]

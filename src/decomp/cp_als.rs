@@ -28,7 +28,7 @@
 
 use super::dense::{SolveKind, gram_f32, gram_seq, inverse_spd, row_blocks};
 use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor};
-use crate::engine::{Engine, Prepared};
+use crate::engine::{ColumnMax, Engine, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
@@ -185,6 +185,8 @@ pub fn cp_als_with_progress(
     // (Grams, column norms, the fit's inner product) is accumulated in f64.
     let mut factors = opts.initial_factors(&dims);
     let mut grams: Vec<Mat<f64>> = factors.iter().map(gram_f32).collect();
+    // Kept up to date by the updates, so the kernels need not scan the factors.
+    let mut col_max = ColumnMax::of(&factors);
     let mut weights = vec![1.0f64; rank];
     let mut fits = Vec::new();
     let mut iters = Vec::new();
@@ -198,7 +200,7 @@ pub fn cp_als_with_progress(
         let mut inner = Vec::new();
         for n in 0..order {
             let m = &mut outputs[n];
-            clock.kernel(|| engine.run_into(Op::Mttkrp, x, n, &factors, m))?;
+            clock.kernel(|| engine.run_into_with_max(Op::Mttkrp, x, n, &factors, &col_max, m))?;
             let m = &outputs[n];
             let a = &mut factors[n];
             let last = n == order - 1;
@@ -219,6 +221,7 @@ pub fn cp_als_with_progress(
             };
             weights = update.norms;
             grams[n] = update.gram;
+            col_max.max[n] = update.col_max;
             if last {
                 inner = update.inner;
             }
@@ -258,6 +261,8 @@ struct Update {
     gram: Mat<f64>,
     /// `Σ_i M[i, r] A[i, r]` per column (only when asked for; for the fit).
     inner: Vec<f64>,
+    /// `max_i |A[i, r]|` of the stored (f32) factor, for the kernels' scaling.
+    col_max: Vec<f32>,
 }
 
 /// The update of one mode with no full-size temporary, over fixed row blocks (so the
@@ -283,6 +288,7 @@ fn update_factor(
             norms: vec![0.0; r],
             gram: Mat::zeros(r, r),
             inner: vec![0.0; if with_inner { r } else { 0 }],
+            col_max: vec![0.0; r],
         }));
     }
     let step = row_blocks(rows) * r;
@@ -350,18 +356,38 @@ fn update_factor(
         .iter()
         .map(|&n| if n > 0.0 { 1.0 / n } else { 1.0 })
         .collect();
-    a.data_mut().par_chunks_mut(step).for_each(|ab| {
-        for row in ab.chunks_exact_mut(r) {
-            for (x, &s) in row.iter_mut().zip(&inv) {
-                *x = (*x as f64 * s) as f32;
+    let col_max = a
+        .data_mut()
+        .par_chunks_mut(step)
+        .map(|ab| {
+            let mut big = vec![0f32; r];
+            for row in ab.chunks_exact_mut(r) {
+                for ((x, &s), b) in row.iter_mut().zip(&inv).zip(&mut big) {
+                    *x = (*x as f64 * s) as f32;
+                    *b = b.max(x.abs());
+                }
             }
-        }
-    });
+            big
+        })
+        .reduce(
+            || vec![0f32; r],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x = x.max(y);
+                }
+                a
+            },
+        );
     let gram = Mat::from_fn(r, r, |i, j| gram[(i, j)] * inv[i] * inv[j]);
     for (x, &s) in inner.iter_mut().zip(&inv) {
         *x *= s;
     }
-    Ok(Some(Update { norms, gram, inner }))
+    Ok(Some(Update {
+        norms,
+        gram,
+        inner,
+        col_max,
+    }))
 }
 
 /// One row block's share of [`update_factor`]'s pass 1.

@@ -73,18 +73,42 @@ pub trait Backend: Send + Sync {
     fn prepare(&self, hls: Arc<HlsTensor>) -> Result<Box<dyn BackendTensor>>;
     /// Runs `op` on `mode` into `out`, whose shape the engine has checked (rows = the
     /// mode's length, columns per [`crate::ops`]). `out` arrives zeroed. `factors` have
-    /// been checked against the tensor's shape.
+    /// been checked against the tensor's shape, and so has `col_max` when given: the
+    /// caller's [`ColumnMax`] of every factor, which a backend may use instead of
+    /// scanning the factors for its per-column scaling.
     fn run(
         &self,
         op: Op,
         tensor: &dyn BackendTensor,
         mode: usize,
         factors: &[Matrix],
+        col_max: Option<&ColumnMax>,
         out: &mut Matrix,
     ) -> Result<()>;
     /// Waits for queued work (a no-op on the CPU); benches call it inside the timing.
     fn synchronize(&self) -> Result<()> {
         Ok(())
+    }
+}
+
+/// The largest magnitude in every column of every factor, `max[m][r] = max_i |F_m[i,
+/// r]|`, for a caller that knows it without a scan (CP-ALS normalizes its columns and
+/// sees every entry as it does). The backends scale each factor column by a power of
+/// two chosen from it so that f32 accumulation can neither overflow nor underflow; a
+/// bound that is too large or too small costs accuracy, never safety, but an exact one
+/// gives the same results as [`Engine::run_into`]'s own scan.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ColumnMax {
+    /// One vector per mode, one entry per column (the target mode's is not read).
+    pub max: Vec<Vec<f32>>,
+}
+
+impl ColumnMax {
+    /// Scans `factors` (what a backend does when it is not given bounds).
+    pub fn of(factors: &[Matrix]) -> Self {
+        ColumnMax {
+            max: factors.iter().map(cpu::column_max_abs).collect(),
+        }
     }
 }
 
@@ -306,7 +330,8 @@ impl Engine {
         let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
         crate::matrix::check_alloc(&format!("{op} output"), rows, cols, 4)?;
         let mut out = Matrix::zeros(rows, cols);
-        self.backend.run(op, p.part(op)?, mode, factors, &mut out)?;
+        self.backend
+            .run(op, p.part(op)?, mode, factors, None, &mut out)?;
         Ok(out)
     }
 
@@ -328,7 +353,46 @@ impl Engine {
         } else {
             out.data_mut().fill(0.0);
         }
-        self.backend.run(op, p.part(op)?, mode, factors, out)
+        self.backend.run(op, p.part(op)?, mode, factors, None, out)
+    }
+
+    /// [`Engine::run_into`] with the factors' column maxima given by the caller (see
+    /// [`ColumnMax`]), so the backend need not scan the factors on every call.
+    pub fn run_into_with_max(
+        &self,
+        op: Op,
+        p: &Prepared,
+        mode: usize,
+        factors: &[Matrix],
+        col_max: &ColumnMax,
+        out: &mut Matrix,
+    ) -> Result<()> {
+        let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
+        let fits = col_max.max.len() == factors.len()
+            && col_max
+                .max
+                .iter()
+                .zip(factors)
+                .enumerate()
+                .all(|(m, (c, f))| m == mode || c.len() == f.cols());
+        if !fits {
+            return Err(Error::shape(
+                "column maxima",
+                format!(
+                    "one per factor column, {:?}",
+                    factors.iter().map(Matrix::cols).collect::<Vec<_>>()
+                ),
+                format!("{:?}", col_max.max.iter().map(Vec::len).collect::<Vec<_>>()),
+            ));
+        }
+        if out.shape() != (rows, cols) {
+            crate::matrix::check_alloc(&format!("{op} output"), rows, cols, 4)?;
+            *out = Matrix::zeros(rows, cols);
+        } else {
+            out.data_mut().fill(0.0);
+        }
+        self.backend
+            .run(op, p.part(op)?, mode, factors, Some(col_max), out)
     }
 
     /// Sparse MTTKRP on `mode`: `I_n × R`.

@@ -12,6 +12,8 @@ mod scaled;
 mod subnormal;
 mod walk;
 
+pub(crate) use scaled::column_max_abs;
+
 use super::{Backend, BackendKind, BackendTensor};
 use crate::error::Result;
 use crate::hls::HlsTensor;
@@ -87,10 +89,11 @@ impl Backend for CpuBackend {
         tensor: &dyn BackendTensor,
         mode: usize,
         factors: &[Matrix],
+        col_max: Option<&super::ColumnMax>,
         out: &mut Matrix,
     ) -> Result<()> {
         let hls = tensor.hls();
-        let factors = scaled::Rescaled::new(factors, mode);
+        let factors = scaled::Rescaled::new(factors, mode, col_max);
         kernel::run(op, hls, mode, factors.factors(), out, &self.pool);
         factors.unscale(op, mode, out);
         Ok(())

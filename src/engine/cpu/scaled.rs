@@ -13,8 +13,9 @@ const LOW: f32 = 1.0 / 4_294_967_296.0;
 const HIGH: f32 = 4_294_967_296.0;
 
 /// Largest magnitude of every column, scanned in parallel (this runs on every kernel
-/// call, over every factor: it must cost little next to the walk).
-fn column_max_abs(f: &Matrix) -> Vec<f32> {
+/// call that is not given the maxima, over every factor: it must cost little next to
+/// the walk).
+pub(crate) fn column_max_abs(f: &Matrix) -> Vec<f32> {
     let cols = f.cols().max(1);
     f.data()
         .par_chunks(cols * 4096)
@@ -58,13 +59,26 @@ pub(super) struct Rescaled<'a> {
 }
 
 impl<'a> Rescaled<'a> {
-    pub(super) fn new(factors: &'a [Matrix], mode: usize) -> Self {
+    /// The factors for a kernel on `mode`, scaled where their column maxima (`col_max`,
+    /// else scanned here) call for it.
+    pub(super) fn new(
+        factors: &'a [Matrix],
+        mode: usize,
+        col_max: Option<&crate::engine::ColumnMax>,
+    ) -> Self {
         let mut scales: Vec<Option<Vec<f32>>> = vec![None; factors.len()];
         for (m, f) in factors.iter().enumerate() {
             if m == mode {
                 continue;
             }
-            let colmax = column_max_abs(f);
+            let scanned;
+            let colmax: &[f32] = match col_max {
+                Some(c) => &c.max[m],
+                None => {
+                    scanned = column_max_abs(f);
+                    &scanned
+                }
+            };
             if colmax.iter().any(|&c| c > HIGH || (c < LOW && c > 0.0)) {
                 scales[m] = Some(
                     colmax

@@ -124,6 +124,8 @@ impl Backend for CudaBackend {
         tensor: &dyn BackendTensor,
         mode: usize,
         factors: &[Matrix],
+        // The fp16 upload scans each factor as it converts it anyway.
+        _col_max: Option<&super::ColumnMax>,
         out: &mut Matrix,
     ) -> Result<()> {
         let t = tensor
