@@ -127,78 +127,76 @@ fn specialized_mttkrp_ranks_every_mode() {
     }
 }
 
+/// Factors far above and below the range where f32 accumulation is safe: the kernels
+/// scale their columns (from a scan, or from the caller's maxima, which must give the
+/// same bits) and still meet the accuracy contract; 3-way with dense tiles and 4-way,
+/// specialized and generic ranks.
 #[test]
 fn extreme_factor_magnitudes_do_not_overflow() {
     let seed = common::fresh_seed("extreme_factor_magnitudes_do_not_overflow");
-    let x = generate(&GenSpec {
-        dims: vec![30, 30, 30],
-        nnz: 2000,
-        pattern: Pattern::Uniform,
-        seed,
-    })
-    .unwrap();
     let engine = Engine::cpu();
-    let p = engine
-        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
+    let cases = [
+        (vec![30, 30, 30], 2000, Pattern::Uniform, vec![4, 16]),
+        (
+            vec![40, 25, 7, 30],
+            6000,
+            Pattern::PowerLaw { alpha: 1.0 },
+            vec![16, 5],
+        ),
+    ];
+    for (dims, nnz, pattern, ranks) in cases {
+        let order = dims.len();
+        let x = generate(&GenSpec {
+            dims,
+            nnz,
+            pattern,
+            seed,
+        })
         .unwrap();
-    let mut f = factors(&x, &[4, 4, 4], seed);
-    for v in f[1].data_mut() {
-        *v *= 1e30;
-    }
-    for v in f[2].data_mut() {
-        *v *= 1e-30;
-    }
-    for mode in 0..3 {
-        let got = engine.mttkrp(&p, mode, &f).unwrap();
-        let want = reference::mttkrp(&x, mode, &f).unwrap();
-        let acc = compare(&want, &got).unwrap();
-        assert!(
-            acc.smape_percent <= SMAPE_TARGET_PERCENT,
-            "mode {mode}: {acc:?}"
-        );
+        let p = engine
+            .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
+            .unwrap();
+        for rank in ranks {
+            let mut f = factors(&x, &vec![rank; order], seed);
+            for v in f[1].data_mut() {
+                *v *= 1e30;
+            }
+            for v in f[order - 1].data_mut() {
+                *v *= 1e-30;
+            }
+            let max = ColumnMax::of(&f);
+            for mode in 0..order {
+                let scanned = engine.mttkrp(&p, mode, &f).unwrap();
+                let mut given = Matrix::zeros(0, 0);
+                engine
+                    .run_into_with_max(Op::Mttkrp, &p, mode, &f, &max, &mut given)
+                    .unwrap();
+                assert_eq!(scanned, given, "order {order} rank {rank} mode {mode}");
+                let want = reference::mttkrp(&x, mode, &f).unwrap();
+                let acc = compare(&want, &given).unwrap();
+                assert!(
+                    acc.smape_percent <= SMAPE_TARGET_PERCENT,
+                    "order {order} rank {rank} mode {mode}: {acc:?}"
+                );
+            }
+        }
     }
 }
 
 #[test]
-fn caller_column_maxima_give_the_scanned_result() {
-    let seed = common::fresh_seed("caller_column_maxima_give_the_scanned_result");
+fn mis_shaped_column_maxima_are_a_shape_error() {
     let x = generate(&GenSpec {
-        dims: vec![40, 25, 7, 30],
-        nnz: 6000,
-        pattern: Pattern::PowerLaw { alpha: 1.0 },
-        seed,
+        dims: vec![20, 10, 5],
+        nnz: 300,
+        pattern: Pattern::Uniform,
+        seed: 3,
     })
     .unwrap();
     let engine = Engine::cpu();
     let p = engine
         .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
         .unwrap();
-    for rank in [16, 5] {
-        let mut f = factors(&x, &[rank; 4], seed);
-        // One factor far above and one far below the range that needs scaling.
-        for v in f[1].data_mut() {
-            *v *= 1e30;
-        }
-        for v in f[3].data_mut() {
-            *v *= 1e-30;
-        }
-        let max = ColumnMax::of(&f);
-        for mode in 0..4 {
-            let scanned = engine.mttkrp(&p, mode, &f).unwrap();
-            let mut given = Matrix::zeros(0, 0);
-            engine
-                .run_into_with_max(Op::Mttkrp, &p, mode, &f, &max, &mut given)
-                .unwrap();
-            assert_eq!(scanned, given, "rank {rank} mode {mode}");
-            let want = reference::mttkrp(&x, mode, &f).unwrap();
-            let acc = compare(&want, &given).unwrap();
-            assert!(
-                acc.smape_percent <= SMAPE_TARGET_PERCENT,
-                "rank {rank} mode {mode}: {acc:?}"
-            );
-        }
-    }
-    let f = factors(&x, &[4; 4], seed);
+    let f = factors(&x, &[4; 3], 3);
     let mut short = ColumnMax::of(&f);
     short.max[2].pop();
     let err = engine
@@ -295,4 +293,36 @@ fn ops_share_a_form_when_their_thresholds_classify_alike() {
         let want = reference::mttkrp(&x, 1, &f).unwrap();
         assert!(compare(&want, &got).unwrap().smape_percent <= SMAPE_TARGET_PERCENT);
     }
+}
+
+#[test]
+fn each_op_gets_the_key_order_its_walk_prefers() {
+    let x = generate(&GenSpec {
+        dims: vec![50, 7, 30],
+        nnz: 800,
+        pattern: Pattern::Uniform,
+        seed: 4,
+    })
+    .unwrap();
+    let engine = Engine::cpu();
+    let p = engine
+        .prepare_with_thresholds(&x, &[(Op::Ttmc, 78), (Op::Mttkrp, 78)])
+        .unwrap();
+    // MTTKRP: shortest mode first; TTMc: mode order (its columns are a Kronecker
+    // product in mode order).
+    let levels = |op| p.hls(op).unwrap().sparse().layout().levels().to_vec();
+    assert_eq!(levels(Op::Mttkrp), vec![1, 2, 0]);
+    assert_eq!(levels(Op::Ttmc), vec![0, 1, 2]);
+    // A tensor whose extents already increase gives one form for both.
+    let y = generate(&GenSpec {
+        dims: vec![7, 30, 50],
+        nnz: 800,
+        pattern: Pattern::Uniform,
+        seed: 4,
+    })
+    .unwrap();
+    let one = engine
+        .prepare_with_thresholds(&y, &[(Op::Mttkrp, 78), (Op::Ttmc, 78)])
+        .unwrap();
+    assert_eq!(one.bytes(), one.hls(Op::Mttkrp).unwrap().bytes());
 }

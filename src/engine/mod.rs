@@ -10,7 +10,7 @@ pub mod cpu;
 pub mod cuda;
 
 use crate::error::{Error, Result};
-use crate::hls::{HlsBuilder, HlsTensor};
+use crate::hls::{HlsBuilder, HlsTensor, KeyOrder};
 use crate::matrix::Matrix;
 use crate::ops::{Op, output_shape};
 use crate::tensor::CooTensor;
@@ -274,35 +274,62 @@ impl Engine {
             return Err(Error::InvalidOption("prepare needs at least one op".into()));
         }
         let start = Instant::now();
-        let mut thresholds: Vec<u32> = with.iter().map(|w| w.1).collect();
-        thresholds.sort_unstable();
-        thresholds.dedup();
-        let built = HlsBuilder::build_many(x, &thresholds)?;
-        let mut handed: Vec<Arc<dyn BackendTensor>> = Vec::with_capacity(built.len());
-        for h in built {
-            // Thresholds that classify every tile alike give the same form: a higher
-            // threshold's dense tiles are a subset of a lower one's, so equal counts
-            // mean equal sets. Hand it over once (the tensor's memory is not doubled
-            // when two ops' thresholds differ but no tile lies between them).
-            let same = handed
-                .last()
-                .filter(|prev| prev.hls().stats().dense_tiles == h.stats().dense_tiles)
-                .cloned();
-            match same {
-                Some(prev) => handed.push(prev),
-                None => handed.push(Arc::from(self.backend.prepare(Arc::new(h))?)),
+        // Ops whose kernels walk the same key order share one build (and, where their
+        // thresholds classify every tile alike, one form). When the shortest-first
+        // order is the mode order anyway, every op shares it.
+        let by_extent_is_mode_order = KeyOrder::ByExtent
+            .layout(x.dims())
+            .is_ok_and(|l| l.is_mode_order());
+        let order_of = |op: Op| {
+            if by_extent_is_mode_order {
+                KeyOrder::ByExtent
+            } else {
+                KeyOrder::for_op(op)
+            }
+        };
+        let mut parts: Vec<(Op, Arc<dyn BackendTensor>)> = Vec::with_capacity(with.len());
+        for order in [KeyOrder::ByExtent, KeyOrder::Mode] {
+            let mine: Vec<(Op, u32)> = with
+                .iter()
+                .copied()
+                .filter(|&(op, _)| order_of(op) == order)
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let mut thresholds: Vec<u32> = mine.iter().map(|w| w.1).collect();
+            thresholds.sort_unstable();
+            thresholds.dedup();
+            let built = HlsBuilder::build_many_in(x, &thresholds, order)?;
+            let mut handed: Vec<Arc<dyn BackendTensor>> = Vec::with_capacity(built.len());
+            for h in built {
+                // Thresholds that classify every tile alike give the same form: a higher
+                // threshold's dense tiles are a subset of a lower one's, so equal counts
+                // mean equal sets. Hand it over once (the tensor's memory is not doubled
+                // when two ops' thresholds differ but no tile lies between them).
+                let same = handed
+                    .last()
+                    .filter(|prev| prev.hls().stats().dense_tiles == h.stats().dense_tiles)
+                    .cloned();
+                match same {
+                    Some(prev) => handed.push(prev),
+                    None => handed.push(Arc::from(self.backend.prepare(Arc::new(h))?)),
+                }
+            }
+            for (op, t) in mine {
+                let i = thresholds.binary_search(&t).expect("threshold was built");
+                parts.push((op, handed[i].clone()));
             }
         }
-        let parts = with
-            .iter()
-            .map(|&(op, t)| {
-                let i = thresholds.binary_search(&t).expect("threshold was built");
-                (op, handed[i].clone())
-            })
-            .collect();
+        // In the order asked for.
+        parts.sort_by_key(|(op, _)| {
+            with.iter()
+                .position(|&(o, _)| o == *op)
+                .expect("every part comes from `with`")
+        });
         Ok(Prepared {
             dims: x.dims().to_vec(),
-            nnz: handed[0].hls().nnz(),
+            nnz: parts[0].1.hls().nnz(),
             norm_sq: x.norm_sq(),
             parts,
             build_time: start.elapsed(),

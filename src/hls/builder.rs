@@ -25,6 +25,36 @@ use half::f16;
 use rayon::prelude::*;
 use std::borrow::Cow;
 
+/// Which order the sparse part's keys stack the modes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyOrder {
+    /// Shortest mode most significant ([`KeyLayout::by_extent`]): what MTTKRP walks
+    /// best, its Hadamard products being indifferent to the order of the modes.
+    #[default]
+    ByExtent,
+    /// Mode 0 most significant ([`KeyLayout::new`]): what TTMc walks best, its output
+    /// columns being the Kronecker product in mode order.
+    Mode,
+}
+
+impl KeyOrder {
+    /// The layout of keys for modes of these extents.
+    pub fn layout(self, extents: &[usize]) -> Result<KeyLayout> {
+        match self {
+            KeyOrder::ByExtent => KeyLayout::by_extent(extents),
+            KeyOrder::Mode => KeyLayout::new(extents),
+        }
+    }
+
+    /// The order an op's kernels walk best.
+    pub fn for_op(op: crate::ops::Op) -> Self {
+        match op {
+            crate::ops::Op::Mttkrp => KeyOrder::ByExtent,
+            crate::ops::Op::Ttmc => KeyOrder::Mode,
+        }
+    }
+}
+
 /// Builds [`HlsTensor`]s.
 #[derive(Debug, Clone, Copy)]
 pub struct HlsBuilder {
@@ -63,8 +93,18 @@ impl HlsBuilder {
             .expect("one threshold gives one tensor"))
     }
 
-    /// Builds one HLS tensor per threshold, sharing the sort and the tile count.
+    /// Builds one HLS tensor per threshold, sharing the sort and the tile count, with
+    /// the sparse keys in [`KeyOrder::ByExtent`].
     pub fn build_many(x: &CooTensor, thresholds: &[u32]) -> Result<Vec<HlsTensor>> {
+        Self::build_many_in(x, thresholds, KeyOrder::ByExtent)
+    }
+
+    /// [`HlsBuilder::build_many`] with the sparse keys in the given order.
+    pub fn build_many_in(
+        x: &CooTensor,
+        thresholds: &[u32],
+        order: KeyOrder,
+    ) -> Result<Vec<HlsTensor>> {
         if x.nnz() == 0 {
             return Err(Error::InvalidTensor("the tensor has no nonzeros".into()));
         }
@@ -74,7 +114,7 @@ impl HlsBuilder {
                 x.nnz()
             )));
         }
-        let layout = KeyLayout::by_extent(x.dims())?;
+        let layout = order.layout(x.dims())?;
         // Step 1: lexicographic order, duplicates summed.
         let (x, duplicates_summed): (Cow<CooTensor>, usize) = if x.is_sorted_unique() {
             (Cow::Borrowed(x), 0)

@@ -14,7 +14,7 @@ pub mod layout;
 mod stats;
 pub mod values;
 
-pub use builder::HlsBuilder;
+pub use builder::{HlsBuilder, KeyOrder};
 pub use layout::KeyLayout;
 pub use stats::HlsStats;
 

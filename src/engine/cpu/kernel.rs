@@ -121,10 +121,11 @@ fn walk_share(
 ) {
     let _flush = FlushSubnormals::new();
     let order = hls.order();
-    // MTTKRP walks the levels in key order (shortest mode first, see `KeyLayout`):
-    // its Hadamard products do not care which mode comes first. TTMc walks in mode
-    // order, since its output columns are the Kronecker product in that order; the
-    // walk is correct in any stream order, it only shares less work.
+    // MTTKRP walks the levels in key order (for MTTKRP forms shortest mode first, see
+    // `KeyOrder`): its Hadamard products do not care which mode comes first. TTMc walks
+    // in mode order, since its output columns are the Kronecker product in that order
+    // (its forms are built in that order); any stream order is correct, a sorted one
+    // shares the most work.
     let levels: Vec<usize> = match op {
         Op::Mttkrp => hls.sparse().layout().levels().to_vec(),
         Op::Ttmc => (0..order).collect(),
