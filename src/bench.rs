@@ -2,6 +2,7 @@
 //! every mode at the usual ranks, with throughput, effective bandwidth and how evenly
 //! the modes run (DESIGN.md §9). The criterion benches in `benches/kernels.rs` and the
 //! peer comparison (`examples/peer_compare.rs`, [`peers`]) use the same cases.
+//! [`generated_case`] makes one large seeded tensor instead (`sptmc bench --gen-nnz`).
 //!
 //! # What is timed
 //!
@@ -14,6 +15,13 @@
 //! kernel's work. One untimed warm-up run precedes the `reps` timed ones; the report
 //! keeps their median and minimum.
 //!
+//! On a backend that times its kernels on the device
+//! ([`crate::engine::Backend::last_kernel_seconds`]: CUDA, with events around the
+//! launches) the same runs also give the kernel-only median and minimum, without the
+//! factor uploads, output allocation and copy back that the wall-clock time includes.
+//! [`BenchOptions::launch`] picks the fused grid or sequential dense-then-sparse
+//! launches ([`Launch`]).
+//!
 //! # Bandwidth model
 //!
 //! Effective bandwidth = bytes that must move / median time, where the bytes are read
@@ -25,11 +33,14 @@
 //! - the output, `rows × cols × 4` bytes.
 //!
 //! It is a floor on the traffic, not a measurement of it: re-reads of factor rows that
-//! fall out of cache are not counted.
+//! fall out of cache are not counted. The same bytes over the kernel-only median give
+//! the kernel-only bandwidth, which is also shown as a share of the device's measured
+//! copy rate ([`crate::engine::Backend::copy_rate`], bytes read + written per second)
+//! when the backend has one.
 
 pub mod peers;
 
-use crate::engine::{Engine, Prepared, Workload};
+use crate::engine::{CopyRate, Engine, Launch, Prepared, Workload};
 use crate::error::{Error, Result};
 use crate::ops::{Op, output_shape};
 use crate::selftest::random_factors;
@@ -77,11 +88,19 @@ pub struct BenchOptions {
     /// every non-empty tile of a 3rd-order tensor on the dense path (HLS-D only),
     /// [`crate::tune::crossover::NEVER_DENSE`] every nonzero on the sparse one (HLS-S only).
     pub threshold: Option<u32>,
+    /// How a GPU backend launches each call (the CPU accepts only [`Launch::Fused`]).
+    pub launch: Launch,
+    /// Bytes of the device copy-rate measurement (ignored by backends without device
+    /// memory; 0 skips it).
+    pub copy_bytes: usize,
 }
+
+/// Timed repetitions of the device copy-rate measurement.
+pub const COPY_REPS: usize = 10;
 
 impl Default for BenchOptions {
     /// 5 repetitions, MTTKRP at ranks 16 and 32, TTMc at 8 and 16, outputs up to 256M
-    /// floats (1 GiB).
+    /// floats (1 GiB), the fused launch, a 1 GiB copy for the copy rate.
     fn default() -> Self {
         BenchOptions {
             reps: 5,
@@ -90,6 +109,8 @@ impl Default for BenchOptions {
             max_ttmc_output: 256 << 20,
             seed: 0x5eed,
             threshold: None,
+            launch: Launch::Fused,
+            copy_bytes: 1 << 30,
         }
     }
 }
@@ -146,6 +167,16 @@ pub struct KernelRow {
     pub bytes_moved: u64,
     /// `bytes_moved / median_s`, GB/s (10⁹ bytes).
     pub gb_per_s: f64,
+    /// Median device seconds of the kernel launch(es) alone, when the backend measures
+    /// them (CUDA events); `null` on the CPU.
+    pub kernel_median_s: Option<f64>,
+    /// Fastest kernel-only run, seconds.
+    pub kernel_min_s: Option<f64>,
+    /// `bytes_moved / kernel_median_s`, GB/s (10⁹ bytes).
+    pub kernel_gb_per_s: Option<f64>,
+    /// Kernel-only bandwidth as a percentage of the measured device copy rate
+    /// ([`BenchReport::copy_rate`]).
+    pub kernel_pct_of_copy: Option<f64>,
 }
 
 /// One op at one rank over all modes.
@@ -163,6 +194,8 @@ pub struct OpSummary {
     pub all_modes_min_s: f64,
     /// Slowest mode's median over the fastest mode's median (1 = perfectly even).
     pub mode_independence: f64,
+    /// Sum over modes of the kernel-only medians, when every mode has one.
+    pub all_modes_kernel_median_s: Option<f64>,
 }
 
 /// Everything measured on one tensor.
@@ -201,6 +234,11 @@ pub struct BenchReport {
     pub threads: usize,
     /// Timed repetitions per run.
     pub reps: usize,
+    /// How the GPU kernels were launched (`fused` / `sequential`; always `fused` on the
+    /// CPU).
+    pub launch: Launch,
+    /// The device's measured copy rate, `null` on the CPU.
+    pub copy_rate: Option<CopyRate>,
     /// One entry per case.
     pub tensors: Vec<TensorReport>,
 }
@@ -215,15 +253,24 @@ impl BenchReport {
     /// op/rank/mode and the all-mode summaries.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "sptmc {} ({}), {}\ndevice: {} [{}], {} threads, median of {} runs\n",
+            "sptmc {} ({}), {}\ndevice: {} [{}], {} threads, median of {} runs, {} launch\n",
             self.version,
             self.commit,
             self.date,
             self.device,
             self.backend,
             self.threads,
-            self.reps
+            self.reps,
+            self.launch
         );
+        if let Some(c) = &self.copy_rate {
+            s += &format!(
+                "device copy rate: {:.1} GB/s read+written ({} bytes copied, median of {})\n",
+                c.bytes_per_s / 1e9,
+                c.bytes,
+                c.reps
+            );
+        }
         for t in &self.tensors {
             let dims: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
             s += &format!(
@@ -246,13 +293,18 @@ impl BenchReport {
                 );
             }
             s += "\n";
+            let kernel_cols = t.kernels.iter().any(|k| k.kernel_median_s.is_some());
             s += &format!(
-                "{:<7} {:>5} {:>4} {:>16} {:>10} {:>10} {:>9} {:>8}\n",
+                "{:<7} {:>5} {:>4} {:>16} {:>10} {:>10} {:>9} {:>8}",
                 "op", "rank", "mode", "output", "median ms", "min ms", "Mnnz/s", "GB/s"
             );
+            if kernel_cols {
+                s += &format!(" {:>10} {:>9} {:>6}", "kernel ms", "kern GB/s", "%copy");
+            }
+            s += "\n";
             for k in &t.kernels {
                 s += &format!(
-                    "{:<7} {:>5} {:>4} {:>16} {:>10.3} {:>10.3} {:>9.1} {:>8.2}\n",
+                    "{:<7} {:>5} {:>4} {:>16} {:>10.3} {:>10.3} {:>9.1} {:>8.2}",
                     k.op.name(),
                     k.rank,
                     k.mode,
@@ -262,16 +314,35 @@ impl BenchReport {
                     k.nnz_per_s / 1e6,
                     k.gb_per_s
                 );
+                if kernel_cols {
+                    let opt = |v: Option<f64>, scale: f64, prec: usize, width: usize| {
+                        v.map_or_else(
+                            || format!("{:>width$}", "-"),
+                            |v| format!("{:>width$.prec$}", v * scale),
+                        )
+                    };
+                    s += &format!(
+                        " {} {} {}",
+                        opt(k.kernel_median_s, 1e3, 3, 10),
+                        opt(k.kernel_gb_per_s, 1.0, 2, 9),
+                        opt(k.kernel_pct_of_copy, 1.0, 1, 6)
+                    );
+                }
+                s += "\n";
             }
             for m in &t.summaries {
                 s += &format!(
-                    "all modes {} r{}: median {:.3} ms, min {:.3} ms, slowest/fastest mode {:.2}\n",
+                    "all modes {} r{}: median {:.3} ms, min {:.3} ms, slowest/fastest mode {:.2}",
                     m.op,
                     m.rank,
                     m.all_modes_median_s * 1e3,
                     m.all_modes_min_s * 1e3,
                     m.mode_independence
                 );
+                if let Some(k) = m.all_modes_kernel_median_s {
+                    s += &format!(", kernels only {:.3} ms", k * 1e3);
+                }
+                s += "\n";
             }
             for n in &t.notes {
                 s += &format!("note: {n}\n");
@@ -324,6 +395,58 @@ pub fn default_cases() -> Result<Vec<BenchCase>> {
             })
         })
         .collect()
+}
+
+/// Where a [`generated_case`] puts its nonzeros.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GenLayout {
+    /// 70% of the nonzeros in 16³ tiles of 400 each, the rest uniform (as
+    /// `block-dense-1m` of [`default_cases`]): dense tiles exist at any tuned threshold
+    /// up to 400.
+    #[default]
+    BlockDense,
+    /// Uniform over all cells (as `benches/torch_peer.py --gen-nnz` draws them).
+    Uniform,
+}
+
+impl std::fmt::Display for GenLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GenLayout::BlockDense => "block-dense",
+            GenLayout::Uniform => "uniform",
+        })
+    }
+}
+
+/// The default extents of a [`generated_case`]: 4096³, as `benches/torch_peer.py
+/// --gen-nnz` uses; at 50M nonzeros the uniform 30% adds about one nonzero per tile, so
+/// the dense tiles are the block-dense ones.
+pub const GEN_DIMS: [usize; 3] = [4096, 4096, 4096];
+
+/// One seeded generated tensor of `nnz` drawn nonzeros (repeats summed: a few fewer)
+/// over `dims`, named `gen-<layout>-<nnz>-s<seed>`, for `sptmc bench --gen-nnz`.
+pub fn generated_case(
+    nnz: usize,
+    seed: u64,
+    dims: &[usize],
+    layout: GenLayout,
+) -> Result<BenchCase> {
+    let pattern = match layout {
+        GenLayout::BlockDense => Pattern::BlockDense {
+            tile_nnz: 400,
+            dense_share: 0.7,
+        },
+        GenLayout::Uniform => Pattern::Uniform,
+    };
+    Ok(BenchCase {
+        name: format!("gen-{layout}-{nnz}-s{seed}"),
+        tensor: generate(&GenSpec {
+            dims: dims.to_vec(),
+            nnz,
+            pattern,
+            seed,
+        })?,
+    })
 }
 
 /// The shared real tensors: every `*.tns` / `*.tns.gz` file in `dir`, sorted by name.
@@ -387,10 +510,36 @@ pub fn run(
     {
         return Err(Error::InvalidRank(format!("bench rank {r}")));
     }
+    if opts.mttkrp_ranks.is_empty() && opts.ttmc_ranks.is_empty() {
+        return Err(Error::InvalidOption(
+            "bench needs at least one MTTKRP or TTMc rank".into(),
+        ));
+    }
+    engine.backend().set_launch(opts.launch)?;
+    let copy_rate = if opts.copy_bytes > 0 {
+        let c = engine.backend().copy_rate(opts.copy_bytes, COPY_REPS)?;
+        if let Some(c) = &c {
+            progress(&format!(
+                "device copy rate {:.1} GB/s read+written ({} bytes, median of {})",
+                c.bytes_per_s / 1e9,
+                c.bytes,
+                c.reps
+            ));
+        }
+        c
+    } else {
+        None
+    };
     let date = utc_now();
     let mut tensors = Vec::with_capacity(cases.len());
     for case in cases {
-        tensors.push(bench_case(engine, case, opts, progress)?);
+        tensors.push(bench_case(
+            engine,
+            case,
+            opts,
+            copy_rate.as_ref(),
+            progress,
+        )?);
     }
     Ok(BenchReport {
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -400,16 +549,26 @@ pub fn run(
         backend: engine.kind().to_string(),
         threads: rayon::current_num_threads(),
         reps: opts.reps,
+        launch: engine.backend().launch(),
+        copy_rate,
         tensors,
     })
 }
 
 /// Prepares `x` for both ops: MTTKRP with the threshold tuned for the largest MTTKRP
 /// rank asked for, TTMc with the one for the smallest TTMc rank (as `sptmc` does), or
-/// both with [`BenchOptions::threshold`] when it is set.
+/// both with [`BenchOptions::threshold`] when it is set; an op without ranks is not
+/// prepared.
 pub fn prepare_for(engine: &Engine, x: &CooTensor, opts: &BenchOptions) -> Result<Prepared> {
     if let Some(t) = opts.threshold {
-        return engine.prepare_with_thresholds(x, &[(Op::Mttkrp, t), (Op::Ttmc, t)]);
+        let mut with = Vec::new();
+        if !opts.mttkrp_ranks.is_empty() {
+            with.push((Op::Mttkrp, t));
+        }
+        if !opts.ttmc_ranks.is_empty() {
+            with.push((Op::Ttmc, t));
+        }
+        return engine.prepare_with_thresholds(x, &with);
     }
     let mut w = Vec::new();
     if let Some(&r) = opts.mttkrp_ranks.iter().max() {
@@ -431,6 +590,7 @@ fn bench_case(
     engine: &Engine,
     case: &BenchCase,
     opts: &BenchOptions,
+    copy_rate: Option<&CopyRate>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<TensorReport> {
     let x = &case.tensor;
@@ -488,7 +648,8 @@ fn bench_case(
                 continue;
             }
             match time_runs(engine, &p, op, mode, &factors, opts.reps) {
-                Ok((median_s, min_s)) => {
+                Ok(t) => {
+                    let (median_s, min_s) = (t.median_s, t.min_s);
                     let factor_bytes: u64 = (0..x.order())
                         .filter(|&m| m != mode)
                         .map(|m| touched[m] as u64 * factors[m].cols() as u64 * 4)
@@ -506,12 +667,19 @@ fn bench_case(
                         nnz_per_s: x.nnz() as f64 / median_s,
                         bytes_moved,
                         gb_per_s: bytes_moved as f64 / median_s / 1e9,
+                        kernel_median_s: t.kernel.map(|k| k.0),
+                        kernel_min_s: t.kernel.map(|k| k.1),
+                        kernel_gb_per_s: None,
+                        kernel_pct_of_copy: None,
                     };
+                    let row = with_kernel_bandwidth(row, copy_rate);
                     progress(&format!(
-                        "{}: {op} r{rank} mode {mode}: {:.3} ms (min {:.3} ms)",
+                        "{}: {op} r{rank} mode {mode}: {:.3} ms (min {:.3} ms){}",
                         case.name,
                         median_s * 1e3,
-                        min_s * 1e3
+                        min_s * 1e3,
+                        row.kernel_median_s
+                            .map_or(String::new(), |k| format!(", kernels {:.3} ms", k * 1e3))
                     ));
                     rows.push(row);
                 }
@@ -534,7 +702,16 @@ fn bench_case(
     })
 }
 
-/// Median and minimum seconds of `reps` timed runs after one warm-up.
+/// What [`time_runs`] measured.
+struct Timing {
+    median_s: f64,
+    min_s: f64,
+    /// Kernel-only (median, min), when the backend reported it for every run.
+    kernel: Option<(f64, f64)>,
+}
+
+/// Median and minimum seconds of `reps` timed runs after one warm-up, wall-clock and,
+/// when the backend measures it, kernel-only.
 fn time_runs(
     engine: &Engine,
     p: &Prepared,
@@ -542,20 +719,37 @@ fn time_runs(
     mode: usize,
     factors: &[crate::Matrix],
     reps: usize,
-) -> Result<(f64, f64)> {
+) -> Result<Timing> {
     let mut out = engine.run(op, p, mode, factors)?;
     engine.backend().synchronize()?;
     let mut times = Vec::with_capacity(reps);
+    let mut kernel = Vec::with_capacity(reps);
     for _ in 0..reps {
         let start = Instant::now();
         engine.run_into(op, p, mode, factors, &mut out)?;
         engine.backend().synchronize()?;
         times.push(start.elapsed().as_secs_f64());
+        kernel.extend(engine.backend().last_kernel_seconds());
     }
-    Ok((
-        median(&times),
-        times.iter().cloned().fold(f64::INFINITY, f64::min),
-    ))
+    let min = |v: &[f64]| v.iter().cloned().fold(f64::INFINITY, f64::min);
+    Ok(Timing {
+        median_s: median(&times),
+        min_s: min(&times),
+        kernel: (kernel.len() == reps).then(|| (median(&kernel), min(&kernel))),
+    })
+}
+
+/// Fills in a row's kernel-only bandwidth and its share of the copy rate.
+fn with_kernel_bandwidth(mut row: KernelRow, copy: Option<&CopyRate>) -> KernelRow {
+    row.kernel_gb_per_s = row
+        .kernel_median_s
+        .filter(|&k| k > 0.0)
+        .map(|k| row.bytes_moved as f64 / k / 1e9);
+    row.kernel_pct_of_copy = match (row.kernel_gb_per_s, copy) {
+        (Some(gb), Some(c)) if c.bytes_per_s > 0.0 => Some(100.0 * gb * 1e9 / c.bytes_per_s),
+        _ => None,
+    };
+    row
 }
 
 /// Summary of one op/rank's per-mode rows.
@@ -576,6 +770,7 @@ fn summarize(op: Op, rank: usize, rows: &[KernelRow]) -> OpSummary {
         } else {
             1.0
         },
+        all_modes_kernel_median_s: rows.iter().map(|r| r.kernel_median_s).sum(),
     }
 }
 
@@ -684,6 +879,8 @@ mod tests {
             max_ttmc_output: 600,
             seed: 1,
             threshold: None,
+            launch: Launch::Fused,
+            copy_bytes: 1 << 30,
         };
         let mut lines = 0;
         let report = run(&Engine::cpu(), &cases, &opts, &mut |_| lines += 1).unwrap();
@@ -719,5 +916,155 @@ mod tests {
             ),
             Err(Error::InvalidOption(_))
         ));
+    }
+
+    #[test]
+    fn the_cpu_reports_no_kernel_only_time_no_copy_rate_and_a_fused_launch() {
+        let cases = [generated_case(3000, 2, &[64, 48, 32], GenLayout::BlockDense).unwrap()];
+        let opts = BenchOptions {
+            reps: 2,
+            mttkrp_ranks: vec![32],
+            ttmc_ranks: vec![],
+            ..Default::default()
+        };
+        let report = run(&Engine::cpu(), &cases, &opts, &mut |_| {}).unwrap();
+        assert_eq!(report.launch, Launch::Fused);
+        assert!(report.copy_rate.is_none());
+        let t = &report.tensors[0];
+        assert_eq!(t.prepare.parts.len(), 1, "TTMc was not asked for");
+        assert_eq!(t.kernels.len(), 3);
+        for k in &t.kernels {
+            assert_eq!(k.op, Op::Mttkrp);
+            assert!(k.kernel_median_s.is_none() && k.kernel_min_s.is_none());
+            assert!(k.kernel_gb_per_s.is_none() && k.kernel_pct_of_copy.is_none());
+        }
+        assert!(t.summaries[0].all_modes_kernel_median_s.is_none());
+        let table = report.table();
+        assert!(table.contains("fused launch") && !table.contains("kernel ms"));
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(json["launch"], "fused");
+        assert!(json["copy_rate"].is_null());
+        let k = &json["tensors"][0]["kernels"][0];
+        for field in [
+            "kernel_median_s",
+            "kernel_min_s",
+            "kernel_gb_per_s",
+            "kernel_pct_of_copy",
+        ] {
+            assert!(k.get(field).is_some_and(|v| v.is_null()), "{field}: {k}");
+        }
+        assert!(k["median_s"].as_f64().unwrap() > 0.0);
+        let sequential = BenchOptions {
+            launch: Launch::Sequential,
+            ..opts.clone()
+        };
+        assert!(matches!(
+            run(&Engine::cpu(), &cases, &sequential, &mut |_| {}),
+            Err(Error::Unsupported(_))
+        ));
+        let nothing = BenchOptions {
+            mttkrp_ranks: vec![],
+            ..opts
+        };
+        assert!(matches!(
+            run(&Engine::cpu(), &cases, &nothing, &mut |_| {}),
+            Err(Error::InvalidOption(_))
+        ));
+    }
+
+    #[test]
+    fn kernel_rows_and_tables_show_kernel_bandwidth_against_the_copy_rate() {
+        let row = KernelRow {
+            op: Op::Mttkrp,
+            rank: 32,
+            mode: 0,
+            output: (10, 32),
+            median_s: 2e-3,
+            min_s: 1.5e-3,
+            nnz_per_s: 1e9,
+            bytes_moved: 1_000_000_000,
+            gb_per_s: 500.0,
+            kernel_median_s: Some(1e-3),
+            kernel_min_s: Some(0.9e-3),
+            kernel_gb_per_s: None,
+            kernel_pct_of_copy: None,
+        };
+        let copy = CopyRate {
+            bytes: 1 << 30,
+            reps: 10,
+            median_s: 1e-3,
+            bytes_per_s: 2.5e12,
+        };
+        let r = with_kernel_bandwidth(row.clone(), Some(&copy));
+        assert!((r.kernel_gb_per_s.unwrap() - 1000.0).abs() < 1e-9);
+        assert!((r.kernel_pct_of_copy.unwrap() - 40.0).abs() < 1e-9);
+        let no_copy = with_kernel_bandwidth(row.clone(), None);
+        assert!(no_copy.kernel_gb_per_s.is_some() && no_copy.kernel_pct_of_copy.is_none());
+        let report = BenchReport {
+            version: "v".into(),
+            commit: "c".into(),
+            date: "d".into(),
+            device: "gpu".into(),
+            backend: "cuda".into(),
+            threads: 1,
+            reps: 5,
+            launch: Launch::Sequential,
+            copy_rate: Some(copy),
+            tensors: vec![TensorReport {
+                name: "t".into(),
+                dims: vec![10, 10, 10],
+                nnz: 5,
+                prepare: PrepareRow {
+                    seconds: 0.0,
+                    bytes: 0,
+                    coo_bytes: 0,
+                    bytes_vs_coo: 0.0,
+                    parts: vec![],
+                },
+                kernels: vec![r.clone()],
+                summaries: vec![summarize(Op::Mttkrp, 32, &[r])],
+                notes: vec![],
+            }],
+        };
+        let table = report.table();
+        assert!(table.contains("sequential launch"), "{table}");
+        assert!(table.contains("device copy rate: 2500.0 GB/s"), "{table}");
+        assert!(
+            table.contains("kernel ms") && table.contains("40.0"),
+            "{table}"
+        );
+        assert!(table.contains("kernels only 1.000 ms"), "{table}");
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(json["launch"], "sequential");
+        assert_eq!(json["copy_rate"]["bytes_per_s"], 2.5e12);
+        assert_eq!(json["tensors"][0]["kernels"][0]["kernel_pct_of_copy"], 40.0);
+        assert_eq!(
+            json["tensors"][0]["summaries"][0]["all_modes_kernel_median_s"],
+            1e-3
+        );
+    }
+
+    #[test]
+    fn generated_cases_are_seeded_named_and_hold_dense_tiles() {
+        let a = generated_case(20_000, 1, &GEN_DIMS, GenLayout::BlockDense).unwrap();
+        assert_eq!(a.name, "gen-block-dense-20000-s1");
+        assert_eq!(a.tensor.dims(), &GEN_DIMS);
+        assert!(a.tensor.nnz() > 19_900 && a.tensor.nnz() <= 20_000);
+        let b = generated_case(20_000, 1, &GEN_DIMS, GenLayout::BlockDense).unwrap();
+        assert_eq!(a.tensor, b.tensor);
+        // 14,000 nonzeros in 35 tiles of 400; the uniform 6,000 almost never share a tile.
+        let h = crate::hls::HlsBuilder::new(100).build(&a.tensor).unwrap();
+        assert_eq!(h.stats().dense_tiles, 35, "{:?}", h.stats());
+        let u = generated_case(5000, 2, &[100, 100, 100], GenLayout::Uniform).unwrap();
+        assert_eq!(u.name, "gen-uniform-5000-s2");
+        assert_eq!(
+            crate::hls::HlsBuilder::new(100)
+                .build(&u.tensor)
+                .unwrap()
+                .stats()
+                .dense_tiles,
+            0
+        );
+        assert!(generated_case(0, 1, &GEN_DIMS, GenLayout::Uniform).is_err());
     }
 }

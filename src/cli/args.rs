@@ -174,6 +174,26 @@ pub struct SelftestArgs {
     pub common: Common,
 }
 
+/// How the CUDA backend launches each call, on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Default)]
+pub enum LaunchArg {
+    /// One grid for the dense tiles and the sparse batches.
+    #[default]
+    Fused,
+    /// Two launches: the dense tiles, then the sparse batches.
+    Sequential,
+}
+
+/// Layout of the `--gen-nnz` tensor on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Default)]
+pub enum GenLayoutArg {
+    /// 70% of the nonzeros in 16³ tiles of 400, the rest uniform (dense tiles exist).
+    #[default]
+    BlockDense,
+    /// Uniform over all cells (as benches/torch_peer.py --gen-nnz).
+    Uniform,
+}
+
 /// `sptmc bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -186,6 +206,40 @@ pub struct BenchArgs {
     /// dense (HLS-D only), 4097 = no tile dense (HLS-S only, all on CUDA cores).
     #[arg(long)]
     pub threshold: Option<u32>,
+    /// How the CUDA kernels are launched: one fused grid, or the dense tiles and then
+    /// the sparse batches as two sequential launches (CUDA only).
+    #[arg(long, value_enum, default_value_t = LaunchArg::Fused)]
+    pub launch: LaunchArg,
+    /// MTTKRP ranks to time.
+    #[arg(long, value_delimiter = ',', default_value = "16,32")]
+    pub ranks: Vec<usize>,
+    /// TTMc ranks to time (every other mode at that rank).
+    #[arg(long, value_delimiter = ',', default_value = "8,16")]
+    pub ttmc_ranks: Vec<usize>,
+    /// Time no TTMc (and do not prepare the tensor for it).
+    #[arg(long, conflicts_with = "ttmc_ranks")]
+    pub no_ttmc: bool,
+    /// Instead of the built-in cases, one generated tensor of this many nonzeros
+    /// (e.g. 50000000; see --gen-seed, --gen-dims, --gen-layout).
+    #[arg(long, conflicts_with = "files")]
+    pub gen_nnz: Option<usize>,
+    /// Seed of the --gen-nnz tensor.
+    #[arg(long, default_value_t = 1, requires = "gen_nnz")]
+    pub gen_seed: u64,
+    /// Extents of the --gen-nnz tensor.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "4096,4096,4096",
+        requires = "gen_nnz"
+    )]
+    pub gen_dims: Vec<usize>,
+    /// Layout of the --gen-nnz tensor.
+    #[arg(long, value_enum, default_value_t = GenLayoutArg::BlockDense, requires = "gen_nnz")]
+    pub gen_layout: GenLayoutArg,
+    /// Bytes copied within the device to measure its copy rate (CUDA; 0 skips it).
+    #[arg(long, default_value_t = 1 << 30)]
+    pub copy_bytes: usize,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -218,4 +272,75 @@ pub struct TuneArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bench(args: &[&str]) -> BenchArgs {
+        let mut v = vec!["sptmc", "bench"];
+        v.extend_from_slice(args);
+        match Cli::try_parse_from(v).unwrap().command {
+            Command::Bench(b) => b,
+            other => panic!("not bench: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bench_defaults_are_fused_builtin_cases_and_a_gib_copy() {
+        let b = bench(&[]);
+        assert_eq!(b.launch, LaunchArg::Fused);
+        assert_eq!(b.ranks, vec![16, 32]);
+        assert_eq!(b.ttmc_ranks, vec![8, 16]);
+        assert_eq!(b.gen_nnz, None);
+        assert_eq!(b.copy_bytes, 1 << 30);
+        assert!(!b.no_ttmc);
+        let b = bench(&["--ranks", "8,64", "--ttmc-ranks", "4", "a.tns", "b.tns"]);
+        assert_eq!((b.ranks, b.ttmc_ranks), (vec![8, 64], vec![4]));
+        assert_eq!(b.files.len(), 2);
+    }
+
+    #[test]
+    fn bench_parses_launch_generated_case_and_ranks() {
+        let b = bench(&[
+            "--launch",
+            "sequential",
+            "--gen-nnz",
+            "50000000",
+            "--gen-seed",
+            "7",
+            "--gen-dims",
+            "100,200,300",
+            "--gen-layout",
+            "uniform",
+            "--ranks",
+            "32",
+            "--no-ttmc",
+        ]);
+        assert_eq!(b.launch, LaunchArg::Sequential);
+        assert_eq!(b.gen_nnz, Some(50_000_000));
+        assert_eq!(b.gen_seed, 7);
+        assert_eq!(b.gen_dims, vec![100, 200, 300]);
+        assert_eq!(b.gen_layout, GenLayoutArg::Uniform);
+        assert_eq!(b.ranks, vec![32]);
+        assert!(b.no_ttmc);
+        let b = bench(&["--gen-nnz", "1000"]);
+        assert_eq!((b.gen_seed, b.gen_layout), (1, GenLayoutArg::BlockDense));
+        assert_eq!(b.gen_dims, vec![4096; 3]);
+    }
+
+    #[test]
+    fn bench_refuses_bad_combinations() {
+        for bad in [
+            &["--launch", "both"][..],
+            &["--gen-nnz", "10", "x.tns"],
+            &["--gen-seed", "3"],
+            &["--no-ttmc", "--ttmc-ranks", "8"],
+        ] {
+            let mut v = vec!["sptmc", "bench"];
+            v.extend_from_slice(bad);
+            assert!(Cli::try_parse_from(v).is_err(), "{bad:?}");
+        }
+    }
 }

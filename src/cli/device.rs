@@ -1,6 +1,6 @@
 //! `sptmc selftest`, `sptmc bench`, `sptmc tune`.
 
-use super::args::{BenchArgs, SelftestArgs};
+use super::args::{BenchArgs, GenLayoutArg, LaunchArg, SelftestArgs};
 use super::engine;
 use super::load::load;
 use sptmc::bench;
@@ -48,14 +48,31 @@ pub fn selftest(a: SelftestArgs) -> Result<ExitCode> {
     }
 }
 
-/// Kernel timings: per op, rank and mode, on the given files or on generated tensors
-/// of every regime.
+/// Kernel timings: per op, rank and mode, on the given files, on one generated tensor
+/// (`--gen-nnz`) or on generated tensors of every regime; on CUDA also kernel-only
+/// times and the device copy rate.
 pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     if a.reps == 0 {
         return Err(Error::InvalidOption("--reps must be at least 1".into()));
     }
+    let launch = match a.launch {
+        LaunchArg::Fused => sptmc::engine::Launch::Fused,
+        LaunchArg::Sequential => sptmc::engine::Launch::Sequential,
+    };
     let engine = engine(&a.common)?;
-    let cases = if a.files.is_empty() {
+    // Refuse an unsupported launch before minutes of generating or reading.
+    engine.backend().set_launch(launch)?;
+    let cases = if let Some(nnz) = a.gen_nnz {
+        let layout = match a.gen_layout {
+            GenLayoutArg::BlockDense => bench::GenLayout::BlockDense,
+            GenLayoutArg::Uniform => bench::GenLayout::Uniform,
+        };
+        eprintln!(
+            "sptmc: generating {nnz} nonzeros ({layout}, dims {:?}, seed {})",
+            a.gen_dims, a.gen_seed
+        );
+        vec![bench::generated_case(nnz, a.gen_seed, &a.gen_dims, layout)?]
+    } else if a.files.is_empty() {
         bench::default_cases()?
     } else {
         a.files
@@ -66,6 +83,10 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     let opts = bench::BenchOptions {
         reps: a.reps,
         threshold: a.threshold,
+        mttkrp_ranks: a.ranks,
+        ttmc_ranks: if a.no_ttmc { Vec::new() } else { a.ttmc_ranks },
+        launch,
+        copy_bytes: a.copy_bytes,
         ..Default::default()
     };
     let report = bench::run(&engine, &cases, &opts, &mut |msg| eprintln!("sptmc: {msg}"))?;

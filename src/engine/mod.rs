@@ -50,6 +50,42 @@ pub enum BackendChoice {
     Cuda,
 }
 
+/// How a GPU backend launches one call's dense tiles and sparse batches.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Launch {
+    /// One grid: the first blocks run dense tiles, the rest sparse batches (DESIGN.md §4).
+    #[default]
+    Fused,
+    /// Two launches on one stream, the dense tiles first, then the sparse batches: the
+    /// baseline the fused grid is measured against.
+    Sequential,
+}
+
+impl std::fmt::Display for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Launch::Fused => "fused",
+            Launch::Sequential => "sequential",
+        })
+    }
+}
+
+/// A measured device-to-device copy rate (the bandwidth a kernel can hope for).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct CopyRate {
+    /// Bytes copied per repetition (each is read once and written once).
+    pub bytes: u64,
+    /// Timed repetitions (after one untimed warm-up).
+    pub reps: usize,
+    /// Median seconds of one copy, timed with device events.
+    pub median_s: f64,
+    /// Bytes read plus bytes written per second at the median: `2 × bytes / median_s`.
+    pub bytes_per_s: f64,
+}
+
 /// A tensor as a backend holds it (on the host for the CPU, in device memory for CUDA).
 pub trait BackendTensor: Send + Sync {
     /// The host-side HLS form it was made from.
@@ -88,6 +124,36 @@ pub trait Backend: Send + Sync {
     /// Waits for queued work (a no-op on the CPU); benches call it inside the timing.
     fn synchronize(&self) -> Result<()> {
         Ok(())
+    }
+    /// Device time of the kernel launch(es) alone in the last [`Backend::run`] call,
+    /// without factor uploads, output allocation or the copy back, when the backend can
+    /// measure it (CUDA: events on its stream around the launches). `None` by default
+    /// and on the CPU, where a call is all kernel.
+    fn last_kernel_seconds(&self) -> Option<f64> {
+        None
+    }
+    /// Chooses how later [`Backend::run`] calls launch their work. Backends with one
+    /// way (the CPU) accept [`Launch::Fused`] and refuse [`Launch::Sequential`] with
+    /// [`Error::Unsupported`].
+    fn set_launch(&self, launch: Launch) -> Result<()> {
+        match launch {
+            Launch::Fused => Ok(()),
+            Launch::Sequential => Err(Error::Unsupported(format!(
+                "the {} backend has no sequential launch (only CUDA has)",
+                self.kind()
+            ))),
+        }
+    }
+    /// The launch mode in use (see [`Backend::set_launch`]).
+    fn launch(&self) -> Launch {
+        Launch::Fused
+    }
+    /// Measures the device's copy rate by copying `bytes` (rounded down to whole
+    /// 4-byte words, at most half the free memory) within device memory `reps` times;
+    /// `Ok(None)` for backends without device memory (the CPU).
+    fn copy_rate(&self, bytes: usize, reps: usize) -> Result<Option<CopyRate>> {
+        let _ = (bytes, reps);
+        Ok(None)
     }
 }
 
@@ -430,5 +496,41 @@ impl Engine {
     /// Sparse TTM-chain on `mode`: `I_n × Π_{m≠n} R_m`.
     pub fn ttmc(&self, p: &Prepared, mode: usize, factors: &[Matrix]) -> Result<Matrix> {
         self.run(Op::Ttmc, p, mode, factors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::generate::{GenSpec, Pattern, generate};
+
+    #[test]
+    fn the_cpu_backend_times_no_kernels_has_one_launch_and_no_copy_rate() {
+        let e = Engine::cpu();
+        let x = generate(&GenSpec {
+            dims: vec![20, 30, 40],
+            nnz: 500,
+            pattern: Pattern::Uniform,
+            seed: 1,
+        })
+        .unwrap();
+        let p = e.prepare_with_thresholds(&x, &[(Op::Mttkrp, 78)]).unwrap();
+        let f = crate::selftest::random_factors(x.dims(), 4, 1);
+        e.mttkrp(&p, 0, &f).unwrap();
+        let b = e.backend();
+        assert_eq!(b.last_kernel_seconds(), None);
+        assert_eq!(b.launch(), Launch::Fused);
+        assert!(b.set_launch(Launch::Fused).is_ok());
+        assert!(matches!(
+            b.set_launch(Launch::Sequential),
+            Err(Error::Unsupported(_))
+        ));
+        assert_eq!(b.copy_rate(1 << 20, 3).unwrap(), None);
+        assert_eq!(Launch::default(), Launch::Fused);
+        assert_eq!(Launch::Sequential.to_string(), "sequential");
+        assert_eq!(
+            serde_json::to_string(&Launch::Sequential).unwrap(),
+            "\"sequential\""
+        );
     }
 }

@@ -29,6 +29,13 @@ pub const ENTRY: &str = "fused.cu";
 pub const FUSED_MTTKRP: &str = "hls_fused_mttkrp";
 /// The fused TTMc entry point.
 pub const FUSED_TTMC: &str = "hls_fused_ttmc";
+/// The dense-tiles-only MTTKRP entry point (grid = one block per tile), for
+/// [`crate::engine::Launch::Sequential`].
+pub const DENSE_MTTKRP: &str = "hls_dense_mttkrp";
+/// The dense-tiles-only TTMc entry point (grid = one block per tile).
+pub const DENSE_TTMC: &str = "hls_dense_ttmc";
+/// The sparse-only entry point for both ops (grid = the sparse batches' blocks).
+pub const SPARSE: &str = "hls_sparse";
 /// The architecture the PTX targets (the driver JIT-compiles it for newer GPUs).
 pub const ARCH: &str = "compute_80";
 
@@ -149,6 +156,11 @@ mod tests {
         assert_eq!(s.matches("namespace hls {").count(), 4);
         assert!(!s.contains("#include \""));
         assert!(s.contains("#include <mma.h>"));
-        assert!(s.contains("hls_fused_mttkrp") && s.contains("hls_fused_ttmc"));
+        for entry in [FUSED_MTTKRP, FUSED_TTMC, DENSE_MTTKRP, DENSE_TTMC, SPARSE] {
+            assert!(
+                s.contains(&format!("\n{entry}(const HlsLaunchParams p)")),
+                "{entry}"
+            );
+        }
     }
 }

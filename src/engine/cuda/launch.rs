@@ -1,4 +1,5 @@
-//! Filling the launch parameters and running one fused launch.
+//! Filling the launch parameters and running the launch(es) of one call, timed with
+//! device events; the device copy-rate measurement.
 
 use super::abi::{
     HLS_BLOCK_THREADS, HLS_BLOCK_WARPS, HLS_MAX_ORDER, HLS_OP_MTTKRP, HLS_OP_TTMC,
@@ -6,12 +7,15 @@ use super::abi::{
 };
 use super::device::cuda_err;
 use super::upload::{DeviceHls, half_factor, upload};
+use crate::engine::{CopyRate, Launch};
 use crate::error::{Error, Result};
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
 use crate::ops::Op;
+use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
+    PushKernelArg,
 };
 use std::sync::Arc;
 
@@ -24,6 +28,57 @@ unsafe impl DeviceRepr for HlsLaunchParams {}
 pub fn sparse_batch(sp_nnz: usize) -> u32 {
     const TARGET_WARPS: usize = 132 * 64; // about 64 warps per SM on the largest parts
     (sp_nnz.div_ceil(TARGET_WARPS)).clamp(32, 1024) as u32
+}
+
+/// The entry points of the kernel module.
+pub struct Kernels {
+    /// Fused MTTKRP: dense tiles, then sparse batches, in one grid.
+    pub fused_mttkrp: CudaFunction,
+    /// Fused TTMc.
+    pub fused_ttmc: CudaFunction,
+    /// MTTKRP of the dense tiles only (one block per tile).
+    pub dense_mttkrp: CudaFunction,
+    /// TTMc of the dense tiles only.
+    pub dense_ttmc: CudaFunction,
+    /// The sparse batches only, either op.
+    pub sparse: CudaFunction,
+}
+
+/// The grids of one call: `(kernel, blocks)` in launch order, empty grids left out.
+/// Fused: one grid of `n_tiles + sparse_blocks`; sequential: the dense tiles, then the
+/// sparse batches, each kernel reading the same parameters.
+pub fn grids(launch: Launch, n_tiles: usize, sparse_blocks: usize) -> Vec<(Part, usize)> {
+    let all = match launch {
+        Launch::Fused => vec![(Part::Fused, n_tiles + sparse_blocks)],
+        Launch::Sequential => vec![(Part::Dense, n_tiles), (Part::Sparse, sparse_blocks)],
+    };
+    all.into_iter().filter(|&(_, b)| b > 0).collect()
+}
+
+/// Which kernel one grid of [`grids`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The fused kernel of the op.
+    Fused,
+    /// The op's dense-tiles-only kernel.
+    Dense,
+    /// The sparse-only kernel.
+    Sparse,
+}
+
+/// An event that records time (cudarc's default disables timing).
+fn timing_event(stream: &Arc<CudaStream>) -> Result<CudaEvent> {
+    stream
+        .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(|e| cuda_err("recording a timing event", e))
+}
+
+/// Seconds between two recorded events (waits for the second).
+fn seconds_between(start: &CudaEvent, end: &CudaEvent) -> Result<f64> {
+    let ms = start
+        .elapsed_ms(end)
+        .map_err(|e| cuda_err("reading a timing event", e))?;
+    Ok(f64::from(ms) / 1e3)
 }
 
 /// Device pointer of a slice (the slice outlives the launch; the stream orders uses).
@@ -39,18 +94,21 @@ struct FactorBuffers {
     full: Vec<Option<CudaSlice<f32>>>,
 }
 
-/// Runs `op` on `mode` of the uploaded tensor into `out` (zeroed, shape checked).
+/// Runs `op` on `mode` of the uploaded tensor into `out` (zeroed, shape checked) with
+/// the given launch mode; returns the device seconds of the launch(es) alone, between
+/// events recorded on `stream` just before the first and just after the last.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     stream: &Arc<CudaStream>,
-    func: &CudaFunction,
+    kernels: &Kernels,
+    launch: Launch,
     op: Op,
     hls: &HlsTensor,
     dev: &DeviceHls,
     mode: usize,
     factors: &[Matrix],
     out: &mut Matrix,
-) -> Result<()> {
+) -> Result<f64> {
     let order = hls.order();
     if order > HLS_MAX_ORDER as usize {
         return Err(Error::Unsupported(format!(
@@ -157,8 +215,16 @@ pub fn run(
     p.value_scale = hls.scale();
 
     let per_block = p.sp_batch as usize * HLS_BLOCK_WARPS as usize;
-    let blocks = n_tiles + sp_nnz.div_ceil(per_block);
-    if blocks > 0 {
+    let plan = grids(launch, n_tiles, sp_nnz.div_ceil(per_block));
+    let start = timing_event(stream)?;
+    for (part, blocks) in plan {
+        let (func, what) = match (part, op) {
+            (Part::Fused, Op::Mttkrp) => (&kernels.fused_mttkrp, "the fused kernel"),
+            (Part::Fused, Op::Ttmc) => (&kernels.fused_ttmc, "the fused kernel"),
+            (Part::Dense, Op::Mttkrp) => (&kernels.dense_mttkrp, "the dense kernel"),
+            (Part::Dense, Op::Ttmc) => (&kernels.dense_ttmc, "the dense kernel"),
+            (Part::Sparse, _) => (&kernels.sparse, "the sparse kernel"),
+        };
         let grid = u32::try_from(blocks)
             .map_err(|_| Error::Unsupported(format!("{blocks} blocks in one launch")))?;
         let cfg = LaunchConfig {
@@ -170,19 +236,88 @@ pub fn run(
         builder.arg(&p);
         // SAFETY: every pointer in `p` refers to a live device buffer of this context
         // (the tensor's parts, `bufs` and `out_dev`, all alive until the copy below has
-        // synchronized) with the extents the counts in `p` describe; the grid covers
-        // exactly n_tiles dense blocks plus the sparse batches, as the kernel expects.
-        unsafe { builder.launch(cfg) }.map_err(|e| cuda_err("launching the fused kernel", e))?;
+        // synchronized) with the extents the counts in `p` describe; the grid is what
+        // the kernel expects (`grids`): n_tiles dense blocks plus the sparse batches for
+        // the fused kernel, n_tiles for the dense one (blocks beyond n_tiles would
+        // return at once), the sparse batches for the sparse one.
+        unsafe { builder.launch(cfg) }.map_err(|e| cuda_err(&format!("launching {what}"), e))?;
         stream
             .context()
             .check_err()
-            .map_err(|e| cuda_err("after the fused kernel", e))?;
+            .map_err(|e| cuda_err(&format!("after {what}"), e))?;
     }
+    let end = timing_event(stream)?;
     let host = stream
         .clone_dtoh(&out_dev)
         .map_err(|e| cuda_err("copying the result back", e))?;
     let n = out.data().len();
     out.data_mut().copy_from_slice(&host[..n]);
+    let seconds = seconds_between(&start, &end)?;
     drop(bufs);
-    Ok(())
+    Ok(seconds)
+}
+
+/// Measures the device-to-device copy rate: copies `bytes` (whole 4-byte words, at most
+/// half the free device memory, at least one word) between two device buffers once
+/// untimed and `reps` times timed with events on `stream`, and reports the median
+/// copy's bytes read plus written per second.
+pub fn copy_rate(stream: &Arc<CudaStream>, bytes: usize, reps: usize) -> Result<CopyRate> {
+    if reps == 0 {
+        return Err(Error::InvalidOption(
+            "the copy rate needs at least 1 repetition".into(),
+        ));
+    }
+    let (free, _total) = stream
+        .context()
+        .mem_get_info()
+        .map_err(|e| cuda_err("querying free device memory", e))?;
+    let words = (bytes.min(free / 2) / 4).max(1);
+    let src = stream
+        .alloc_zeros::<u32>(words)
+        .map_err(|e| cuda_err("allocating the copy-rate source", e))?;
+    let mut dst = stream
+        .alloc_zeros::<u32>(words)
+        .map_err(|e| cuda_err("allocating the copy-rate destination", e))?;
+    let copy = |dst: &mut CudaSlice<u32>| {
+        stream
+            .memcpy_dtod(&src, dst)
+            .map_err(|e| cuda_err("copying within the device", e))
+    };
+    copy(&mut dst)?;
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let start = timing_event(stream)?;
+        copy(&mut dst)?;
+        let end = timing_event(stream)?;
+        times.push(seconds_between(&start, &end)?);
+    }
+    let median_s = crate::timing::median(&times);
+    let bytes = (words * 4) as u64;
+    Ok(CopyRate {
+        bytes,
+        reps,
+        median_s,
+        bytes_per_s: if median_s > 0.0 {
+            2.0 * bytes as f64 / median_s
+        } else {
+            0.0
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_launches_dense_then_sparse_and_skip_empty_grids() {
+        assert_eq!(grids(Launch::Fused, 3, 5), vec![(Part::Fused, 8)]);
+        assert_eq!(
+            grids(Launch::Sequential, 3, 5),
+            vec![(Part::Dense, 3), (Part::Sparse, 5)]
+        );
+        assert_eq!(grids(Launch::Sequential, 0, 5), vec![(Part::Sparse, 5)]);
+        assert_eq!(grids(Launch::Sequential, 3, 0), vec![(Part::Dense, 3)]);
+        assert!(grids(Launch::Fused, 0, 0).is_empty());
+    }
 }

@@ -1,5 +1,10 @@
 //! The CUDA backend: dense HLS tiles on tensor cores and the sparse remainder on CUDA
-//! cores, in one fused launch per call (kernels in `kernels/`, DESIGN.md §4–5).
+//! cores, in one fused launch per call (kernels in `kernels/`, DESIGN.md §4–5), or in
+//! two sequential launches ([`Launch::Sequential`], the baseline for benchmarks).
+//!
+//! Every call times its launch(es) with device events ([`Backend::last_kernel_seconds`]),
+//! and [`Backend::copy_rate`] measures the device-to-device copy rate that effective
+//! bandwidth is compared with.
 //!
 //! Always compiled; whether a device is usable is found out at run time
 //! ([`CudaBackend::new`] probes the driver once per process and never panics).
@@ -7,7 +12,8 @@
 //! - `device`: probing and opening the device;
 //! - `kernels`: the PTX (prebuilt by build.rs or compiled by NVRTC at run time);
 //! - `upload`: device copies of HLS tensors and factors (fp16 with column scales);
-//! - `launch`: launch parameters ([`abi::HlsLaunchParams`]) and the fused launch.
+//! - `launch`: launch parameters ([`abi::HlsLaunchParams`]), the launches and the
+//!   copy-rate measurement.
 
 #[rustfmt::skip]
 pub mod abi;
@@ -16,15 +22,16 @@ mod kernels;
 mod launch;
 mod upload;
 
-use super::{Backend, BackendKind, BackendTensor};
+use super::{Backend, BackendKind, BackendTensor, CopyRate, Launch};
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
 use crate::ops::Op;
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream};
 use device::cuda_err;
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 pub use kernels::BUILD as KERNEL_BUILD;
 
@@ -34,8 +41,9 @@ pub struct CudaBackend {
     stream: Arc<CudaStream>,
     name: String,
     capability: (i32, i32),
-    mttkrp: CudaFunction,
-    ttmc: CudaFunction,
+    kernels: launch::Kernels,
+    sequential: AtomicBool,
+    last_kernel: Mutex<Option<f64>>,
 }
 
 impl CudaBackend {
@@ -55,10 +63,18 @@ impl CudaBackend {
                 .load_function(name)
                 .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))
         };
+        let kernels = launch::Kernels {
+            fused_mttkrp: load(kernels::FUSED_MTTKRP)?,
+            fused_ttmc: load(kernels::FUSED_TTMC)?,
+            dense_mttkrp: load(kernels::DENSE_MTTKRP)?,
+            dense_ttmc: load(kernels::DENSE_TTMC)?,
+            sparse: load(kernels::SPARSE)?,
+        };
         Ok(CudaBackend {
             stream: dev.ctx.default_stream(),
-            mttkrp: load(kernels::FUSED_MTTKRP)?,
-            ttmc: load(kernels::FUSED_TTMC)?,
+            kernels,
+            sequential: AtomicBool::new(false),
+            last_kernel: Mutex::new(None),
             ctx: dev.ctx,
             name: dev.name,
             capability: dev.capability,
@@ -136,15 +152,42 @@ impl Backend for CudaBackend {
                     "the tensor was prepared by another backend than CUDA".into(),
                 )
             })?;
-        let func = match op {
-            Op::Mttkrp => &self.mttkrp,
-            Op::Ttmc => &self.ttmc,
-        };
-        launch::run(&self.stream, func, op, &t.hls, &t.dev, mode, factors, out)
+        *self.last_kernel.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let seconds = launch::run(
+            &self.stream,
+            &self.kernels,
+            self.launch(),
+            op,
+            &t.hls,
+            &t.dev,
+            mode,
+            factors,
+            out,
+        )?;
+        *self.last_kernel.lock().unwrap_or_else(|e| e.into_inner()) = Some(seconds);
+        Ok(())
     }
     fn synchronize(&self) -> Result<()> {
         self.stream
             .synchronize()
             .map_err(|e| cuda_err("synchronizing the stream", e))
+    }
+    fn last_kernel_seconds(&self) -> Option<f64> {
+        *self.last_kernel.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn set_launch(&self, launch: Launch) -> Result<()> {
+        self.sequential
+            .store(launch == Launch::Sequential, Ordering::Relaxed);
+        Ok(())
+    }
+    fn launch(&self) -> Launch {
+        if self.sequential.load(Ordering::Relaxed) {
+            Launch::Sequential
+        } else {
+            Launch::Fused
+        }
+    }
+    fn copy_rate(&self, bytes: usize, reps: usize) -> Result<Option<CopyRate>> {
+        launch::copy_rate(&self.stream, bytes, reps).map(Some)
     }
 }
