@@ -60,8 +60,8 @@ typedef struct HlsLaunchParams {
     /* Tile key linearization (over tile extents ceil(I/16)), mode 0 most significant. */
     uint32_t tile_shift[3];
     uint32_t tile_mask[3];
-    /* Sparse key linearization (full key = prefix << 32 | low); any mode order: the
-       sparse part stacks the shortest mode most significant. */
+    /* Sparse key linearization (full key = prefix << 32 | low); any mode order (MTTKRP
+       forms stack the shortest mode most significant, TTMc forms mode 0). */
     uint32_t sp_shift[HLS_MAX_ORDER];
     uint64_t sp_mask[HLS_MAX_ORDER];
     /* Mode extents and ranks (columns of factor m). */

@@ -6,9 +6,9 @@
 //!    that order, so each slab is sorted by (tile, bit position) on its own, in
 //!    parallel, and its tiles counted. Tiles with at least `T` nonzeros become dense:
 //!    a bitmap (built with `bitvec`) and their values in bitmap order.
-//! 3. Every other nonzero goes to the sparse part in key order (the layout stacks the
-//!    shortest mode most significant, see [`KeyLayout::by_extent`], so the keys are
-//!    sorted once more unless that is the mode order), split into blocks by the key
+//! 3. Every other nonzero goes to the sparse part in key order ([`KeyOrder`]: for
+//!    MTTKRP the shortest mode most significant, so the keys are sorted once more unless
+//!    that is the mode order; for TTMc the mode order), split into blocks by the key
 //!    bits above the low 32.
 //!
 //! Several thresholds can share steps 1 and 2 ([`HlsBuilder::build_many`]), so a tensor

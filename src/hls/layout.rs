@@ -5,8 +5,8 @@
 //! lexicographically in that order: the key of `(x0, …, x_{N-1})` is `Σ x_m << s_m`
 //! with `s_{ℓ_k} = Σ_{j>k} b_{ℓ_j}`. [`KeyLayout::new`] uses the mode order, DESIGN.md's
 //! formula (three modes: `(x0 << (b1 + b2)) | (x1 << b2) | x2`);
-//! [`KeyLayout::by_extent`] puts the shortest mode first, the order the sparse part
-//! uses: a CSF-like walk over the sorted keys then shares the most work along
+//! [`KeyLayout::by_extent`] puts the shortest mode first, the order MTTKRP forms' sparse
+//! parts use (see [`crate::hls::KeyOrder`]): a CSF-like walk over the sorted keys then shares the most work along
 //! coordinate prefixes (few long-lived top levels, many short fibers at the bottom),
 //! which is SPLATT's choice of CSF mode order too. Decoding is a shift and a mask in
 //! any order.

@@ -112,7 +112,7 @@ impl DenseTiles {
 /// `keys` strictly increasing; the full key of entry `p` of block `b` is
 /// `(block_prefix[b] << 32) | keys[p]`; `values.len() == keys.len()`. So the whole
 /// part is in key order: lexicographic in the layout's level order
-/// ([`KeyLayout::levels`], shortest mode first).
+/// ([`KeyLayout::levels`]; see [`KeyOrder`] for which order each op gets).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SparsePart {
     layout: KeyLayout,
