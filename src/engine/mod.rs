@@ -439,14 +439,7 @@ impl Engine {
         factors: &[Matrix],
         out: &mut Matrix,
     ) -> Result<()> {
-        let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
-        if out.shape() != (rows, cols) {
-            crate::matrix::check_alloc(&format!("{op} output"), rows, cols, 4)?;
-            *out = Matrix::zeros(rows, cols);
-        } else {
-            out.data_mut().fill(0.0);
-        }
-        self.backend.run(op, p.part(op)?, mode, factors, None, out)
+        self.run_into_checked(op, p, mode, factors, None, out)
     }
 
     /// [`Engine::run_into`] with the factors' column maxima given by the caller (see
@@ -460,7 +453,6 @@ impl Engine {
         col_max: &ColumnMax,
         out: &mut Matrix,
     ) -> Result<()> {
-        let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
         let fits = col_max.max.len() == factors.len()
             && col_max
                 .max
@@ -478,6 +470,21 @@ impl Engine {
                 format!("{:?}", col_max.max.iter().map(Vec::len).collect::<Vec<_>>()),
             ));
         }
+        self.run_into_checked(op, p, mode, factors, Some(col_max), out)
+    }
+
+    /// Checks the shapes, sizes (reallocating only on a new shape) and zeroes `out`,
+    /// then runs the backend.
+    fn run_into_checked(
+        &self,
+        op: Op,
+        p: &Prepared,
+        mode: usize,
+        factors: &[Matrix],
+        col_max: Option<&ColumnMax>,
+        out: &mut Matrix,
+    ) -> Result<()> {
+        let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
         if out.shape() != (rows, cols) {
             crate::matrix::check_alloc(&format!("{op} output"), rows, cols, 4)?;
             *out = Matrix::zeros(rows, cols);
@@ -485,7 +492,7 @@ impl Engine {
             out.data_mut().fill(0.0);
         }
         self.backend
-            .run(op, p.part(op)?, mode, factors, Some(col_max), out)
+            .run(op, p.part(op)?, mode, factors, col_max, out)
     }
 
     /// Sparse MTTKRP on `mode`: `I_n × R`.
