@@ -297,11 +297,21 @@ fn update_factor(
         .par_chunks_mut(step)
         .zip(m.data().par_chunks(step))
         .map(|(ab, mb)| {
-            if !mb.iter().all(|x| x.is_finite()) {
+            // Widened and checked in one pass; `&=` rather than `all` so the loop does
+            // not exit early (the early-exit check was a scalar loop that took about as
+            // long as the GEMM in the profile).
+            let mut finite = true;
+            let wide: Vec<f64> = mb
+                .iter()
+                .map(|&x| {
+                    finite &= x.is_finite();
+                    x as f64
+                })
+                .collect();
+            if !finite {
                 return None;
             }
             let n = mb.len() / r;
-            let wide: Vec<f64> = mb.iter().map(|&x| x as f64).collect();
             let mv = MatRef::from_row_major_slice(&wide, n, r);
             // Row-major destination, so the pass below walks memory in order.
             let mut abuf = vec![0f64; n * r];
