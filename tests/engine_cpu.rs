@@ -81,6 +81,50 @@ fn generated_tensors_every_regime_and_order() {
     }
 }
 
+/// Wide TTMc outputs are split by rows between workers instead of summed from private
+/// copies: by runs of the sorted stream when the target leads the keys (mode 0 here),
+/// by every worker filtering the whole stream otherwise (mode 1), and narrow outputs
+/// keep the private copies (mode 2). Three workers, so the cuts are uneven; dense
+/// tiles mixed in, so the filter covers them too.
+#[test]
+fn wide_ttmc_outputs_split_by_rows_match_the_reference() {
+    let seed = common::fresh_seed("wide_ttmc_outputs_split_by_rows_match_the_reference");
+    let spec = GenSpec {
+        dims: vec![1100, 1500, 40],
+        nnz: 40_000,
+        pattern: Pattern::BlockDense {
+            tile_nnz: 400,
+            dense_share: 0.3,
+        },
+        seed,
+    };
+    let x = generate(&spec).unwrap();
+    let f = factors(&x, &[32, 32, 32], seed);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        let engine = Engine::cpu();
+        for t in [40, u32::MAX] {
+            let p = engine
+                .prepare_with_thresholds(&x, &[(Op::Ttmc, t)])
+                .unwrap();
+            for mode in 0..3 {
+                let got = engine.run(Op::Ttmc, &p, mode, &f).unwrap();
+                // Modes 0 and 1 are above the split size (1M floats), mode 2 below.
+                assert_eq!(got.data().len() >= 1 << 20, mode < 2);
+                let want = reference::apply(Op::Ttmc, &x, mode, &f).unwrap();
+                let acc = compare(&want, &got).unwrap();
+                assert!(
+                    acc.smape_percent <= SMAPE_TARGET_PERCENT,
+                    "{spec:?}: TTMc mode {mode} T={t}: {acc:?}"
+                );
+            }
+        }
+    });
+}
+
 /// Every MTTKRP rank with a specialized walker (8, 16, 32, 64 at orders 3 and 4, one
 /// instantiation per target mode) and one without (12), on every mode, with tiles dense,
 /// mixed and all sparse.

@@ -2,6 +2,7 @@
 
 use super::fixed::Fixed;
 use super::subnormal::FlushSubnormals;
+use super::ttmc::TtmcWalker;
 use super::walk::{Sink, Walker};
 use crate::hls::{DenseTiles, HlsTensor, LOW_KEY_BITS};
 use crate::matrix::Matrix;
@@ -14,6 +15,11 @@ const PREFETCH_AHEAD: usize = 12;
 
 /// Floats of padding (one 64-byte cache line) around each private output buffer.
 const PAD: usize = 16;
+
+/// TTMc outputs of at least this many floats are split by rows between the workers
+/// (see [`ttmc_by_rows`]) rather than summed from private copies: zeroing and summing
+/// copies of a wide output cost more than decoding the stream once per worker.
+const ROW_SPLIT_MIN_FLOATS: usize = 1 << 20;
 
 /// A worker's share: a range of sparse nonzeros and a range of dense tiles.
 struct Share {
@@ -55,6 +61,13 @@ pub(super) fn run(
     let workers = rayon::current_num_threads().max(1);
     // Tiny tensors: one share, no private buffers.
     let workers = if hls.nnz() < 4096 { 1 } else { workers };
+    if op == Op::Ttmc
+        && workers > 1
+        && out.data().len() >= ROW_SPLIT_MIN_FLOATS
+        && out.rows() >= 64 * workers
+    {
+        return ttmc_by_rows(hls, mode, factors, out, workers);
+    }
     let shares = shares(hls, workers);
     let (first, rest) = shares.split_first().expect("at least one share");
     // Private outputs come from a pool kept across calls: fresh allocations of this size
@@ -110,6 +123,110 @@ pub(super) fn run(
         .extend(private);
 }
 
+/// TTMc with the output rows cut into one range per worker, each of about the same
+/// number of nonzeros. When the target is the keys' most significant field its rows are
+/// contiguous runs of the sorted stream, and each worker walks just its run; otherwise
+/// every worker walks the whole stream and keeps the nonzeros of its rows.
+fn ttmc_by_rows(
+    hls: &HlsTensor,
+    mode: usize,
+    factors: &[Matrix],
+    out: &mut Matrix,
+    workers: usize,
+) {
+    let (rows, cols) = out.shape();
+    let sp = hls.sparse();
+    let nnz = sp.nnz();
+    let tiles = (0, hls.dense().map_or(0, |d| d.len()));
+    let levels: Vec<usize> = (0..hls.order()).collect();
+    let leading = sp.layout().levels()[0] == mode;
+    let row_at = |p: usize| sp.layout().decode(sp.full_key(sp.block_of(p), p), mode) as usize;
+    let mut bounds = vec![0usize];
+    if leading {
+        for w in 1..workers {
+            let p = nnz * w / workers;
+            let r = if p < nnz { row_at(p) } else { rows };
+            bounds.push(r.max(bounds[w - 1]));
+        }
+    } else {
+        let all = Share {
+            sparse: (0, nnz),
+            tiles,
+        };
+        let mut counts = vec![0u64; rows];
+        stream(
+            hls,
+            &all,
+            &levels,
+            &mut CountRows {
+                mode,
+                counts: &mut counts,
+            },
+        );
+        let total: u64 = counts.iter().sum();
+        let mut seen = 0u64;
+        for (i, &c) in counts.iter().enumerate() {
+            seen += c;
+            let k = bounds.len() as u64;
+            if k < workers as u64 && seen * workers as u64 >= total * k {
+                bounds.push(i + 1);
+            }
+        }
+    }
+    bounds.push(rows);
+    // The first sparse position whose target coordinate is at least `row` (used only
+    // when the stream is sorted by the target).
+    let first_at = |row: usize| {
+        let (mut lo, mut hi) = (0, nnz);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if row_at(mid) < row {
+                lo = mid + 1
+            } else {
+                hi = mid
+            }
+        }
+        lo
+    };
+    let mut parts = Vec::with_capacity(workers);
+    let mut rest = out.data_mut();
+    for w in bounds.windows(2) {
+        let (part, tail) = rest.split_at_mut((w[1] - w[0]) * cols);
+        let sparse = if leading {
+            (first_at(w[0]), first_at(w[1]))
+        } else {
+            (0, nnz)
+        };
+        parts.push((w[0], part, Share { sparse, tiles }));
+        rest = tail;
+    }
+    parts.into_par_iter().for_each(|(first, part, share)| {
+        let _flush = FlushSubnormals::new();
+        let first = u32::try_from(first).expect("rows of a mode fit its u32 coordinates");
+        let f = factors.iter().collect();
+        stream(
+            hls,
+            &share,
+            &levels,
+            &mut TtmcWalker::new(mode, f, part, cols, first),
+        );
+    });
+}
+
+/// Counts the nonzeros of every coordinate of one mode.
+struct CountRows<'a> {
+    mode: usize,
+    counts: &'a mut [u64],
+}
+
+impl Sink for CountRows<'_> {
+    #[inline]
+    fn push(&mut self, c: &[u32], _v: f32) {
+        self.counts[c[self.mode] as usize] += 1;
+    }
+    fn finish(&mut self) {}
+}
+
 fn walk_share(
     op: Op,
     hls: &HlsTensor,
@@ -154,14 +271,18 @@ fn walk_share(
         (Op::Mttkrp, 4, 16) => fixed!(4, 16, 0 1 2 3),
         (Op::Mttkrp, 4, 32) => fixed!(4, 32, 0 1 2 3),
         (Op::Mttkrp, 4, 64) => fixed!(4, 64, 0 1 2 3),
-        _ => {
-            let f = levels.iter().map(|&m| &factors[m]).collect();
+        (Op::Ttmc, ..) => {
+            let f = factors.iter().collect();
             stream(
                 hls,
                 share,
                 &levels,
-                &mut Walker::new(op, target, f, out, cols),
+                &mut TtmcWalker::new(mode, f, out, cols, 0),
             )
+        }
+        _ => {
+            let f = levels.iter().map(|&m| &factors[m]).collect();
+            stream(hls, share, &levels, &mut Walker::new(target, f, out, cols))
         }
     }
 }

@@ -2,14 +2,18 @@
 //!
 //! Same format and same decomposition of the work as the GPU: the sparse part and the
 //! dense tiles are cut into equal shares of nonzeros, one per worker; each worker walks
-//! its share in key order ([`walk`]) into a private output (no locks or atomics), and
-//! the private outputs are summed row-parallel at the end. fp16 values are widened to
-//! f32 and accumulated in f32, with subnormal results flushed to zero ([`subnormal`]).
+//! its share in key order (MTTKRP: [`walk`], [`fixed`]; TTMc: [`ttmc`]) into a private
+//! output (no locks or atomics), and the private outputs are summed row-parallel at the
+//! end. TTMc outputs too wide to copy per worker (at least 1M floats) are instead cut
+//! into row ranges of equal nonzero counts, each worker writing its own rows. fp16
+//! values are widened to f32 and accumulated in f32, with subnormal results flushed to
+//! zero ([`subnormal`]).
 
 mod fixed;
 mod kernel;
 mod scaled;
 mod subnormal;
+mod ttmc;
 mod walk;
 
 pub(crate) use scaled::column_max_abs;

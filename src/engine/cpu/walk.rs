@@ -1,38 +1,34 @@
 //! One pass over a stream of nonzeros in (mostly) lexicographic coordinate order that
-//! computes MTTKRP or TTMc for one mode, reusing work along shared coordinate prefixes
-//! the way a CSF tree does, without building one.
+//! computes MTTKRP for one mode, reusing work along shared coordinate prefixes the way
+//! a CSF tree does, without building one. (TTMc has its own walk, [`super::ttmc`].)
 //!
-//! The walk's *levels* are the order in which coordinates are pushed: for MTTKRP the
-//! key order of the sparse part (shortest mode first, so the stream is sorted level by
-//! level and the sharing is greatest), for TTMc the mode order (its output columns
-//! are the Kronecker product in mode order). Below, "mode `l`" is the mode at level `l`.
+//! The walk's *levels* are the key order of the sparse part (shortest mode first, so
+//! the stream is sorted level by level and the sharing is greatest). Below, "mode `l`"
+//! is the mode at level `l`.
 //!
-//! For target mode `n` and a nonzero at `c = (c_0, …, c_{N-1})`:
-//! - the *top* product `T = F_0[c_0] ⊛ … ⊛ F_{n-1}[c_{n-1}]` changes only when one of
-//!   the modes before `n` changes, so it is rebuilt from the first changed level;
-//! - the *subtree sums* `A_l = Σ v · F_{l+1}[c_{l+1}] ⊛ … ⊛ F_{N-1}[c_{N-1}]` for
-//!   `l ≥ n` are accumulated leaf-first and folded one level up (`A_{l-1} += F_l ⊛ A_l`)
-//!   when the coordinate of level `l` changes; folding level `n` adds `T ⊛ A_n` to the
+//! For target level `n` and a nonzero at `c = (c_0, …, c_{N-1})`:
+//! - the *top* product `T = F_0[c_0] ∘ … ∘ F_{n-1}[c_{n-1}]` changes only when one of
+//!   the levels before `n` changes, so it is rebuilt from the first changed level;
+//! - the *subtree sums* `A_l = Σ v · F_{l+1}[c_{l+1}] ∘ … ∘ F_{N-1}[c_{N-1}]` for
+//!   `l ≥ n` are accumulated leaf-first and folded one level up (`A_{l-1} += F_l ∘ A_l`)
+//!   when the coordinate of level `l` changes; folding level `n` adds `T ∘ A_n` to the
 //!   output row `c_n`.
 //!
-//! `⊛` is the Hadamard product for MTTKRP and the Kronecker product for TTMc (later mode
-//! fastest), so TTMc of mode 0 costs `R_2` per nonzero plus `R_1·R_2` per fiber instead
-//! of `R_1·R_2` per nonzero. Any order of the stream is correct (a change of prefix just
-//! folds more often); sorted streams reuse the most.
+//! Any order of the stream is correct (a change of prefix just folds more often);
+//! sorted streams reuse the most. [`super::fixed`] is the same walk at compile-time
+//! order, rank and target level.
 
 use crate::matrix::Matrix;
-use crate::ops::Op;
 
-/// Walks one stream for one op and mode into a private output buffer.
+/// Walks one stream for MTTKRP of one mode into a private output buffer.
 pub(super) struct Walker<'a> {
-    op: Op,
     mode: usize,
     order: usize,
     /// One factor per level, in walking order.
     factors: Vec<&'a Matrix>,
     out: &'a mut [f32],
     cols: usize,
-    /// `top[l]` = product over modes `0..=l` (only `l < mode` used).
+    /// `top[l]` = product over levels `0..=l` (only `l < mode` used).
     top: Vec<Vec<f32>>,
     /// `acc[l]` for `mode ≤ l ≤ N-2`: subtree sums.
     acc: Vec<Vec<f32>>,
@@ -45,38 +41,22 @@ pub(super) struct Walker<'a> {
 }
 
 impl<'a> Walker<'a> {
-    /// A walker writing `op` of the target at level `mode` into `out` (`rows × cols`,
-    /// row-major). `factors` holds one factor per level, in the order the coordinates
-    /// are pushed (the mode order for TTMc, whose output columns follow it).
+    /// A walker writing MTTKRP of the target at level `mode` into `out` (`rows × cols`,
+    /// row-major, `cols` the rank). `factors` holds one factor per level, in the order
+    /// the coordinates are pushed.
     pub(super) fn new(
-        op: Op,
         mode: usize,
         factors: Vec<&'a Matrix>,
         out: &'a mut [f32],
         cols: usize,
     ) -> Self {
         let order = factors.len();
-        let rank = |m: usize| factors[m].cols();
-        let mut top = Vec::with_capacity(mode);
-        let mut len = 1;
-        for m in 0..mode {
-            len = match op {
-                Op::Mttkrp => rank(m),
-                Op::Ttmc => len * rank(m),
-            };
-            top.push(vec![0f32; len]);
-        }
+        let top = vec![vec![0f32; cols]; mode];
         let mut acc = vec![Vec::new(); order.saturating_sub(1)];
-        let mut len = 1;
-        for l in (mode..order.saturating_sub(1)).rev() {
-            len = match op {
-                Op::Mttkrp => rank(l + 1),
-                Op::Ttmc => len * rank(l + 1),
-            };
-            acc[l] = vec![0f32; len];
+        for a in acc.iter_mut().skip(mode) {
+            *a = vec![0f32; cols];
         }
         Walker {
-            op,
             mode,
             order,
             factors,
@@ -164,13 +144,8 @@ impl Walker<'_> {
                 continue;
             }
             let src = &before[l - 1];
-            match self.op {
-                Op::Mttkrp => {
-                    for ((d, &a), &b) in dst.iter_mut().zip(src).zip(f) {
-                        *d = a * b;
-                    }
-                }
-                Op::Ttmc => kron_into(dst, src, f),
+            for ((d, &a), &b) in dst.iter_mut().zip(src).zip(f) {
+                *d = a * b;
             }
         }
     }
@@ -184,24 +159,13 @@ impl Walker<'_> {
             let (dst, src) = (&mut lo[l - 1], &hi[0]);
             self.empty[l] = true;
             let overwrite = std::mem::replace(&mut self.empty[l - 1], false);
-            match (self.op, overwrite) {
-                (Op::Mttkrp, true) => {
-                    for ((d, s), &b) in dst.iter_mut().zip(src.iter()).zip(f) {
-                        *d = s * b;
-                    }
+            if overwrite {
+                for ((d, s), &b) in dst.iter_mut().zip(src.iter()).zip(f) {
+                    *d = s * b;
                 }
-                (Op::Mttkrp, false) => {
-                    for ((d, s), &b) in dst.iter_mut().zip(src.iter()).zip(f) {
-                        *d = s.mul_add(b, *d);
-                    }
-                }
-                (Op::Ttmc, true) => kron_into(dst, f, src),
-                (Op::Ttmc, false) => {
-                    // dst[(r_l, rest)] += f[r_l] * src[rest]
-                    let w = src.len();
-                    for (r, &fr) in f.iter().enumerate() {
-                        axpy(&mut dst[r * w..(r + 1) * w], fr, src);
-                    }
+            } else {
+                for ((d, s), &b) in dst.iter_mut().zip(src.iter()).zip(f) {
+                    *d = s.mul_add(b, *d);
                 }
             }
         } else {
@@ -210,23 +174,13 @@ impl Walker<'_> {
             let out = &mut self.out[row..row + self.cols];
             let a = &self.acc[n];
             self.empty[n] = true;
-            match self.op {
-                Op::Mttkrp => {
-                    if n == 0 {
-                        for (o, &s) in out.iter_mut().zip(a.iter()) {
-                            *o += s;
-                        }
-                    } else {
-                        for ((o, &s), &b) in out.iter_mut().zip(a.iter()).zip(t) {
-                            *o = s.mul_add(b, *o);
-                        }
-                    }
+            if n == 0 {
+                for (o, &s) in out.iter_mut().zip(a.iter()) {
+                    *o += s;
                 }
-                Op::Ttmc => {
-                    let w = a.len();
-                    for (r, &tr) in t.iter().enumerate() {
-                        axpy(&mut out[r * w..(r + 1) * w], tr, a);
-                    }
+            } else {
+                for ((o, &s), &b) in out.iter_mut().zip(a.iter()).zip(t) {
+                    *o = s.mul_add(b, *o);
                 }
             }
         }
@@ -253,16 +207,5 @@ pub(super) fn prefetch_row(row: &[f32]) {
 fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
     for (y, &x) in y.iter_mut().zip(x) {
         *y = a.mul_add(x, *y);
-    }
-}
-
-/// `dst = a ⊗ b` (b fastest).
-#[inline]
-fn kron_into(dst: &mut [f32], a: &[f32], b: &[f32]) {
-    let w = b.len();
-    for (r, &ar) in a.iter().enumerate() {
-        for (d, &bb) in dst[r * w..(r + 1) * w].iter_mut().zip(b) {
-            *d = ar * bb;
-        }
     }
 }
