@@ -26,7 +26,7 @@
 //! first update of mode 0 uses only the others), as in pyttb. To give a peer the same
 //! start, write these matrices out; `init = Some(…)` feeds them back exactly.
 
-use super::dense::{SolveKind, gram_f32, gram_seq, inverse_spd, row_blocks};
+use super::dense::{SolveKind, gram, gram_seq, inverse_spd, row_blocks};
 use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor};
 use crate::engine::{ColumnMax, Engine, Prepared};
 use crate::error::{Error, Result};
@@ -184,7 +184,7 @@ pub fn cp_als_with_progress(
     // The factors live in f32, as the engine takes them; everything reduced over rows
     // (Grams, column norms, the fit's inner product) is accumulated in f64.
     let mut factors = opts.initial_factors(&dims);
-    let mut grams: Vec<Mat<f64>> = factors.iter().map(gram_f32).collect();
+    let mut grams: Vec<Mat<f64>> = factors.iter().map(gram).collect();
     // Kept up to date by the updates, so the kernels need not scan the factors.
     let mut col_max = ColumnMax::of(&factors);
     let mut weights = vec![1.0f64; rank];

@@ -22,6 +22,27 @@ const MAX_BLOCKS: usize = 64;
 /// At least this many rows per block (below it, threading costs more than it saves).
 const MIN_BLOCK_ROWS: usize = 1024;
 
+/// Element types the reductions over rows accept: widened to f64 block by block, so an
+/// f32 kernel output needs no full f64 copy.
+pub(crate) trait Real: Copy + Default + Send + Sync {
+    /// The value as f64.
+    fn wide(self) -> f64;
+}
+
+impl Real for f32 {
+    #[inline(always)]
+    fn wide(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Real for f64 {
+    #[inline(always)]
+    fn wide(self) -> f64 {
+        self
+    }
+}
+
 /// A row-major matrix as a faer view.
 fn view(a: &Matrix<f64>) -> MatRef<'_, f64> {
     MatRef::from_row_major_slice(a.data(), a.rows(), a.cols())
@@ -34,15 +55,23 @@ pub(crate) fn to_row_major(m: MatRef<'_, f64>) -> Matrix<f64> {
 
 /// `AᵀB` for row-major `A` (`n × a`) and `B` (`n × b`): an `a × b` matrix, summed over
 /// the `n` rows in fixed blocks (see the module notes on determinism).
-pub(crate) fn at_b(a: &Matrix<f64>, b: &Matrix<f64>) -> Mat<f64> {
+pub(crate) fn at_b<A: Real, B: Real>(a: &Matrix<A>, b: &Matrix<B>) -> Mat<f64> {
     debug_assert_eq!(a.rows(), b.rows());
     let n = a.rows();
     let block = row_blocks(n);
     let (ca, cb) = (a.cols(), b.cols());
     let partial = |lo: usize| {
         let hi = (lo + block).min(n);
-        let av = MatRef::from_row_major_slice(&a.data()[lo * ca..hi * ca], hi - lo, ca);
-        let bv = MatRef::from_row_major_slice(&b.data()[lo * cb..hi * cb], hi - lo, cb);
+        let aw: Vec<f64> = a.data()[lo * ca..hi * ca]
+            .iter()
+            .map(|x| x.wide())
+            .collect();
+        let bw: Vec<f64> = b.data()[lo * cb..hi * cb]
+            .iter()
+            .map(|x| x.wide())
+            .collect();
+        let av = MatRef::from_row_major_slice(&aw, hi - lo, ca);
+        let bv = MatRef::from_row_major_slice(&bw, hi - lo, cb);
         let mut out = Mat::<f64>::zeros(ca, cb);
         matmul(
             out.as_mut(),
@@ -61,11 +90,6 @@ pub(crate) fn at_b(a: &Matrix<f64>, b: &Matrix<f64>) -> Mat<f64> {
         sum += p;
     }
     sum
-}
-
-/// `AᵀA`.
-pub(crate) fn gram(a: &Matrix<f64>) -> Mat<f64> {
-    at_b(a, a)
 }
 
 /// How a normal-equations solve went.
@@ -99,9 +123,9 @@ pub(crate) fn row_blocks(n: usize) -> usize {
     n.div_ceil(MAX_BLOCKS).max(MIN_BLOCK_ROWS)
 }
 
-/// `AᵀA` in f64 for an f32 row-major `A`: each fixed row block is widened to f64 and
+/// `AᵀA` in f64 for a row-major `A`: each fixed row block is widened to f64 once and
 /// multiplied on its own, and the block results are summed in order (deterministic).
-pub(crate) fn gram_f32(a: &Matrix<f32>) -> Mat<f64> {
+pub(crate) fn gram<T: Real>(a: &Matrix<T>) -> Mat<f64> {
     let (n, c) = a.shape();
     let block = row_blocks(n);
     let parts: Vec<Mat<f64>> = a
@@ -116,10 +140,10 @@ pub(crate) fn gram_f32(a: &Matrix<f32>) -> Mat<f64> {
     sum
 }
 
-/// `AᵀA` in f64 of the row-major f32 rows `rows` (`len / cols × cols`), sequentially.
-pub(crate) fn gram_rows(rows: &[f32], cols: usize) -> Mat<f64> {
+/// `AᵀA` in f64 of the row-major rows `rows` (`len / cols × cols`), sequentially.
+pub(crate) fn gram_rows<T: Real>(rows: &[T], cols: usize) -> Mat<f64> {
     let n = rows.len() / cols.max(1);
-    let wide: Vec<f64> = rows.iter().map(|&x| x as f64).collect();
+    let wide: Vec<f64> = rows.iter().map(|x| x.wide()).collect();
     gram_seq(MatRef::from_row_major_slice(&wide, n, cols))
 }
 
@@ -153,11 +177,12 @@ pub(crate) fn orthonormalize(a: &Matrix<f64>) -> Matrix<f64> {
 /// leading `k` are mapped back by `y V_k` and re-orthonormalized by QR (which also
 /// removes the `Σ⁻¹` scaling and copes with zero singular values). The `n × n` matrix
 /// `y yᵀ` is never formed.
-pub(crate) fn leading_left_singular(y: &Matrix<f64>, k: usize) -> Result<Matrix<f64>> {
+pub(crate) fn leading_left_singular<T: Real>(y: &Matrix<T>, k: usize) -> Result<Matrix<f64>> {
     let (n, p) = y.shape();
     debug_assert!(k <= n);
     if n <= p {
-        let svd = view(y)
+        let y = y.map(Real::wide);
+        let svd = view(&y)
             .thin_svd()
             .map_err(|e| Error::Numerical(format!("thin SVD of a {n}×{p} matrix: {e:?}")))?;
         let u = svd.U();
@@ -176,7 +201,7 @@ pub(crate) fn leading_left_singular(y: &Matrix<f64>, k: usize) -> Result<Matrix<
 
 /// `A B` for row-major `A` (`n × p`) and a small row-major `B` (`p × k`), row blocks in
 /// parallel (each output row depends only on its input row: deterministic).
-pub(crate) fn row_times(a: &Matrix<f64>, b: &Matrix<f64>) -> Matrix<f64> {
+pub(crate) fn row_times<T: Real>(a: &Matrix<T>, b: &Matrix<f64>) -> Matrix<f64> {
     let (p, k) = b.shape();
     debug_assert_eq!(a.cols(), p);
     let mut out = Matrix::<f64>::zeros(a.rows(), k);
@@ -187,7 +212,7 @@ pub(crate) fn row_times(a: &Matrix<f64>, b: &Matrix<f64>) -> Matrix<f64> {
         .par_chunks_mut(k)
         .zip(a.data().par_chunks(p))
         .for_each(|(o, ar)| {
-            for (j, &aj) in ar.iter().enumerate() {
+            for (j, aj) in ar.iter().map(|x| x.wide()).enumerate() {
                 if aj != 0.0 {
                     for (ov, &bv) in o.iter_mut().zip(b.row(j)) {
                         *ov += aj * bv;
@@ -249,9 +274,9 @@ mod tests {
     }
 
     #[test]
-    fn gram_f32_matches_the_f64_gram_across_blocks() {
+    fn gram_of_f32_matches_the_f64_gram_across_blocks() {
         let a = Matrix::random(3000, 5, 9);
-        let got = gram_f32(&a);
+        let got = gram(&a);
         let want = gram(&a.to_f64());
         for i in 0..5 {
             for j in 0..5 {

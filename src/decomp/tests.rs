@@ -455,3 +455,16 @@ fn zero_tensor_is_rejected() {
         Error::InvalidTensor(_)
     ));
 }
+
+#[test]
+fn check_finite_finds_the_first_bad_entry_past_the_first_chunk() {
+    // More than one parallel chunk (65 536 floats), the bad entries in a later one.
+    let mut m = Matrix::zeros(300, 1000);
+    assert!(super::check_finite(&m, || "m".into()).is_ok());
+    m.set(250, 7, f32::INFINITY);
+    m.set(299, 999, f32::NAN);
+    match super::check_finite(&m, || "m".into()) {
+        Err(Error::NonFinite(msg)) => assert_eq!(msg, "m entry 250007 is inf"),
+        other => panic!("{other:?}"),
+    }
+}

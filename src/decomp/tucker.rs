@@ -212,13 +212,14 @@ pub fn tucker_hooi_with_progress(
             let y = &mut outputs[n];
             clock.kernel(|| engine.run_into(Op::Ttmc, x, n, &factors, y))?;
             check_finite(y, || format!("TTMc of mode {n} in iteration {it}"))?;
-            let y = y.to_f64();
-            let u = clock.linalg(|| leading_left_singular(&y, opts.ranks[n]))?;
+            // Reductions widen f32 rows to f64 block by block: no f64 copy of `y`.
+            let y = &*y;
+            let u = clock.linalg(|| leading_left_singular(y, opts.ranks[n]))?;
             if n == order - 1 {
                 // G_(N−1) = Uᵀ Y: R_{N−1} × Π_{m<N−1} R_m, columns in row-major order of
                 // modes 0..N−2; transposing gives the core row-major with the last mode
                 // fastest.
-                let g = clock.linalg(|| at_b(&u, &y));
+                let g = clock.linalg(|| at_b(&u, y));
                 core = Matrix::from_fn(g.ncols(), g.nrows(), |c, r| g[(r, c)]).into_data();
             }
             factors[n] = u.to_f32();
