@@ -17,12 +17,7 @@ rounds="${ROUNDS:-3}"
 long="${LONG:-5}"
 data="${SPTMC_DATA_DIR:-../shared/data}"
 mkdir -p "$out"
-if ! .venv/bin/python -c "import pyttb" 2>/dev/null; then
-    python3 -m venv .venv && .venv/bin/pip install --quiet pyttb
-fi
-export RAYON_NUM_THREADS=2 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
-cargo build --release --quiet
-bin=target/release/sptmc
+. scripts/peer-setup.sh
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 json="["
 table="| tensor | nnz | sptmc s/iter | pyttb s/iter | pyttb/sptmc | SPLATT cpd s/iter (BASELINES.md) | SPLATT/sptmc | sptmc fit | timed iterations per run (sptmc / pyttb) |

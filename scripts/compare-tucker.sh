@@ -19,12 +19,7 @@ mem_kb="${PEER_MEM_KB:-16777216}"
 peer_timeout="${PEER_TIMEOUT:-200}"
 data="${SPTMC_DATA_DIR:-../shared/data}"
 mkdir -p "$out"
-if ! .venv/bin/python -c "import pyttb" 2>/dev/null; then
-    python3 -m venv .venv && .venv/bin/pip install --quiet pyttb
-fi
-export RAYON_NUM_THREADS=2 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
-cargo build --release --quiet
-bin=target/release/sptmc
+. scripts/peer-setup.sh
 json="["
 table="| tensor | nnz | ranks | sptmc s/iter | pyttb s/iter | pyttb/sptmc | sptmc fit (10 it) |
 |---|---|---|---|---|---|---|
