@@ -1,56 +1,86 @@
-//! Turns `kernels/*.cu` into PTX at build time when a CUDA compiler is at hand, so the
-//! binary needs only the driver on the GPU machine. Looked for, in order:
+//! Turns `kernels/*.cu` into device code at build time when a CUDA compiler is at hand,
+//! so the binary needs only the driver on the GPU machine: a cubin for sm_80 (A100 and
+//! every later 8.x part), a cubin for sm_90 (H100, H200) and compute_80 PTX that the
+//! driver JIT-compiles for anything else. Compilers looked for, in order:
 //! 1. `SPTMC_NVRTC_LIB` = path of a `libnvrtc.so`;
 //! 2. the PyPI wheel `nvidia-cuda-nvrtc-cu12` under `.venv-cuda/`, `.venv/` or a
 //!    site-packages folder of `python3`;
 //! 3. `nvcc` on `PATH`.
 //!
-//! The PTX (`compute_80`, JIT-compiled by the driver for newer GPUs) is written to
-//! `OUT_DIR/fused.ptx` and the cfg `sptmc_prebuilt_ptx` is set. Without a compiler (or
-//! if it fails) the build still succeeds and the kernels are compiled by NVRTC at run
-//! time. Never touches the network.
+//! Each image is written to `OUT_DIR/fused.<target>.{cubin,ptx}` and announced with the
+//! cfg `sptmc_kernel_<target>` (`src/engine/cuda/kernels.rs` embeds what is there).
+//! Without a compiler (or if it fails) the build still succeeds and the kernels are
+//! compiled by NVRTC at run time. Never touches the network.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const ARCH: &str = "compute_80";
+#[path = "src/engine/cuda/nvrtc_dl.rs"]
+#[allow(dead_code)]
+mod nvrtc_dl;
+
+use nvrtc_dl::Output;
+
 const ENTRY: &str = "fused.cu";
+/// The images embedded: (target, what NVRTC/nvcc produces, cfg name).
+const IMAGES: &[(&str, Output, &str)] = &[
+    ("sm_90", Output::Cubin, "sptmc_kernel_sm_90"),
+    ("sm_80", Output::Cubin, "sptmc_kernel_sm_80"),
+    ("compute_80", Output::Ptx, "sptmc_kernel_compute_80"),
+];
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=kernels");
+    println!("cargo::rerun-if-changed=src/engine/cuda/nvrtc_dl.rs");
     println!("cargo::rerun-if-env-changed=SPTMC_NVRTC_LIB");
-    println!("cargo::rerun-if-env-changed=SPTMC_NO_PREBUILT_PTX");
+    println!("cargo::rerun-if-env-changed=SPTMC_NO_PREBUILT_KERNELS");
     println!("cargo::rerun-if-env-changed=PATH");
-    println!("cargo::rustc-check-cfg=cfg(sptmc_prebuilt_ptx)");
+    for (_, _, cfg) in IMAGES {
+        println!("cargo::rustc-check-cfg=cfg({cfg})");
+    }
     git_commit();
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     let kernels = manifest.join("kernels");
-    let ptx_path = out_dir.join("fused.ptx");
 
-    if std::env::var_os("SPTMC_NO_PREBUILT_PTX").is_some() {
-        runtime_fallback("SPTMC_NO_PREBUILT_PTX is set", false);
+    if std::env::var_os("SPTMC_NO_PREBUILT_KERNELS").is_some() {
+        runtime_fallback("SPTMC_NO_PREBUILT_KERNELS is set", false);
         return;
     }
     let mut tried = Vec::new();
     for lib in nvrtc_candidates(&manifest) {
-        match compile_with_nvrtc(&lib, &kernels) {
-            Ok(ptx) => return done(&ptx_path, &ptx, &format!("NVRTC {}", lib.display())),
+        match compile_with_nvrtc(&lib, &kernels, &out_dir) {
+            Ok(()) => return announce(&format!("NVRTC {}", lib.display())),
             Err(e) => tried.push(format!("NVRTC {}: {e}", lib.display())),
         }
     }
-    match compile_with_nvcc(&kernels, &ptx_path) {
-        Ok(()) => {
-            println!("cargo::rustc-cfg=sptmc_prebuilt_ptx");
-            println!("cargo::rustc-env=SPTMC_KERNEL_BUILD=nvcc");
-            return;
-        }
+    match compile_with_nvcc(&kernels, &out_dir) {
+        Ok(()) => return announce("nvcc"),
         Err(e) => tried.push(e),
     }
     // A compiler that was found but failed is worth a warning; none at all is normal.
     let found_but_failed = tried.iter().any(|t| t.contains("error"));
     runtime_fallback(&tried.join("; "), found_but_failed);
+}
+
+fn image_path(out_dir: &Path, target: &str, output: Output) -> PathBuf {
+    let ext = match output {
+        Output::Ptx => "ptx",
+        Output::Cubin => "cubin",
+    };
+    out_dir.join(format!("fused.{target}.{ext}"))
+}
+
+fn announce(how: &str) {
+    for (_, _, cfg) in IMAGES {
+        println!("cargo::rustc-cfg={cfg}");
+    }
+    let targets: Vec<&str> = IMAGES.iter().map(|i| i.0).collect();
+    println!(
+        "cargo::rustc-env=SPTMC_KERNEL_BUILD=prebuilt {} by {how}",
+        targets.join(" + ")
+    );
 }
 
 /// Sets `SPTMC_GIT_COMMIT` (reports say which commit they measured) from the variable
@@ -86,15 +116,6 @@ fn git_commit() {
             println!("cargo::rerun-if-changed={path}");
         }
     }
-}
-
-fn done(ptx_path: &Path, ptx: &str, how: &str) {
-    if let Err(e) = std::fs::write(ptx_path, ptx) {
-        runtime_fallback(&format!("cannot write {}: {e}", ptx_path.display()), true);
-        return;
-    }
-    println!("cargo::rustc-cfg=sptmc_prebuilt_ptx");
-    println!("cargo::rustc-env=SPTMC_KERNEL_BUILD=prebuilt PTX ({ARCH}) by {how}");
 }
 
 fn runtime_fallback(why: &str, warn: bool) {
@@ -146,7 +167,7 @@ fn nvrtc_candidates(manifest: &Path) -> Vec<PathBuf> {
     libs
 }
 
-/// Include folders holding `cuda_fp16.h` and `mma.h` for an NVRTC library.
+/// Include folders holding `cuda_fp16.h` for an NVRTC library.
 fn cuda_includes(lib: &Path) -> Vec<PathBuf> {
     let mut inc = Vec::new();
     // <site>/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 -> <site>/nvidia/{cuda_runtime,cuda_nvcc}/include
@@ -165,111 +186,44 @@ fn cuda_includes(lib: &Path) -> Vec<PathBuf> {
     inc
 }
 
-type CreateFn = unsafe extern "C" fn(
-    *mut *mut std::ffi::c_void,
-    *const std::ffi::c_char,
-    *const std::ffi::c_char,
-    i32,
-    *const *const std::ffi::c_char,
-    *const *const std::ffi::c_char,
-) -> i32;
-type CompileFn =
-    unsafe extern "C" fn(*mut std::ffi::c_void, i32, *const *const std::ffi::c_char) -> i32;
-type SizeFn = unsafe extern "C" fn(*mut std::ffi::c_void, *mut usize) -> i32;
-type GetFn = unsafe extern "C" fn(*mut std::ffi::c_void, *mut std::ffi::c_char) -> i32;
-type DestroyFn = unsafe extern "C" fn(*mut *mut std::ffi::c_void) -> i32;
-
-fn compile_with_nvrtc(lib_path: &Path, kernels: &Path) -> Result<String, String> {
-    use std::ffi::CString;
+fn compile_with_nvrtc(lib_path: &Path, kernels: &Path, out_dir: &Path) -> Result<(), String> {
     let src = std::fs::read_to_string(kernels.join(ENTRY)).map_err(|e| e.to_string())?;
-    let mut opts = vec![
-        format!("--gpu-architecture={ARCH}"),
-        "--std=c++17".to_string(),
-        "-default-device".to_string(),
-        format!("--include-path={}", kernels.display()),
-    ];
-    for inc in cuda_includes(lib_path) {
-        opts.push(format!("--include-path={}", inc.display()));
+    let mut includes = vec![kernels.to_path_buf()];
+    includes.extend(cuda_includes(lib_path));
+    for &(target, output, _) in IMAGES {
+        let bytes = nvrtc_dl::compile(lib_path, &src, ENTRY, target, &includes, output)?;
+        std::fs::write(image_path(out_dir, target, output), bytes)
+            .map_err(|e| format!("error: cannot write the {target} image: {e}"))?;
     }
-    let c_src = CString::new(src).map_err(|e| e.to_string())?;
-    let c_name = CString::new(ENTRY).expect("no NUL");
-    let c_opts: Vec<CString> = opts
-        .iter()
-        .map(|o| CString::new(o.as_str()).expect("no NUL"))
-        .collect();
-    let opt_ptrs: Vec<*const std::ffi::c_char> = c_opts.iter().map(|o| o.as_ptr()).collect();
-    // SAFETY: loading NVRTC runs its initializers, which have no preconditions; every
-    // symbol is called with the signature of the NVRTC C API, with valid pointers that
-    // outlive the calls, and the program is destroyed once.
-    unsafe {
-        let lib = libloading::Library::new(lib_path).map_err(|e| format!("cannot load: {e}"))?;
-        let create: libloading::Symbol<CreateFn> =
-            lib.get(b"nvrtcCreateProgram").map_err(|e| e.to_string())?;
-        let compile: libloading::Symbol<CompileFn> =
-            lib.get(b"nvrtcCompileProgram").map_err(|e| e.to_string())?;
-        let log_size: libloading::Symbol<SizeFn> = lib
-            .get(b"nvrtcGetProgramLogSize")
-            .map_err(|e| e.to_string())?;
-        let get_log: libloading::Symbol<GetFn> =
-            lib.get(b"nvrtcGetProgramLog").map_err(|e| e.to_string())?;
-        let ptx_size: libloading::Symbol<SizeFn> =
-            lib.get(b"nvrtcGetPTXSize").map_err(|e| e.to_string())?;
-        let get_ptx: libloading::Symbol<GetFn> =
-            lib.get(b"nvrtcGetPTX").map_err(|e| e.to_string())?;
-        let destroy: libloading::Symbol<DestroyFn> =
-            lib.get(b"nvrtcDestroyProgram").map_err(|e| e.to_string())?;
-        let mut prog = std::ptr::null_mut();
-        let rc = create(
-            &mut prog,
-            c_src.as_ptr(),
-            c_name.as_ptr(),
-            0,
-            std::ptr::null(),
-            std::ptr::null(),
-        );
-        if rc != 0 {
-            return Err(format!("error: nvrtcCreateProgram returned {rc}"));
-        }
-        let rc = compile(prog, opt_ptrs.len() as i32, opt_ptrs.as_ptr());
-        let result = if rc != 0 {
-            let mut n = 0usize;
-            log_size(prog, &mut n);
-            let mut buf = vec![0u8; n.max(1)];
-            get_log(prog, buf.as_mut_ptr().cast());
-            Err(format!(
-                "error: compile failed with {opts:?}: {}",
-                String::from_utf8_lossy(&buf).trim_end_matches('\0')
-            ))
-        } else {
-            let mut n = 0usize;
-            ptx_size(prog, &mut n);
-            let mut buf = vec![0u8; n.max(1)];
-            get_ptx(prog, buf.as_mut_ptr().cast());
-            let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-            Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
-        };
-        destroy(&mut prog);
-        result
-    }
+    Ok(())
 }
 
-fn compile_with_nvcc(kernels: &Path, ptx_path: &Path) -> Result<(), String> {
-    let out = Command::new("nvcc")
-        .arg("--ptx")
-        .arg(format!("-arch={ARCH}"))
-        .arg("-std=c++17")
-        .arg("-I")
-        .arg(kernels)
-        .arg(kernels.join(ENTRY))
-        .arg("-o")
-        .arg(ptx_path)
-        .output();
-    match out {
-        Err(_) => Err("no nvcc on PATH".into()),
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!(
-            "nvcc error: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
+fn compile_with_nvcc(kernels: &Path, out_dir: &Path) -> Result<(), String> {
+    for &(target, output, _) in IMAGES {
+        let (flag, arch) = match output {
+            Output::Ptx => ("--ptx", format!("-arch={target}")),
+            Output::Cubin => ("--cubin", format!("-arch={target}")),
+        };
+        let out = Command::new("nvcc")
+            .arg(flag)
+            .arg(arch)
+            .arg("-std=c++17")
+            .arg("-I")
+            .arg(kernels)
+            .arg(kernels.join(ENTRY))
+            .arg("-o")
+            .arg(image_path(out_dir, target, output))
+            .output();
+        match out {
+            Err(_) => return Err("no nvcc on PATH".into()),
+            Ok(o) if o.status.success() => {}
+            Ok(o) => {
+                return Err(format!(
+                    "nvcc error: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ));
+            }
+        }
     }
+    Ok(())
 }

@@ -1,107 +1,135 @@
 /*
- * dense_mttkrp.cu - MTTKRP of dense 16^3 tiles on tensor cores (WMMA m16n16k16,
+ * dense_mttkrp.cu - MTTKRP of dense 16^3 tiles on tensor cores (mma.sync m16n8k16,
  * fp16 inputs, fp32 accumulation).
  *
- * Per tile and target mode n (a < b the other modes):
- *   M_tile[16 x R] = X_(n)[16 x 256] * KR[256 x R],  KR row (ea*16+eb) = F_a[ea,:] o F_b[eb,:]
+ * Per tile, target mode n (offset e), other modes a < b (offsets ea, eb):
+ *   M[e, c] = sum_ea F_a[ea, c] * T_e[ea, c],   T_e = X_e[16 x 16] * F_b(tile rows)[16 x R]
+ * The first product runs on tensor cores; the Hadamard product with F_a and the sum over
+ * ea run in fp32 on the accumulators, so only X (exact fp16 as stored) and the F_b tile
+ * rows are rounded to fp16, and no Khatri-Rao product is formed.
  *
  * One block of HLS_BLOCK_THREADS (4 warps) per tile.
- * - All threads: expand the tile's bitmap + values into X_(n) in shared memory
- *   (value slot = tile offset + popcount of the bitmap below the bit).
- * - The rank is walked in groups of kGroup = 32 columns. Per group, all threads stage
- *   the 16 x 32 rows of F_a and F_b (fp16 -> fp32) and build KR[256 x 32] (fp16) in
- *   shared memory.
- * - Warps: the group's 1 or 2 column chunks of 16 are split into 4 work items, a chunk
- *   times a quarter (or half) of K = 256; warp w runs item w with WMMA and stores its
- *   16 x 16 fp32 partial in its own scratch tile.
- * - All threads: sum the partials of each chunk, multiply by the tensor's value scale
- *   and the factors' column scales, and atomicAdd the 16 rows into the output (one
- *   atomic per output entry and tile).
- * Shared memory (static, ~37 KB): X_(n) 16 x 272 fp16, KR 256 x 40 fp16,
- * F_a/F_b rows 2 x 16 x 32 fp32, scratch 4 x 16 x 16 fp32.
+ * - All threads: expand the tile into slices X_e[ea][eb] in shared memory (xs).
+ * - Each warp, per chunk of 32 output columns: builds the F_b B-fragments in registers
+ *   from the fp32 factor, each 16-row tile column scaled by its own power of two (its
+ *   largest entry just below 1: no entry of the tile column is lost to fp16's range
+ *   unless it is 2^-24 of that column's largest), and keeps the F_a entries its
+ *   accumulator positions meet (fp32). Then for each of its slices e = warp + 4k:
+ *   ldmatrix X_e, four MMAs (4 x 8 columns), weight rows by F_a, and a transposing
+ *   butterfly over the 8 row groups leaves lane l with the sum for one column; one
+ *   atomicAdd per lane writes the output row (times the value scale and F_b's column
+ *   scale).
+ * Shared memory: xs 16 x 16 x 24 fp16 (12 KB) and the scan totals.
  */
 #include "hls_common.cuh"
 
 namespace hls {
 
-constexpr int kGroup = 32;               /* rank columns per KR group */
-constexpr int kKrLd = kGroup + 8;        /* KR row stride (halves), 80 bytes */
-constexpr int kKSteps = 256 / kTile;     /* WMMA k-steps over one unfolded tile row */
-
-struct MttkrpSmem {
-    __half xs[kXHalves];                 /* X_(n)[16][kXLd] */
-    __half kr[256 * kKrLd];              /* KR[256][kKrLd], columns g0 .. g0+31 */
-    float fa[kTile][kGroup];             /* F_a tile rows, this group's columns */
-    float fb[kTile][kGroup];             /* F_b tile rows, this group's columns */
-    float scratch[kWarps][kTile * kTile];/* per-warp 16 x 16 partials */
-    int warp_tot[kWarps];                /* scan totals of expand_tile */
-};
+/* Sums v[i] over the 8 lanes that share lane % 4 (the MMA row groups), leaving lane l
+ * with the sum of index g = l / 4. Seven shuffles instead of 24. */
+__device__ __forceinline__ float transpose_reduce8(const float (&v)[8], int lane) {
+    const bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
+    float w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float send = b4 ? v[i] : v[i + 4];
+        const float keep = b4 ? v[i + 4] : v[i];
+        w[i] = keep + __shfl_xor_sync(kFullMask, send, 16);
+    }
+    float x[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const float send = b3 ? w[i] : w[i + 2];
+        const float keep = b3 ? w[i + 2] : w[i];
+        x[i] = keep + __shfl_xor_sync(kFullMask, send, 8);
+    }
+    const float send = b2 ? x[0] : x[1];
+    const float keep = b2 ? x[1] : x[0];
+    return keep + __shfl_xor_sync(kFullMask, send, 4);
+}
 
 /* Dense MTTKRP of tile t by the whole block. out: float[dims[mode]][out_cols]. */
-__device__ void dense_mttkrp_tile(const HlsLaunchParams& p, uint64_t t, MttkrpSmem& s) {
-    using namespace nvcuda;
-    const int tid = threadIdx.x, warp = tid >> 5;
-    expand_tile(p, t, s.xs, 1.0f, s.warp_tot);
+__device__ void dense_mttkrp_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
+    expand_tile(p, t, s);
 
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, tq = lane & 3;
     int a, b;
     other_modes(p.mode, a, b);
-    const uint64_t key = reinterpret_cast<const uint64_t*>(p.tile_keys)[t];
+    const uint64_t key = __ldg(reinterpret_cast<const uint64_t*>(p.tile_keys) + t);
     const uint32_t on = tile_coord(p, key, p.mode) * kTile;
     const uint32_t oa = tile_coord(p, key, a) * kTile;
     const uint32_t ob = tile_coord(p, key, b) * kTile;
     const uint32_t R = p.out_cols;
-    const __half* Fa = reinterpret_cast<const __half*>(p.factor_h[a]);
-    const __half* Fb = reinterpret_cast<const __half*>(p.factor_h[b]);
-    const float* sa = reinterpret_cast<const float*>(p.col_scale[a]);
-    const float* sb = reinterpret_cast<const float*>(p.col_scale[b]);
+    const uint32_t dim_a = p.dims[a], dim_b = p.dims[b], dim_n = p.dims[p.mode];
+    const float* Fa = reinterpret_cast<const float*>(p.factor[a]);
+    const float* Fb = reinterpret_cast<const float*>(p.factor[b]);
     float* out = reinterpret_cast<float*>(p.out);
 
-    for (uint32_t g0 = 0; g0 < R; g0 += kGroup) {
-        /* Stage this group's factor rows (zero outside the tensor and the rank). */
-        for (int i = tid; i < kTile * kGroup; i += kThreads) {
-            const int e = i / kGroup, c = i % kGroup;
-            const uint32_t col = g0 + c;
-            float va = 0.f, vb = 0.f;
-            if (col < R && oa + e < p.dims[a]) va = __half2float(Fa[(size_t)(oa + e) * R + col]);
-            if (col < R && ob + e < p.dims[b]) vb = __half2float(Fb[(size_t)(ob + e) * R + col]);
-            s.fa[e][c] = va;
-            s.fb[e][c] = vb;
-        }
-        __syncthreads();
-        for (int i = tid; i < 256 * kGroup; i += kThreads) {
-            const int row = i / kGroup, c = i % kGroup;
-            s.kr[row * kKrLd + c] = __float2half_rn(s.fa[row >> 4][c] * s.fb[row & 15][c]);
-        }
-        __syncthreads();
+    /* ldmatrix row address of this lane within a slice: matrix q = lane / 8 covers rows
+     * (q & 1) * 8.., k (q >> 1) * 8.. of the A operand X_e. */
+    const int q = lane >> 3;
+    const uint32_t a_off = (uint32_t)(((q & 1) * 8 + (lane & 7)) * kXsLd + (q >> 1) * 8);
+    const uint32_t xs0 = smem_addr(s.xs);
 
-        const uint32_t cols = min((uint32_t)kGroup, R - g0);
-        const int chunks = (int)((cols + kTile - 1) / kTile); /* 1 or 2 */
-        const int split = kWarps / chunks;                     /* 4 or 2 warps per chunk */
-        const int chunk = warp / split, part = warp % split;
-        const int ks_per = kKSteps / split;
-        {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa_frag;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb_frag;
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
-            for (int ks = part * ks_per; ks < (part + 1) * ks_per; ++ks) {
-                wmma::load_matrix_sync(fa_frag, s.xs + ks * kTile, kXLd);
-                wmma::load_matrix_sync(fb_frag, s.kr + ks * kTile * kKrLd + chunk * kTile, kKrLd);
-                wmma::mma_sync(acc, fa_frag, fb_frag, acc);
+    for (uint32_t c0 = 0; c0 < R; c0 += 32) {
+        uint32_t bf[4][2];
+        float fa[4][4];
+        float sb[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            /* B fragment: rows eb = 2tq, 2tq+1, 2tq+8, 2tq+9 of column cb = c0 + 8j + g. */
+            const uint32_t cb = c0 + 8 * j + g;
+            float v[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const uint32_t eb = 2 * tq + (i & 1) + 8 * (i >> 1);
+                v[i] = (cb < R && ob + eb < dim_b) ? __ldg(Fb + (size_t)(ob + eb) * R + cb) : 0.f;
             }
-            wmma::store_matrix_sync(s.scratch[warp], acc, kTile, wmma::mem_row_major);
+            float m = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+            m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 2));
+            const int ex = pow2_exponent(m);
+            const float inv = exp2i(-ex);
+            sb[j] = exp2i(ex);
+            bf[j][0] = pack_half2(v[0] * inv, v[1] * inv);
+            bf[j][1] = pack_half2(v[2] * inv, v[3] * inv);
+            /* F_a at the accumulator positions: rows ea = g, g+8; columns 2tq, 2tq+1. */
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const uint32_t ea = g + 8 * (i >> 1);
+                const uint32_t col = c0 + 8 * j + 2 * tq + (i & 1);
+                fa[j][i] = (col < R && oa + ea < dim_a) ? __ldg(Fa + (size_t)(oa + ea) * R + col) : 0.f;
+            }
         }
-        __syncthreads();
-        for (int o = tid; o < chunks * kTile * kTile; o += kThreads) {
-            const int c = o >> 8, e = o & 255;
-            float sum = 0.f;
-            for (int q = 0; q < split; ++q) sum += s.scratch[c * split + q][e];
-            const uint32_t row = on + (e >> 4);
-            const uint32_t col = g0 + c * kTile + (e & 15);
-            if (col < R && row < p.dims[p.mode] && sum != 0.f)
-                atomicAdd(out + (size_t)row * R + col, sum * p.value_scale * sa[col] * sb[col]);
+        /* After transpose_reduce8 this lane holds column c0 + 8 (g >> 1) + 2 tq + (g & 1),
+         * whose F_b scale sits in the lanes with fragment column g' = 2 tq + (g & 1). */
+        const uint32_t my_col = c0 + 8 * (g >> 1) + 2 * tq + (g & 1);
+        const int src = (2 * tq + (g & 1)) * 4;
+        float my_scale = 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float sj = __shfl_sync(kFullMask, sb[j], src);
+            if (j == (g >> 1)) my_scale = sj;
         }
-        __syncthreads();
+        const float fold = p.value_scale * my_scale;
+
+        for (int e = warp; e < kTile; e += kWarps) {
+            const uint32_t row = on + e;
+            if (row >= dim_n) break; /* warp-uniform; later slices are beyond too */
+            uint32_t af[4];
+            ldmatrix_x4(af, xs0 + 2u * ((uint32_t)e * kXsSlice + a_off));
+            float v[8];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                float c[4] = {0.f, 0.f, 0.f, 0.f};
+                mma_16816(c, af, bf[j][0], bf[j][1]);
+                v[2 * j] = c[0] * fa[j][0] + c[2] * fa[j][2];
+                v[2 * j + 1] = c[1] * fa[j][1] + c[3] * fa[j][3];
+            }
+            const float y = transpose_reduce8(v, lane);
+            if (my_col < R && y != 0.f) atomicAdd(out + (size_t)row * R + my_col, y * fold);
+        }
     }
 }
 
@@ -110,6 +138,6 @@ __device__ void dense_mttkrp_tile(const HlsLaunchParams& p, uint64_t t, MttkrpSm
 /* Dense tiles only: grid = n_tiles blocks of HLS_BLOCK_THREADS. */
 extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS)
 hls_dense_mttkrp(const HlsLaunchParams p) {
-    __shared__ __align__(32) hls::MttkrpSmem smem;
+    __shared__ __align__(16) hls::TileSmem smem;
     if (blockIdx.x < p.n_tiles) hls::dense_mttkrp_tile(p, blockIdx.x, smem);
 }

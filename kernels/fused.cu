@@ -4,28 +4,34 @@
  * batches on CUDA cores (sparse.cu), warp w of such a block taking batch
  * (b - n_tiles) * HLS_BLOCK_WARPS + w. Grid = n_tiles + ceil(sp_nnz /
  * (sp_batch * HLS_BLOCK_WARPS)) blocks of HLS_BLOCK_THREADS threads.
- * Shared memory: the dense family's static layout (sparse blocks use none).
+ * One entry point per op and sparse lane layout (see sparse.cu). The entries ask for at
+ * least 4 (MTTKRP) or 3 (TTMc) resident blocks per SM, i.e. at most 128 or 170
+ * registers a thread: left to its own target, ptxas squeezes the union of the dense and
+ * sparse paths into 64 registers and spills.
+ * Shared memory: the dense tiles' 12 KB (sparse blocks use none but reserve it).
  */
 #include "dense_mttkrp.cu"
 #include "dense_ttmc.cu"
 #include "sparse.cu"
 
-extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS)
-hls_fused_mttkrp(const HlsLaunchParams p) {
-    __shared__ __align__(32) hls::MttkrpSmem smem;
-    if (blockIdx.x < p.n_tiles) {
-        hls::dense_mttkrp_tile(p, blockIdx.x, smem);
-    } else {
-        hls::sparse_warp(p, (blockIdx.x - p.n_tiles) * hls::kWarps + (threadIdx.x >> 5));
+#define HLS_FUSED_ENTRY(name, dense, V, S, TTMC, MIN_BLOCKS)                         \
+    extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS, MIN_BLOCKS)      \
+    name(const HlsLaunchParams p) {                                                  \
+        __shared__ __align__(16) hls::TileSmem smem;                                 \
+        if (blockIdx.x < p.n_tiles) {                                                \
+            hls::dense(p, blockIdx.x, smem);                                         \
+        } else {                                                                     \
+            hls::sparse_warp<V, S, TTMC>(                                            \
+                p, (blockIdx.x - p.n_tiles) * hls::kWarps + (threadIdx.x >> 5));     \
+        }                                                                            \
     }
-}
-
-extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS)
-hls_fused_ttmc(const HlsLaunchParams p) {
-    __shared__ __align__(32) hls::TtmcSmem smem;
-    if (blockIdx.x < p.n_tiles) {
-        hls::dense_ttmc_tile(p, blockIdx.x, smem);
-    } else {
-        hls::sparse_warp(p, (blockIdx.x - p.n_tiles) * hls::kWarps + (threadIdx.x >> 5));
-    }
-}
+HLS_FUSED_ENTRY(hls_fused_mttkrp_v4s1, dense_mttkrp_tile, 4, 1, false, 4)
+HLS_FUSED_ENTRY(hls_fused_mttkrp_v4s2, dense_mttkrp_tile, 4, 2, false, 4)
+HLS_FUSED_ENTRY(hls_fused_mttkrp_v4s4, dense_mttkrp_tile, 4, 4, false, 4)
+HLS_FUSED_ENTRY(hls_fused_mttkrp_v1s1, dense_mttkrp_tile, 1, 1, false, 4)
+HLS_FUSED_ENTRY(hls_fused_mttkrp_v1s2, dense_mttkrp_tile, 1, 2, false, 4)
+HLS_FUSED_ENTRY(hls_fused_mttkrp_v1s4, dense_mttkrp_tile, 1, 4, false, 4)
+HLS_FUSED_ENTRY(hls_fused_ttmc_v4s1, dense_ttmc_tile, 4, 1, true, 3)
+HLS_FUSED_ENTRY(hls_fused_ttmc_v4s2, dense_ttmc_tile, 4, 2, true, 3)
+HLS_FUSED_ENTRY(hls_fused_ttmc_v1s1, dense_ttmc_tile, 1, 1, true, 3)
+HLS_FUSED_ENTRY(hls_fused_ttmc_v1s2, dense_ttmc_tile, 1, 2, true, 3)

@@ -30,16 +30,16 @@ typedef unsigned long long uint64_t;
 #define HLS_BLOCK_THREADS 128
 /* Warps per block. */
 #define HLS_BLOCK_WARPS 4
-/* Largest padded rank of one mode for dense TTMc tiles (shared-memory bound). */
+/* Largest rank of one mode for dense TTMc tiles (register bound of the fragments). */
 #define HLS_TTMC_MAX_RANK 64
-/* Output columns one sparse pass keeps in registers (32 lanes x 8). */
-#define HLS_SPARSE_COLS_PER_PASS 256
+/* Largest factor rank the sparse TTMc kernel indexes (16-bit packed column indices). */
+#define HLS_SPARSE_TTMC_MAX_RANK 65535
 
 /* Operation codes (HlsLaunchParams.op). */
 #define HLS_OP_MTTKRP 0
 #define HLS_OP_TTMC 1
 
-/* Everything one fused launch needs, passed by value as the only kernel argument. */
+/* Everything one launch needs, passed by value as the only kernel argument. */
 typedef struct HlsLaunchParams {
     /* Dense part (order 3 only; n_tiles == 0 otherwise). */
     uint64_t tile_keys;    /* const uint64_t[n_tiles]: tile keys under tile_shift/mask */
@@ -51,10 +51,9 @@ typedef struct HlsLaunchParams {
     uint64_t sp_values;       /* const __half[sp_nnz] */
     uint64_t sp_block_prefix; /* const uint64_t[sp_blocks]: key bits above 32 */
     uint64_t sp_block_offsets;/* const uint64_t[sp_blocks + 1] */
-    /* Factors, one slot per mode (the target mode's slot is unused). */
-    uint64_t factor_h[HLS_MAX_ORDER];  /* const __half[dims[m]][ranks[m]], column-scaled */
-    uint64_t col_scale[HLS_MAX_ORDER]; /* const float[ranks[m]]: factor_h * scale = factor */
-    uint64_t factor_f[HLS_MAX_ORDER];  /* const float[dims[m]][ranks[m]], unscaled */
+    /* Factors, one slot per mode (the target mode's slot is unused): fp32, row-major,
+       as the caller holds them; the dense kernels round tile rows to fp16 themselves. */
+    uint64_t factor[HLS_MAX_ORDER]; /* const float[dims[m]][ranks[m]] */
     /* Output: float[dims[mode]][out_cols], zeroed before the launch, atomically added. */
     uint64_t out;
     /* Tile key linearization (over tile extents ceil(I/16)), mode 0 most significant. */
@@ -69,15 +68,23 @@ typedef struct HlsLaunchParams {
     uint32_t ranks[HLS_MAX_ORDER];
     /* TTMc: column stride of mode m in the Kronecker order (0 for the target mode). */
     uint32_t col_stride[HLS_MAX_ORDER];
-    uint64_t n_tiles;  /* dense tiles = the first n_tiles blocks of the grid */
+    uint64_t n_tiles;  /* dense tiles = the first n_tiles blocks of a fused grid */
     uint64_t sp_nnz;   /* sparse nonzeros */
     uint64_t sp_blocks;/* sparse key blocks */
-    uint32_t sp_batch; /* sparse nonzeros per warp */
-    uint32_t order;    /* tensor order */
-    uint32_t mode;     /* target mode */
-    uint32_t op;       /* HLS_OP_MTTKRP or HLS_OP_TTMC */
-    uint32_t out_cols; /* output columns */
-    float value_scale; /* stored fp16 value * value_scale = tensor value */
+    uint32_t sp_batch; /* sparse nonzeros per warp (a multiple of 32) */
+    /* Sparse lane layout (chosen by the host from out_cols, see sparse.cu): a group of
+       1 << sp_lanes_log2 lanes shares one nonzero; each lane owns sp_slots vectors of
+       sp_vec (1 or 4) consecutive columns; a pass covers sp_cols_per_pass columns. */
+    uint32_t sp_lanes_log2;
+    uint32_t sp_vec;
+    uint32_t sp_slots;
+    uint32_t sp_cols_per_pass;
+    uint32_t ttmc_last; /* TTMc: the fastest-varying mode of the output columns */
+    uint32_t order;     /* tensor order */
+    uint32_t mode;      /* target mode */
+    uint32_t op;        /* HLS_OP_MTTKRP or HLS_OP_TTMC */
+    uint32_t out_cols;  /* output columns */
+    float value_scale;  /* stored fp16 value * value_scale = tensor value */
 } HlsLaunchParams;
 
 #endif /* SPTMC_HLS_ABI_H */

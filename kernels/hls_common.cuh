@@ -1,11 +1,12 @@
 /*
- * hls_common.cuh - helpers shared by every kernel family: the ABI, fp16 and WMMA
- * headers, tile-coordinate decoding and the block-wide scan used to find a value's
- * slot in a tile.
+ * hls_common.cuh - helpers shared by every kernel family: the ABI, the fp16 header,
+ * the tensor-core instructions used by the dense kernels (ldmatrix and the m16n8k16
+ * fp16 MMA with fp32 accumulation, whose register layouts the PTX ISA documents),
+ * power-of-two scales, vector reductions to global memory, and the expansion of a
+ * dense tile into shared memory.
  */
 #pragma once
 #include <cuda_fp16.h>
-#include <mma.h>
 #include "hls_abi.h"
 
 namespace hls {
@@ -15,11 +16,19 @@ constexpr int kThreads = HLS_BLOCK_THREADS;
 constexpr int kWarps = HLS_BLOCK_WARPS;
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
-/* Row stride (halves) of the expanded 16 x 256 tile: 544 bytes keeps every 16-column
- * WMMA operand 32-byte aligned and shifts rows across banks. */
-constexpr int kXLd = 256 + 16;
-/* Halves of the expanded tile in shared memory. */
-constexpr int kXHalves = kTile * kXLd;
+
+/* The expanded tile: slice e (target-mode offset) is a 16 x 16 fp16 matrix X_e[ea][eb]
+ * (a < b the other two modes), rows padded to 24 halves (48 bytes) so the eight rows an
+ * ldmatrix reads land in distinct banks. */
+constexpr int kXsLd = 24;
+constexpr int kXsSlice = kTile * kXsLd;
+constexpr int kXsHalves = kTile * kXsSlice;
+
+/* Shared memory of a dense-tile block (12.3 KB). */
+struct TileSmem {
+    __half xs[kXsHalves];
+    int warp_tot[kWarps];
+};
 
 /* Coordinate m (0..2) of a dense tile key. */
 __device__ __forceinline__ uint32_t tile_coord(const HlsLaunchParams& p, uint64_t key, int m) {
@@ -32,50 +41,112 @@ __device__ __forceinline__ void other_modes(uint32_t mode, int& a, int& b) {
     b = mode == 2 ? 1 : 2;
 }
 
+/* Shared-memory address of a generic pointer into shared memory (for ldmatrix). */
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* Two fp32 values rounded to fp16 and packed, `lo` in the low half (the element with
+ * the smaller column index in every MMA fragment register). */
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+/* Four 8x8 fp16 matrices from shared memory: lanes 8q..8q+7 give the row addresses of
+ * matrix q; register q receives matrix q's (row lane/4, columns 2(lane%4), +1). */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* d += A[16x16] * B[16x8], fp16 inputs, fp32 accumulation. With g = lane / 4 and
+ * t = lane % 4: a0 = A(g, 2t..2t+1), a1 = A(g+8, 2t..), a2 = A(g, 2t+8..), a3 =
+ * A(g+8, 2t+8..); b0 = B(2t..2t+1, g), b1 = B(2t+8..2t+9, g); d0, d1 = D(g, 2t..2t+1),
+ * d2, d3 = D(g+8, 2t..2t+1). */
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* The exponent E of the power of two 2^E with m / 2^E in [0.5, 1) (m > 0; 0 for m == 0),
+ * clamped to [-126, 126] so that 2^E and 2^-E are both normal floats. Scaling a tile
+ * column by 2^-E brings its largest entry just below 1, where fp16 is densest. */
+__device__ __forceinline__ int pow2_exponent(float m) {
+    int e = 0;
+    frexpf(m, &e);
+    return min(max(e, -126), 126);
+}
+
+/* 2^e for e in [-126, 127]. */
+__device__ __forceinline__ float exp2i(int e) {
+    return __int_as_float((127 + e) << 23);
+}
+
+/* out[0..3] += v[0..3] (16-byte aligned), as one vector reduction on sm_90. */
+__device__ __forceinline__ void red_add4(float* out, float v0, float v1, float v2, float v3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(out), "f"(v0),
+                 "f"(v1), "f"(v2), "f"(v3)
+                 : "memory");
+#else
+    atomicAdd(out, v0);
+    atomicAdd(out + 1, v1);
+    atomicAdd(out + 2, v2);
+    atomicAdd(out + 3, v3);
+#endif
+}
+
 /*
- * Expands dense tile t into xs[16][kXLd] as the mode-n unfolding X_(n): row e_n,
- * column e_a * 16 + e_b (a < b the other modes), every value times `pre`.
+ * Expands dense tile t into s.xs as slices X_e[ea][eb] for the target mode (e = the
+ * target coordinate's offset, a < b the other modes), values as stored (fp16).
  * Thread `tid` owns the 32-bit half (tid & 1) of bitmap word (tid >> 1); a block-wide
- * exclusive scan of the halves' popcounts gives each bit its value slot.
- * Ends with a barrier: xs is ready for every thread.
+ * exclusive scan of the halves' popcounts gives each set bit its value slot. Cells
+ * without a nonzero are zero. Ends with a barrier: xs is ready for every thread.
  */
-__device__ void expand_tile(const HlsLaunchParams& p, uint64_t t, __half* xs,
-                            float pre, int* warp_tot) {
+__device__ void expand_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    uint32_t* xs32 = reinterpret_cast<uint32_t*>(xs);
-    for (int i = tid; i < kXHalves / 2; i += kThreads) xs32[i] = 0u;
+    uint4* z = reinterpret_cast<uint4*>(s.xs);
+    for (int i = tid; i < kXsHalves / 8; i += kThreads) z[i] = make_uint4(0u, 0u, 0u, 0u);
 
     const uint64_t* bm = reinterpret_cast<const uint64_t*>(p.tile_bitmaps) + t * HLS_BITMAP_WORDS;
-    const uint64_t word = bm[tid >> 1];
+    const uint64_t word = __ldg(bm + (tid >> 1));
     uint32_t bits = (uint32_t)(word >> (32 * (tid & 1)));
     const int count = __popc(bits);
     int incl = count;
 #pragma unroll
     for (int d = 1; d < kWarp; d <<= 1) {
-        int y = __shfl_up_sync(kFullMask, incl, d);
+        const int y = __shfl_up_sync(kFullMask, incl, d);
         if (lane >= d) incl += y;
     }
-    if (lane == kWarp - 1) warp_tot[warp] = incl;
-    __syncthreads();
+    if (lane == kWarp - 1) s.warp_tot[warp] = incl;
+    __syncthreads(); /* also orders the zero fill before the scatter below */
     int slot = incl - count;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w)
-        if (w < warp) slot += warp_tot[w];
+        if (w < warp) slot += s.warp_tot[w];
 
-    const uint32_t* offsets = reinterpret_cast<const uint32_t*>(p.tile_offsets);
-    const __half* vals = reinterpret_cast<const __half*>(p.tile_values) + offsets[t];
-    int a, b;
-    other_modes(p.mode, a, b);
+    const uint32_t first = __ldg(reinterpret_cast<const uint32_t*>(p.tile_offsets) + t);
+    const __half* vals = reinterpret_cast<const __half*>(p.tile_values) + first;
     const uint32_t base_bit = (uint32_t)tid * 32u;
     while (bits) {
         const uint32_t pos = base_bit + (uint32_t)(__ffs(bits) - 1);
         bits &= bits - 1;
         const uint32_t e0 = pos >> 8, e1 = (pos >> 4) & 15u, e2 = pos & 15u;
-        const uint32_t en = p.mode == 0 ? e0 : (p.mode == 1 ? e1 : e2);
-        const uint32_t ea = a == 0 ? e0 : e1;
-        const uint32_t eb = b == 1 ? e1 : e2;
-        const float v = __half2float(vals[slot++]) * pre;
-        xs[en * kXLd + ea * kTile + eb] = __float2half_rn(v);
+        uint32_t e, ea, eb;
+        if (p.mode == 0) {
+            e = e0; ea = e1; eb = e2;
+        } else if (p.mode == 1) {
+            e = e1; ea = e0; eb = e2;
+        } else {
+            e = e2; ea = e0; eb = e1;
+        }
+        s.xs[e * kXsSlice + ea * kXsLd + eb] = vals[slot++];
     }
     __syncthreads();
 }

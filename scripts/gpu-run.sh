@@ -2,100 +2,127 @@
 # One command for a lent GPU machine (it has the NVIDIA driver but no Rust): run from
 # the repository root with a release `sptmc` built elsewhere and the data copied in.
 #
-#   here:  scripts/kernel-gate.sh && cargo build --release          # embeds the PTX
+#   here:  scripts/kernel-gate.sh && cargo build --release     # embeds sm_80/sm_90 cubins
 #          mkdir -p data-local && cp ../shared/data/*.tns.gz data-local/
-#   there: OUT=/some/dir scripts/gpu-run.sh   (carry target/release/sptmc and data-local)
+#   there: OUT=/some/dir scripts/gpu-run.sh   (carry the binary and data-local)
+#
+# Environment: SPTMC_BIN (default target/release/sptmc); OLD_BIN, a binary of an earlier
+# commit to time side by side with this one (alternating, same data, same run);
+# TEST_BINS, a folder of `cargo test --release --no-run` executables to run with
+# SPTMC_REQUIRE_GPU=1 (the CUDA twins of the engine and decomposition tests); GEN_NNZ
+# (default 50M) for the large generated case; STEP_TIMEOUT seconds per command (600).
 #
 # Writes under $OUT (default gpu-results/):
-#   device.txt, commit.txt        nvidia-smi, the commit and the script's exit status
+#   device.txt, commit.txt        nvidia-smi, the binary's version and the exit status
 #   selftest.txt/.json            every kernel vs FP64 on generated and shared tensors
-#   copy-rate.txt                 the device-to-device copy rate (1 GiB, events, median
-#                                 of 10, bytes read + written per second); every CUDA
-#                                 bench JSON also holds it as "copy_rate"
-#   bench-shared.txt, bench-generated.txt
-#                                 tables: shared / built-in generated tensors, tuned
-#                                 thresholds, fused launch
-#   bench-{shared,generated,50m}-{fused,sequential,sparse-only,dense-only}.json
-#       side by side, each with wall-clock and kernel-only (CUDA events) times, kernel
-#       effective bandwidth and its % of the copy rate:
-#       fused       tuned thresholds, one fused grid (the product)
-#       sequential  tuned thresholds, dense tiles then sparse batches as two launches
-#       sparse-only --threshold 4097: every nonzero on CUDA cores (HLS-S only)
-#       dense-only  --threshold 1: every non-empty tile on tensor cores (HLS-D only)
-#     shared = data-local/*.tns.gz (MTTKRP r16/r32, TTMc r8/r16); generated = the
-#     built-in generated cases; 50m = one generated 4096³ block-dense tensor of 50M
-#     nonzeros (seed 1), MTTKRP rank 32 on every mode, no TTMc.
-#   bench-50m-fused.txt           table of the 50M fused run
-#   tune.txt, tuning/, tune/      the CUDA tuning run
-#   torch-*.txt/json              the PyTorch peer baseline, when python3 has torch
+#   memcheck.txt, racecheck.txt   compute-sanitizer on a small self-test
+#   tests-<name>.txt              the test executables' output
+#   bench-shared-<variant>.json   shared tensors (MTTKRP r16/r32, TTMc r8/r16)
+#   bench-50m-<variant>.json      one generated 4096³ block-dense tensor of 50M
+#                                 nonzeros (seed 1), MTTKRP rank 32, every mode
+#   bench-generated-<variant>.json the built-in generated cases
+#       variants: fused (tuned thresholds, one grid: the product), sequential (dense
+#       then sparse launch), concurrent (the two on two streams), sparse-only
+#       (--threshold 4097: HLS-S only), dense-only (--threshold 1: HLS-D only); with
+#       OLD_BIN also old-fused, alternating with fused
+#   decomp-<cp|tucker>-<cuda|cpu>.json  CP-ALS r16 / Tucker-HOOI 8,8,8 on the largest
+#                                 shared tensor, both backends, same seed
+#   tune.txt, tune/, tuning/      the CUDA tuning run and the profile it wrote
+#   torch-*.txt/json              the PyTorch peer on the same tensors, when torch is there
 # Logs go to *.log beside them. Steps that fail set a non-zero exit but do not stop the
-# rest. GEN_NNZ overrides the 50M count (e.g. for a quick trial).
-#
-# Steps, in order: selftest shared gen50m generated tune torch. Name some to run only
-# those (`scripts/gpu-run.sh selftest shared`), e.g. to fit a device's per-command time
-# limit: gen50m generates and builds the 50M tensor five times on the host CPU.
+# rest. Steps, in order: check selftest sanitize tests shared gen50m generated decomp
+# tune torch; name some to run only those (`scripts/gpu-run.sh check selftest`).
 set -u
 out="${OUT:-gpu-results}"
 bin="${SPTMC_BIN:-target/release/sptmc}"
+old="${OLD_BIN:-}"
 gen_nnz="${GEN_NNZ:-50000000}"
+limit="${STEP_TIMEOUT:-600}"
 mkdir -p "$out"
-{ date -u +%FT%TZ; nvidia-smi; } > "$out/device.txt" 2>&1
-git rev-parse --short HEAD > "$out/commit.txt" 2>/dev/null || true
 status=0
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(selftest shared gen50m generated tune torch)
+[[ ${#steps[@]} -eq 0 ]] && steps=(check selftest sanitize tests shared gen50m generated decomp tune torch)
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
-echo "steps: ${steps[*]}" >> "$out/commit.txt"
-# Fused vs sequential launches vs HLS-S only vs HLS-D only, one JSON each.
-variants=("fused:--launch fused" "sequential:--launch sequential"
+# run NAME CMD...: CMD's stdout to $out/NAME, stderr to $out/NAME.log, time-limited.
+run() {
+    local name=$1
+    shift
+    local t0=$SECONDS
+    timeout "$limit" "$@" > "$out/$name" 2> "$out/$name.log" || { status=1; echo "FAILED: $name" >> "$out/commit.txt"; }
+    echo "$name: $((SECONDS - t0)) s" >> "$out/times.txt"
+}
+{ date -u +%FT%TZ; nvidia-smi; } > "$out/device.txt" 2>&1
+{ "$bin" --version; [[ -n "$old" ]] && "$old" --version; echo "steps: ${steps[*]}"; } > "$out/commit.txt" 2>&1
+
+if want check; then
+    if ! "$bin" --version | grep -q "kernels: prebuilt"; then
+        echo "gpu-run: $bin carries no GPU kernels (build it after scripts/kernel-gate.sh)" | tee -a "$out/commit.txt" >&2
+        exit 1
+    fi
+fi
+shared=(data-local/*.tns.gz)
+variants=("fused:--launch fused" "sequential:--launch sequential" "concurrent:--launch concurrent"
           "sparse-only:--threshold 4097" "dense-only:--threshold 1")
+# bench_all TAG ARGS...: every variant of this binary, then OLD_BIN and this binary's
+# fused run again, alternating, when OLD_BIN is set.
+bench_all() {
+    local tag=$1
+    shift
+    for v in "${variants[@]}"; do
+        run "bench-$tag-${v%%:*}.json" "$bin" bench --backend cuda ${v#*:} --json "$@"
+    done
+    if [[ -n "$old" ]]; then
+        for round in 1 2; do
+            run "bench-$tag-old-fused-$round.json" "$old" bench --backend cuda --json "$@"
+            run "bench-$tag-fused-$round.json" "$bin" bench --backend cuda --json "$@"
+        done
+    fi
+}
 if want selftest; then
-"$bin" selftest --backend cuda data-local/*.tns.gz > "$out/selftest.txt" 2> "$out/selftest.log" || status=1
-"$bin" selftest --backend cuda --json data-local/*.tns.gz > "$out/selftest.json" 2>> "$out/selftest.log" || status=1
+    run selftest.txt "$bin" selftest --backend cuda "${shared[@]}"
+    run selftest.json "$bin" selftest --backend cuda --json "${shared[@]}"
+fi
+if want sanitize; then
+    run memcheck.txt compute-sanitizer --tool memcheck --error-exitcode 9 "$bin" selftest --backend cuda --dim 48 --nnz 8000
+    run racecheck.txt compute-sanitizer --tool racecheck --error-exitcode 9 "$bin" selftest --backend cuda --dim 48 --nnz 8000
+fi
+if want tests && [[ -n "${TEST_BINS:-}" ]]; then
+    for t in "$TEST_BINS"/*; do
+        SPTMC_REQUIRE_GPU=1 SPTMC_DATA_DIR="$PWD/data-local" run "tests-$(basename "$t").txt" "$t" --test-threads 1
+    done
 fi
 if want shared; then
-"$bin" bench --backend cuda data-local/*.tns.gz > "$out/bench-shared.txt" 2> "$out/bench.log" || status=1
-grep -h "device copy rate" "$out/bench-shared.txt" > "$out/copy-rate.txt" || status=1
-for v in "${variants[@]}"; do
-    name="${v%%:*}"; opt="${v#*:}"
-    "$bin" bench --backend cuda $opt --json data-local/*.tns.gz \
-        > "$out/bench-shared-$name.json" 2>> "$out/bench.log" || status=1
-done
+    bench_all shared "${shared[@]}"
 fi
 if want gen50m; then
-# The large generated case: MTTKRP rank 32, all modes (generation and HLS build take a
-# while on the CPU; the kernels do not).
-"$bin" bench --backend cuda --gen-nnz "$gen_nnz" --gen-seed 1 --ranks 32 --no-ttmc --reps 10 \
-    > "$out/bench-50m-fused.txt" 2> "$out/bench-50m.log" || status=1
-for v in "${variants[@]}"; do
-    name="${v%%:*}"; opt="${v#*:}"
-    "$bin" bench --backend cuda $opt --json --gen-nnz "$gen_nnz" --gen-seed 1 --ranks 32 --no-ttmc \
-        --reps 10 > "$out/bench-50m-$name.json" 2>> "$out/bench-50m.log" || status=1
-done
+    bench_all 50m --gen-nnz "$gen_nnz" --gen-seed 1 --ranks 32 --no-ttmc --reps 10
 fi
 if want generated; then
-"$bin" bench --backend cuda > "$out/bench-generated.txt" 2>> "$out/bench.log" || status=1
-for v in "${variants[@]}"; do
-    name="${v%%:*}"; opt="${v#*:}"
-    "$bin" bench --backend cuda $opt --json > "$out/bench-generated-$name.json" 2>> "$out/bench.log" || status=1
-done
+    bench_all generated
+fi
+if want decomp; then
+    big=data-local/uboot-commitwords-3d.tns.gz
+    for b in cuda cpu; do
+        run "decomp-cp-$b.json" "$bin" cp "$big" --rank 16 --iters 20 --tol 0 --backend "$b" --json
+        run "decomp-tucker-$b.json" "$bin" tucker "$big" --ranks 8,8,8 --iters 10 --tol 0 --backend "$b" --json
+    done
 fi
 if want tune; then
-"$bin" tune --backend cuda --tuning-dir "$out/tuning" --results "$out/tune" \
-    --tns data-local/uboot-commitwords-3d.tns.gz > "$out/tune.txt" 2> "$out/tune.log" || status=1
+    run tune.txt "$bin" tune --backend cuda --tuning-dir "$out/tuning" --results "$out/tune" \
+        --tns data-local/uboot-commitwords-3d.tns.gz
 fi
 if want torch; then
-# PyTorch peer baseline (benches/torch_peer.py: gather + index_add_, fp32 on the GPU,
-# checked against float64) on the same tensors, when this machine's python3 has torch.
-py="${PYTHON:-python3}"
-if "$py" -c 'import torch' 2>/dev/null; then
-    "$py" benches/torch_peer.py data-local/*.tns.gz --rank 32 --ttmc-ranks 8 --reps 10 \
-        --device cuda --out "$out/torch-shared.json" > "$out/torch-shared.txt" 2> "$out/torch.log" || status=1
-    "$py" benches/torch_peer.py --gen-nnz "$gen_nnz" --gen-seed 1 --rank 32 --ttmc-ranks 8 --reps 10 \
-        --device cuda --out "$out/torch-generated.json" > "$out/torch-generated.txt" 2>> "$out/torch.log" || status=1
-else
-    echo "torch is absent ($py -c 'import torch' failed): no PyTorch peer run" > "$out/torch-shared.txt"
-fi
+    # PyTorch peer (benches/torch_peer.py: gather + index_add_, fp32 on the GPU, checked
+    # against float64) on the same tensors, when this machine's python3 has torch.
+    py="${PYTHON:-python3}"
+    if "$py" -c 'import torch' 2>/dev/null; then
+        run torch-shared.txt "$py" benches/torch_peer.py "${shared[@]}" --rank 32 --ttmc-ranks 8 --reps 10 \
+            --device cuda --out "$out/torch-shared.json"
+        run torch-generated.txt "$py" benches/torch_peer.py --gen-nnz "$gen_nnz" --gen-seed 1 --rank 32 \
+            --ttmc-ranks 8 --reps 10 --device cuda --out "$out/torch-generated.json"
+    else
+        echo "torch is absent ($py -c 'import torch' failed): no PyTorch peer run" > "$out/torch-shared.txt"
+    fi
 fi
 echo "exit $status" >> "$out/commit.txt"
 exit $status

@@ -88,8 +88,6 @@ pub struct BenchOptions {
     /// every non-empty tile of a 3rd-order tensor on the dense path (HLS-D only),
     /// [`crate::tune::crossover::NEVER_DENSE`] every nonzero on the sparse one (HLS-S only).
     pub threshold: Option<u32>,
-    /// How a GPU backend launches each call (the CPU accepts only [`Launch::Fused`]).
-    pub launch: Launch,
     /// Bytes of the device copy-rate measurement (ignored by backends without device
     /// memory; 0 skips it).
     pub copy_bytes: usize,
@@ -109,7 +107,6 @@ impl Default for BenchOptions {
             max_ttmc_output: 256 << 20,
             seed: 0x5eed,
             threshold: None,
-            launch: Launch::Fused,
             copy_bytes: 1 << 30,
         }
     }
@@ -515,7 +512,6 @@ pub fn run(
             "bench needs at least one MTTKRP or TTMc rank".into(),
         ));
     }
-    engine.backend().set_launch(opts.launch)?;
     let copy_rate = if opts.copy_bytes > 0 {
         let c = engine.backend().copy_rate(opts.copy_bytes, COPY_REPS)?;
         if let Some(c) = &c {
@@ -549,7 +545,7 @@ pub fn run(
         backend: engine.kind().to_string(),
         threads: rayon::current_num_threads(),
         reps: opts.reps,
-        launch: engine.backend().launch(),
+        launch: engine.launch(),
         copy_rate,
         tensors,
     })
@@ -726,10 +722,10 @@ fn time_runs(
     let mut kernel = Vec::with_capacity(reps);
     for _ in 0..reps {
         let start = Instant::now();
-        engine.run_into(op, p, mode, factors, &mut out)?;
+        let stats = engine.run_into(op, p, mode, factors, &mut out)?;
         engine.backend().synchronize()?;
         times.push(start.elapsed().as_secs_f64());
-        kernel.extend(engine.backend().last_kernel_seconds());
+        kernel.extend(stats.kernel_seconds);
     }
     let min = |v: &[f64]| v.iter().cloned().fold(f64::INFINITY, f64::min);
     Ok(Timing {
@@ -879,7 +875,6 @@ mod tests {
             max_ttmc_output: 600,
             seed: 1,
             threshold: None,
-            launch: Launch::Fused,
             copy_bytes: 1 << 30,
         };
         let mut lines = 0;
@@ -954,14 +949,6 @@ mod tests {
             assert!(k.get(field).is_some_and(|v| v.is_null()), "{field}: {k}");
         }
         assert!(k["median_s"].as_f64().unwrap() > 0.0);
-        let sequential = BenchOptions {
-            launch: Launch::Sequential,
-            ..opts.clone()
-        };
-        assert!(matches!(
-            run(&Engine::cpu(), &cases, &sequential, &mut |_| {}),
-            Err(Error::Unsupported(_))
-        ));
         let nothing = BenchOptions {
             mttkrp_ranks: vec![],
             ..opts

@@ -23,6 +23,58 @@ pub struct SelftestCase {
     pub tensor: CooTensor,
     /// `(op, rank)` pairs; for TTMc the rank is used for every other mode.
     pub runs: Vec<(Op, usize)>,
+    /// How the factors are drawn.
+    pub factors: FactorKind,
+}
+
+/// How a case's random factors are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FactorKind {
+    /// Uniform in `[0.05, 1)`: the usual well-scaled case.
+    #[default]
+    Uniform,
+    /// Log-uniform over `[1e-6, 1)`: six decades inside every column, as CP-ALS
+    /// produces on power-law data, where fp16 staging loses what is far below a
+    /// column's largest entry. Positive, so that results measure the staging and not
+    /// the cancellation of terms against the tensor values' own fp16 rounding.
+    LogUniform,
+    /// Uniform, then mode 1 scaled by 1e30 and the last mode by 1e-30: products far
+    /// outside f32's range unless the kernels rescale.
+    Extreme,
+}
+
+impl FactorKind {
+    /// Seeded factors of this kind, one per mode (the target mode's included, unused).
+    pub fn factors(self, dims: &[usize], rank: usize, seed: u64) -> Vec<Matrix> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let order = dims.len();
+        dims.iter()
+            .enumerate()
+            .map(|(m, &d)| {
+                Matrix::from_fn(d, rank, |_, _| match self {
+                    FactorKind::Uniform => rng.random_range(0.05f32..1.0),
+                    FactorKind::LogUniform => 10f32.powf(rng.random_range(-6.0f32..0.0)),
+                    FactorKind::Extreme => {
+                        let v = rng.random_range(0.05f32..1.0);
+                        match m {
+                            1 => v * 1e30,
+                            _ if m == order - 1 => v * 1e-30,
+                            _ => v,
+                        }
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Suffix of a case name (empty for the uniform kind).
+    fn suffix(self) -> &'static str {
+        match self {
+            FactorKind::Uniform => "",
+            FactorKind::LogUniform => "/log-uniform",
+            FactorKind::Extreme => "/extreme",
+        }
+    }
 }
 
 /// The contract's runs: MTTKRP at ranks 8, 16, 32, 64 and TTMc at 8 and 16 (every
@@ -34,7 +86,9 @@ pub fn default_runs() -> Vec<(Op, usize)> {
 }
 
 /// Generated 3rd-order tensors of every regime (uniform, power-law, block-dense) with
-/// `nnz` nonzeros over `dim`³, plus a 4th-order uniform one (sparse part only).
+/// `nnz` nonzeros over `dim`³, plus a 4th-order uniform one (sparse part only), all
+/// with uniform factors; then the block-dense and the 4th-order tensors again with
+/// log-uniform and with extreme factors (dense tiles and the sparse part both see them).
 pub fn generated_cases(dim: usize, nnz: usize, runs: &[(Op, usize)]) -> Result<Vec<SelftestCase>> {
     let specs = [
         ("uniform", vec![dim; 3], Pattern::Uniform),
@@ -49,22 +103,31 @@ pub fn generated_cases(dim: usize, nnz: usize, runs: &[(Op, usize)]) -> Result<V
         ),
         ("uniform-4d", vec![dim / 2 + 1; 4], Pattern::Uniform),
     ];
-    specs
-        .into_iter()
-        .enumerate()
-        .map(|(k, (name, dims, pattern))| {
-            Ok(SelftestCase {
-                name: name.to_string(),
-                tensor: generate(&GenSpec {
-                    dims,
-                    nnz,
-                    pattern,
-                    seed: 0x5e1f + k as u64,
-                })?,
-                runs: runs.to_vec(),
-            })
-        })
-        .collect()
+    let mut cases = Vec::new();
+    for (k, (name, dims, pattern)) in specs.into_iter().enumerate() {
+        cases.push(SelftestCase {
+            name: name.to_string(),
+            tensor: generate(&GenSpec {
+                dims,
+                nnz,
+                pattern,
+                seed: 0x5e1f + k as u64,
+            })?,
+            runs: runs.to_vec(),
+            factors: FactorKind::Uniform,
+        });
+    }
+    for kind in [FactorKind::LogUniform, FactorKind::Extreme] {
+        for base in [2, 3] {
+            let c = &cases[base];
+            cases.push(SelftestCase {
+                name: format!("{}{}", c.name, kind.suffix()),
+                factors: kind,
+                ..c.clone()
+            });
+        }
+    }
+    Ok(cases)
 }
 
 /// The default case list: [`generated_cases`] at 200³ with 200,000 nonzeros.
@@ -129,13 +192,13 @@ impl SelftestReport {
     pub fn table(&self) -> String {
         let mut s = format!("backend: {}\n", self.backend);
         s += &format!(
-            "{:<14} {:<7} {:>4} {:>4} {:>10} {:>10} {:>10} {:>9}  status\n",
+            "{:<24} {:<7} {:>4} {:>4} {:>10} {:>10} {:>10} {:>9}  status\n",
             "tensor", "op", "mode", "rank", "smape%", "max rel", "rel frob", "ms"
         );
         let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2e}"));
         for r in &self.rows {
             s += &format!(
-                "{:<14} {:<7} {:>4} {:>4} {:>10} {:>10} {:>10} {:>9.3}  {}\n",
+                "{:<24} {:<7} {:>4} {:>4} {:>10} {:>10} {:>10} {:>9.3}  {}\n",
                 r.tensor,
                 r.op.name(),
                 r.mode,
@@ -163,10 +226,7 @@ impl SelftestReport {
 
 /// Seeded factors in `[0.05, 1)`, one per mode (the target mode's included, unused).
 pub fn random_factors(dims: &[usize], rank: usize, seed: u64) -> Vec<Matrix> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    dims.iter()
-        .map(|&d| Matrix::from_fn(d, rank, |_, _| rng.random_range(0.05f32..1.0)))
-        .collect()
+    FactorKind::Uniform.factors(dims, rank, seed)
 }
 
 /// Runs every case's ops on every mode with `engine` and compares with FP64. Errors of
@@ -178,7 +238,7 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
         for &(op, rank) in &case.runs {
             let prepared = engine.prepare(x, &[Workload { op, rank }])?;
             for mode in 0..x.order() {
-                let factors = random_factors(x.dims(), rank, 17 + mode as u64);
+                let factors = case.factors.factors(x.dims(), rank, 17 + mode as u64);
                 let start = Instant::now();
                 let got = engine.run(op, &prepared, mode, &factors);
                 let _ = engine.backend().synchronize();
@@ -224,7 +284,9 @@ mod tests {
     fn cpu_selftest_passes_on_small_tensors_of_every_regime() {
         let cases = generated_cases(40, 3000, &[(Op::Mttkrp, 8), (Op::Ttmc, 4)]).unwrap();
         let report = run(&Engine::cpu(), &cases).unwrap();
-        assert_eq!(report.rows.len(), 3 * 2 * 3 + 2 * 4);
+        // 3 three-way and 1 four-way tensor, then block-dense and four-way again with
+        // log-uniform and with extreme factors; 2 runs each, one row per mode.
+        assert_eq!(report.rows.len(), (3 * 3 + 4) * 2 + 2 * (3 + 4) * 2);
         assert!(report.passed(), "{}", report.table());
         assert!(report.table().contains("PASSED"));
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();

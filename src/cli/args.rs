@@ -5,7 +5,11 @@ use std::path::PathBuf;
 
 /// Sparse MTTKRP / TTM-chain on tensor cores (HLS format), CP-ALS and Tucker-HOOI.
 #[derive(Debug, Parser)]
-#[command(name = "sptmc", version, about)]
+#[command(
+    name = "sptmc",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (kernels: ", env!("SPTMC_KERNEL_BUILD"), ")"),
+    about
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -182,6 +186,8 @@ pub enum LaunchArg {
     Fused,
     /// Two launches: the dense tiles, then the sparse batches.
     Sequential,
+    /// Two launches on two streams that may run at the same time.
+    Concurrent,
 }
 
 /// Layout of the `--gen-nnz` tensor on the command line.
@@ -206,8 +212,9 @@ pub struct BenchArgs {
     /// dense (HLS-D only), 4097 = no tile dense (HLS-S only, all on CUDA cores).
     #[arg(long)]
     pub threshold: Option<u32>,
-    /// How the CUDA kernels are launched: one fused grid, or the dense tiles and then
-    /// the sparse batches as two sequential launches (CUDA only).
+    /// How the CUDA kernels are launched: one fused grid, the dense tiles and then the
+    /// sparse batches as two sequential launches, or the two on two streams at once
+    /// (CUDA only).
     #[arg(long, value_enum, default_value_t = LaunchArg::Fused)]
     pub launch: LaunchArg,
     /// MTTKRP ranks to time.

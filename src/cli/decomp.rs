@@ -33,7 +33,9 @@ fn iters_json(iters: &[IterStats]) -> serde_json::Value {
         .map(|s| {
             json!({"iter": s.iter, "fit": s.fit, "delta": s.delta,
                    "seconds_kernel": s.seconds_kernel, "seconds_linalg": s.seconds_linalg,
-                   "seconds_other": s.seconds_other})
+                   "seconds_other": s.seconds_other,
+                   "bytes_to_device": s.bytes_to_device,
+                   "bytes_from_device": s.bytes_from_device})
         })
         .collect()
 }

@@ -13,6 +13,15 @@ use std::process::ExitCode;
 /// Every op and mode against the FP64 reference.
 pub fn selftest(a: SelftestArgs) -> Result<ExitCode> {
     let engine = engine(&a.common)?;
+    if engine.kind() == sptmc::engine::BackendKind::Cuda
+        && sptmc::engine::cuda::kernels::embedded().is_empty()
+    {
+        return Err(Error::Unsupported(format!(
+            "this sptmc carries no GPU kernels ({}): build it after scripts/kernel-gate.sh \
+             so the sm_80/sm_90 cubins are embedded",
+            sptmc::engine::cuda::KERNEL_BUILD
+        )));
+    }
     let runs = selftest::default_runs();
     let mut cases = selftest::generated_cases(a.dim, a.nnz, &runs)?;
     for f in &a.files {
@@ -31,6 +40,7 @@ pub fn selftest(a: SelftestArgs) -> Result<ExitCode> {
             name: l.name,
             tensor: l.tensor,
             runs,
+            factors: selftest::FactorKind::Uniform,
         });
     }
     let report = selftest::run(&engine, &cases)?;
@@ -58,10 +68,10 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     let launch = match a.launch {
         LaunchArg::Fused => sptmc::engine::Launch::Fused,
         LaunchArg::Sequential => sptmc::engine::Launch::Sequential,
+        LaunchArg::Concurrent => sptmc::engine::Launch::Concurrent,
     };
-    let engine = engine(&a.common)?;
-    // Refuse an unsupported launch before minutes of generating or reading.
-    engine.backend().set_launch(launch)?;
+    // Refuses an unsupported launch before minutes of generating or reading.
+    let engine = engine(&a.common)?.with_launch(launch)?;
     let cases = if let Some(nnz) = a.gen_nnz {
         let layout = match a.gen_layout {
             GenLayoutArg::BlockDense => bench::GenLayout::BlockDense,
@@ -85,7 +95,6 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         threshold: a.threshold,
         mttkrp_ranks: a.ranks,
         ttmc_ranks: if a.no_ttmc { Vec::new() } else { a.ttmc_ranks },
-        launch,
         copy_bytes: a.copy_bytes,
         ..Default::default()
     };

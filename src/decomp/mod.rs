@@ -24,7 +24,7 @@ pub mod tucker;
 pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_progress};
 pub use tucker::{TuckerModel, TuckerOptions, tucker_hooi, tucker_hooi_with_progress};
 
-use crate::engine::Prepared;
+use crate::engine::{Prepared, RunStats};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use rayon::prelude::*;
@@ -46,6 +46,13 @@ pub struct IterStats {
     pub seconds_linalg: f64,
     /// Everything else: conversions between f32 and f64, the fit, bookkeeping.
     pub seconds_other: f64,
+    /// Bytes the engine copied from host to device (a GPU backend uploads the factors
+    /// that changed since its last call: one factor per step; 0 on the CPU).
+    #[serde(default)]
+    pub bytes_to_device: u64,
+    /// Bytes the engine copied from device to host (the kernel outputs; 0 on the CPU).
+    #[serde(default)]
+    pub bytes_from_device: u64,
 }
 
 /// Accumulates the three timing buckets of an iteration.
@@ -54,6 +61,8 @@ struct IterClock {
     kernel: f64,
     linalg: f64,
     start: Instant,
+    to_device: u64,
+    from_device: u64,
 }
 
 impl IterClock {
@@ -62,15 +71,21 @@ impl IterClock {
             kernel: 0.0,
             linalg: 0.0,
             start: Instant::now(),
+            to_device: 0,
+            from_device: 0,
         }
     }
 
-    /// Runs `f`, adding its time to the kernel bucket.
-    fn kernel<T>(&mut self, f: impl FnOnce() -> T) -> T {
+    /// Runs the engine call `f`, adding its time to the kernel bucket and the bytes it
+    /// moved to the iteration's counts.
+    fn kernel(&mut self, f: impl FnOnce() -> Result<RunStats>) -> Result<()> {
         let t = Instant::now();
         let out = f();
         self.kernel += t.elapsed().as_secs_f64();
-        out
+        let stats = out?;
+        self.to_device += stats.bytes_to_device;
+        self.from_device += stats.bytes_from_device;
+        Ok(())
     }
 
     /// Runs `f`, adding its time to the linear-algebra bucket.
@@ -91,6 +106,8 @@ impl IterClock {
             seconds_kernel: self.kernel,
             seconds_linalg: self.linalg,
             seconds_other: (total - self.kernel - self.linalg).max(0.0),
+            bytes_to_device: self.to_device,
+            bytes_from_device: self.from_device,
         }
     }
 }

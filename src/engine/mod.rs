@@ -15,7 +15,6 @@ use crate::matrix::Matrix;
 use crate::ops::{Op, output_shape};
 use crate::tensor::CooTensor;
 use crate::tune::profile::{ProfileChoice, Profiles};
-use rayon::prelude::*;
 use std::any::Any;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,6 +62,14 @@ pub enum Launch {
     /// Two launches on one stream, the dense tiles first, then the sparse batches: the
     /// baseline the fused grid is measured against.
     Sequential,
+    /// The dense tiles and the sparse batches as two launches on two streams that may
+    /// run at the same time, each kernel with only the resources its part needs.
+    Concurrent,
+}
+
+impl Launch {
+    /// Every launch mode, in the order benchmarks list them.
+    pub const ALL: [Launch; 3] = [Launch::Fused, Launch::Sequential, Launch::Concurrent];
 }
 
 impl std::fmt::Display for Launch {
@@ -70,8 +77,32 @@ impl std::fmt::Display for Launch {
         f.write_str(match self {
             Launch::Fused => "fused",
             Launch::Sequential => "sequential",
+            Launch::Concurrent => "concurrent",
         })
     }
+}
+
+/// Per-call options of [`Backend::run`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions<'a> {
+    /// How a GPU launches the call (backends with one way accept only the default).
+    pub launch: Launch,
+    /// The caller's column maxima of the factors, when it knows them without a scan
+    /// (see [`ColumnMax`]).
+    pub col_max: Option<&'a ColumnMax>,
+}
+
+/// What one [`Backend::run`] call measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct RunStats {
+    /// Device seconds of the kernel launch(es) alone, without uploads or the copy back,
+    /// when the backend measures them (CUDA: events around the launches); `None` on the
+    /// CPU, where a call is all kernel.
+    pub kernel_seconds: Option<f64>,
+    /// Bytes copied from host to device by the call (changed factors).
+    pub bytes_to_device: u64,
+    /// Bytes copied from device to host by the call (the output).
+    pub bytes_from_device: u64,
 }
 
 /// A measured device-to-device copy rate (the bandwidth a kernel can hope for).
@@ -109,45 +140,26 @@ pub trait Backend: Send + Sync {
     /// Takes an HLS tensor for this backend (uploads it for a GPU).
     fn prepare(&self, hls: Arc<HlsTensor>) -> Result<Box<dyn BackendTensor>>;
     /// Runs `op` on `mode` into `out`, whose shape the engine has checked (rows = the
-    /// mode's length, columns per [`crate::ops`]). `out` arrives zeroed. `factors` have
-    /// been checked against the tensor's shape, and so has `col_max` when given: the
-    /// caller's [`ColumnMax`] of every factor, which a backend may use instead of
-    /// scanning the factors for its per-column scaling.
+    /// mode's length, columns per [`crate::ops`]); every entry of `out` is overwritten.
+    /// `factors` have been checked against the tensor's shape, and so has
+    /// `opts.col_max` when given. Returns what the call measured.
     fn run(
         &self,
         op: Op,
         tensor: &dyn BackendTensor,
         mode: usize,
         factors: &[Matrix],
-        col_max: Option<&ColumnMax>,
+        opts: &RunOptions<'_>,
         out: &mut Matrix,
-    ) -> Result<()>;
+    ) -> Result<RunStats>;
     /// Waits for queued work (a no-op on the CPU); benches call it inside the timing.
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
-    /// Device time of the kernel launch(es) alone in the last [`Backend::run`] call,
-    /// without factor uploads, output allocation or the copy back, when the backend can
-    /// measure it (CUDA: events on its stream around the launches). `None` by default
-    /// and on the CPU, where a call is all kernel.
-    fn last_kernel_seconds(&self) -> Option<f64> {
-        None
-    }
-    /// Chooses how later [`Backend::run`] calls launch their work. Backends with one
-    /// way (the CPU) accept [`Launch::Fused`] and refuse [`Launch::Sequential`] with
-    /// [`Error::Unsupported`].
-    fn set_launch(&self, launch: Launch) -> Result<()> {
-        match launch {
-            Launch::Fused => Ok(()),
-            Launch::Sequential => Err(Error::Unsupported(format!(
-                "the {} backend has no sequential launch (only CUDA has)",
-                self.kind()
-            ))),
-        }
-    }
-    /// The launch mode in use (see [`Backend::set_launch`]).
-    fn launch(&self) -> Launch {
-        Launch::Fused
+    /// Whether [`Backend::run`] accepts `launch` (the CPU only [`Launch::Fused`], its
+    /// one way of running a call).
+    fn supports(&self, launch: Launch) -> bool {
+        launch == Launch::Fused
     }
     /// Measures the device's copy rate by copying `bytes` (rounded down to whole
     /// 4-byte words, at most half the free memory) within device memory `reps` times;
@@ -251,6 +263,7 @@ pub struct Engine {
     backend: Arc<dyn Backend>,
     profiles: Profiles,
     notice: Option<String>,
+    launch: Launch,
 }
 
 impl Engine {
@@ -260,6 +273,7 @@ impl Engine {
             backend,
             profiles: Profiles::load_default(),
             notice: None,
+            launch: Launch::Fused,
         }
     }
 
@@ -298,6 +312,24 @@ impl Engine {
     pub fn with_profiles(mut self, profiles: Profiles) -> Self {
         self.profiles = profiles;
         self
+    }
+
+    /// Runs every later call with `launch`; [`Error::Unsupported`] when the backend has
+    /// no such launch (only CUDA has more than [`Launch::Fused`]).
+    pub fn with_launch(mut self, launch: Launch) -> Result<Self> {
+        if !self.backend.supports(launch) {
+            return Err(Error::Unsupported(format!(
+                "the {} backend has no {launch} launch (only CUDA has)",
+                self.backend.kind()
+            )));
+        }
+        self.launch = launch;
+        Ok(self)
+    }
+
+    /// How calls are launched (see [`Engine::with_launch`]).
+    pub fn launch(&self) -> Launch {
+        self.launch
     }
 
     /// A one-line note about how the backend was chosen (e.g. why not CUDA).
@@ -424,14 +456,13 @@ impl Engine {
         let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
         crate::matrix::check_alloc(&format!("{op} output"), rows, cols, 4)?;
         let mut out = Matrix::zeros(rows, cols);
-        self.backend
-            .run(op, p.part(op)?, mode, factors, None, &mut out)?;
+        self.run_into_checked(op, p, mode, factors, None, &mut out)?;
         Ok(out)
     }
 
-    /// `op` on `mode` into `out`, reusing its allocation (resized and zeroed here):
+    /// `op` on `mode` into `out`, reusing its allocation (resized only on a new shape):
     /// the form for loops that call a kernel many times, since a fresh large output
-    /// costs page faults on every call.
+    /// costs page faults on every call. Returns what the call measured.
     pub fn run_into(
         &self,
         op: Op,
@@ -439,7 +470,7 @@ impl Engine {
         mode: usize,
         factors: &[Matrix],
         out: &mut Matrix,
-    ) -> Result<()> {
+    ) -> Result<RunStats> {
         self.run_into_checked(op, p, mode, factors, None, out)
     }
 
@@ -453,7 +484,7 @@ impl Engine {
         factors: &[Matrix],
         col_max: &ColumnMax,
         out: &mut Matrix,
-    ) -> Result<()> {
+    ) -> Result<RunStats> {
         let fits = col_max.max.len() == factors.len()
             && col_max
                 .max
@@ -474,8 +505,8 @@ impl Engine {
         self.run_into_checked(op, p, mode, factors, Some(col_max), out)
     }
 
-    /// Checks the shapes, sizes (reallocating only on a new shape) and zeroes `out`,
-    /// then runs the backend.
+    /// Checks the shapes and sizes `out` (reallocating only on a new shape), then runs
+    /// the backend, which overwrites every entry.
     fn run_into_checked(
         &self,
         op: Op,
@@ -484,22 +515,17 @@ impl Engine {
         factors: &[Matrix],
         col_max: Option<&ColumnMax>,
         out: &mut Matrix,
-    ) -> Result<()> {
+    ) -> Result<RunStats> {
         let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
         if out.shape() != (rows, cols) {
             crate::matrix::check_alloc(&format!("{op} output"), rows, cols, 4)?;
             *out = Matrix::zeros(rows, cols);
-        } else if out.data().len() >= 1 << 22 {
-            // In parallel: a TTMc output can be hundreds of MB, more than one core
-            // clears at memory speed (10m-tags TTMc r16, all modes: 184 -> 143-163 ms).
-            out.data_mut()
-                .par_chunks_mut(1 << 16)
-                .for_each(|c| c.fill(0.0));
-        } else {
-            out.data_mut().fill(0.0);
         }
-        self.backend
-            .run(op, p.part(op)?, mode, factors, col_max, out)
+        let opts = RunOptions {
+            launch: self.launch,
+            col_max,
+        };
+        self.backend.run(op, p.part(op)?, mode, factors, &opts, out)
     }
 
     /// Sparse MTTKRP on `mode`: `I_n × R`.
@@ -530,16 +556,22 @@ mod tests {
         .unwrap();
         let p = e.prepare_with_thresholds(&x, &[(Op::Mttkrp, 78)]).unwrap();
         let f = crate::selftest::random_factors(x.dims(), 4, 1);
-        e.mttkrp(&p, 0, &f).unwrap();
-        let b = e.backend();
-        assert_eq!(b.last_kernel_seconds(), None);
-        assert_eq!(b.launch(), Launch::Fused);
-        assert!(b.set_launch(Launch::Fused).is_ok());
-        assert!(matches!(
-            b.set_launch(Launch::Sequential),
-            Err(Error::Unsupported(_))
-        ));
-        assert_eq!(b.copy_rate(1 << 20, 3).unwrap(), None);
+        let mut out = Matrix::zeros(1, 1);
+        let stats = e.run_into(Op::Mttkrp, &p, 0, &f, &mut out).unwrap();
+        assert_eq!(
+            stats,
+            RunStats::default(),
+            "the CPU times no kernels, copies nothing"
+        );
+        assert_eq!(e.launch(), Launch::Fused);
+        for launch in [Launch::Sequential, Launch::Concurrent] {
+            assert!(matches!(
+                Engine::cpu().with_launch(launch),
+                Err(Error::Unsupported(_))
+            ));
+        }
+        assert!(Engine::cpu().with_launch(Launch::Fused).is_ok());
+        assert_eq!(e.backend().copy_rate(1 << 20, 3).unwrap(), None);
         assert_eq!(Launch::default(), Launch::Fused);
         assert_eq!(Launch::Sequential.to_string(), "sequential");
         assert_eq!(

@@ -49,3 +49,47 @@ pub fn fresh_seed(test: &str) -> u64 {
     eprintln!("{test}: seed {seed} (replay with SPTMC_SEED={seed})");
     seed
 }
+
+/// The CUDA engine for a test's CUDA twin: `None` (after a visible SKIPPED line) when
+/// no device is usable, a failure instead when `SPTMC_REQUIRE_GPU=1`.
+pub fn cuda_engine() -> Option<sptmc::engine::Engine> {
+    match sptmc::engine::Engine::cuda() {
+        Ok(e) => Some(e),
+        Err(err) => {
+            assert!(
+                std::env::var("SPTMC_REQUIRE_GPU").as_deref() != Ok("1"),
+                "SPTMC_REQUIRE_GPU=1 but the CUDA backend is unusable: {err}"
+            );
+            let _ = writeln!(std::io::stderr(), "SKIPPED: no CUDA device ({err})");
+            None
+        }
+    }
+}
+
+/// Defines a test body once and runs it on both backends: `mod $name` with tests
+/// `cpu` (the CPU engine) and `cuda` (the CUDA engine, skipped visibly without a
+/// device, see [`cuda_engine`]). The body sees the engine as `$engine: &Engine`.
+#[allow(unused_macros)] // not every test file has twins
+macro_rules! twin {
+    ($(#[$meta:meta])* $name:ident, |$engine:ident| $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            fn body($engine: &sptmc::engine::Engine) $body
+            #[test]
+            fn cpu() {
+                body(&sptmc::engine::Engine::cpu());
+            }
+            #[test]
+            fn cuda() {
+                let Some(e) = crate::common::cuda_engine() else {
+                    return;
+                };
+                body(&e);
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use twin;

@@ -18,7 +18,7 @@ mod walk;
 
 pub(crate) use scaled::column_max_abs;
 
-use super::{Backend, BackendKind, BackendTensor};
+use super::{Backend, BackendKind, BackendTensor, RunOptions, RunStats};
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
@@ -54,6 +54,18 @@ impl BackendTensor for CpuTensor {
     }
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+/// Zeroes `out`, in parallel when large: a TTMc output can be hundreds of MB, more than
+/// one core clears at memory speed.
+fn zero(out: &mut Matrix) {
+    use rayon::prelude::*;
+    let data = out.data_mut();
+    if data.len() >= 1 << 22 {
+        data.par_chunks_mut(1 << 16).for_each(|c| c.fill(0.0));
+    } else {
+        data.fill(0.0);
     }
 }
 
@@ -93,13 +105,20 @@ impl Backend for CpuBackend {
         tensor: &dyn BackendTensor,
         mode: usize,
         factors: &[Matrix],
-        col_max: Option<&super::ColumnMax>,
+        opts: &RunOptions<'_>,
         out: &mut Matrix,
-    ) -> Result<()> {
+    ) -> Result<RunStats> {
+        if !self.supports(opts.launch) {
+            return Err(crate::Error::Unsupported(format!(
+                "the CPU backend has no {} launch",
+                opts.launch
+            )));
+        }
+        zero(out);
         let hls = tensor.hls();
-        let factors = scaled::Rescaled::new(factors, mode, col_max);
+        let factors = scaled::Rescaled::new(factors, mode, opts.col_max);
         kernel::run(op, hls, mode, factors.factors(), out, &self.pool);
         factors.unscale(op, mode, out);
-        Ok(())
+        Ok(RunStats::default())
     }
 }

@@ -12,7 +12,7 @@ pub const HLS_MAX_ORDER: u32 = 8;
 pub const HLS_BLOCK_THREADS: u32 = 128;
 pub const HLS_BLOCK_WARPS: u32 = 4;
 pub const HLS_TTMC_MAX_RANK: u32 = 64;
-pub const HLS_SPARSE_COLS_PER_PASS: u32 = 256;
+pub const HLS_SPARSE_TTMC_MAX_RANK: u32 = 65535;
 pub const HLS_OP_MTTKRP: u32 = 0;
 pub const HLS_OP_TTMC: u32 = 1;
 #[repr(C)]
@@ -26,9 +26,7 @@ pub struct HlsLaunchParams {
     pub sp_values: u64,
     pub sp_block_prefix: u64,
     pub sp_block_offsets: u64,
-    pub factor_h: [u64; 8usize],
-    pub col_scale: [u64; 8usize],
-    pub factor_f: [u64; 8usize],
+    pub factor: [u64; 8usize],
     pub out: u64,
     pub tile_shift: [u32; 3usize],
     pub tile_mask: [u32; 3usize],
@@ -41,6 +39,11 @@ pub struct HlsLaunchParams {
     pub sp_nnz: u64,
     pub sp_blocks: u64,
     pub sp_batch: u32,
+    pub sp_lanes_log2: u32,
+    pub sp_vec: u32,
+    pub sp_slots: u32,
+    pub sp_cols_per_pass: u32,
+    pub ttmc_last: u32,
     pub order: u32,
     pub mode: u32,
     pub op: u32,
@@ -49,7 +52,7 @@ pub struct HlsLaunchParams {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of HlsLaunchParams"][::core::mem::size_of::<HlsLaunchParams>() - 528usize];
+    ["Size of HlsLaunchParams"][::core::mem::size_of::<HlsLaunchParams>() - 424usize];
     [
         "Alignment of HlsLaunchParams",
     ][::core::mem::align_of::<HlsLaunchParams>() - 8usize];
@@ -78,63 +81,72 @@ const _: () = {
         "Offset of field: HlsLaunchParams::sp_block_offsets",
     ][::core::mem::offset_of!(HlsLaunchParams, sp_block_offsets) - 56usize];
     [
-        "Offset of field: HlsLaunchParams::factor_h",
-    ][::core::mem::offset_of!(HlsLaunchParams, factor_h) - 64usize];
-    [
-        "Offset of field: HlsLaunchParams::col_scale",
-    ][::core::mem::offset_of!(HlsLaunchParams, col_scale) - 128usize];
-    [
-        "Offset of field: HlsLaunchParams::factor_f",
-    ][::core::mem::offset_of!(HlsLaunchParams, factor_f) - 192usize];
+        "Offset of field: HlsLaunchParams::factor",
+    ][::core::mem::offset_of!(HlsLaunchParams, factor) - 64usize];
     [
         "Offset of field: HlsLaunchParams::out",
-    ][::core::mem::offset_of!(HlsLaunchParams, out) - 256usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, out) - 128usize];
     [
         "Offset of field: HlsLaunchParams::tile_shift",
-    ][::core::mem::offset_of!(HlsLaunchParams, tile_shift) - 264usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, tile_shift) - 136usize];
     [
         "Offset of field: HlsLaunchParams::tile_mask",
-    ][::core::mem::offset_of!(HlsLaunchParams, tile_mask) - 276usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, tile_mask) - 148usize];
     [
         "Offset of field: HlsLaunchParams::sp_shift",
-    ][::core::mem::offset_of!(HlsLaunchParams, sp_shift) - 288usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, sp_shift) - 160usize];
     [
         "Offset of field: HlsLaunchParams::sp_mask",
-    ][::core::mem::offset_of!(HlsLaunchParams, sp_mask) - 320usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, sp_mask) - 192usize];
     [
         "Offset of field: HlsLaunchParams::dims",
-    ][::core::mem::offset_of!(HlsLaunchParams, dims) - 384usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, dims) - 256usize];
     [
         "Offset of field: HlsLaunchParams::ranks",
-    ][::core::mem::offset_of!(HlsLaunchParams, ranks) - 416usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, ranks) - 288usize];
     [
         "Offset of field: HlsLaunchParams::col_stride",
-    ][::core::mem::offset_of!(HlsLaunchParams, col_stride) - 448usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, col_stride) - 320usize];
     [
         "Offset of field: HlsLaunchParams::n_tiles",
-    ][::core::mem::offset_of!(HlsLaunchParams, n_tiles) - 480usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, n_tiles) - 352usize];
     [
         "Offset of field: HlsLaunchParams::sp_nnz",
-    ][::core::mem::offset_of!(HlsLaunchParams, sp_nnz) - 488usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, sp_nnz) - 360usize];
     [
         "Offset of field: HlsLaunchParams::sp_blocks",
-    ][::core::mem::offset_of!(HlsLaunchParams, sp_blocks) - 496usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, sp_blocks) - 368usize];
     [
         "Offset of field: HlsLaunchParams::sp_batch",
-    ][::core::mem::offset_of!(HlsLaunchParams, sp_batch) - 504usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, sp_batch) - 376usize];
+    [
+        "Offset of field: HlsLaunchParams::sp_lanes_log2",
+    ][::core::mem::offset_of!(HlsLaunchParams, sp_lanes_log2) - 380usize];
+    [
+        "Offset of field: HlsLaunchParams::sp_vec",
+    ][::core::mem::offset_of!(HlsLaunchParams, sp_vec) - 384usize];
+    [
+        "Offset of field: HlsLaunchParams::sp_slots",
+    ][::core::mem::offset_of!(HlsLaunchParams, sp_slots) - 388usize];
+    [
+        "Offset of field: HlsLaunchParams::sp_cols_per_pass",
+    ][::core::mem::offset_of!(HlsLaunchParams, sp_cols_per_pass) - 392usize];
+    [
+        "Offset of field: HlsLaunchParams::ttmc_last",
+    ][::core::mem::offset_of!(HlsLaunchParams, ttmc_last) - 396usize];
     [
         "Offset of field: HlsLaunchParams::order",
-    ][::core::mem::offset_of!(HlsLaunchParams, order) - 508usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, order) - 400usize];
     [
         "Offset of field: HlsLaunchParams::mode",
-    ][::core::mem::offset_of!(HlsLaunchParams, mode) - 512usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, mode) - 404usize];
     [
         "Offset of field: HlsLaunchParams::op",
-    ][::core::mem::offset_of!(HlsLaunchParams, op) - 516usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, op) - 408usize];
     [
         "Offset of field: HlsLaunchParams::out_cols",
-    ][::core::mem::offset_of!(HlsLaunchParams, out_cols) - 520usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, out_cols) - 412usize];
     [
         "Offset of field: HlsLaunchParams::value_scale",
-    ][::core::mem::offset_of!(HlsLaunchParams, value_scale) - 524usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, value_scale) - 416usize];
 };

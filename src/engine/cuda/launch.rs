@@ -1,56 +1,83 @@
-//! Filling the launch parameters and running the launch(es) of one call, timed with
-//! device events; the device copy-rate measurement.
+//! One call on the device: the factors the kernels need (from the device cache,
+//! uploading only those that changed), the launch parameters, the launch(es) timed with
+//! events, and the copy of the result straight into the caller's matrix; plus the device
+//! copy-rate measurement.
 
 use super::abi::{
     HLS_BLOCK_THREADS, HLS_BLOCK_WARPS, HLS_MAX_ORDER, HLS_OP_MTTKRP, HLS_OP_TTMC,
-    HLS_TTMC_MAX_RANK, HlsLaunchParams,
+    HLS_SPARSE_TTMC_MAX_RANK, HLS_TTMC_MAX_RANK, HlsLaunchParams,
 };
+use super::cache::FactorCache;
 use super::device::cuda_err;
-use super::upload::{DeviceHls, half_factor, upload};
-use crate::engine::{CopyRate, Launch};
+use super::kernels;
+use super::upload::DeviceHls;
+use crate::engine::{CopyRate, Launch, RunStats};
 use crate::error::{Error, Result};
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
-    PushKernelArg,
+    CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    LaunchConfig, PushKernelArg,
 };
+use std::collections::HashMap;
 use std::sync::Arc;
 
 // SAFETY: HlsLaunchParams is a plain `repr(C)` struct of integers and floats generated
 // from kernels/hls_abi.h, the exact layout the kernels take by value.
 unsafe impl DeviceRepr for HlsLaunchParams {}
 
-/// Sparse nonzeros per warp: enough to amortize a warp's start, small enough that a
-/// tensor fills the GPU with blocks.
-pub fn sparse_batch(sp_nnz: usize) -> u32 {
-    const TARGET_WARPS: usize = 132 * 64; // about 64 warps per SM on the largest parts
-    (sp_nnz.div_ceil(TARGET_WARPS)).clamp(32, 1024) as u32
+/// How the sparse kernel spreads an output row over a warp (see kernels/sparse.cu).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SparseLayout {
+    /// log2 of the lanes that share one nonzero.
+    pub lanes_log2: u32,
+    /// Consecutive columns per vector (4: 16-byte loads and reductions; else 1).
+    pub vec: u32,
+    /// Vectors per lane in one pass.
+    pub slots: u32,
+    /// Columns one pass covers: lanes × slots × vec.
+    pub cols_per_pass: u32,
 }
 
-/// The entry points of the kernel module.
-pub struct Kernels {
-    /// Fused MTTKRP: dense tiles, then sparse batches, in one grid.
-    pub fused_mttkrp: CudaFunction,
-    /// Fused TTMc.
-    pub fused_ttmc: CudaFunction,
-    /// MTTKRP of the dense tiles only (one block per tile).
-    pub dense_mttkrp: CudaFunction,
-    /// TTMc of the dense tiles only.
-    pub dense_ttmc: CudaFunction,
-    /// The sparse batches only, either op.
-    pub sparse: CudaFunction,
+/// The lane layout for an output of `out_cols` columns whose gathers may use 16-byte
+/// vectors when `vec4` holds, with at most `max_slots` vectors per lane: as few lanes
+/// per nonzero as cover the row (so small ranks keep every lane busy), more slots before
+/// more passes.
+pub fn sparse_layout(out_cols: u32, vec4: bool, max_slots: u32) -> SparseLayout {
+    let vec = if vec4 { 4 } else { 1 };
+    let vectors = out_cols.div_ceil(vec).max(1);
+    let (lanes, slots) = if vectors <= 32 {
+        (vectors.next_power_of_two(), 1)
+    } else {
+        (32, vectors.div_ceil(32).next_power_of_two().min(max_slots))
+    };
+    SparseLayout {
+        lanes_log2: lanes.trailing_zeros(),
+        vec,
+        slots,
+        cols_per_pass: lanes * slots * vec,
+    }
 }
 
-/// The grids of one call: `(kernel, blocks)` in launch order, empty grids left out.
-/// Fused: one grid of `n_tiles + sparse_blocks`; sequential: the dense tiles, then the
-/// sparse batches, each kernel reading the same parameters.
+/// Sparse nonzeros per warp (a multiple of 32): about two waves of the warps that fit
+/// on the device at once, at least 64 and at most 4096 nonzeros.
+pub fn sparse_batch(sp_nnz: usize, resident_warps: usize) -> u32 {
+    let warps = (2 * resident_warps).max(1);
+    let per_warp = sp_nnz.div_ceil(warps).clamp(64, 4096);
+    per_warp.next_multiple_of(32) as u32
+}
+
+/// The grids of one call: `(kernel part, blocks)` in launch order, empty grids left out.
+/// Fused: one grid of `n_tiles + sparse_blocks`; sequential and concurrent: the dense
+/// tiles, then the sparse batches, each kernel reading the same parameters.
 pub fn grids(launch: Launch, n_tiles: usize, sparse_blocks: usize) -> Vec<(Part, usize)> {
     let all = match launch {
         Launch::Fused => vec![(Part::Fused, n_tiles + sparse_blocks)],
-        Launch::Sequential => vec![(Part::Dense, n_tiles), (Part::Sparse, sparse_blocks)],
+        Launch::Sequential | Launch::Concurrent => {
+            vec![(Part::Dense, n_tiles), (Part::Sparse, sparse_blocks)]
+        }
     };
     all.into_iter().filter(|&(_, b)| b > 0).collect()
 }
@@ -62,8 +89,79 @@ pub enum Part {
     Fused,
     /// The op's dense-tiles-only kernel.
     Dense,
-    /// The sparse-only kernel.
+    /// The op's sparse-only kernel.
     Sparse,
+}
+
+/// The loaded module and its entry points, looked up by name once.
+pub struct Kernels {
+    module: Arc<CudaModule>,
+    functions: std::sync::Mutex<HashMap<String, CudaFunction>>,
+}
+
+impl Kernels {
+    /// Wraps a loaded module; checks that every entry point is there.
+    pub fn new(module: Arc<CudaModule>) -> Result<Self> {
+        let k = Kernels {
+            module,
+            functions: std::sync::Mutex::new(HashMap::new()),
+        };
+        k.get(kernels::DENSE_MTTKRP)?;
+        k.get(kernels::DENSE_TTMC)?;
+        for fused in [false, true] {
+            for &(v, s) in kernels::MTTKRP_LAYOUTS {
+                k.get(&kernels::entry_name(fused, "mttkrp", v, s))?;
+            }
+            for &(v, s) in kernels::TTMC_LAYOUTS {
+                k.get(&kernels::entry_name(fused, "ttmc", v, s))?;
+            }
+        }
+        Ok(k)
+    }
+
+    /// The entry point `name`.
+    pub fn get(&self, name: &str) -> Result<CudaFunction> {
+        let mut map = self.functions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = map.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self
+            .module
+            .load_function(name)
+            .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))?;
+        map.insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+}
+
+/// What the backend keeps on the device between calls.
+pub struct DeviceState {
+    /// Device copies of recent factors, keyed by matrix version.
+    pub factors: FactorCache<CudaSlice<f32>>,
+    /// The output buffer, grown as needed and reused.
+    pub out: Option<CudaSlice<f32>>,
+}
+
+impl DeviceState {
+    /// Room for the factors of two calls of an order-8 tensor.
+    pub fn new() -> Self {
+        DeviceState {
+            factors: FactorCache::new(2 * HLS_MAX_ORDER as usize),
+            out: None,
+        }
+    }
+}
+
+/// The device and its streams, as [`run`] needs them.
+pub struct Device<'a> {
+    /// The main stream: uploads, the fused or sparse launch, the copy back.
+    pub stream: &'a Arc<CudaStream>,
+    /// The second stream of [`Launch::Concurrent`] (the dense tiles).
+    pub side: &'a Arc<CudaStream>,
+    /// Multiprocessors of the device.
+    pub sm_count: usize,
+    /// The kernels.
+    pub kernels: &'a Kernels,
 }
 
 /// An event that records time (cudarc's default disables timing).
@@ -87,109 +185,146 @@ fn ptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
     p
 }
 
-/// Device buffers of the factors for one run (kept alive until the launch is done).
-struct FactorBuffers {
-    half: Vec<Option<CudaSlice<u16>>>,
-    scale: Vec<Option<CudaSlice<f32>>>,
-    full: Vec<Option<CudaSlice<f32>>>,
-}
-
-/// Runs `op` on `mode` of the uploaded tensor into `out` (zeroed, shape checked) with
-/// the given launch mode; returns the device seconds of the launch(es) alone, between
-/// events recorded on `stream` just before the first and just after the last.
-#[allow(clippy::too_many_arguments)]
-pub fn run(
-    stream: &Arc<CudaStream>,
-    kernels: &Kernels,
-    launch: Launch,
+/// Checks what the kernels assume of a call before anything is launched.
+fn check_call(
     op: Op,
     hls: &HlsTensor,
-    dev: &DeviceHls,
     mode: usize,
     factors: &[Matrix],
-    out: &mut Matrix,
-) -> Result<f64> {
+    out_cols: usize,
+) -> Result<()> {
     let order = hls.order();
     if order > HLS_MAX_ORDER as usize {
         return Err(Error::Unsupported(format!(
             "the CUDA backend handles tensors of order ≤ {HLS_MAX_ORDER}, got {order}"
         )));
     }
-    let out_cols = u32::try_from(out.cols())
-        .map_err(|_| Error::InvalidRank(format!("{} output columns", out.cols())))?;
+    if u32::try_from(out_cols).is_err() {
+        return Err(Error::InvalidRank(format!("{out_cols} output columns")));
+    }
+    if u32::try_from(hls.sparse().block_prefix().len()).is_err() {
+        return Err(Error::Unsupported(
+            "more than 2^32 sparse key blocks".into(),
+        ));
+    }
     let n_tiles = hls.dense().map_or(0, |d| d.len());
-    if op == Op::Ttmc && n_tiles > 0 {
+    if op == Op::Ttmc {
         for (m, f) in factors.iter().enumerate() {
-            if m != mode && f.cols() > HLS_TTMC_MAX_RANK as usize {
+            if m == mode {
+                continue;
+            }
+            if n_tiles > 0 && f.cols() > HLS_TTMC_MAX_RANK as usize {
                 return Err(Error::Unsupported(format!(
                     "dense TTMc tiles on the GPU take ranks ≤ {HLS_TTMC_MAX_RANK}; mode {m} has {}",
                     f.cols()
                 )));
             }
+            if f.cols() > HLS_SPARSE_TTMC_MAX_RANK as usize {
+                return Err(Error::Unsupported(format!(
+                    "TTMc on the GPU takes ranks ≤ {HLS_SPARSE_TTMC_MAX_RANK}; mode {m} has {}",
+                    f.cols()
+                )));
+            }
         }
     }
+    Ok(())
+}
 
+/// Runs `op` on `mode` of the uploaded tensor into `out` (shape checked), every entry
+/// overwritten, with the given launch mode. Factors come from `state`'s cache, uploading
+/// only those whose version it does not hold; the output buffer is reused, cleared on
+/// the device and copied straight into `out`. Returns the device seconds of the
+/// launch(es) alone and the bytes moved each way.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    dev: &Device<'_>,
+    state: &mut DeviceState,
+    launch: Launch,
+    op: Op,
+    hls: &HlsTensor,
+    tensor: &DeviceHls,
+    mode: usize,
+    factors: &[Matrix],
+    out: &mut Matrix,
+) -> Result<RunStats> {
+    let stream = dev.stream;
+    let order = hls.order();
+    check_call(op, hls, mode, factors, out.cols())?;
+    let out_cols = out.cols() as u32;
+    let n_tiles = hls.dense().map_or(0, |d| d.len());
+    let mut stats = RunStats::default();
+
+    // Factors: find or upload every mode but the target.
+    state.factors.begin_call();
+    let mut slots = [usize::MAX; HLS_MAX_ORDER as usize];
+    for (m, f) in factors.iter().enumerate() {
+        if m == mode {
+            continue;
+        }
+        let data = f.data();
+        let entry = state.factors.ensure(
+            f.version(),
+            data.len().max(1),
+            // SAFETY: the buffer is fully written by `fill` before any kernel reads it.
+            |n| unsafe { stream.alloc::<f32>(n) }.map_err(|e| cuda_err("allocating a factor", e)),
+            |buf| {
+                if let Some(bad) = data.iter().find(|v| !v.is_finite()) {
+                    return Err(Error::NonFinite(format!("factor of mode {m} holds {bad}")));
+                }
+                if data.is_empty() {
+                    return Ok(());
+                }
+                stream
+                    .memcpy_htod(data, buf)
+                    .map_err(|e| cuda_err("uploading a factor", e))
+            },
+        )?;
+        if entry.uploaded {
+            stats.bytes_to_device += (data.len() * 4) as u64;
+        }
+        slots[m] = entry.slot;
+    }
+
+    // The output buffer: reused, grown when too small, cleared on the device.
+    let n_out = out.data().len();
+    if state.out.as_ref().is_none_or(|b| b.len() < n_out.max(1)) {
+        state.out = None; // free the old one first
+        // SAFETY: cleared below before any kernel adds into it.
+        let buf = unsafe { stream.alloc::<f32>(n_out.max(1)) }
+            .map_err(|e| cuda_err("allocating the output", e))?;
+        state.out = Some(buf);
+    }
+    let out_dev = state.out.as_mut().expect("allocated above");
+    stream
+        .memset_zeros(&mut out_dev.slice_mut(0..n_out.max(1)))
+        .map_err(|e| cuda_err("clearing the output", e))?;
+
+    // Launch parameters.
     let mut p = HlsLaunchParams::default();
-    let mut bufs = FactorBuffers {
-        half: Vec::new(),
-        scale: Vec::new(),
-        full: Vec::new(),
-    };
     let mut stride = 1u64;
+    let mut last = None;
     for m in (0..order).rev() {
         if m == mode {
-            bufs.half.push(None);
-            bufs.scale.push(None);
-            bufs.full.push(None);
             continue;
         }
         let f = &factors[m];
         p.ranks[m] = f.cols() as u32;
         p.col_stride[m] = stride as u32;
         stride *= f.cols() as u64;
-        if n_tiles > 0 {
-            let h = half_factor(f, m)?;
-            bufs.half
-                .push(Some(upload(stream, &h.half, "fp16 factor")?));
-            bufs.scale
-                .push(Some(upload(stream, &h.scale, "factor scales")?));
-        } else {
-            bufs.half.push(None);
-            bufs.scale.push(None);
-        }
-        if let Some(bad) = f.data().iter().find(|v| !v.is_finite()) {
-            return Err(Error::NonFinite(format!("factor of mode {m} holds {bad}")));
-        }
-        bufs.full.push(Some(upload(stream, f.data(), "factor")?));
+        last.get_or_insert(m);
+        p.factor[m] = ptr(state.factors.buffer(slots[m]), stream);
     }
-    // The buffers were pushed from the last mode down.
-    bufs.half.reverse();
-    bufs.scale.reverse();
-    bufs.full.reverse();
-    let out_dev = stream
-        .alloc_zeros::<f32>(out.data().len().max(1))
-        .map_err(|e| cuda_err("allocating the output", e))?;
-
-    p.tile_keys = ptr(&dev.tile_keys, stream);
-    p.tile_bitmaps = ptr(&dev.tile_bitmaps, stream);
-    p.tile_offsets = ptr(&dev.tile_offsets, stream);
-    p.tile_values = ptr(&dev.tile_values, stream);
-    p.sp_keys = ptr(&dev.sp_keys, stream);
-    p.sp_values = ptr(&dev.sp_values, stream);
-    p.sp_block_prefix = ptr(&dev.sp_block_prefix, stream);
-    p.sp_block_offsets = ptr(&dev.sp_block_offsets, stream);
+    p.tile_keys = ptr(&tensor.tile_keys, stream);
+    p.tile_bitmaps = ptr(&tensor.tile_bitmaps, stream);
+    p.tile_offsets = ptr(&tensor.tile_offsets, stream);
+    p.tile_values = ptr(&tensor.tile_values, stream);
+    p.sp_keys = ptr(&tensor.sp_keys, stream);
+    p.sp_values = ptr(&tensor.sp_values, stream);
+    p.sp_block_prefix = ptr(&tensor.sp_block_prefix, stream);
+    p.sp_block_offsets = ptr(&tensor.sp_block_offsets, stream);
+    let layout = hls.sparse().layout();
     for m in 0..order {
         p.dims[m] = hls.dims()[m] as u32;
-        if let Some(b) = &bufs.half[m] {
-            p.factor_h[m] = ptr(b, stream);
-        }
-        if let Some(b) = &bufs.scale[m] {
-            p.col_scale[m] = ptr(b, stream);
-        }
-        if let Some(b) = &bufs.full[m] {
-            p.factor_f[m] = ptr(b, stream);
-        }
-        let layout = hls.sparse().layout();
         p.sp_shift[m] = layout.shifts()[m];
         p.sp_mask[m] = layout.mask(m);
     }
@@ -199,31 +334,73 @@ pub fn run(
             p.tile_mask[m] = d.layout().mask(m) as u32;
         }
     }
-    p.out = ptr(&out_dev, stream);
+    p.out = ptr(out_dev, stream);
     let sp_nnz = hls.sparse().nnz();
     p.n_tiles = n_tiles as u64;
     p.sp_nnz = sp_nnz as u64;
     p.sp_blocks = hls.sparse().block_prefix().len() as u64;
-    p.sp_batch = sparse_batch(sp_nnz);
     p.order = order as u32;
     p.mode = mode as u32;
-    p.op = match op {
-        Op::Mttkrp => HLS_OP_MTTKRP,
-        Op::Ttmc => HLS_OP_TTMC,
-    };
     p.out_cols = out_cols;
     p.value_scale = hls.scale();
+    let (op_name, sl) = match op {
+        Op::Mttkrp => {
+            p.op = HLS_OP_MTTKRP;
+            (
+                "mttkrp",
+                sparse_layout(out_cols, out_cols.is_multiple_of(4), 4),
+            )
+        }
+        Op::Ttmc => {
+            p.op = HLS_OP_TTMC;
+            let last = last.unwrap_or(mode);
+            p.ttmc_last = last as u32;
+            let vec4 = last != mode && factors[last].cols().is_multiple_of(4);
+            ("ttmc", sparse_layout(out_cols, vec4, 2))
+        }
+    };
+    p.sp_lanes_log2 = sl.lanes_log2;
+    p.sp_vec = sl.vec;
+    p.sp_slots = sl.slots;
+    p.sp_cols_per_pass = sl.cols_per_pass;
 
+    let fused = dev
+        .kernels
+        .get(&kernels::entry_name(true, op_name, sl.vec, sl.slots))?;
+    let sparse = dev
+        .kernels
+        .get(&kernels::entry_name(false, op_name, sl.vec, sl.slots))?;
+    let dense = dev.kernels.get(match op {
+        Op::Mttkrp => kernels::DENSE_MTTKRP,
+        Op::Ttmc => kernels::DENSE_TTMC,
+    })?;
+    // Batch size from how many warps of the sparse batches' kernel fit at once.
+    let batch_kernel = if launch == Launch::Fused {
+        &fused
+    } else {
+        &sparse
+    };
+    let per_sm = batch_kernel
+        .occupancy_max_active_blocks_per_multiprocessor(HLS_BLOCK_THREADS, 0, None)
+        .map_err(|e| cuda_err("querying the occupancy", e))?
+        .max(1) as usize;
+    p.sp_batch = sparse_batch(sp_nnz, dev.sm_count * per_sm * HLS_BLOCK_WARPS as usize);
     let per_block = p.sp_batch as usize * HLS_BLOCK_WARPS as usize;
     let plan = grids(launch, n_tiles, sp_nnz.div_ceil(per_block));
+
     let start = timing_event(stream)?;
+    let mut side_done = None;
     for (part, blocks) in plan {
-        let (func, what) = match (part, op) {
-            (Part::Fused, Op::Mttkrp) => (&kernels.fused_mttkrp, "the fused kernel"),
-            (Part::Fused, Op::Ttmc) => (&kernels.fused_ttmc, "the fused kernel"),
-            (Part::Dense, Op::Mttkrp) => (&kernels.dense_mttkrp, "the dense kernel"),
-            (Part::Dense, Op::Ttmc) => (&kernels.dense_ttmc, "the dense kernel"),
-            (Part::Sparse, _) => (&kernels.sparse, "the sparse kernel"),
+        let (func, what, on) = match part {
+            Part::Fused => (&fused, "the fused kernel", stream),
+            Part::Dense if launch == Launch::Concurrent => {
+                dev.side
+                    .wait(&start)
+                    .map_err(|e| cuda_err("ordering the second stream", e))?;
+                (&dense, "the dense kernel", dev.side)
+            }
+            Part::Dense => (&dense, "the dense kernel", stream),
+            Part::Sparse => (&sparse, "the sparse kernel", stream),
         };
         let grid = u32::try_from(blocks)
             .map_err(|_| Error::Unsupported(format!("{blocks} blocks in one launch")))?;
@@ -232,29 +409,44 @@ pub fn run(
             block_dim: (HLS_BLOCK_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut builder = stream.launch_builder(func);
+        let mut builder = on.launch_builder(func);
         builder.arg(&p);
         // SAFETY: every pointer in `p` refers to a live device buffer of this context
-        // (the tensor's parts, `bufs` and `out_dev`, all alive until the copy below has
-        // synchronized) with the extents the counts in `p` describe; the grid is what
-        // the kernel expects (`grids`): n_tiles dense blocks plus the sparse batches for
-        // the fused kernel, n_tiles for the dense one (blocks beyond n_tiles would
-        // return at once), the sparse batches for the sparse one.
+        // (the tensor's parts, the cached factors and the output, none freed before the
+        // copy back below has synchronized) with the extents the counts in `p`
+        // describe; the grid is what the kernel expects (`grids`): n_tiles dense blocks
+        // plus the sparse batches for the fused kernel, n_tiles for the dense one, the
+        // sparse batches for the sparse one. The second stream starts after the main
+        // stream's uploads and clear (it waits on `start`), and the main stream waits
+        // for it before the copy back.
         unsafe { builder.launch(cfg) }.map_err(|e| cuda_err(&format!("launching {what}"), e))?;
+        if std::ptr::eq(on, dev.side) {
+            side_done = Some(
+                dev.side
+                    .record_event(None)
+                    .map_err(|e| cuda_err("recording the second stream", e))?,
+            );
+        }
+    }
+    if let Some(done) = &side_done {
         stream
-            .context()
-            .check_err()
-            .map_err(|e| cuda_err(&format!("after {what}"), e))?;
+            .wait(done)
+            .map_err(|e| cuda_err("joining the second stream", e))?;
     }
     let end = timing_event(stream)?;
-    let host = stream
-        .clone_dtoh(&out_dev)
+    stream
+        .context()
+        .check_err()
+        .map_err(|e| cuda_err("after the launches", e))?;
+    stream
+        .memcpy_dtoh(&out_dev.slice(0..n_out), out.data_mut())
         .map_err(|e| cuda_err("copying the result back", e))?;
-    let n = out.data().len();
-    out.data_mut().copy_from_slice(&host[..n]);
-    let seconds = seconds_between(&start, &end)?;
-    drop(bufs);
-    Ok(seconds)
+    stream
+        .synchronize()
+        .map_err(|e| cuda_err("waiting for the result", e))?;
+    stats.bytes_from_device = (n_out * 4) as u64;
+    stats.kernel_seconds = Some(seconds_between(&start, &end)?);
+    Ok(stats)
 }
 
 /// Measures the device-to-device copy rate: copies `bytes` (whole 4-byte words, at most
@@ -310,14 +502,89 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sequential_launches_dense_then_sparse_and_skip_empty_grids() {
+    fn sequential_and_concurrent_launch_dense_then_sparse_and_skip_empty_grids() {
         assert_eq!(grids(Launch::Fused, 3, 5), vec![(Part::Fused, 8)]);
-        assert_eq!(
-            grids(Launch::Sequential, 3, 5),
-            vec![(Part::Dense, 3), (Part::Sparse, 5)]
-        );
-        assert_eq!(grids(Launch::Sequential, 0, 5), vec![(Part::Sparse, 5)]);
-        assert_eq!(grids(Launch::Sequential, 3, 0), vec![(Part::Dense, 3)]);
+        for l in [Launch::Sequential, Launch::Concurrent] {
+            assert_eq!(grids(l, 3, 5), vec![(Part::Dense, 3), (Part::Sparse, 5)]);
+            assert_eq!(grids(l, 0, 5), vec![(Part::Sparse, 5)]);
+            assert_eq!(grids(l, 3, 0), vec![(Part::Dense, 3)]);
+        }
         assert!(grids(Launch::Fused, 0, 0).is_empty());
+    }
+
+    #[test]
+    fn small_ranks_share_a_warp_and_wide_rows_take_slots_then_passes() {
+        let l = |c, v, s| sparse_layout(c, v, s);
+        // Rank 32 with 16-byte vectors: 8 lanes per nonzero, 4 nonzeros per step.
+        assert_eq!(
+            l(32, true, 4),
+            SparseLayout {
+                lanes_log2: 3,
+                vec: 4,
+                slots: 1,
+                cols_per_pass: 32
+            }
+        );
+        // Rank 16: 4 lanes; rank 8: 2 lanes; rank 1: one lane per nonzero.
+        assert_eq!(l(16, true, 4).lanes_log2, 2);
+        assert_eq!(l(8, true, 4).lanes_log2, 1);
+        assert_eq!(
+            l(1, false, 4),
+            SparseLayout {
+                lanes_log2: 0,
+                vec: 1,
+                slots: 1,
+                cols_per_pass: 1
+            }
+        );
+        // Rank 10 (not a multiple of 4): scalar, 16 lanes covering 16 >= 10 columns.
+        assert_eq!(
+            l(10, false, 4),
+            SparseLayout {
+                lanes_log2: 4,
+                vec: 1,
+                slots: 1,
+                cols_per_pass: 16
+            }
+        );
+        // Rank 128: one vector per lane over the whole warp; 256: two slots.
+        assert_eq!(l(128, true, 4).cols_per_pass, 128);
+        assert_eq!(
+            l(256, true, 4),
+            SparseLayout {
+                lanes_log2: 5,
+                vec: 4,
+                slots: 2,
+                cols_per_pass: 256
+            }
+        );
+        // TTMc at 4096 columns with at most 2 slots: 256 per pass, 16 passes.
+        let t = l(4096, true, 2);
+        assert_eq!((t.slots, t.cols_per_pass), (2, 256));
+        // Every layout covers the row in whole passes without a lane past the columns
+        // of a single pass going unused by more than one rounding.
+        for cols in 1..600 {
+            for vec4 in [false, true] {
+                for max in [2, 4] {
+                    let s = l(cols, vec4, max);
+                    assert!(s.cols_per_pass >= 1 && s.slots <= max);
+                    assert_eq!(s.cols_per_pass, (1 << s.lanes_log2) * s.slots * s.vec);
+                    let passes = cols.div_ceil(s.cols_per_pass);
+                    assert!(passes >= 1);
+                    if cols <= 32 * s.vec {
+                        assert_eq!(passes, 1, "{cols} columns fit one pass");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn batches_are_whole_chunks_sized_to_the_device() {
+        assert_eq!(sparse_batch(10, 8448) % 32, 0);
+        assert_eq!(sparse_batch(10, 8448), 64);
+        assert_eq!(sparse_batch(2_000_000, 132 * 48), 160);
+        assert_eq!(sparse_batch(50_000_000, 132 * 48), 3968);
+        assert_eq!(sparse_batch(usize::MAX / 2, 1), 4096);
     }
 }

@@ -1,36 +1,44 @@
 //! The CUDA backend: dense HLS tiles on tensor cores and the sparse remainder on CUDA
-//! cores, in one fused launch per call (kernels in `kernels/`, DESIGN.md §4–5), or in
-//! two sequential launches ([`Launch::Sequential`], the baseline for benchmarks).
+//! cores, in one fused launch per call (kernels in `kernels/`, DESIGN.md §4–5), or as two
+//! launches, one after the other or on two streams at once ([`Launch`]).
 //!
-//! Every call times its launch(es) with device events ([`Backend::last_kernel_seconds`]),
-//! and [`Backend::copy_rate`] measures the device-to-device copy rate that effective
+//! Factors stay on the device between calls: each call uploads only the factors whose
+//! [`crate::matrix::Version`] the device does not hold (in CP-ALS and Tucker-HOOI, the
+//! one the previous step updated), clears a reused output buffer on the device and
+//! copies the result straight into the caller's matrix. Every call times its launch(es)
+//! with device events and counts the bytes it moved ([`RunStats`]);
+//! [`Backend::copy_rate`] measures the device-to-device copy rate that effective
 //! bandwidth is compared with.
 //!
 //! Always compiled; whether a device is usable is found out at run time
 //! ([`CudaBackend::new`] probes the driver once per process and never panics).
 //!
 //! - `device`: probing and opening the device;
-//! - `kernels`: the PTX (prebuilt by build.rs or compiled by NVRTC at run time);
-//! - `upload`: device copies of HLS tensors and factors (fp16 with column scales);
-//! - `launch`: launch parameters ([`abi::HlsLaunchParams`]), the launches and the
-//!   copy-rate measurement.
+//! - `kernels`: the device code (embedded by build.rs or compiled by NVRTC at run time);
+//! - `nvrtc_dl`: NVRTC loaded by file name (shared with build.rs);
+//! - `upload`: device copies of HLS tensors;
+//! - `cache`: which factors stay on the device;
+//! - `launch`: launch parameters ([`abi::HlsLaunchParams`]), the launches, the copy back
+//!   and the copy-rate measurement.
 
 #[rustfmt::skip]
 pub mod abi;
+mod cache;
 mod device;
-mod kernels;
+pub mod kernels;
 mod launch;
+pub mod nvrtc_dl;
 mod upload;
 
-use super::{Backend, BackendKind, BackendTensor, CopyRate, Launch};
+use super::{Backend, BackendKind, BackendTensor, CopyRate, Launch, RunOptions, RunStats};
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
 use crate::ops::Op;
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream};
 use device::cuda_err;
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use kernels::BUILD as KERNEL_BUILD;
@@ -39,11 +47,13 @@ pub use kernels::BUILD as KERNEL_BUILD;
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    side: Arc<CudaStream>,
     name: String,
     capability: (i32, i32),
+    sm_count: usize,
     kernels: launch::Kernels,
-    sequential: AtomicBool,
-    last_kernel: Mutex<Option<f64>>,
+    kernel_source: String,
+    state: Mutex<launch::DeviceState>,
 }
 
 impl CudaBackend {
@@ -53,28 +63,44 @@ impl CudaBackend {
     /// compiled or loaded.
     pub fn new(ordinal: usize) -> Result<Self> {
         let dev = device::open(ordinal)?;
-        let ptx = kernels::ptx()?;
+        let (image, output, kernel_source) = kernels::module_image(dev.capability)?;
+        let image = match output {
+            nvrtc_dl::Output::Cubin => cudarc::nvrtc::Ptx::from_binary(image),
+            nvrtc_dl::Output::Ptx => {
+                cudarc::nvrtc::Ptx::from_src(String::from_utf8_lossy(&image).into_owned())
+            }
+        };
         let module = dev
             .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .load_module(image)
             .map_err(|e| cuda_err("loading the kernel module", e))?;
-        let load = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))
-        };
-        let kernels = launch::Kernels {
-            fused_mttkrp: load(kernels::FUSED_MTTKRP)?,
-            fused_ttmc: load(kernels::FUSED_TTMC)?,
-            dense_mttkrp: load(kernels::DENSE_MTTKRP)?,
-            dense_ttmc: load(kernels::DENSE_TTMC)?,
-            sparse: load(kernels::SPARSE)?,
-        };
+        let kernels = launch::Kernels::new(module)?;
+        let sm_count = dev
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| cuda_err("reading the multiprocessor count", e))?
+            .max(1) as usize;
+        // SAFETY: every buffer of this backend is used on `stream`, except during a
+        // concurrent launch, where `side` starts after an event recorded on `stream`
+        // behind all uploads and `stream` waits for `side` before anything is copied
+        // back or freed (launch::run); no buffer is written by both streams at once
+        // other than the output, whose additions are atomic.
+        unsafe { dev.ctx.disable_event_tracking() };
+        let stream = dev
+            .ctx
+            .new_stream()
+            .map_err(|e| cuda_err("creating a stream", e))?;
+        let side = dev
+            .ctx
+            .new_stream()
+            .map_err(|e| cuda_err("creating a second stream", e))?;
         Ok(CudaBackend {
-            stream: dev.ctx.default_stream(),
+            stream,
+            side,
             kernels,
-            sequential: AtomicBool::new(false),
-            last_kernel: Mutex::new(None),
+            kernel_source,
+            state: Mutex::new(launch::DeviceState::new()),
+            sm_count,
             ctx: dev.ctx,
             name: dev.name,
             capability: dev.capability,
@@ -89,6 +115,11 @@ impl CudaBackend {
     /// Compute capability (major, minor).
     pub fn capability(&self) -> (i32, i32) {
         self.capability
+    }
+
+    /// Where the loaded device code came from (an embedded image or run-time NVRTC).
+    pub fn kernel_source(&self) -> &str {
+        &self.kernel_source
     }
 }
 
@@ -116,12 +147,13 @@ impl Backend for CudaBackend {
     }
     fn describe(&self) -> String {
         format!(
-            "CUDA {} (sm_{}{}, device {}; kernels: {})",
+            "CUDA {} (sm_{}{}, {} SMs, device {}; kernels: {})",
             self.name,
             self.capability.0,
             self.capability.1,
+            self.sm_count,
             self.ctx.ordinal(),
-            KERNEL_BUILD
+            self.kernel_source
         )
     }
     fn device_id(&self) -> String {
@@ -140,10 +172,10 @@ impl Backend for CudaBackend {
         tensor: &dyn BackendTensor,
         mode: usize,
         factors: &[Matrix],
-        // The fp16 upload scans each factor as it converts it anyway.
-        _col_max: Option<&super::ColumnMax>,
+        // The kernels scale each 16-row tile column themselves.
+        opts: &RunOptions<'_>,
         out: &mut Matrix,
-    ) -> Result<()> {
+    ) -> Result<RunStats> {
         let t = tensor
             .as_any()
             .downcast_ref::<CudaTensor>()
@@ -152,40 +184,32 @@ impl Backend for CudaBackend {
                     "the tensor was prepared by another backend than CUDA".into(),
                 )
             })?;
-        *self.last_kernel.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        let seconds = launch::run(
-            &self.stream,
-            &self.kernels,
-            self.launch(),
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let dev = launch::Device {
+            stream: &self.stream,
+            side: &self.side,
+            sm_count: self.sm_count,
+            kernels: &self.kernels,
+        };
+        launch::run(
+            &dev,
+            &mut state,
+            opts.launch,
             op,
             &t.hls,
             &t.dev,
             mode,
             factors,
             out,
-        )?;
-        *self.last_kernel.lock().unwrap_or_else(|e| e.into_inner()) = Some(seconds);
-        Ok(())
+        )
     }
     fn synchronize(&self) -> Result<()> {
         self.stream
             .synchronize()
             .map_err(|e| cuda_err("synchronizing the stream", e))
     }
-    fn last_kernel_seconds(&self) -> Option<f64> {
-        *self.last_kernel.lock().unwrap_or_else(|e| e.into_inner())
-    }
-    fn set_launch(&self, launch: Launch) -> Result<()> {
-        self.sequential
-            .store(launch == Launch::Sequential, Ordering::Relaxed);
-        Ok(())
-    }
-    fn launch(&self) -> Launch {
-        if self.sequential.load(Ordering::Relaxed) {
-            Launch::Sequential
-        } else {
-            Launch::Fused
-        }
+    fn supports(&self, _launch: Launch) -> bool {
+        true
     }
     fn copy_rate(&self, bytes: usize, reps: usize) -> Result<Option<CopyRate>> {
         launch::copy_rate(&self.stream, bytes, reps).map(Some)

@@ -1,9 +1,8 @@
-//! Device copies of an HLS tensor and of factor matrices.
+//! Device copies of an HLS tensor.
 
 use super::device::cuda_err;
 use crate::error::{Error, Result};
 use crate::hls::HlsTensor;
-use crate::matrix::Matrix;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use std::sync::Arc;
 
@@ -85,78 +84,4 @@ pub fn upload_hls(stream: &Arc<CudaStream>, hls: &HlsTensor) -> Result<DeviceHls
         sp_block_offsets: upload(stream, s.block_offsets(), "sparse block offsets")?,
         bytes,
     })
-}
-
-/// A factor matrix as the kernels take it: fp16 with per-column power-of-two scales
-/// (for tensor cores) and fp32 (for the sparse part).
-pub struct HostFactor {
-    /// fp16 bits of `F[i, c] / scale[c]`, row-major.
-    pub half: Vec<u16>,
-    /// Column scales: powers of two with `max_i |F[i, c]| / scale[c] ≤ 1`.
-    pub scale: Vec<f32>,
-}
-
-/// The power of two `2^e` with `max_abs / 2^e ≤ 1` and `e` as small as possible.
-pub fn column_scale(max_abs: f32) -> f32 {
-    if max_abs == 0.0 {
-        return 1.0;
-    }
-    let mut e = max_abs.log2().ceil() as i32;
-    while e < 127 && max_abs / 2f32.powi(e) > 1.0 {
-        e += 1;
-    }
-    while e > -126 && max_abs / 2f32.powi(e - 1) <= 1.0 {
-        e -= 1;
-    }
-    2f32.powi(e.clamp(-126, 127))
-}
-
-/// Scales and rounds `f` for tensor cores; NaN or Inf is an error.
-pub fn half_factor(f: &Matrix, mode: usize) -> Result<HostFactor> {
-    let (rows, cols) = f.shape();
-    let mut max = vec![0f32; cols];
-    for i in 0..rows {
-        for (c, &v) in f.row(i).iter().enumerate() {
-            if !v.is_finite() {
-                return Err(Error::NonFinite(format!(
-                    "factor of mode {mode} has {v} at ({i}, {c})"
-                )));
-            }
-            max[c] = max[c].max(v.abs());
-        }
-    }
-    let scale: Vec<f32> = max.iter().map(|&m| column_scale(m)).collect();
-    let half = f
-        .data()
-        .iter()
-        .enumerate()
-        .map(|(k, &v)| half::f16::from_f32(v / scale[k % cols]).to_bits())
-        .collect();
-    Ok(HostFactor { half, scale })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn column_scales_bring_the_maximum_into_half_an_octave_below_one() {
-        for &m in &[1e-30f32, 3e-5, 0.3, 1.0, 1.5, 7.0, 65504.0, 1e20, 1e38] {
-            let s = column_scale(m);
-            assert!(m / s <= 1.0 && m / s > 0.5, "{m} / {s}");
-        }
-        assert_eq!(column_scale(0.0), 1.0);
-    }
-
-    #[test]
-    fn half_factors_keep_any_magnitude() {
-        let f = Matrix::new(2, 2, vec![1e8, -3e-9, 2.5e8, 1e-9]).unwrap();
-        let h = half_factor(&f, 1).unwrap();
-        for (k, &v) in f.data().iter().enumerate() {
-            let back = half::f16::from_bits(h.half[k]).to_f32() * h.scale[k % 2];
-            assert!((back - v).abs() <= v.abs() * 1e-3, "{v} -> {back}");
-        }
-        let bad = Matrix::new(1, 1, vec![f32::NAN]).unwrap();
-        assert!(matches!(half_factor(&bad, 0), Err(Error::NonFinite(_))));
-    }
 }

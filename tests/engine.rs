@@ -1,10 +1,13 @@
-//! The CPU engine against the FP64 reference: every op, every mode, several orders,
-//! thresholds that put everything dense, mixed or everything sparse, fresh seeds.
+//! The engine against the FP64 reference: every op, every mode, several orders,
+//! thresholds that put everything dense, mixed or everything sparse, extreme and
+//! log-uniform factor magnitudes, fresh seeds. Every test body runs on the CPU backend
+//! and, as its CUDA twin, on the GPU (skipped visibly without one; see `common::twin`).
 
 mod common;
 
+use common::twin;
 use sptmc::accuracy::{SMAPE_TARGET_PERCENT, compare};
-use sptmc::engine::{ColumnMax, Engine};
+use sptmc::engine::{ColumnMax, Engine, Workload};
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::{CooTensor, Matrix, Op, reference};
 
@@ -17,18 +20,31 @@ fn factors(x: &CooTensor, ranks: &[usize], seed: u64) -> Vec<Matrix> {
         .collect()
 }
 
+/// Every op on every mode against the reference, at each explicit threshold and at the
+/// engine's tuned ones (`None`).
 fn check_all_modes(
+    engine: &Engine,
     x: &CooTensor,
-    thresholds: &[u32],
+    thresholds: &[Option<u32>],
     ranks_for: &dyn Fn(Op) -> Vec<usize>,
     seed: u64,
     what: &str,
 ) {
-    let engine = Engine::cpu();
     for &t in thresholds {
-        let p = engine
-            .prepare_with_thresholds(x, &[(Op::Mttkrp, t), (Op::Ttmc, t)])
-            .unwrap();
+        let p = match t {
+            Some(t) => engine
+                .prepare_with_thresholds(x, &[(Op::Mttkrp, t), (Op::Ttmc, t)])
+                .unwrap(),
+            None => engine
+                .prepare(
+                    x,
+                    &Op::ALL.map(|op| Workload {
+                        op,
+                        rank: ranks_for(op).into_iter().max().unwrap_or(1),
+                    }),
+                )
+                .unwrap(),
+        };
         for op in Op::ALL {
             let ranks = ranks_for(op);
             let f = factors(x, &ranks, seed);
@@ -38,15 +54,14 @@ fn check_all_modes(
                 let acc = compare(&want, &got).unwrap();
                 assert!(
                     acc.smape_percent <= SMAPE_TARGET_PERCENT,
-                    "{what}: {op} mode {mode} T={t}: {acc:?}"
+                    "{what}: {op} mode {mode} T={t:?}: {acc:?}"
                 );
             }
         }
     }
 }
 
-#[test]
-fn generated_tensors_every_regime_and_order() {
+twin!(generated_tensors_every_regime_and_order, |engine| {
     let seed = common::fresh_seed("generated_tensors_every_regime_and_order");
     let cases: Vec<(Vec<usize>, usize, Pattern)> = vec![
         (vec![37, 45, 29], 3000, Pattern::Uniform),
@@ -77,59 +92,66 @@ fn generated_tensors_every_regime_and_order() {
             Op::Mttkrp => vec![16; order],
             Op::Ttmc => (0..order).map(|m| [3, 4, 5, 2, 3][m]).collect(),
         };
-        check_all_modes(&x, &[1, 40, u32::MAX], &ranks, seed, &format!("{spec:?}"));
+        check_all_modes(
+            engine,
+            &x,
+            &[Some(1), Some(40), Some(u32::MAX), None],
+            &ranks,
+            seed,
+            &format!("{spec:?}"),
+        );
     }
-}
+});
 
-/// Wide TTMc outputs are split by rows between workers instead of summed from private
-/// copies: by runs of the sorted stream when the target leads the keys (mode 0 here),
-/// by every worker filtering the whole stream otherwise (mode 1), and narrow outputs
-/// keep the private copies (mode 2). Three workers, so the cuts are uneven; dense
-/// tiles mixed in, so the filter covers them too.
-#[test]
-fn wide_ttmc_outputs_split_by_rows_match_the_reference() {
-    let seed = common::fresh_seed("wide_ttmc_outputs_split_by_rows_match_the_reference");
-    let spec = GenSpec {
-        dims: vec![1100, 1500, 40],
-        nnz: 40_000,
-        pattern: Pattern::BlockDense {
-            tile_nnz: 400,
-            dense_share: 0.3,
-        },
-        seed,
-    };
-    let x = generate(&spec).unwrap();
-    let f = factors(&x, &[32, 32, 32], seed);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(3)
-        .build()
-        .unwrap();
-    pool.install(|| {
-        let engine = Engine::cpu();
-        for t in [40, u32::MAX] {
-            let p = engine
-                .prepare_with_thresholds(&x, &[(Op::Ttmc, t)])
-                .unwrap();
-            for mode in 0..3 {
-                let got = engine.run(Op::Ttmc, &p, mode, &f).unwrap();
-                // Modes 0 and 1 are above the split size (1M floats), mode 2 below.
-                assert_eq!(got.data().len() >= 1 << 20, mode < 2);
-                let want = reference::apply(Op::Ttmc, &x, mode, &f).unwrap();
-                let acc = compare(&want, &got).unwrap();
-                assert!(
-                    acc.smape_percent <= SMAPE_TARGET_PERCENT,
-                    "{spec:?}: TTMc mode {mode} T={t}: {acc:?}"
-                );
+// Wide TTMc outputs are split by rows between workers instead of summed from private
+// copies: by runs of the sorted stream when the target leads the keys (mode 0 here),
+// by every worker filtering the whole stream otherwise (mode 1), and narrow outputs
+// keep the private copies (mode 2). Three workers, so the cuts are uneven; dense
+// tiles mixed in, so the filter covers them too.
+twin!(
+    wide_ttmc_outputs_split_by_rows_match_the_reference,
+    |engine| {
+        let seed = common::fresh_seed("wide_ttmc_outputs_split_by_rows_match_the_reference");
+        let spec = GenSpec {
+            dims: vec![1100, 1500, 40],
+            nnz: 40_000,
+            pattern: Pattern::BlockDense {
+                tile_nnz: 400,
+                dense_share: 0.3,
+            },
+            seed,
+        };
+        let x = generate(&spec).unwrap();
+        let f = factors(&x, &[32, 32, 32], seed);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            for t in [40, u32::MAX] {
+                let p = engine
+                    .prepare_with_thresholds(&x, &[(Op::Ttmc, t)])
+                    .unwrap();
+                for mode in 0..3 {
+                    let got = engine.run(Op::Ttmc, &p, mode, &f).unwrap();
+                    // Modes 0 and 1 are above the split size (1M floats), mode 2 below.
+                    assert_eq!(got.data().len() >= 1 << 20, mode < 2);
+                    let want = reference::apply(Op::Ttmc, &x, mode, &f).unwrap();
+                    let acc = compare(&want, &got).unwrap();
+                    assert!(
+                        acc.smape_percent <= SMAPE_TARGET_PERCENT,
+                        "{spec:?}: TTMc mode {mode} T={t}: {acc:?}"
+                    );
+                }
             }
-        }
-    });
-}
+        });
+    }
+);
 
-/// Every MTTKRP rank with a specialized walker (8, 16, 32, 64 at orders 3 and 4, one
-/// instantiation per target mode) and one without (12), on every mode, with tiles dense,
-/// mixed and all sparse.
-#[test]
-fn specialized_mttkrp_ranks_every_mode() {
+// Every MTTKRP rank with a specialized walker (8, 16, 32, 64 at orders 3 and 4, one
+// instantiation per target mode) and one without (12), on every mode, with tiles dense,
+// mixed and all sparse.
+twin!(specialized_mttkrp_ranks_every_mode, |engine| {
     let seed = common::fresh_seed("specialized_mttkrp_ranks_every_mode");
     let cases: Vec<(Vec<usize>, usize, Pattern)> = vec![
         (
@@ -150,7 +172,6 @@ fn specialized_mttkrp_ranks_every_mode() {
             seed: seed.wrapping_add(k as u64),
         };
         let x = generate(&spec).unwrap();
-        let engine = Engine::cpu();
         for t in [1, 40, u32::MAX] {
             let p = engine
                 .prepare_with_thresholds(&x, &[(Op::Mttkrp, t)])
@@ -169,16 +190,14 @@ fn specialized_mttkrp_ranks_every_mode() {
             }
         }
     }
-}
+});
 
-/// Factors far above and below the range where f32 accumulation is safe: the kernels
-/// scale their columns (from a scan, or from the caller's maxima, which must give the
-/// same bits) and still meet the accuracy contract; 3-way with dense tiles and 4-way,
-/// specialized and generic ranks.
-#[test]
-fn extreme_factor_magnitudes_do_not_overflow() {
+// Factors far above and below the range where f32 accumulation is safe: the kernels
+// scale their columns (from a scan, or from the caller's maxima, which must give the
+// same bits) and still meet the accuracy contract; 3-way with dense tiles and 4-way,
+// specialized and generic ranks.
+twin!(extreme_factor_magnitudes_do_not_overflow, |engine| {
     let seed = common::fresh_seed("extreme_factor_magnitudes_do_not_overflow");
-    let engine = Engine::cpu();
     let cases = [
         (vec![30, 30, 30], 2000, Pattern::Uniform, vec![4, 16]),
         (
@@ -225,10 +244,66 @@ fn extreme_factor_magnitudes_do_not_overflow() {
             }
         }
     }
-}
+});
 
-#[test]
-fn mis_shaped_column_maxima_are_a_shape_error() {
+// Factors spread log-uniformly over six decades (1e-6..1) inside every column, as CP-ALS produces on power-law data: a GPU stages tile
+// rows in fp16, where a scale per whole column would lose the small entries. Both ops,
+// every mode, all tiles dense (threshold 1), mixed (40) and the engine's tuned ones.
+twin!(log_uniform_factor_magnitudes_meet_the_contract, |engine| {
+    let seed = common::fresh_seed("log_uniform_factor_magnitudes_meet_the_contract");
+    let x = generate(&GenSpec {
+        dims: vec![90, 70, 60],
+        nnz: 20_000,
+        pattern: Pattern::BlockDense {
+            tile_nnz: 300,
+            dense_share: 0.7,
+        },
+        seed,
+    })
+    .unwrap();
+    let kind = sptmc::selftest::FactorKind::LogUniform;
+    for t in [Some(1), Some(40), None] {
+        let p = match t {
+            Some(t) => engine
+                .prepare_with_thresholds(&x, &[(Op::Mttkrp, t), (Op::Ttmc, t)])
+                .unwrap(),
+            None => engine
+                .prepare(
+                    &x,
+                    &[
+                        Workload {
+                            op: Op::Mttkrp,
+                            rank: 32,
+                        },
+                        Workload {
+                            op: Op::Ttmc,
+                            rank: 16,
+                        },
+                    ],
+                )
+                .unwrap(),
+        };
+        for (op, rank) in [
+            (Op::Mttkrp, 16),
+            (Op::Mttkrp, 32),
+            (Op::Ttmc, 8),
+            (Op::Ttmc, 16),
+        ] {
+            for mode in 0..3 {
+                let f = kind.factors(x.dims(), rank, seed ^ (rank * 7 + mode) as u64);
+                let got = engine.run(op, &p, mode, &f).unwrap();
+                let want = reference::apply(op, &x, mode, &f).unwrap();
+                let acc = compare(&want, &got).unwrap();
+                assert!(
+                    acc.smape_percent <= SMAPE_TARGET_PERCENT,
+                    "{op} r{rank} mode {mode} T={t:?}: {acc:?}"
+                );
+            }
+        }
+    }
+});
+
+twin!(mis_shaped_column_maxima_are_a_shape_error, |engine| {
     let x = generate(&GenSpec {
         dims: vec![20, 10, 5],
         nnz: 300,
@@ -236,7 +311,6 @@ fn mis_shaped_column_maxima_are_a_shape_error() {
         seed: 3,
     })
     .unwrap();
-    let engine = Engine::cpu();
     let p = engine
         .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
         .unwrap();
@@ -250,7 +324,7 @@ fn mis_shaped_column_maxima_are_a_shape_error() {
         matches!(err, sptmc::Error::Shape { .. }),
         "mis-shaped maxima: {err}"
     );
-}
+});
 
 #[test]
 fn values_beyond_fp16_with_scale_are_an_error_and_overflowing_duplicates_too() {
@@ -265,15 +339,13 @@ fn values_beyond_fp16_with_scale_are_an_error_and_overflowing_duplicates_too() {
     assert!(matches!(e, sptmc::Error::NonFinite(_)), "{e}");
 }
 
-/// The contract on real data: every mode of every shared tensor, MTTKRP at ranks 16 and
-/// 32, TTMc at rank 8 (16 for 3rd order), at the tuned threshold and with every tile
-/// dense (threshold 1) so both parts are exercised.
-#[test]
-fn shared_tensors_meet_the_accuracy_contract() {
+// The contract on real data: every mode of every shared tensor, MTTKRP at ranks 16 and
+// 32, TTMc at rank 8 (16 for 3rd order), at the tuned threshold and with every tile
+// dense (threshold 1) so both parts are exercised.
+twin!(shared_tensors_meet_the_accuracy_contract, |engine| {
     let Some(dir) = common::shared_data() else {
         return;
     };
-    let engine = Engine::cpu();
     for file in common::shared_files(&dir) {
         let (x, _) = sptmc::tensor::tns::read(&file).unwrap();
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
@@ -298,49 +370,49 @@ fn shared_tensors_meet_the_accuracy_contract() {
             }
         }
     }
-}
+});
 
-/// Two ops prepared at thresholds that classify every tile alike share one form; at
-/// thresholds with tiles between them, each op gets its own.
-#[test]
-fn ops_share_a_form_when_their_thresholds_classify_alike() {
-    let x = generate(&GenSpec {
-        dims: vec![64, 64, 64],
-        nnz: 4000,
-        pattern: Pattern::BlockDense {
-            tile_nnz: 100,
-            dense_share: 0.5,
-        },
-        seed: 9,
-    })
-    .unwrap();
-    let engine = Engine::cpu();
-    let one = engine
-        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 200)])
+// Two ops prepared at thresholds that classify every tile alike share one form; at
+// thresholds with tiles between them, each op gets its own.
+twin!(
+    ops_share_a_form_when_their_thresholds_classify_alike,
+    |engine| {
+        let x = generate(&GenSpec {
+            dims: vec![64, 64, 64],
+            nnz: 4000,
+            pattern: Pattern::BlockDense {
+                tile_nnz: 100,
+                dense_share: 0.5,
+            },
+            seed: 9,
+        })
         .unwrap();
-    // No tile holds 200..300 nonzeros (the dense ones hold 100, the rest few).
-    let alike = engine
-        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 200), (Op::Ttmc, 300)])
-        .unwrap();
-    assert_eq!(alike.bytes(), one.bytes());
-    // At 50 the 100-nonzero tiles are dense, at 300 they are not: two forms.
-    let apart = engine
-        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 50), (Op::Ttmc, 300)])
-        .unwrap();
-    let (d, s) = (apart.hls(Op::Mttkrp).unwrap(), apart.hls(Op::Ttmc).unwrap());
-    assert!(d.stats().dense_tiles > 0 && s.stats().dense_tiles == 0);
-    assert_eq!(apart.bytes(), d.bytes() + s.bytes());
-    // Both still compute the same MTTKRP as the reference.
-    let f = factors(&x, &[8, 8, 8], 3);
-    for p in [&alike, &apart] {
-        let got = engine.mttkrp(p, 1, &f).unwrap();
-        let want = reference::mttkrp(&x, 1, &f).unwrap();
-        assert!(compare(&want, &got).unwrap().smape_percent <= SMAPE_TARGET_PERCENT);
+        let one = engine
+            .prepare_with_thresholds(&x, &[(Op::Mttkrp, 200)])
+            .unwrap();
+        // No tile holds 200..300 nonzeros (the dense ones hold 100, the rest few).
+        let alike = engine
+            .prepare_with_thresholds(&x, &[(Op::Mttkrp, 200), (Op::Ttmc, 300)])
+            .unwrap();
+        assert_eq!(alike.bytes(), one.bytes());
+        // At 50 the 100-nonzero tiles are dense, at 300 they are not: two forms.
+        let apart = engine
+            .prepare_with_thresholds(&x, &[(Op::Mttkrp, 50), (Op::Ttmc, 300)])
+            .unwrap();
+        let (d, s) = (apart.hls(Op::Mttkrp).unwrap(), apart.hls(Op::Ttmc).unwrap());
+        assert!(d.stats().dense_tiles > 0 && s.stats().dense_tiles == 0);
+        assert_eq!(apart.bytes(), d.bytes() + s.bytes());
+        // Both still compute the same MTTKRP as the reference.
+        let f = factors(&x, &[8, 8, 8], 3);
+        for p in [&alike, &apart] {
+            let got = engine.mttkrp(p, 1, &f).unwrap();
+            let want = reference::mttkrp(&x, 1, &f).unwrap();
+            assert!(compare(&want, &got).unwrap().smape_percent <= SMAPE_TARGET_PERCENT);
+        }
     }
-}
+);
 
-#[test]
-fn each_op_gets_the_key_order_its_walk_prefers() {
+twin!(each_op_gets_the_key_order_its_walk_prefers, |engine| {
     let x = generate(&GenSpec {
         dims: vec![50, 7, 30],
         nnz: 800,
@@ -348,7 +420,6 @@ fn each_op_gets_the_key_order_its_walk_prefers() {
         seed: 4,
     })
     .unwrap();
-    let engine = Engine::cpu();
     let p = engine
         .prepare_with_thresholds(&x, &[(Op::Ttmc, 78), (Op::Mttkrp, 78)])
         .unwrap();
@@ -369,4 +440,4 @@ fn each_op_gets_the_key_order_its_walk_prefers() {
         .prepare_with_thresholds(&y, &[(Op::Mttkrp, 78), (Op::Ttmc, 78)])
         .unwrap();
     assert_eq!(one.bytes(), one.hls(Op::Mttkrp).unwrap().bytes());
-}
+});

@@ -1,0 +1,187 @@
+//! CP-ALS and Tucker-HOOI end to end on both backends (each test body runs on the CPU
+//! and, as its CUDA twin, on the GPU; see `common::twin`): exact low-rank tensors are
+//! recovered, and a GPU backend moves one factor per step, not all of them.
+
+mod common;
+
+use common::twin;
+use sptmc::decomp::{CpOptions, TuckerOptions, cp_als, tucker_hooi};
+use sptmc::engine::{Engine, Workload};
+use sptmc::{CooTensor, Matrix, Op};
+
+/// A fully stored 3-way tensor (every cell a nonzero, so 16³ tiles are dense) of
+/// multilinear rank `ranks`: a core with entries in 1..=3 times factors with entries in
+/// 1..=2, all small integers, so fp16 holds every value exactly. With `cp` the core is
+/// superdiagonal: a CP tensor of rank `ranks[0]`.
+fn low_rank(dims: [usize; 3], ranks: [usize; 3], seed: u64, cp: bool) -> CooTensor {
+    let small = |rows, cols, top: f32, s| {
+        Matrix::random(rows, cols, s).map(|u| 1.0 + (u * top).floor().min(top - 1.0))
+    };
+    let f: Vec<Matrix> = (0..3)
+        .map(|m| small(dims[m], ranks[m], 2.0, seed + m as u64))
+        .collect();
+    let core = small(ranks[0], ranks[1] * ranks[2], 3.0, seed + 9);
+    let mut entries = Vec::new();
+    for i in 0..dims[0] {
+        for j in 0..dims[1] {
+            for k in 0..dims[2] {
+                let mut v = 0.0f64;
+                for a in 0..ranks[0] {
+                    for b in 0..ranks[1] {
+                        for c in 0..ranks[2] {
+                            if cp && !(a == b && b == c) {
+                                continue;
+                            }
+                            v += f64::from(core.get(a, b * ranks[2] + c))
+                                * f64::from(f[0].get(i, a) * f[1].get(j, b) * f[2].get(k, c));
+                        }
+                    }
+                }
+                entries.push(([i as u32, j as u32, k as u32], v));
+            }
+        }
+    }
+    CooTensor::from_entries(dims.to_vec(), entries).unwrap()
+}
+
+const DIMS: [usize; 3] = [40, 36, 34];
+
+twin!(
+    cp_als_recovers_an_exact_rank_2_tensor_moving_one_factor_per_step,
+    |engine| {
+        let rank = 2;
+        let x = low_rank(DIMS, [rank; 3], 7, true);
+        let p = engine
+            .prepare(
+                &x,
+                &[Workload {
+                    op: Op::Mttkrp,
+                    rank,
+                }],
+            )
+            .unwrap();
+        let opts = CpOptions {
+            rank,
+            max_iters: 60,
+            tol: 0.0,
+            ..Default::default()
+        };
+        let model = cp_als(engine, &p, &opts).unwrap();
+        let fit = *model.fits.last().unwrap();
+        assert!(fit > 0.995, "{}: fit {fit}", engine.backend().describe());
+        let gpu = engine.kind() == sptmc::engine::BackendKind::Cuda;
+        let factor_bytes: u64 = DIMS.iter().map(|&d| (d * rank * 4) as u64).sum();
+        for s in &model.iters {
+            if gpu {
+                // Each mode's output comes back once per iteration.
+                assert_eq!(s.bytes_from_device, factor_bytes, "iteration {}", s.iter);
+                if s.iter > 0 {
+                    // Each factor changes once per iteration and is uploaded once.
+                    assert_eq!(s.bytes_to_device, factor_bytes, "iteration {}", s.iter);
+                }
+            } else {
+                assert_eq!((s.bytes_to_device, s.bytes_from_device), (0, 0));
+            }
+        }
+    }
+);
+
+twin!(
+    tucker_recovers_an_exact_multilinear_rank_moving_one_factor_per_step,
+    |engine| {
+        let ranks = [3, 2, 4];
+        let x = low_rank(DIMS, ranks, 11, false);
+        let p = engine
+            .prepare(
+                &x,
+                &[Workload {
+                    op: Op::Ttmc,
+                    rank: 4,
+                }],
+            )
+            .unwrap();
+        let opts = TuckerOptions {
+            ranks: ranks.to_vec(),
+            max_iters: 10,
+            tol: 0.0,
+            ..Default::default()
+        };
+        let model = tucker_hooi(engine, &p, &opts).unwrap();
+        let fit = *model.fits.last().unwrap();
+        assert!(fit > 0.999, "{}: fit {fit}", engine.backend().describe());
+        let gpu = engine.kind() == sptmc::engine::BackendKind::Cuda;
+        let factor_bytes: u64 = (0..3).map(|m| (DIMS[m] * ranks[m] * 4) as u64).sum();
+        let output_bytes: u64 = (0..3)
+            .map(|n| {
+                let cols: usize = (0..3).filter(|&m| m != n).map(|m| ranks[m]).product();
+                (DIMS[n] * cols * 4) as u64
+            })
+            .sum();
+        for s in &model.iters {
+            if gpu {
+                assert_eq!(s.bytes_from_device, output_bytes, "iteration {}", s.iter);
+                if s.iter > 0 {
+                    assert_eq!(s.bytes_to_device, factor_bytes, "iteration {}", s.iter);
+                }
+            } else {
+                assert_eq!((s.bytes_to_device, s.bytes_from_device), (0, 0));
+            }
+        }
+    }
+);
+
+/// The engine's byte counts call by call: a call with unchanged factors uploads
+/// nothing, a changed factor is uploaded once, a new matrix with equal data (a clone)
+/// once more, and every call copies its whole output back.
+#[test]
+fn cuda_calls_upload_only_changed_factors() {
+    let Some(engine) = common::cuda_engine() else {
+        return;
+    };
+    check_uploads(&engine);
+}
+
+/// The CPU twin of the check above: nothing is ever copied.
+#[test]
+fn cpu_calls_copy_nothing() {
+    let engine = Engine::cpu();
+    let x = low_rank([20, 18, 17], [2, 2, 2], 3, false);
+    let p = engine
+        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 40)])
+        .unwrap();
+    let f: Vec<Matrix> = x.dims().iter().map(|&d| Matrix::random(d, 8, 1)).collect();
+    let mut out = Matrix::zeros(0, 0);
+    let s = engine.run_into(Op::Mttkrp, &p, 0, &f, &mut out).unwrap();
+    assert_eq!(
+        (s.bytes_to_device, s.bytes_from_device, s.kernel_seconds),
+        (0, 0, None)
+    );
+}
+
+fn check_uploads(engine: &Engine) {
+    let x = low_rank([20, 18, 17], [2, 2, 2], 3, false);
+    let p = engine
+        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 40)])
+        .unwrap();
+    let r = 8;
+    let mut f: Vec<Matrix> = x.dims().iter().map(|&d| Matrix::random(d, r, 1)).collect();
+    let bytes = |m: usize| (x.dims()[m] * r * 4) as u64;
+    let mut out = Matrix::zeros(0, 0);
+    let s = engine.run_into(Op::Mttkrp, &p, 0, &f, &mut out).unwrap();
+    assert_eq!(s.bytes_to_device, bytes(1) + bytes(2));
+    assert_eq!(s.bytes_from_device, bytes(0));
+    assert!(s.kernel_seconds.is_some_and(|k| k > 0.0));
+    let s = engine.run_into(Op::Mttkrp, &p, 0, &f, &mut out).unwrap();
+    assert_eq!(s.bytes_to_device, 0, "unchanged factors stay on the device");
+    f[0].data_mut()[0] = 2.0;
+    let s = engine.run_into(Op::Mttkrp, &p, 1, &f, &mut out).unwrap();
+    assert_eq!(s.bytes_to_device, bytes(0), "only the changed factor moves");
+    let g = vec![f[0].clone(), f[1].clone(), f[2].clone()];
+    let s = engine.run_into(Op::Mttkrp, &p, 2, &g, &mut out).unwrap();
+    assert_eq!(
+        s.bytes_to_device,
+        bytes(0) + bytes(1),
+        "clones are new matrices"
+    );
+    assert_eq!(s.bytes_from_device, bytes(2));
+}
