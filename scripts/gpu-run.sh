@@ -14,24 +14,27 @@
 #
 # Writes under $OUT (default gpu-results/):
 #   device.txt, commit.txt        nvidia-smi, the binary's version and the exit status
-#   selftest.txt/.json            every kernel vs FP64 on generated and shared tensors
+#   selftest.txt                  every kernel vs FP64 on generated and shared tensors
 #   memcheck.txt, racecheck.txt   compute-sanitizer on a small self-test
 #   tests-<name>.txt              the test executables' output
 #   bench-shared-<variant>.json   shared tensors (MTTKRP r16/r32, TTMc r8/r16)
 #   bench-50m-<variant>.json      one generated 4096³ block-dense tensor of 50M
 #                                 nonzeros (seed 1), MTTKRP rank 32, every mode
 #   bench-generated-<variant>.json the built-in generated cases
-#       variants: fused (tuned thresholds, one grid: the product), sequential (dense
-#       then sparse launch), concurrent (the two on two streams), sparse-only
+#   bench-u50m-<variant>.json     50M nonzeros uniform over 4096³ (as the PyTorch
+#                                 peer's generated tensor), MTTKRP r32 and TTMc r8
+#       variants: fused (tuned thresholds, one grid), sequential (dense then sparse
+#       launch), concurrent (the two on two streams: the CUDA default), sparse-only
 #       (--threshold 4097: HLS-S only), dense-only (--threshold 1: HLS-D only); with
-#       OLD_BIN also old-fused, alternating with fused
+#       OLD_BIN also old-N and new-N (each binary's default launch), alternating
 #   decomp-<cp|tucker>-<cuda|cpu>.json  CP-ALS r16 / Tucker-HOOI 8,8,8 on the largest
 #                                 shared tensor, both backends, same seed
 #   tune.txt, tune/, tuning/      the CUDA tuning run and the profile it wrote
 #   torch-*.txt/json              the PyTorch peer on the same tensors, when torch is there
 # Logs go to *.log beside them. Steps that fail set a non-zero exit but do not stop the
-# rest. Steps, in order: check selftest sanitize tests shared gen50m generated decomp
-# tune torch; name some to run only those (`scripts/gpu-run.sh check selftest`).
+# rest. Steps, in order: check selftest sanitize tests shared gen50m generated
+# uniform50m decomp tune torch; name some to run only those (`scripts/gpu-run.sh check
+# selftest`).
 set -u
 out="${OUT:-gpu-results}"
 bin="${SPTMC_BIN:-target/release/sptmc}"
@@ -41,7 +44,7 @@ limit="${STEP_TIMEOUT:-600}"
 mkdir -p "$out"
 status=0
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(check selftest sanitize tests shared gen50m generated decomp tune torch)
+[[ ${#steps[@]} -eq 0 ]] && steps=(check selftest sanitize tests shared gen50m generated uniform50m decomp tune torch)
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 # run NAME CMD...: CMD's stdout to $out/NAME, stderr to $out/NAME.log, time-limited.
 run() {
@@ -63,24 +66,29 @@ fi
 shared=(data-local/*.tns.gz)
 variants=("fused:--launch fused" "sequential:--launch sequential" "concurrent:--launch concurrent"
           "sparse-only:--threshold 4097" "dense-only:--threshold 1")
-# bench_all TAG ARGS...: every variant of this binary, then OLD_BIN and this binary's
-# fused run again, alternating, when OLD_BIN is set.
+# bench_all TAG ARGS...: every variant of this binary, then OLD_BIN and this binary
+# (each with its default launch), alternating, when OLD_BIN is set.
 bench_all() {
     local tag=$1
     shift
     for v in "${variants[@]}"; do
         run "bench-$tag-${v%%:*}.json" "$bin" bench --backend cuda ${v#*:} --json "$@"
     done
+    bench_alt "$tag" "$@"
+}
+# bench_alt TAG ARGS...: OLD_BIN and this binary alternating, two rounds each.
+bench_alt() {
+    local tag=$1
+    shift
     if [[ -n "$old" ]]; then
         for round in 1 2; do
-            run "bench-$tag-old-fused-$round.json" "$old" bench --backend cuda --json "$@"
-            run "bench-$tag-fused-$round.json" "$bin" bench --backend cuda --json "$@"
+            run "bench-$tag-old-$round.json" "$old" bench --backend cuda --json "$@"
+            run "bench-$tag-new-$round.json" "$bin" bench --backend cuda --json "$@"
         done
     fi
 }
 if want selftest; then
     run selftest.txt "$bin" selftest --backend cuda "${shared[@]}"
-    run selftest.json "$bin" selftest --backend cuda --json "${shared[@]}"
 fi
 if want sanitize; then
     run memcheck.txt compute-sanitizer --tool memcheck --error-exitcode 9 "$bin" selftest --backend cuda --dim 48 --nnz 8000
@@ -99,6 +107,13 @@ if want gen50m; then
 fi
 if want generated; then
     bench_all generated
+fi
+if want uniform50m; then
+    # The same distribution as the PyTorch peer's generated tensor (no dense tiles).
+    # No dense-only variant: every non-empty tile dense would be ~50M tiles.
+    run "bench-u50m-sparse-only.json" "$bin" bench --backend cuda --threshold 4097 --json --gen-nnz "$gen_nnz" \
+        --gen-seed 1 --gen-layout uniform --ranks 32 --ttmc-ranks 8 --reps 5
+    bench_alt u50m --gen-nnz "$gen_nnz" --gen-seed 1 --gen-layout uniform --ranks 32 --ttmc-ranks 8 --reps 5
 fi
 if want decomp; then
     big=data-local/uboot-commitwords-3d.tns.gz

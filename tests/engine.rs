@@ -234,7 +234,17 @@ twin!(extreme_factor_magnitudes_do_not_overflow, |engine| {
                 engine
                     .run_into_with_max(Op::Mttkrp, &p, mode, &f, &max, &mut given)
                     .unwrap();
-                assert_eq!(scanned, given, "order {order} rank {rank} mode {mode}");
+                // The CPU gives the same bits either way; a GPU adds with atomics in
+                // no fixed order, so its two runs agree to rounding.
+                if engine.kind() == sptmc::engine::BackendKind::Cpu {
+                    assert_eq!(scanned, given, "order {order} rank {rank} mode {mode}");
+                } else {
+                    let a = compare(&scanned.to_f64(), &given).unwrap();
+                    assert!(
+                        a.max_rel_err <= 1e-5,
+                        "order {order} rank {rank} mode {mode}: {a:?}"
+                    );
+                }
                 let want = reference::mttkrp(&x, mode, &f).unwrap();
                 let acc = compare(&want, &given).unwrap();
                 assert!(

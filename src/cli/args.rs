@@ -214,9 +214,9 @@ pub struct BenchArgs {
     pub threshold: Option<u32>,
     /// How the CUDA kernels are launched: one fused grid, the dense tiles and then the
     /// sparse batches as two sequential launches, or the two on two streams at once
-    /// (CUDA only).
-    #[arg(long, value_enum, default_value_t = LaunchArg::Fused)]
-    pub launch: LaunchArg,
+    /// (default: the backend's own, concurrent on CUDA, fused on the CPU).
+    #[arg(long, value_enum)]
+    pub launch: Option<LaunchArg>,
     /// MTTKRP ranks to time.
     #[arg(long, value_delimiter = ',', default_value = "16,32")]
     pub ranks: Vec<usize>,
@@ -297,7 +297,7 @@ mod tests {
     #[test]
     fn bench_defaults_are_fused_builtin_cases_and_a_gib_copy() {
         let b = bench(&[]);
-        assert_eq!(b.launch, LaunchArg::Fused);
+        assert_eq!(b.launch, None);
         assert_eq!(b.ranks, vec![16, 32]);
         assert_eq!(b.ttmc_ranks, vec![8, 16]);
         assert_eq!(b.gen_nnz, None);
@@ -325,7 +325,7 @@ mod tests {
             "32",
             "--no-ttmc",
         ]);
-        assert_eq!(b.launch, LaunchArg::Sequential);
+        assert_eq!(b.launch, Some(LaunchArg::Sequential));
         assert_eq!(b.gen_nnz, Some(50_000_000));
         assert_eq!(b.gen_seed, 7);
         assert_eq!(b.gen_dims, vec![100, 200, 300]);

@@ -65,13 +65,16 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     if a.reps == 0 {
         return Err(Error::InvalidOption("--reps must be at least 1".into()));
     }
-    let launch = match a.launch {
-        LaunchArg::Fused => sptmc::engine::Launch::Fused,
-        LaunchArg::Sequential => sptmc::engine::Launch::Sequential,
-        LaunchArg::Concurrent => sptmc::engine::Launch::Concurrent,
-    };
+    let engine = engine(&a.common)?;
     // Refuses an unsupported launch before minutes of generating or reading.
-    let engine = engine(&a.common)?.with_launch(launch)?;
+    let engine = match a.launch {
+        None => engine,
+        Some(l) => engine.with_launch(match l {
+            LaunchArg::Fused => sptmc::engine::Launch::Fused,
+            LaunchArg::Sequential => sptmc::engine::Launch::Sequential,
+            LaunchArg::Concurrent => sptmc::engine::Launch::Concurrent,
+        })?,
+    };
     let cases = if let Some(nnz) = a.gen_nnz {
         let layout = match a.gen_layout {
             GenLayoutArg::BlockDense => bench::GenLayout::BlockDense,

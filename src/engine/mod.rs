@@ -161,6 +161,11 @@ pub trait Backend: Send + Sync {
     fn supports(&self, launch: Launch) -> bool {
         launch == Launch::Fused
     }
+    /// The launch an engine uses unless told otherwise: the fastest one measured on
+    /// this kind of device.
+    fn default_launch(&self) -> Launch {
+        Launch::Fused
+    }
     /// Measures the device's copy rate by copying `bytes` (rounded down to whole
     /// 4-byte words, at most half the free memory) within device memory `reps` times;
     /// `Ok(None)` for backends without device memory (the CPU).
@@ -269,11 +274,12 @@ pub struct Engine {
 impl Engine {
     /// An engine over `backend` using the tuning profiles found in the default places.
     pub fn new(backend: Arc<dyn Backend>) -> Self {
+        let launch = backend.default_launch();
         Engine {
             backend,
             profiles: Profiles::load_default(),
             notice: None,
-            launch: Launch::Fused,
+            launch,
         }
     }
 

@@ -21,6 +21,7 @@ use cudarc::driver::{
     CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
     LaunchConfig, PushKernelArg,
 };
+use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -70,14 +71,16 @@ pub fn sparse_batch(sp_nnz: usize, resident_warps: usize) -> u32 {
 }
 
 /// The grids of one call: `(kernel part, blocks)` in launch order, empty grids left out.
-/// Fused: one grid of `n_tiles + sparse_blocks`; sequential and concurrent: the dense
-/// tiles, then the sparse batches, each kernel reading the same parameters.
+/// Fused: one grid of `n_tiles + sparse_blocks`, unless one part is empty, when the
+/// other part's own kernel runs (the fused kernel reserves the dense part's shared
+/// memory and registers for every block); sequential and concurrent: the dense tiles,
+/// then the sparse batches, each kernel reading the same parameters.
 pub fn grids(launch: Launch, n_tiles: usize, sparse_blocks: usize) -> Vec<(Part, usize)> {
     let all = match launch {
-        Launch::Fused => vec![(Part::Fused, n_tiles + sparse_blocks)],
-        Launch::Sequential | Launch::Concurrent => {
-            vec![(Part::Dense, n_tiles), (Part::Sparse, sparse_blocks)]
+        Launch::Fused if n_tiles > 0 && sparse_blocks > 0 => {
+            vec![(Part::Fused, n_tiles + sparse_blocks)]
         }
+        _ => vec![(Part::Dense, n_tiles), (Part::Sparse, sparse_blocks)],
     };
     all.into_iter().filter(|&(_, b)| b > 0).collect()
 }
@@ -140,6 +143,59 @@ pub struct DeviceState {
     pub factors: FactorCache<CudaSlice<f32>>,
     /// The output buffer, grown as needed and reused.
     pub out: Option<CudaSlice<f32>>,
+    /// Page-locked host memory that large outputs are copied through: a device-to-host
+    /// copy into pageable memory runs at a fraction of the link's rate.
+    pub staging: Option<Pinned>,
+}
+
+/// Page-locked, cacheable host memory (cuMemHostAlloc with no flags) without cudarc's
+/// per-buffer event: cudarc's pinned slices are write-combined (the CPU reads them at a
+/// fraction of the memory's rate) and wait on a blocking-sync event before every read.
+/// Only [`copy_back`] touches it, after synchronizing the stream that wrote it.
+pub struct Pinned {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: the buffer is plain host memory owned by this value; the backend's mutex
+// serializes every use.
+unsafe impl Send for Pinned {}
+
+impl Pinned {
+    fn new(len: usize) -> Result<Self> {
+        // SAFETY: cuMemHostAlloc with flags 0 returns `len * 4` bytes of host memory
+        // (aligned for any type) or an error; the context is current on this thread.
+        let ptr = unsafe { cudarc::driver::result::malloc_host(len * 4, 0) }
+            .map_err(|e| cuda_err("allocating page-locked memory", e))?;
+        Ok(Pinned {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [f32] {
+        // SAFETY: `ptr` holds `len` floats for the lifetime of `self`, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from malloc_host and is freed once; every copy into it was
+        // synchronized before `copy_back` returned.
+        let _ = unsafe { cudarc::driver::result::free_host(self.ptr.cast()) };
+    }
+}
+
+/// Outputs from this many floats (64 MB) up go through the page-locked staging buffer,
+/// unless `SPTMC_CUDA_STAGING=0` (for measuring the two paths against each other). On
+/// an H100 host the staged copy won from 30M floats up and lost or tied below 8M
+/// (bench/results/2026-11-23-h100-second-run).
+const STAGED_FLOATS: usize = 1 << 24;
+
+fn staging_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("SPTMC_CUDA_STAGING").as_deref() != Ok("0"))
 }
 
 impl DeviceState {
@@ -148,6 +204,7 @@ impl DeviceState {
         DeviceState {
             factors: FactorCache::new(2 * HLS_MAX_ORDER as usize),
             out: None,
+            staging: None,
         }
     }
 }
@@ -438,15 +495,57 @@ pub fn run(
         .context()
         .check_err()
         .map_err(|e| cuda_err("after the launches", e))?;
+    copy_back(
+        stream,
+        &out_dev.slice(0..n_out),
+        &mut state.staging,
+        out.data_mut(),
+    )?;
+    stats.bytes_from_device = (n_out * 4) as u64;
+    stats.kernel_seconds = Some(seconds_between(&start, &end)?);
+    Ok(stats)
+}
+
+/// Copies the device output into `dst` and waits: small outputs directly, large ones
+/// through the page-locked `staging` buffer (grown as needed) and then, in parallel,
+/// into `dst`.
+fn copy_back(
+    stream: &Arc<CudaStream>,
+    src: &cudarc::driver::CudaView<'_, f32>,
+    staging: &mut Option<Pinned>,
+    dst: &mut [f32],
+) -> Result<()> {
+    let n = dst.len();
+    if n < STAGED_FLOATS || !staging_enabled() {
+        stream
+            .memcpy_dtoh(src, dst)
+            .map_err(|e| cuda_err("copying the result back", e))?;
+        return stream
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for the result", e));
+    }
+    if staging.as_ref().is_none_or(|s| s.len < n) {
+        *staging = None; // release the old one first
+        *staging = Some(Pinned::new(n)?);
+    }
+    let pinned = staging.as_mut().expect("allocated above");
+    let host = &mut pinned.as_mut_slice()[..n];
     stream
-        .memcpy_dtoh(&out_dev.slice(0..n_out), out.data_mut())
+        .memcpy_dtoh(src, host)
         .map_err(|e| cuda_err("copying the result back", e))?;
     stream
         .synchronize()
         .map_err(|e| cuda_err("waiting for the result", e))?;
-    stats.bytes_from_device = (n_out * 4) as u64;
-    stats.kernel_seconds = Some(seconds_between(&start, &end)?);
-    Ok(stats)
+    // One core copies a few MB faster than waking the pool; beyond that, all of them.
+    const CHUNK: usize = 1 << 18;
+    if n <= 4 * CHUNK {
+        dst.copy_from_slice(host);
+    } else {
+        dst.par_chunks_mut(CHUNK)
+            .zip(host.par_chunks(CHUNK))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+    }
+    Ok(())
 }
 
 /// Measures the device-to-device copy rate: copies `bytes` (whole 4-byte words, at most
@@ -504,6 +603,9 @@ mod tests {
     #[test]
     fn sequential_and_concurrent_launch_dense_then_sparse_and_skip_empty_grids() {
         assert_eq!(grids(Launch::Fused, 3, 5), vec![(Part::Fused, 8)]);
+        // A fused call with one empty part runs the other part's own kernel.
+        assert_eq!(grids(Launch::Fused, 0, 5), vec![(Part::Sparse, 5)]);
+        assert_eq!(grids(Launch::Fused, 3, 0), vec![(Part::Dense, 3)]);
         for l in [Launch::Sequential, Launch::Concurrent] {
             assert_eq!(grids(l, 3, 5), vec![(Part::Dense, 3), (Part::Sparse, 5)]);
             assert_eq!(grids(l, 0, 5), vec![(Part::Sparse, 5)]);

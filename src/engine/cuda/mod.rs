@@ -211,6 +211,12 @@ impl Backend for CudaBackend {
     fn supports(&self, _launch: Launch) -> bool {
         true
     }
+    /// Concurrent: on an H100 (bench/results/2026-11-23-h100-second-run) the two
+    /// kernels on two streams beat one fused grid, whose blocks all carry the dense
+    /// path's registers and shared memory (50M nonzeros, MTTKRP r32: 3.8 vs 6.5 ms).
+    fn default_launch(&self) -> Launch {
+        Launch::Concurrent
+    }
     fn copy_rate(&self, bytes: usize, reps: usize) -> Result<Option<CopyRate>> {
         launch::copy_rate(&self.stream, bytes, reps).map(Some)
     }
