@@ -28,6 +28,8 @@ mod device;
 pub mod kernels;
 mod launch;
 pub mod nvrtc_dl;
+#[cfg(test)]
+mod staging_model;
 mod upload;
 
 use super::{Backend, BackendKind, BackendTensor, CopyRate, Launch, RunOptions, RunStats};
