@@ -42,6 +42,7 @@ fn main() {
     git_commit();
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
+    builtin_profiles(&manifest, &out_dir);
     let kernels = manifest.join("kernels");
 
     if std::env::var_os("SPTMC_NO_PREBUILT_KERNELS").is_some() {
@@ -62,6 +63,28 @@ fn main() {
     // A compiler that was found but failed is worth a warning; none at all is normal.
     let found_but_failed = tried.iter().any(|t| t.contains("error"));
     runtime_fallback(&tried.join("; "), found_but_failed);
+}
+
+/// Writes `OUT_DIR/builtin_profiles.rs`: every `tuning/*.toml` as `(file name,
+/// include_str!)`, so the library carries the tuning profiles wherever it is copied.
+fn builtin_profiles(manifest: &Path, out_dir: &Path) {
+    let dir = manifest.join("tuning");
+    println!("cargo::rerun-if-changed={}", dir.display());
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|x| x == "toml"));
+    files.sort();
+    let mut code = String::from("&[\n");
+    for f in &files {
+        let name = f.file_name().expect("a file").to_string_lossy();
+        code += &format!(
+            "    ({name:?}, include_str!({:?})),\n",
+            f.display().to_string()
+        );
+    }
+    code += "]\n";
+    std::fs::write(out_dir.join("builtin_profiles.rs"), code).expect("OUT_DIR is writable");
 }
 
 fn image_path(out_dir: &Path, target: &str, output: Output) -> PathBuf {

@@ -4,6 +4,8 @@
 //! algebra on these (Grams, solves, SVDs) goes through `faer` in [`crate::decomp`].
 
 use crate::error::{Error, Result};
+use rayon::prelude::*;
+use wide::f32x8;
 
 /// Bytes of memory the system reports available (`MemAvailable` of /proc/meminfo), if
 /// it can be read.
@@ -204,6 +206,46 @@ impl<T: Copy + Default> Matrix<T> {
 }
 
 impl Matrix<f32> {
+    /// Largest magnitude of every column, scanned in parallel (the CPU kernels run it on
+    /// every call that is not given the maxima, over every factor: it must cost little
+    /// next to the walk).
+    pub fn column_max_abs(&self) -> Vec<f32> {
+        let f = self;
+        let cols = f.cols().max(1);
+        f.data()
+            .par_chunks(cols * 4096)
+            .map(|block| {
+                // Eight columns at a time in registers (a scalar loop over a row compiled
+                // to masked stores per element); the columns past a multiple of 8 scalar.
+                let wide_cols = cols / 8 * 8;
+                let mut lanes = vec![f32x8::ZERO; wide_cols / 8];
+                let mut c = vec![0f32; cols];
+                for row in block.chunks_exact(cols) {
+                    for (m, x) in lanes.iter_mut().zip(row.chunks_exact(8)) {
+                        let x = f32x8::from(<[f32; 8]>::try_from(x).expect("8 lanes"));
+                        *m = m.max(x.abs());
+                    }
+                    for (m, &x) in c[wide_cols..].iter_mut().zip(&row[wide_cols..]) {
+                        let a = x.abs();
+                        *m = if a > *m { a } else { *m };
+                    }
+                }
+                for (k, l) in lanes.iter().enumerate() {
+                    c[k * 8..k * 8 + 8].copy_from_slice(&l.to_array());
+                }
+                c
+            })
+            .reduce(
+                || vec![0f32; cols],
+                |mut a, b| {
+                    for (x, y) in a.iter_mut().zip(b) {
+                        *x = if y > *x { y } else { *x };
+                    }
+                    a
+                },
+            )
+    }
+
     /// A matrix with entries drawn uniformly from `[0, 1)` by a seeded generator, the
     /// usual initialization of CP and Tucker factors.
     pub fn random(rows: usize, cols: usize, seed: u64) -> Self {

@@ -6,195 +6,24 @@
 //! [`Engine::auto`] picks CUDA when a device is usable and the CPU otherwise, and says
 //! which.
 
+mod backend;
 pub mod cpu;
 pub mod cuda;
+pub mod profile;
+
+pub use backend::{
+    Backend, BackendChoice, BackendKind, BackendTensor, ColumnMax, CopyRate, Launch, RunOptions,
+    RunStats,
+};
 
 use crate::error::{Error, Result};
 use crate::hls::{HlsBuilder, HlsTensor, KeyOrder};
 use crate::matrix::Matrix;
 use crate::ops::{Op, output_shape};
 use crate::tensor::CooTensor;
-use crate::tune::profile::{ProfileChoice, Profiles};
-use std::any::Any;
+use profile::{ProfileChoice, Profiles};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Which kind of backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    /// The rayon CPU backend.
-    Cpu,
-    /// The CUDA backend (tensor cores for dense tiles).
-    Cuda,
-}
-
-impl std::fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            BackendKind::Cpu => "cpu",
-            BackendKind::Cuda => "cuda",
-        })
-    }
-}
-
-/// What the user asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BackendChoice {
-    /// CUDA when usable, else CPU.
-    #[default]
-    Auto,
-    /// The CPU backend.
-    Cpu,
-    /// The CUDA backend; an error when no device is usable.
-    Cuda,
-}
-
-/// How a GPU backend launches one call's dense tiles and sparse batches.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Launch {
-    /// One grid: the first blocks run dense tiles, the rest sparse batches (DESIGN.md §4).
-    #[default]
-    Fused,
-    /// Two launches on one stream, the dense tiles first, then the sparse batches: the
-    /// baseline the fused grid is measured against.
-    Sequential,
-    /// The dense tiles and the sparse batches as two launches on two streams that may
-    /// run at the same time, each kernel with only the resources its part needs.
-    Concurrent,
-}
-
-impl Launch {
-    /// Every launch mode, in the order benchmarks list them.
-    pub const ALL: [Launch; 3] = [Launch::Fused, Launch::Sequential, Launch::Concurrent];
-}
-
-impl std::fmt::Display for Launch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Launch::Fused => "fused",
-            Launch::Sequential => "sequential",
-            Launch::Concurrent => "concurrent",
-        })
-    }
-}
-
-/// Per-call options of [`Backend::run`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RunOptions<'a> {
-    /// How a GPU launches the call (backends with one way accept only the default).
-    pub launch: Launch,
-    /// The caller's column maxima of the factors, when it knows them without a scan
-    /// (see [`ColumnMax`]).
-    pub col_max: Option<&'a ColumnMax>,
-}
-
-/// What one [`Backend::run`] call measured.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct RunStats {
-    /// Device seconds of the kernel launch(es) alone, without uploads or the copy back,
-    /// when the backend measures them (CUDA: events around the launches); `None` on the
-    /// CPU, where a call is all kernel.
-    pub kernel_seconds: Option<f64>,
-    /// Bytes copied from host to device by the call (changed factors).
-    pub bytes_to_device: u64,
-    /// Bytes copied from device to host by the call (the output).
-    pub bytes_from_device: u64,
-}
-
-/// A measured device-to-device copy rate (the bandwidth a kernel can hope for).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct CopyRate {
-    /// Bytes copied per repetition (each is read once and written once).
-    pub bytes: u64,
-    /// Timed repetitions (after one untimed warm-up).
-    pub reps: usize,
-    /// Median seconds of one copy, timed with device events.
-    pub median_s: f64,
-    /// Bytes read plus bytes written per second at the median: `2 × bytes / median_s`.
-    pub bytes_per_s: f64,
-}
-
-/// A tensor as a backend holds it (on the host for the CPU, in device memory for CUDA).
-pub trait BackendTensor: Send + Sync {
-    /// The host-side HLS form it was made from.
-    fn hls(&self) -> &HlsTensor;
-    /// Bytes the backend holds for it (device memory for CUDA).
-    fn bytes(&self) -> usize;
-    /// For the backend to get its own type back.
-    fn as_any(&self) -> &dyn Any;
-}
-
-/// A backend of the engine. Implementations: [`cpu::CpuBackend`], [`cuda::CudaBackend`].
-pub trait Backend: Send + Sync {
-    /// Which kind it is.
-    fn kind(&self) -> BackendKind;
-    /// The device in words: CPU model and thread count, or GPU name and compute
-    /// capability. Tuning profiles are matched against [`Backend::device_id`].
-    fn describe(&self) -> String;
-    /// A stable identifier of the device, used to name and match tuning profiles.
-    fn device_id(&self) -> String;
-    /// Takes an HLS tensor for this backend (uploads it for a GPU).
-    fn prepare(&self, hls: Arc<HlsTensor>) -> Result<Box<dyn BackendTensor>>;
-    /// Runs `op` on `mode` into `out`, whose shape the engine has checked (rows = the
-    /// mode's length, columns per [`crate::ops`]); every entry of `out` is overwritten.
-    /// `factors` have been checked against the tensor's shape, and so has
-    /// `opts.col_max` when given. Returns what the call measured.
-    fn run(
-        &self,
-        op: Op,
-        tensor: &dyn BackendTensor,
-        mode: usize,
-        factors: &[Matrix],
-        opts: &RunOptions<'_>,
-        out: &mut Matrix,
-    ) -> Result<RunStats>;
-    /// Waits for queued work (a no-op on the CPU); benches call it inside the timing.
-    fn synchronize(&self) -> Result<()> {
-        Ok(())
-    }
-    /// Whether [`Backend::run`] accepts `launch` (the CPU only [`Launch::Fused`], its
-    /// one way of running a call).
-    fn supports(&self, launch: Launch) -> bool {
-        launch == Launch::Fused
-    }
-    /// The launch an engine uses unless told otherwise: the fastest one measured on
-    /// this kind of device.
-    fn default_launch(&self) -> Launch {
-        Launch::Fused
-    }
-    /// Measures the device's copy rate by copying `bytes` (rounded down to whole
-    /// 4-byte words, at most half the free memory) within device memory `reps` times;
-    /// `Ok(None)` for backends without device memory (the CPU).
-    fn copy_rate(&self, bytes: usize, reps: usize) -> Result<Option<CopyRate>> {
-        let _ = (bytes, reps);
-        Ok(None)
-    }
-}
-
-/// The largest magnitude in every column of every factor, `max[m][r] = max_i |F_m[i,
-/// r]|`, for a caller that knows it without a scan (CP-ALS normalizes its columns and
-/// sees every entry as it does). The backends scale each factor column by a power of
-/// two chosen from it so that f32 accumulation can neither overflow nor underflow; a
-/// bound that is too large or too small costs accuracy, never safety, but an exact one
-/// gives the same results as [`Engine::run_into`]'s own scan.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ColumnMax {
-    /// One vector per mode, one entry per column (the target mode's is not read).
-    pub max: Vec<Vec<f32>>,
-}
-
-impl ColumnMax {
-    /// Scans `factors` (what a backend does when it is not given bounds).
-    pub fn of(factors: &[Matrix]) -> Self {
-        ColumnMax {
-            max: factors.iter().map(cpu::column_max_abs).collect(),
-        }
-    }
-}
 
 /// A tensor prepared for an engine: its HLS form(s) in the backend, one per op asked
 /// for (shared when the thresholds agree), plus what the pipelines need of the COO.
@@ -203,6 +32,7 @@ pub struct Prepared {
     nnz: usize,
     norm_sq: f64,
     parts: Vec<(Op, Arc<dyn BackendTensor>)>,
+    thresholds: Vec<(Op, ProfileChoice)>,
     build_time: Duration,
 }
 
@@ -252,6 +82,11 @@ impl Prepared {
     pub fn build_time(&self) -> Duration {
         self.build_time
     }
+    /// The tile threshold each op was prepared with and where it came from (a tuning
+    /// profile, or "given" by the caller), for the caller to report.
+    pub fn thresholds(&self) -> &[(Op, ProfileChoice)] {
+        &self.thresholds
+    }
 }
 
 /// One op with the rank it will run at, for choosing its tile threshold.
@@ -272,12 +107,14 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over `backend` using the tuning profiles found in the default places.
+    /// An engine over `backend` with the compiled-in tuning profiles
+    /// ([`Profiles::builtin`]; [`Engine::with_profiles`] replaces them). Reads no file
+    /// and prints nothing.
     pub fn new(backend: Arc<dyn Backend>) -> Self {
         let launch = backend.default_launch();
         Engine {
             backend,
-            profiles: Profiles::load_default(),
+            profiles: Profiles::builtin(),
             notice: None,
             launch,
         }
@@ -364,13 +201,17 @@ impl Engine {
             .threshold(self.backend.kind(), &self.backend.device_id(), w.op, w.rank)
     }
 
-    /// Prepares `x` for the given workloads with the device's tuned thresholds.
+    /// Prepares `x` for the given workloads with the device's tuned thresholds
+    /// ([`Prepared::thresholds`] says which and from where).
     pub fn prepare(&self, x: &CooTensor, workloads: &[Workload]) -> Result<Prepared> {
-        let with: Vec<(Op, u32)> = workloads
+        let chosen: Vec<(Op, ProfileChoice)> = workloads
             .iter()
-            .map(|&w| (w.op, self.threshold(w).threshold))
+            .map(|&w| (w.op, self.threshold(w)))
             .collect();
-        self.prepare_with_thresholds(x, &with)
+        let with: Vec<(Op, u32)> = chosen.iter().map(|(op, c)| (*op, c.threshold)).collect();
+        let mut p = self.prepare_with_thresholds(x, &with)?;
+        p.thresholds = chosen;
+        Ok(p)
     }
 
     /// Prepares `x` with explicit thresholds per op (for the tuner and benches).
@@ -437,22 +278,18 @@ impl Engine {
             nnz: parts[0].1.hls().nnz(),
             norm_sq: x.norm_sq(),
             parts,
-            build_time: start.elapsed(),
-        })
-    }
-
-    /// Hands an already built HLS tensor to the backend for the given ops.
-    pub fn prepare_hls(&self, hls: HlsTensor, ops: &[Op]) -> Result<Prepared> {
-        let start = Instant::now();
-        let dims = hls.dims().to_vec();
-        let nnz = hls.nnz();
-        let norm_sq = hls.to_coo().norm_sq();
-        let t: Arc<dyn BackendTensor> = Arc::from(self.backend.prepare(Arc::new(hls))?);
-        Ok(Prepared {
-            dims,
-            nnz,
-            norm_sq,
-            parts: ops.iter().map(|&op| (op, t.clone())).collect(),
+            thresholds: with
+                .iter()
+                .map(|&(op, t)| {
+                    (
+                        op,
+                        ProfileChoice {
+                            threshold: t,
+                            source: "given".into(),
+                        },
+                    )
+                })
+                .collect(),
             build_time: start.elapsed(),
         })
     }

@@ -20,7 +20,7 @@ use super::compare::{
     ThresholdTiming, compare_thresholds_detailed, factors_for, median, time_all_modes,
 };
 use super::crossover::{CostPoint, Crossover, crossover};
-use super::profile::{Profile, ThresholdEntry, render};
+use crate::engine::profile::{Profile, ThresholdEntry, profile_path, render};
 use crate::engine::{BackendKind, Engine};
 use crate::error::{Error, Result};
 use crate::hls::{TILE, TILE_CELLS};
@@ -737,33 +737,6 @@ impl TuneReport {
     }
 }
 
-/// A device id as a file name: lower case, every run of other characters than ASCII
-/// letters and digits turned into one `-`, no `-` at the ends (`"cpu:AMD EPYC 7B13:2t"`
-/// → `"cpu-amd-epyc-7b13-2t"`). Never `"default"`, which names the built-in profile.
-pub fn sanitize_device_id(device_id: &str) -> String {
-    let mut s = String::with_capacity(device_id.len());
-    for c in device_id.chars() {
-        if c.is_ascii_alphanumeric() {
-            s.push(c.to_ascii_lowercase());
-        } else if !s.is_empty() && !s.ends_with('-') {
-            s.push('-');
-        }
-    }
-    while s.ends_with('-') {
-        s.pop();
-    }
-    match s.as_str() {
-        "" => "device".into(),
-        "default" => "device-default".into(),
-        _ => s,
-    }
-}
-
-/// Where the profile of `device_id` lives under `dir`: `dir/<sanitized id>.toml`.
-pub fn profile_path(dir: &Path, device_id: &str) -> PathBuf {
-    dir.join(format!("{}.toml", sanitize_device_id(device_id)))
-}
-
 /// `YYYY-MM-DD` (UTC) of `t`.
 fn utc_date(t: std::time::SystemTime) -> String {
     let secs = t
@@ -800,26 +773,6 @@ fn is_leap(y: u64) -> bool {
 mod tests {
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
-
-    #[test]
-    fn device_ids_become_file_names() {
-        assert_eq!(
-            sanitize_device_id("cpu:AMD EPYC 7B13:2t"),
-            "cpu-amd-epyc-7b13-2t"
-        );
-        assert_eq!(
-            sanitize_device_id("cuda:NVIDIA H100 80GB HBM3:sm_90"),
-            "cuda-nvidia-h100-80gb-hbm3-sm-90"
-        );
-        assert_eq!(sanitize_device_id("  ::x//y.. "), "x-y");
-        assert_eq!(sanitize_device_id("Ärger"), "rger");
-        assert_eq!(sanitize_device_id("::"), "device");
-        assert_eq!(sanitize_device_id("DEFAULT"), "device-default");
-        assert_eq!(
-            profile_path(Path::new("tuning"), "cpu:AMD EPYC 7B13:2t"),
-            Path::new("tuning/cpu-amd-epyc-7b13-2t.toml")
-        );
-    }
 
     #[test]
     fn sweeps_are_geometric_without_repeats() {
@@ -931,7 +884,7 @@ mod tests {
         }
         // The profile parses back and names this device.
         let text = r.profile_toml();
-        let back = super::super::profile::parse(&text, Path::new("t.toml")).unwrap();
+        let back = crate::engine::profile::parse(&text, Path::new("t.toml")).unwrap();
         assert_eq!(back, vec![r.to_profile()]);
         assert_eq!(back[0].device, e.backend().device_id());
         // CSV: a header and one line per op, rank and density.

@@ -16,8 +16,6 @@ mod subnormal;
 mod ttmc;
 mod walk;
 
-pub(crate) use scaled::column_max_abs;
-
 use super::{Backend, BackendKind, BackendTensor, RunOptions, RunStats};
 use crate::error::Result;
 use crate::hls::HlsTensor;

@@ -5,51 +5,10 @@
 
 use crate::matrix::Matrix;
 use crate::ops::Op;
-use rayon::prelude::*;
 use std::borrow::Cow;
-use wide::f32x8;
 
 const LOW: f32 = 1.0 / 4_294_967_296.0;
 const HIGH: f32 = 4_294_967_296.0;
-
-/// Largest magnitude of every column, scanned in parallel (this runs on every kernel
-/// call that is not given the maxima, over every factor: it must cost little next to
-/// the walk).
-pub(crate) fn column_max_abs(f: &Matrix) -> Vec<f32> {
-    let cols = f.cols().max(1);
-    f.data()
-        .par_chunks(cols * 4096)
-        .map(|block| {
-            // Eight columns at a time in registers (a scalar loop over a row compiled
-            // to masked stores per element); the columns past a multiple of 8 scalar.
-            let wide_cols = cols / 8 * 8;
-            let mut lanes = vec![f32x8::ZERO; wide_cols / 8];
-            let mut c = vec![0f32; cols];
-            for row in block.chunks_exact(cols) {
-                for (m, x) in lanes.iter_mut().zip(row.chunks_exact(8)) {
-                    let x = f32x8::from(<[f32; 8]>::try_from(x).expect("8 lanes"));
-                    *m = m.max(x.abs());
-                }
-                for (m, &x) in c[wide_cols..].iter_mut().zip(&row[wide_cols..]) {
-                    let a = x.abs();
-                    *m = if a > *m { a } else { *m };
-                }
-            }
-            for (k, l) in lanes.iter().enumerate() {
-                c[k * 8..k * 8 + 8].copy_from_slice(&l.to_array());
-            }
-            c
-        })
-        .reduce(
-            || vec![0f32; cols],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(b) {
-                    *x = if y > *x { y } else { *x };
-                }
-                a
-            },
-        )
-}
 
 /// The factors as the kernel sees them, with the per-column scales applied.
 pub(super) struct Rescaled<'a> {
@@ -75,7 +34,7 @@ impl<'a> Rescaled<'a> {
             let colmax: &[f32] = match col_max {
                 Some(c) => &c.max[m],
                 None => {
-                    scanned = column_max_abs(f);
+                    scanned = f.column_max_abs();
                     &scanned
                 }
             };

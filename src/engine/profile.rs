@@ -19,15 +19,19 @@
 //! Matching: the profile whose `backend` and `device` equal the running device's wins;
 //! else the `device = "*"` profile of that backend (`tuning/default.toml`). Within a
 //! profile, the entry of the op with the nearest rank (ties: the smaller rank).
+//!
+//! Every `tuning/*.toml` of the source tree is compiled in ([`Profiles::builtin`]), so
+//! a binary copied anywhere knows the devices tuned so far; a caller adds folders
+//! ([`Profiles::add_dir`]) and gets back the files it could not read.
 
-use crate::engine::BackendKind;
+use super::BackendKind;
 use crate::error::{Error, Result};
 use crate::ops::Op;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// The built-in default profile (`tuning/default.toml`), compiled in.
-pub const DEFAULT_PROFILE: &str = include_str!("../../tuning/default.toml");
+/// The profiles compiled in: every `tuning/*.toml` at build time, `(file name, text)`.
+pub const BUILTIN: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/builtin_profiles.rs"));
 
 /// One threshold measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,57 +111,37 @@ pub fn render(profiles: &[Profile]) -> String {
 }
 
 impl Profiles {
-    /// Only the built-in default.
+    /// The compiled-in profiles ([`BUILTIN`]), origins `built-in tuning/<file>`.
     pub fn builtin() -> Self {
         let mut p = Profiles::default();
-        let defaults = parse(DEFAULT_PROFILE, Path::new("tuning/default.toml"))
-            .expect("the built-in default profile parses (checked by a test)");
-        for d in defaults {
-            p.entries.push(("built-in tuning/default.toml".into(), d));
+        for (name, text) in BUILTIN {
+            let origin = format!("built-in tuning/{name}");
+            for prof in parse(text, Path::new(&origin))
+                .expect("the compiled-in profiles parse (checked by a test)")
+            {
+                p.entries.push((origin.clone(), prof));
+            }
         }
         p
     }
 
-    /// The built-in default plus every `*.toml` in the profile folder: `$SPTMC_TUNING_DIR`
-    /// if set, else `./tuning` if it exists, else the crate's own `tuning/`. Unreadable
-    /// or malformed files are skipped with a warning on stderr (the engine still runs).
-    pub fn load_default() -> Self {
-        let mut p = Self::builtin();
-        if let Some(dir) = Self::default_dir()
-            && let Err(e) = p.add_dir(&dir)
-        {
-            eprintln!("warning: {e}");
-        }
-        p
-    }
-
-    /// The folder device profiles are read from, if any exists.
-    pub fn default_dir() -> Option<PathBuf> {
-        if let Some(d) = std::env::var_os("SPTMC_TUNING_DIR") {
-            return Some(PathBuf::from(d));
-        }
-        let here = PathBuf::from("tuning");
-        if here.is_dir() {
-            return Some(here);
-        }
-        let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tuning");
-        crate_dir.is_dir().then_some(crate_dir)
-    }
-
-    /// Adds every `*.toml` file of `dir` except `default.toml`. Stops at the first
-    /// malformed file with its error, keeping what was added before.
-    pub fn add_dir(&mut self, dir: &Path) -> Result<()> {
-        let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    /// Adds every `*.toml` file of `dir`, in name order; later files win over earlier
+    /// ones and over the compiled-in profiles. A file that cannot be read or parsed is
+    /// skipped and returned with its reason, so one bad file hides no other.
+    pub fn add_dir(&mut self, dir: &Path) -> Vec<Error> {
+        let rd = match std::fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e) => return vec![Error::io(dir, e)],
+        };
         let mut files: Vec<PathBuf> = rd
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .filter(|p| p.file_name().is_some_and(|n| n != "default.toml"))
             .collect();
         files.sort();
-        for f in files {
-            self.add_file(&f)?;
-        }
-        Ok(())
+        files
+            .iter()
+            .filter_map(|f| self.add_file(f).err())
+            .collect()
     }
 
     /// Adds the profiles of one file.
@@ -210,10 +194,37 @@ impl Profiles {
                     Op::Mttkrp => 78,
                     Op::Ttmc => 61,
                 },
-                source: "no profile for this backend: HLS paper's A100 values".into(),
+                source: "no profile for this backend: the HLS paper's A100 values".into(),
             },
         }
     }
+}
+
+/// A device id as a file name: lower case, every run of other characters than ASCII
+/// letters and digits turned into one `-`, no `-` at the ends (`"cpu:AMD EPYC 7B13:2t"`
+/// → `"cpu-amd-epyc-7b13-2t"`). Never `"default"`, which names the fallback profile.
+pub fn sanitize_device_id(device_id: &str) -> String {
+    let mut s = String::with_capacity(device_id.len());
+    for c in device_id.chars() {
+        if c.is_ascii_alphanumeric() {
+            s.push(c.to_ascii_lowercase());
+        } else if !s.is_empty() && !s.ends_with('-') {
+            s.push('-');
+        }
+    }
+    while s.ends_with('-') {
+        s.pop();
+    }
+    match s.as_str() {
+        "" => "device".into(),
+        "default" => "device-default".into(),
+        _ => s,
+    }
+}
+
+/// Where the profile of `device_id` lives under `dir`: `dir/<sanitized id>.toml`.
+pub fn profile_path(dir: &Path, device_id: &str) -> PathBuf {
+    dir.join(format!("{}.toml", sanitize_device_id(device_id)))
 }
 
 fn nearest(p: &Profile, op: Op, rank: usize) -> Option<u32> {
@@ -227,6 +238,66 @@ fn nearest(p: &Profile, op: Op, rank: usize) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_profile_of_the_tree_is_compiled_in_and_this_machines_files_match() {
+        let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+        assert!(names.contains(&"default.toml"), "{names:?}");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tuning");
+        for (name, text) in BUILTIN {
+            assert_eq!(
+                std::fs::read_to_string(dir.join(name)).unwrap(),
+                *text,
+                "{name} changed after the build"
+            );
+        }
+        assert!(Profiles::builtin().entries().len() >= BUILTIN.len());
+    }
+
+    #[test]
+    fn a_bad_file_in_a_folder_hides_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a-bad.toml"), "not toml [").unwrap();
+        std::fs::write(
+            dir.path().join("b-good.toml"),
+            "[[profile]]\nbackend = \"cpu\"\ndevice = \"cpu:x\"\n[[profile.threshold]]\nop = \"mttkrp\"\nrank = 8\nvalue = 5\n",
+        )
+        .unwrap();
+        let mut p = Profiles::builtin();
+        let errors = p.add_dir(dir.path());
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].to_string().contains("a-bad.toml"),
+            "{}",
+            errors[0]
+        );
+        assert_eq!(
+            p.threshold(BackendKind::Cpu, "cpu:x", Op::Mttkrp, 8)
+                .threshold,
+            5
+        );
+        assert_eq!(p.add_dir(&dir.path().join("missing")).len(), 1);
+    }
+
+    #[test]
+    fn device_ids_become_file_names() {
+        assert_eq!(
+            sanitize_device_id("cpu:AMD EPYC 7B13:2t"),
+            "cpu-amd-epyc-7b13-2t"
+        );
+        assert_eq!(
+            sanitize_device_id("cuda:NVIDIA H100 80GB HBM3:sm_90"),
+            "cuda-nvidia-h100-80gb-hbm3-sm-90"
+        );
+        assert_eq!(sanitize_device_id("  ::x//y.. "), "x-y");
+        assert_eq!(sanitize_device_id("Ärger"), "rger");
+        assert_eq!(sanitize_device_id("::"), "device");
+        assert_eq!(sanitize_device_id("DEFAULT"), "device-default");
+        assert_eq!(
+            profile_path(Path::new("t"), "cpu:a"),
+            Path::new("t/cpu-a.toml")
+        );
+    }
 
     #[test]
     fn builtin_default_parses_and_covers_both_backends() {
