@@ -70,6 +70,8 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
         out = Some(r);
     }
     let out = out.expect("reps ≥ 1");
+    // Never print or write inf or NaN as if it were a result.
+    check_output(&out, || format!("{op} of mode {}", a.mode))?;
     times.sort_by(f64::total_cmp);
     let median = times[times.len() / 2];
     let accuracy = if a.check {
@@ -122,12 +124,31 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     })
 }
 
+/// Fails with [`Error::NonFinite`] naming the first entry of `m` that is inf or NaN.
+pub fn check_output(m: &Matrix, what: impl FnOnce() -> String) -> Result<()> {
+    match m.data().iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(p) => {
+            let cols = m.cols().max(1);
+            Err(Error::NonFinite(format!(
+                "{}: entry ({}, {}) of the result is {}; the values times the factors exceed \
+                 f32's range (±3.4e38), in which the kernels compute; nothing was written",
+                what(),
+                p / cols,
+                p % cols,
+                m.data()[p]
+            )))
+        }
+    }
+}
+
 /// Tensor statistics and the HLS byte comparison.
 pub fn info(a: InfoArgs) -> Result<ExitCode> {
     let loaded = load(a.file.as_deref())?;
     let x = &loaded.tensor;
     let hls = HlsBuilder::new(a.threshold).build(x)?;
     let s = hls.stats();
+    report_precision(s);
     if a.json {
         print_json(&json!({
             "tensor": loaded.name, "dims": x.dims(), "order": x.order(), "nnz": x.nnz(),

@@ -134,13 +134,28 @@ impl HlsBuilder {
                 x.values()[p]
             )));
         }
-        let max_abs = x.values().iter().fold(0f64, |m, v| m.max(v.abs()));
-        let scale = choose_scale(max_abs);
-        if max_abs / scale as f64 > super::values::F16_MAX {
+        let (big, max_abs) = x
+            .values()
+            .iter()
+            .enumerate()
+            .fold(
+                (0, 0f64),
+                |(p, m), (k, v)| {
+                    if v.abs() > m { (k, v.abs()) } else { (p, m) }
+                },
+            );
+        // The kernels widen every stored value to f32 and multiply it by the scale: a
+        // magnitude above f32's largest would reach them as inf (and fp16 with an f32
+        // scale could hold up to about 1.1e43, so the scale alone does not catch it).
+        if max_abs > f32::MAX as f64 {
+            let coords: Vec<u64> = x.coords(big).iter().map(|&i| i as u64 + 1).collect();
             return Err(Error::Unsupported(format!(
-                "values up to {max_abs:e} exceed what fp16 with an f32 scale can hold (about 1.1e43)"
+                "the value {:e} at coordinates {coords:?} (1-based) is beyond f32's range \
+                 (±3.4e38), in which the kernels compute; scale the tensor down",
+                x.values()[big]
             )));
         }
+        let scale = choose_scale(max_abs);
         let (halves, quant) = quantize_all(x.values(), scale);
 
         // Step 2: tiles of 3rd-order tensors.
