@@ -56,6 +56,20 @@ pub enum Command {
     Bench(BenchArgs),
     /// Measure this device's tile thresholds and write a profile under tuning/.
     Tune(TuneArgs),
+    /// Copy a tensor into another format: OUT.sptb (binary), OUT.tns or OUT.tns.gz.
+    Convert(ConvertArgs),
+}
+
+/// `sptmc convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The tensor to read (.tns, .tns.gz, .sptb).
+    pub file: PathBuf,
+    /// Where to write it; the format follows the name (.sptb, .tns, .tns.gz).
+    pub out: PathBuf,
+    /// Replace OUT if it exists.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Options `sptmc cp` and `sptmc tucker` share.
@@ -74,6 +88,9 @@ pub struct ModelArgs {
     /// numpy.loadtxt-readable text, plus model.json, into this folder.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Read a text tensor without the binary cache, and write no cache entry.
+    #[arg(long)]
+    pub no_cache: bool,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -140,6 +157,9 @@ pub struct KernelArgs {
     /// Write the result matrix (numpy.loadtxt-readable) to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Read a text tensor without the binary cache, and write no cache entry.
+    #[arg(long)]
+    pub no_cache: bool,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -156,6 +176,9 @@ pub struct InfoArgs {
     /// Machine-readable JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Read a text tensor without the binary cache, and write no cache entry.
+    #[arg(long)]
+    pub no_cache: bool,
 }
 
 /// `sptmc selftest`.
@@ -169,6 +192,9 @@ pub struct SelftestArgs {
     /// Nonzeros of each generated tensor.
     #[arg(long, default_value_t = 200_000)]
     pub nnz: usize,
+    /// Read a text tensor without the binary cache, and write no cache entry.
+    #[arg(long)]
+    pub no_cache: bool,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,

@@ -56,7 +56,7 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
         return Err(Error::InvalidRank("--rank must be at least 1".into()));
     }
     let engine = engine(&a.model.common)?;
-    let loaded = load(a.file.as_deref())?;
+    let loaded = load(a.file.as_deref(), !a.model.no_cache)?;
     eprintln!("sptmc: {}", loaded.note);
     let x = &loaded.tensor;
     for (m, &d) in x.dims().iter().enumerate() {
@@ -128,7 +128,7 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
 
 /// Tucker-HOOI.
 pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
-    let loaded = load(a.file.as_deref())?;
+    let loaded = load(a.file.as_deref(), !a.model.no_cache)?;
     let x = &loaded.tensor;
     if a.ranks.len() != x.order() {
         return Err(Error::InvalidRank(format!(

@@ -1,6 +1,6 @@
 //! `sptmc mttkrp`, `sptmc ttmc` and `sptmc info`.
 
-use super::args::{InfoArgs, KernelArgs};
+use super::args::{ConvertArgs, InfoArgs, KernelArgs};
 use super::load::{load, report_precision};
 use super::{engine, print_json};
 use serde_json::json;
@@ -17,7 +17,7 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     if a.reps == 0 {
         return Err(Error::InvalidOption("--reps must be at least 1".into()));
     }
-    let loaded = load(a.file.as_deref())?;
+    let loaded = load(a.file.as_deref(), !a.no_cache)?;
     let x = &loaded.tensor;
     x.check_mode(a.mode)?;
     let ranks: Vec<usize> = match &a.ranks {
@@ -144,7 +144,7 @@ pub fn check_output(m: &Matrix, what: impl FnOnce() -> String) -> Result<()> {
 
 /// Tensor statistics and the HLS byte comparison.
 pub fn info(a: InfoArgs) -> Result<ExitCode> {
-    let loaded = load(a.file.as_deref())?;
+    let loaded = load(a.file.as_deref(), !a.no_cache)?;
     let x = &loaded.tensor;
     let hls = HlsBuilder::new(a.threshold).build(x)?;
     let s = hls.stats();
@@ -198,5 +198,43 @@ pub fn info(a: InfoArgs) -> Result<ExitCode> {
         row("all tiles dense", s.all_dense_bytes);
     }
     row("COO (u32 indices, f32)", s.coo_bytes);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sptmc convert`: the tensor in another format, written whole or not at all.
+pub fn convert(a: ConvertArgs) -> Result<ExitCode> {
+    let name = a.out.to_string_lossy().to_ascii_lowercase();
+    let binary = name.ends_with(".sptb");
+    if !binary && !name.ends_with(".tns") && !name.ends_with(".tns.gz") {
+        return Err(Error::InvalidOption(format!(
+            "{}: the output's name must end in .sptb, .tns or .tns.gz",
+            a.out.display()
+        )));
+    }
+    if !a.force && std::fs::symlink_metadata(&a.out).is_ok() {
+        return Err(Error::InvalidOption(format!(
+            "{} exists; give --force to replace it",
+            a.out.display()
+        )));
+    }
+    let loaded = load(Some(&a.file), false)?;
+    eprintln!("sptmc: {}", loaded.note);
+    if binary {
+        sptmc::tensor::binary::write(&a.out, &loaded.tensor)?;
+    } else {
+        // Under a temporary name first, so OUT is whole or absent.
+        let tmp = sptmc::tensor::binary::temporary_name(&a.out);
+        let done = sptmc::tensor::tns::write(&tmp, &loaded.tensor)
+            .and_then(|()| std::fs::rename(&tmp, &a.out).map_err(|e| Error::io(&a.out, e)));
+        if done.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        done?;
+    }
+    eprintln!(
+        "sptmc: wrote {} ({} nonzeros)",
+        a.out.display(),
+        loaded.tensor.nnz()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -23,6 +23,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Selftest(a) => device::selftest(a),
         Command::Bench(a) => device::bench(a),
         Command::Tune(a) => device::tune(a),
+        Command::Convert(a) => kernel::convert(a),
     }
 }
 
