@@ -8,6 +8,7 @@ use sptmc::decomp::{
     CpOptions, IterStats, TuckerOptions, cp_als_with_progress, tucker_hooi_with_progress,
 };
 use sptmc::engine::Workload;
+use sptmc::memplan::MemoryPlan;
 use sptmc::model_io::{read_factors, write_factors, write_matrix};
 use sptmc::{Error, Matrix, Op, Result};
 use std::path::Path;
@@ -59,18 +60,13 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
     let loaded = load(a.file.as_deref(), !a.model.no_cache)?;
     eprintln!("sptmc: {}", loaded.note);
     let x = &loaded.tensor;
-    for (m, &d) in x.dims().iter().enumerate() {
-        // Each mode holds an f32 factor, an f64 copy and an MTTKRP output of this shape.
-        sptmc::matrix::check_alloc(&format!("CP factors of mode {m}"), d, a.rank, 16)?;
+    if a.rank > x.nnz() {
+        return Err(Error::InvalidRank(format!(
+            "--rank {} exceeds the tensor's {} nonzeros: a CP model of that many components already fits it exactly",
+            a.rank,
+            x.nnz()
+        )));
     }
-    let prepared = engine.prepare(
-        x,
-        &[Workload {
-            op: Op::Mttkrp,
-            rank: a.rank,
-        }],
-    )?;
-    report_precision(prepared.hls(Op::Mttkrp)?.stats());
     let opts = CpOptions {
         rank: a.rank,
         max_iters: a.iters,
@@ -78,6 +74,17 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
         seed: a.model.seed,
         init: read_init(a.model.init.as_deref(), x.order())?,
     };
+    opts.validate(x.dims())?;
+    let workload = Workload {
+        op: Op::Mttkrp,
+        rank: a.rank,
+    };
+    // Everything this run allocates, checked before any of it.
+    let mut plan = MemoryPlan::cp(x.dims(), a.rank);
+    plan.add_prepare(x.nnz(), x.order(), 1, engine.threshold(workload).threshold);
+    plan.check()?;
+    let prepared = engine.prepare(x, &[workload])?;
+    report_precision(prepared.hls(Op::Mttkrp)?.stats());
     eprintln!(
         "sptmc: CP-ALS rank {} on {:?}, {} nonzeros (prepared in {:.3}s, {} bytes)",
         a.rank,
@@ -140,11 +147,6 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
     if a.ranks.contains(&0) {
         return Err(Error::InvalidRank("every rank must be at least 1".into()));
     }
-    let engine = engine(&a.model.common)?;
-    eprintln!("sptmc: {}", loaded.note);
-    let rank = *a.ranks.iter().max().expect("order ≥ 1");
-    let prepared = engine.prepare(x, &[Workload { op: Op::Ttmc, rank }])?;
-    report_precision(prepared.hls(Op::Ttmc)?.stats());
     let opts = TuckerOptions {
         ranks: a.ranks.clone(),
         max_iters: a.iters,
@@ -152,6 +154,17 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
         seed: a.model.seed,
         init: read_init(a.model.init.as_deref(), x.order())?,
     };
+    opts.validate(x.dims())?;
+    let engine = engine(&a.model.common)?;
+    eprintln!("sptmc: {}", loaded.note);
+    let rank = *a.ranks.iter().max().expect("order ≥ 1");
+    let workload = Workload { op: Op::Ttmc, rank };
+    // Everything this run allocates, checked before any of it.
+    let mut plan = MemoryPlan::tucker(x.dims(), &a.ranks);
+    plan.add_prepare(x.nnz(), x.order(), 1, engine.threshold(workload).threshold);
+    plan.check()?;
+    let prepared = engine.prepare(x, &[workload])?;
+    report_precision(prepared.hls(Op::Ttmc)?.stats());
     eprintln!(
         "sptmc: Tucker-HOOI ranks {:?} on {:?}, {} nonzeros",
         a.ranks,

@@ -7,6 +7,7 @@ use serde_json::json;
 use sptmc::accuracy::compare;
 use sptmc::engine::Workload;
 use sptmc::hls::HlsBuilder;
+use sptmc::memplan::MemoryPlan;
 use sptmc::model_io::write_matrix;
 use sptmc::{Error, Matrix, Op, Result, reference};
 use std::process::ExitCode;
@@ -46,14 +47,16 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
         .map(|m| ranks[m])
         .max()
         .unwrap_or(1);
-    let prepared = match a.threshold {
-        Some(t) => engine.prepare_with_thresholds(x, &[(op, t)])?,
-        None => engine.prepare(x, &[Workload { op, rank }])?,
+    let threshold = match a.threshold {
+        Some(t) => t,
+        None => engine.threshold(Workload { op, rank }).threshold,
     };
+    // Everything this run allocates, checked before any of it.
+    let mut plan = MemoryPlan::kernel(op, x.dims(), a.mode, &ranks, a.check, a.out.is_some());
+    plan.add_prepare(x.nnz(), x.order(), 1, threshold);
+    plan.check()?;
+    let prepared = engine.prepare_with_thresholds(x, &[(op, threshold)])?;
     report_precision(prepared.hls(op)?.stats());
-    for (m, &d) in x.dims().iter().enumerate() {
-        sptmc::matrix::check_alloc(&format!("factor of mode {m}"), d, ranks[m], 4)?;
-    }
     let factors: Vec<Matrix> = x
         .dims()
         .iter()
@@ -146,6 +149,12 @@ pub fn check_output(m: &Matrix, what: impl FnOnce() -> String) -> Result<()> {
 pub fn info(a: InfoArgs) -> Result<ExitCode> {
     let loaded = load(a.file.as_deref(), !a.no_cache)?;
     let x = &loaded.tensor;
+    let mut plan = MemoryPlan::new(
+        format!("the HLS form of {} nonzeros", x.nnz()),
+        "the tensor is too large for this machine",
+    );
+    plan.add_prepare(x.nnz(), x.order(), 1, a.threshold);
+    plan.check()?;
     let hls = HlsBuilder::new(a.threshold).build(x)?;
     let s = hls.stats();
     report_precision(s);

@@ -177,6 +177,7 @@ pub fn cp_als_with_progress(
     check_tensor(x)?;
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
+    crate::memplan::MemoryPlan::cp(&dims, opts.rank).check()?;
     let order = dims.len();
     let rank = opts.rank;
     let norm_x = x.norm_sq().sqrt();

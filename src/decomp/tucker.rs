@@ -194,6 +194,7 @@ pub fn tucker_hooi_with_progress(
     check_tensor(x)?;
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
+    crate::memplan::MemoryPlan::tucker(&dims, &opts.ranks).check()?;
     let order = dims.len();
     let norm_sq = x.norm_sq();
     let norm_x = norm_sq.sqrt();
