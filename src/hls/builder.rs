@@ -156,7 +156,7 @@ impl HlsBuilder {
             )));
         }
         let scale = choose_scale(max_abs);
-        let (halves, quant) = quantize_all(x.values(), scale);
+        let (halves, quant, norm_sq) = quantize_all(x.values(), scale);
 
         // Step 2: tiles of 3rd-order tensors.
         let tile_dims: Vec<usize> = x
@@ -211,6 +211,7 @@ impl HlsBuilder {
                 all_dense_bytes,
                 coo_bytes: x.coo_bytes(),
                 quant,
+                norm_sq,
             };
             out.push(HlsTensor {
                 dims: x.dims().to_vec(),
@@ -225,8 +226,11 @@ impl HlsBuilder {
     }
 }
 
-fn quantize_all(values: &[f64], scale: f32) -> (Vec<f16>, QuantReport) {
+fn quantize_all(values: &[f64], scale: f32) -> (Vec<f16>, QuantReport, f64) {
     let halves: Vec<f16> = values.par_iter().map(|&v| quantize(v, scale)).collect();
+    // In units of the scale, so no square underflows; the scale is a power of two.
+    let units: f64 = halves.par_iter().map(|h| h.to_f64() * h.to_f64()).sum();
+    let norm_sq = units * scale as f64 * scale as f64;
     let quant = values
         .par_iter()
         .zip(&halves)
@@ -247,7 +251,7 @@ fn quantize_all(values: &[f64], scale: f32) -> (Vec<f16>, QuantReport) {
             },
             QuantReport::merge,
         );
-    (halves, quant)
+    (halves, quant, norm_sq)
 }
 
 /// Splits the (sorted) tensor into 16-row slabs of mode 0 and sorts each by tile.
