@@ -51,10 +51,25 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     .map_err(|e| Error::io(path, e))
 }
 
+/// Fails with [`Error::NonFinite`] when `values` hold inf or NaN: never written or
+/// printed as a result.
+fn check_finite(what: &str, values: &[f64]) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(p) => Err(Error::NonFinite(format!(
+            "{what}: entry {p} is {}; nothing was written",
+            values[p]
+        ))),
+    }
+}
+
 /// CP-ALS.
 pub fn cp(a: CpArgs) -> Result<ExitCode> {
     if a.rank == 0 {
         return Err(Error::InvalidRank("--rank must be at least 1".into()));
+    }
+    if let Some(dir) = &a.model.out {
+        super::output::check_dir(dir)?;
     }
     let engine = engine(&a.model.common)?;
     let loaded = load(a.file.as_deref(), !a.model.no_cache)?;
@@ -101,6 +116,7 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
         }
     })?;
     let total = start.elapsed().as_secs_f64();
+    check_finite("CP weights", &model.weights)?;
     let summary = json!({
         "kind": "cp", "tensor": loaded.name, "dims": x.dims(), "nnz": x.nnz(),
         "rank": a.rank, "backend": engine.backend().describe(),
@@ -135,6 +151,9 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
 
 /// Tucker-HOOI.
 pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
+    if let Some(dir) = &a.model.out {
+        super::output::check_dir(dir)?;
+    }
     let loaded = load(a.file.as_deref(), !a.model.no_cache)?;
     let x = &loaded.tensor;
     if a.ranks.len() != x.order() {
@@ -179,6 +198,7 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
         }
     })?;
     let total = start.elapsed().as_secs_f64();
+    check_finite("the Tucker core", &model.core)?;
     let summary = json!({
         "kind": "tucker", "tensor": loaded.name, "dims": x.dims(), "nnz": x.nnz(),
         "ranks": a.ranks, "core_dims": model.core_dims, "backend": engine.backend().describe(),

@@ -18,6 +18,9 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     if a.reps == 0 {
         return Err(Error::InvalidOption("--reps must be at least 1".into()));
     }
+    if let Some(out) = &a.out {
+        super::output::check_file(out, "--out")?;
+    }
     let loaded = load(a.file.as_deref(), !a.no_cache)?;
     let x = &loaded.tensor;
     x.check_mode(a.mode)?;
@@ -226,6 +229,7 @@ pub fn convert(a: ConvertArgs) -> Result<ExitCode> {
             a.out.display()
         )));
     }
+    super::output::check_file(&a.out, "OUT")?;
     let loaded = load(Some(&a.file), false)?;
     eprintln!("sptmc: {}", loaded.note);
     if binary {

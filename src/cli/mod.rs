@@ -5,6 +5,7 @@ mod decomp;
 mod device;
 mod kernel;
 mod load;
+mod output;
 mod tune;
 
 use args::{BackendArg, Cli, Command, Common};
