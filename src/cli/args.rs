@@ -98,6 +98,9 @@ pub struct ModelArgs {
 
 /// `sptmc cp`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct CpArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
     pub file: Option<PathBuf>,
@@ -114,6 +117,9 @@ pub struct CpArgs {
 
 /// `sptmc tucker`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct TuckerArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
     pub file: Option<PathBuf>,
@@ -130,6 +136,9 @@ pub struct TuckerArgs {
 
 /// `sptmc mttkrp` and `sptmc ttmc`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct KernelArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
     pub file: Option<PathBuf>,
@@ -167,6 +176,9 @@ pub struct KernelArgs {
 
 /// `sptmc info`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct InfoArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
     pub file: Option<PathBuf>,
@@ -183,6 +195,9 @@ pub struct InfoArgs {
 
 /// `sptmc selftest`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct SelftestArgs {
     /// Extra tensor files to test besides the generated ones.
     pub files: Vec<PathBuf>,
@@ -222,6 +237,9 @@ pub enum GenLayoutArg {
 
 /// `sptmc bench`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct BenchArgs {
     /// Tensor files to time (default: generated tensors of every regime).
     pub files: Vec<PathBuf>,
@@ -273,6 +291,9 @@ pub struct BenchArgs {
 
 /// `sptmc tune`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct TuneArgs {
     /// MTTKRP ranks to tune.
     #[arg(long, value_delimiter = ',', default_value = "16,32")]

@@ -63,8 +63,22 @@ fn check_finite(what: &str, values: &[f64]) -> Result<()> {
     }
 }
 
+/// Checks `--iters` and `--tol` by their names (the library's messages name its fields).
+fn check_model_options(iters: usize, tol: f64) -> Result<()> {
+    if iters == 0 {
+        return Err(Error::InvalidOption("--iters must be at least 1".into()));
+    }
+    if tol.is_nan() || tol < 0.0 {
+        return Err(Error::InvalidOption(format!(
+            "--tol must be a number ≥ 0 (0 runs every iteration), got {tol}"
+        )));
+    }
+    Ok(())
+}
+
 /// CP-ALS.
 pub fn cp(a: CpArgs) -> Result<ExitCode> {
+    check_model_options(a.iters, a.model.tol)?;
     if a.rank == 0 {
         return Err(Error::InvalidRank("--rank must be at least 1".into()));
     }
@@ -151,6 +165,7 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
 
 /// Tucker-HOOI.
 pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
+    check_model_options(a.iters, a.model.tol)?;
     if let Some(dir) = &a.model.out {
         super::output::check_dir(dir)?;
     }

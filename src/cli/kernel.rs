@@ -24,6 +24,12 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     let loaded = load(a.file.as_deref(), !a.no_cache)?;
     let x = &loaded.tensor;
     x.check_mode(a.mode)?;
+    if x.order() < 2 {
+        return Err(Error::InvalidTensor(format!(
+            "{op} needs a tensor of order ≥ 2: {} has one mode, so no factor multiplies it",
+            loaded.name
+        )));
+    }
     let ranks: Vec<usize> = match &a.ranks {
         Some(r) if r.len() != x.order() => {
             return Err(Error::InvalidRank(format!(

@@ -91,6 +91,16 @@ impl CpOptions {
         check_common(self.max_iters, self.tol)?;
         if let Some(init) = &self.init {
             check_init(init, dims, &vec![self.rank; dims.len()])?;
+            // A zero column of a factor other than mode 0's keeps its component at
+            // zero in every update.
+            for (m, f) in init.iter().enumerate().skip(1) {
+                if let Some(r) = (0..self.rank).find(|&r| (0..f.rows()).all(|i| f.get(i, r) == 0.0))
+                {
+                    return Err(Error::InvalidOption(format!(
+                        "column {r} of the initial factor of mode {m} is all zero; its component would stay zero"
+                    )));
+                }
+            }
         }
         Ok(())
     }

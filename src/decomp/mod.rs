@@ -181,6 +181,13 @@ fn check_init(init: &[Matrix], dims: &[usize], ranks: &[usize]) -> Result<()> {
                 f.data()[p]
             )));
         }
+        // Mode 0's initial factor is never read; any other that is all zero leaves
+        // every update zero (a fit of 0 and zero weights).
+        if m > 0 && f.data().iter().all(|&v| v == 0.0) {
+            return Err(Error::InvalidOption(format!(
+                "initial factor of mode {m} is all zero; the iterations cannot leave zero"
+            )));
+        }
     }
     Ok(())
 }

@@ -5,7 +5,8 @@
 //! - plain or gzipped files (gzip when the file starts with the gzip magic bytes; a name
 //!   ending in `.gz` whose content lacks them is an error), several gzip members too,
 //!   and bytes after the last member ignored (and counted) as `gzip -d` does;
-//! - `#` comment lines and blank lines anywhere, CRLF line ends;
+//! - `#` comment lines and blank lines anywhere, a `#` comment after the value of a
+//!   data line (or after a header line), CRLF line ends;
 //! - an optional header some tools write: a line holding the order `N` alone, then a
 //!   line of `N` dimensions. The declared dimensions are then enforced; without a
 //!   header every mode's length is its largest index.
@@ -344,6 +345,12 @@ fn fields(line: &[u8]) -> impl Iterator<Item = &[u8]> {
     line.split(|&b| is_space(b)).filter(|f| !f.is_empty())
 }
 
+/// The line up to its first `#`: what follows is a comment (a `#` cannot be part of an
+/// index or a number).
+fn strip_comment(line: &[u8]) -> &[u8] {
+    memchr::memchr(b'#', line).map_or(line, |p| &line[..p])
+}
+
 /// Whether a line holds nothing to parse (blank or a `#` comment).
 fn is_skipped(line: &[u8]) -> bool {
     match line.iter().find(|&&b| !is_space(b)) {
@@ -383,7 +390,7 @@ fn find_start(text: &[u8]) -> std::result::Result<Option<Start>, (usize, String)
     let Some((n1, off1, l1)) = content.next() else {
         return Ok(None);
     };
-    let f1: Vec<&[u8]> = fields(l1).collect();
+    let f1: Vec<&[u8]> = fields(strip_comment(l1)).collect();
     if f1.len() >= 2 {
         return Ok(Some(Start {
             offset: off1,
@@ -419,7 +426,7 @@ fn find_start(text: &[u8]) -> std::result::Result<Option<Start>, (usize, String)
             ),
         ));
     };
-    let f2: Vec<&[u8]> = fields(l2).collect();
+    let f2: Vec<&[u8]> = fields(strip_comment(l2)).collect();
     if f2.len() != order {
         return Err((
             n2,
@@ -518,7 +525,7 @@ fn parse_chunk(buf: &[u8], shape: &Shape) -> std::result::Result<Chunk, LineErro
                 }
             }
             let s = pos;
-            while pos < line_end && !is_space(buf[pos]) {
+            while pos < line_end && !is_space(buf[pos]) && buf[pos] != b'#' {
                 pos += 1;
             }
             let value = std::str::from_utf8(&buf[s..pos])
@@ -527,8 +534,9 @@ fn parse_chunk(buf: &[u8], shape: &Shape) -> std::result::Result<Chunk, LineErro
             while pos < line_end && is_space(buf[pos]) {
                 pos += 1;
             }
+            // A `#` after the value starts a comment.
             match value {
-                Some(v) if v.is_finite() && pos == line_end => {
+                Some(v) if v.is_finite() && (pos == line_end || buf[pos] == b'#') => {
                     values.push(v);
                     true
                 }
@@ -555,14 +563,20 @@ fn parse_chunk(buf: &[u8], shape: &Shape) -> std::result::Result<Chunk, LineErro
 /// Says precisely what is wrong with a data line the fast path rejected.
 fn diagnose(line: &[u8], shape: &Shape, limits: &[u64]) -> String {
     let order = shape.order;
-    let f: Vec<&[u8]> = fields(line).collect();
+    let data = strip_comment(line);
+    let f: Vec<&[u8]> = fields(data).collect();
     if f.len() != order + 1 {
         let why = match shape.header {
             Some(_) => "the header declares".to_string(),
             None => format!("as on the first data line, line {}", shape.first_data_line),
         };
+        let comment = if data.len() < line.len() {
+            " before the `#` that starts a comment"
+        } else {
+            ""
+        };
         return format!(
-            "wrong number of fields: expected {} ({order} indices and a value; order {order}, {why}), found {}",
+            "wrong number of fields: expected {} ({order} indices and a value; order {order}, {why}), found {}{comment}",
             order + 1,
             f.len()
         );
