@@ -222,11 +222,16 @@ pub fn read_report(path: &Path) -> Result<(CooTensor, BinaryReport)> {
     // (see `write_with_meta`), never rewritten in place, so a map of the old file stays
     // intact. (A file that another program truncates meanwhile can still fault.)
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    read_bytes(&map, path)
+}
+
+/// [`read_report`] of a file held in memory; `origin` names it in errors.
+pub fn read_bytes(bytes: &[u8], origin: &Path) -> Result<(CooTensor, BinaryReport)> {
     let bad = |reason| Error::BadBinary {
-        path: path.to_path_buf(),
+        path: origin.to_path_buf(),
         reason,
     };
-    let (mut x, meta) = decode(&map).map_err(bad)?;
+    let (mut x, meta) = decode(bytes).map_err(bad)?;
     let duplicates_summed = x.sum_duplicates();
     if let Some(k) = x.values().iter().position(|v| !v.is_finite()) {
         return Err(bad(format!(
