@@ -3,7 +3,9 @@
 //! - SMAPE = (100% / n) Σ |x − x̂| / (|x| + |x̂|), terms where both are zero count as 0.
 //! - Max relative error: max |x − x̂| / |x| over entries with |x| ≥ 1e-6 · max|x|
 //!   (entries near zero are judged by SMAPE and the Frobenius error instead).
-//! - Relative Frobenius error: ‖x − x̂‖ / ‖x‖ (0 when both are zero).
+//! - Relative Frobenius error: ‖x − x̂‖ / ‖x‖ (0 when both are zero), with both norms
+//!   summed over entries divided by the largest magnitude, so squares of tiny or huge
+//!   entries neither underflow to 0 nor overflow to inf.
 //!
 //! NaN or Inf anywhere in the result is a failure ([`Error::NonFinite`]), never a number.
 
@@ -59,14 +61,21 @@ pub fn compare_slices<T: Copy + Into<f64>>(want: &[f64], got: &[T]) -> Result<Ac
             want[p]
         )));
     }
+    if let Some(p) = got.iter().position(|&y| !y.into().is_finite()) {
+        return Err(Error::NonFinite(format!(
+            "result entry {p} is {}",
+            got[p].into()
+        )));
+    }
     let max_abs = want.iter().fold(0f64, |m, v| m.max(v.abs()));
     let floor = 1e-6 * max_abs;
+    // The Frobenius sums are taken over entries divided by the largest magnitude of
+    // either side.
+    let big = got.iter().fold(max_abs, |m, &y| m.max(y.into().abs()));
+    let unit = if big > 0.0 { big } else { 1.0 };
     let (mut smape, mut max_rel, mut diff_sq, mut norm_sq) = (0f64, 0f64, 0f64, 0f64);
-    for (p, (&x, &y)) in want.iter().zip(got).enumerate() {
+    for (&x, &y) in want.iter().zip(got) {
         let y: f64 = y.into();
-        if !y.is_finite() {
-            return Err(Error::NonFinite(format!("result entry {p} is {y}")));
-        }
         let d = (x - y).abs();
         let s = x.abs() + y.abs();
         if s > 0.0 {
@@ -75,8 +84,8 @@ pub fn compare_slices<T: Copy + Into<f64>>(want: &[f64], got: &[T]) -> Result<Ac
         if x.abs() >= floor && x != 0.0 {
             max_rel = max_rel.max(d / x.abs());
         }
-        diff_sq += d * d;
-        norm_sq += x * x;
+        diff_sq += (d / unit) * (d / unit);
+        norm_sq += (x / unit) * (x / unit);
     }
     let n = want.len().max(1) as f64;
     let rel_frobenius = if norm_sq > 0.0 {
@@ -110,6 +119,16 @@ mod tests {
         );
         assert_relative_eq!(a.max_rel_err, 0.5, epsilon = 1e-12);
         assert_relative_eq!(a.rel_frobenius, (5.0f64 / 21.0).sqrt(), epsilon = 1e-12);
+    }
+
+    #[test]
+    fn frobenius_error_survives_tiny_and_huge_entries() {
+        for scale in [1e-300, 1e-170, 1e-40, 1.0, 1e170, 1e300] {
+            let a = compare_slices(&[scale, 2.0 * scale], &[0.0f64, 0.0]).unwrap();
+            assert_relative_eq!(a.rel_frobenius, 1.0, epsilon = 1e-12);
+            let b = compare_slices(&[scale, 2.0 * scale], &[scale, scale]).unwrap();
+            assert_relative_eq!(b.rel_frobenius, (1.0f64 / 5.0).sqrt(), epsilon = 1e-12);
+        }
     }
 
     #[test]

@@ -98,6 +98,27 @@ pub enum Error {
         /// Bytes available.
         available: u64,
     },
+    /// A command whose memory plan ([`crate::memplan`]) needs more than this process may
+    /// allocate.
+    #[error(
+        "not enough memory: {what} needs {}, but {} is available ({limited_by}); the largest part is {largest}; {hint}",
+        crate::memplan::human_bytes(*.needed),
+        crate::memplan::human_bytes(*.available)
+    )]
+    Memory {
+        /// What was planned (e.g. `CP-ALS rank 10000`).
+        what: String,
+        /// Bytes the plan needs.
+        needed: u64,
+        /// Bytes this process may allocate.
+        available: u64,
+        /// Which limit is the smallest.
+        limited_by: String,
+        /// The plan's largest part and its size.
+        largest: String,
+        /// Which option reduces the need.
+        hint: String,
+    },
     /// No usable GPU (no driver, no device, or the wrong compute capability).
     #[error("no usable CUDA device: {0}")]
     NoDevice(String),

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod error;
 pub mod hls;
 pub mod matrix;
+pub mod memplan;
 pub mod model_io;
 pub mod ops;
 pub mod reference;

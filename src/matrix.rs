@@ -7,13 +7,11 @@ use crate::error::{Error, Result};
 use rayon::prelude::*;
 use wide::f32x8;
 
-/// Bytes of memory the system reports available (`MemAvailable` of /proc/meminfo), if
-/// it can be read.
+/// Bytes of memory this process may still allocate: the smallest of `MemAvailable`,
+/// the `ulimit -v`/`-d` room and the cgroup's room ([`crate::memplan::available`]), if
+/// any can be read.
 pub fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    crate::memplan::available().map(|a| a.bytes)
 }
 
 /// Checks that `rows × cols` elements of `elem_bytes` each can be allocated: the count

@@ -236,6 +236,13 @@ fn bad_binary_files_are_rejected_with_a_reason() {
     let nnz = x.nnz();
     let values_at = bytes.len() - 8 * nnz;
 
+    // Structural damage behind a correct checksum (a tool that writes bad files), so
+    // each check is reached; and plain corruption, which the checksum finds.
+    let resum = |mut b: Vec<u8>| {
+        let sum = xxhash_rust::xxh3::xxh3_64(&b[40..]);
+        b[32..40].copy_from_slice(&sum.to_le_bytes());
+        b
+    };
     let mut cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("empty", vec![], "fewer than"),
         ("truncated", bytes[..bytes.len() - 3].to_vec(), "need"),
@@ -245,22 +252,31 @@ fn bad_binary_files_are_rejected_with_a_reason() {
     let mut version = bytes.clone();
     version[8] = 7;
     cases.push(("version", version, "version 7"));
+    let mut version1 = bytes.clone();
+    version1[8] = 1;
+    cases.push(("version 1", version1, "sptmc convert"));
     let mut order0 = bytes.clone();
     order0[12..16].copy_from_slice(&0u32.to_le_bytes());
     cases.push(("order 0", order0, "order 0"));
     let mut huge = bytes.clone();
     huge[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
     cases.push(("huge nnz", huge, "nnz"));
+    let mut meta = bytes.clone();
+    meta[24..32].copy_from_slice(&(u64::MAX / 2).to_le_bytes());
+    cases.push(("huge metadata", meta, "metadata"));
+    let mut flipped = bytes.clone();
+    flipped[values_at + 3] ^= 0x40;
+    cases.push(("flipped byte", flipped, "checksum"));
     let mut dim0 = bytes.clone();
-    dim0[32..40].copy_from_slice(&0u64.to_le_bytes());
-    cases.push(("dimension 0", dim0, "dimension of mode 1"));
+    dim0[48..56].copy_from_slice(&0u64.to_le_bytes());
+    cases.push(("dimension 0", resum(dim0), "dimension of mode 1"));
     let mut index = bytes.clone();
-    let at = 24 + 8 * 3 + 4 * 5;
+    let at = 40 + 8 * 3 + 4 * 5;
     index[at..at + 4].copy_from_slice(&20u32.to_le_bytes());
-    cases.push(("index", index, "index 20 of mode 0"));
+    cases.push(("index", resum(index), "index 20 of mode 0"));
     let mut nan = bytes.clone();
     nan[values_at..values_at + 8].copy_from_slice(&f64::NAN.to_le_bytes());
-    cases.push(("NaN", nan, "not finite"));
+    cases.push(("NaN", resum(nan), "not finite"));
 
     for (name, data, word) in cases {
         let p = dir.path().join(format!("{}.sptb", name.replace(' ', "_")));

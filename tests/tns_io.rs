@@ -1,8 +1,8 @@
-//! Reading and writing `.tns` text and the binary cache: round trips, the accepted
-//! variants of the format, and the shared real data sets.
+//! Reading and writing `.tns` text and the binary form: round trips, the accepted
+//! variants of the format, and the shared real data sets. (The cache: tests/cache.rs.)
 
 use sptmc::CooTensor;
-use sptmc::tensor::binary::{self, LoadSource};
+use sptmc::tensor::binary;
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::tensor::tns;
 mod common;
@@ -10,7 +10,6 @@ mod common;
 use common::{shared_data, shared_files};
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, SystemTime};
 
 fn sample() -> CooTensor {
     generate(&GenSpec {
@@ -185,15 +184,6 @@ fn progress_reaches_the_file_size() {
     assert_eq!(*calls.last().unwrap(), (size, size));
 }
 
-fn set_mtime(p: &Path, t: SystemTime) {
-    std::fs::File::options()
-        .write(true)
-        .open(p)
-        .unwrap()
-        .set_modified(t)
-        .unwrap();
-}
-
 #[test]
 fn binary_round_trip_is_exact() {
     let dir = tempfile::tempdir().unwrap();
@@ -208,80 +198,6 @@ fn binary_round_trip_is_exact() {
         binary::write(&p, &x).unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().len() % 8, 0);
         assert_eq!(binary::read(&p).unwrap(), x);
-    }
-}
-
-#[test]
-fn cache_is_written_used_and_refreshed_when_stale() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("x.tns.gz");
-    let x = sample();
-    tns::write(&src, &x).unwrap();
-    let cache = binary::cache_path(&src);
-    assert_eq!(cache, dir.path().join("x.tns.gz.sptb"));
-
-    let (a, how) = binary::load(&src).unwrap();
-    assert!(matches!(how, LoadSource::Text(ref r) if r.entries == x.nnz()));
-    assert_eq!(a, x);
-    assert!(cache.exists());
-
-    let (b, how) = binary::load(&src).unwrap();
-    assert_eq!(how, LoadSource::Cache(cache.clone()));
-    assert_eq!(b, x);
-
-    // New text, made newer than the cache: the cache is stale and gets replaced.
-    let y = CooTensor::from_entries(vec![2, 2, 2], [([1u32, 1, 1], 9.0)]).unwrap();
-    tns::write(&src, &y).unwrap();
-    let cache_time = std::fs::metadata(&cache).unwrap().modified().unwrap();
-    set_mtime(&src, cache_time + Duration::from_secs(5));
-    let (c, how) = binary::load(&src).unwrap();
-    assert!(matches!(how, LoadSource::Text(_)));
-    assert_eq!(c, y);
-    // The rebuilt cache holds the new tensor and is used from now on, even though the
-    // text is dated in the future.
-    assert_eq!(binary::read(&cache).unwrap(), y);
-    let (d, how) = binary::load(&src).unwrap();
-    assert_eq!(how, LoadSource::Cache(cache.clone()));
-    assert_eq!(d, y);
-}
-
-#[test]
-fn corrupt_cache_is_rebuilt_from_text() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("x.tns");
-    let x = sample();
-    tns::write(&src, &x).unwrap();
-    let cache = binary::cache_path(&src);
-    std::fs::write(&cache, b"not a cache").unwrap();
-    set_mtime(
-        &cache,
-        std::fs::metadata(&src).unwrap().modified().unwrap() + Duration::from_secs(5),
-    );
-    let (y, how) = binary::load(&src).unwrap();
-    assert!(matches!(how, LoadSource::Text(_)));
-    assert_eq!(y, x);
-    assert_eq!(binary::read(&cache).unwrap(), x);
-}
-
-#[cfg(unix)]
-#[test]
-fn read_only_folder_skips_the_cache() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("x.tns");
-    let x = sample();
-    tns::write(&src, &x).unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
-    let can_write = std::fs::File::create(dir.path().join("probe")).is_ok();
-    let result = binary::load(&src);
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (y, how) = result.unwrap();
-    assert_eq!(y, x);
-    assert!(matches!(how, LoadSource::Text(_)));
-    if can_write {
-        eprintln!("note: running with rights that ignore folder permissions");
-    } else {
-        assert!(!binary::cache_path(&src).exists());
     }
 }
 

@@ -60,6 +60,20 @@ pub enum Command {
     Bench(BenchArgs),
     /// Measure this device's tile thresholds and write a profile under tuning/.
     Tune(TuneArgs),
+    /// Copy a tensor into another format: OUT.sptb (binary), OUT.tns or OUT.tns.gz.
+    Convert(ConvertArgs),
+}
+
+/// `sptmc convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The tensor to read (.tns, .tns.gz, .sptb).
+    pub file: PathBuf,
+    /// Where to write it; the format follows the name (.sptb, .tns, .tns.gz).
+    pub out: PathBuf,
+    /// Replace OUT if it exists.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Options `sptmc cp` and `sptmc tucker` share.
@@ -78,6 +92,9 @@ pub struct ModelArgs {
     /// numpy.loadtxt-readable text, plus model.json, into this folder.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Read a text tensor without the binary cache, and write no cache entry.
+    #[arg(long)]
+    pub no_cache: bool,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -85,6 +102,9 @@ pub struct ModelArgs {
 
 /// `sptmc cp`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct CpArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
     pub file: Option<PathBuf>,
@@ -101,6 +121,9 @@ pub struct CpArgs {
 
 /// `sptmc tucker`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct TuckerArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
     pub file: Option<PathBuf>,
@@ -117,6 +140,9 @@ pub struct TuckerArgs {
 
 /// `sptmc mttkrp` and `sptmc ttmc`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct KernelArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
     pub file: Option<PathBuf>,
@@ -144,6 +170,9 @@ pub struct KernelArgs {
     /// Write the result matrix (numpy.loadtxt-readable) to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Read a text tensor without the binary cache, and write no cache entry.
+    #[arg(long)]
+    pub no_cache: bool,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -151,6 +180,9 @@ pub struct KernelArgs {
 
 /// `sptmc info`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct InfoArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
     pub file: Option<PathBuf>,
@@ -160,10 +192,16 @@ pub struct InfoArgs {
     /// Machine-readable JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Read a text tensor without the binary cache, and write no cache entry.
+    #[arg(long)]
+    pub no_cache: bool,
 }
 
 /// `sptmc selftest`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct SelftestArgs {
     /// Extra tensor files to test besides the generated ones.
     pub files: Vec<PathBuf>,
@@ -173,6 +211,9 @@ pub struct SelftestArgs {
     /// Nonzeros of each generated tensor.
     #[arg(long, default_value_t = 200_000)]
     pub nnz: usize,
+    /// Read a text tensor without the binary cache, and write no cache entry.
+    #[arg(long)]
+    pub no_cache: bool,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -202,6 +243,9 @@ pub enum GenLayoutArg {
 
 /// `sptmc bench`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct BenchArgs {
     /// Tensor files to time (default: generated tensors of every regime).
     pub files: Vec<PathBuf>,
@@ -254,6 +298,9 @@ pub struct BenchArgs {
 
 /// `sptmc tune`.
 #[derive(Debug, Args)]
+// Negative numbers are values (`--tol -1` reaches the check that names the option),
+// not options clap would suggest writing after `--`.
+#[command(allow_negative_numbers = true)]
 pub struct TuneArgs {
     /// MTTKRP ranks to tune.
     #[arg(long, value_delimiter = ',', default_value = "16,32")]

@@ -8,6 +8,7 @@ use sptmc::decomp::{
     CpOptions, IterStats, TuckerOptions, cp_als_with_progress, tucker_hooi_with_progress,
 };
 use sptmc::engine::Workload;
+use sptmc::memplan::MemoryPlan;
 use sptmc::model_io::{read_factors, write_factors, write_matrix};
 use sptmc::{Error, Matrix, Op, Result};
 use std::path::Path;
@@ -52,27 +53,51 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     .map_err(|e| Error::io(path, e))
 }
 
+/// Fails with [`Error::NonFinite`] when `values` hold inf or NaN: never written or
+/// printed as a result.
+fn check_finite(what: &str, values: &[f64]) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(p) => Err(Error::NonFinite(format!(
+            "{what}: entry {p} is {}; nothing was written",
+            values[p]
+        ))),
+    }
+}
+
+/// Checks `--iters` and `--tol` by their names (the library's messages name its fields).
+fn check_model_options(iters: usize, tol: f64) -> Result<()> {
+    if iters == 0 {
+        return Err(Error::InvalidOption("--iters must be at least 1".into()));
+    }
+    if tol.is_nan() || tol < 0.0 {
+        return Err(Error::InvalidOption(format!(
+            "--tol must be a number ≥ 0 (0 runs every iteration), got {tol}"
+        )));
+    }
+    Ok(())
+}
+
 /// CP-ALS.
 pub fn cp(a: CpArgs) -> Result<ExitCode> {
+    check_model_options(a.iters, a.model.tol)?;
     if a.rank == 0 {
         return Err(Error::InvalidRank("--rank must be at least 1".into()));
     }
+    if let Some(dir) = &a.model.out {
+        super::output::check_dir(dir)?;
+    }
     let engine = engine(&a.model.common)?;
-    let loaded = load(a.file.as_deref())?;
+    let loaded = load(a.file.as_deref(), !a.model.no_cache)?;
     eprintln!("sptmc: {}", loaded.note);
     let x = &loaded.tensor;
-    for (m, &d) in x.dims().iter().enumerate() {
-        // Each mode holds an f32 factor, an f64 copy and an MTTKRP output of this shape.
-        sptmc::matrix::check_alloc(&format!("CP factors of mode {m}"), d, a.rank, 16)?;
+    if a.rank > x.nnz() {
+        return Err(Error::InvalidRank(format!(
+            "--rank {} exceeds the tensor's {} nonzeros: a CP model of that many components already fits it exactly",
+            a.rank,
+            x.nnz()
+        )));
     }
-    let prepared = engine.prepare(
-        x,
-        &[Workload {
-            op: Op::Mttkrp,
-            rank: a.rank,
-        }],
-    )?;
-    report_precision(prepared.hls(Op::Mttkrp)?.stats());
     let opts = CpOptions {
         rank: a.rank,
         max_iters: a.iters,
@@ -80,6 +105,18 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
         seed: a.model.seed,
         init: read_init(a.model.init.as_deref(), x.order())?,
     };
+    opts.validate(x.dims())?;
+    let workload = Workload {
+        op: Op::Mttkrp,
+        rank: a.rank,
+    };
+    // Everything this run allocates, checked before any of it.
+    let mut plan = MemoryPlan::cp(x.dims(), a.rank);
+    plan.add_prepare(x.nnz(), x.order(), 1, engine.threshold(workload).threshold);
+    plan.check()?;
+    let prepared = engine.prepare(x, &[workload])?;
+    super::say_thresholds(&prepared);
+    report_precision(prepared.hls(Op::Mttkrp)?.stats());
     eprintln!(
         "sptmc: CP-ALS rank {} on {:?}, {} nonzeros (prepared in {:.3}s, {} bytes)",
         a.rank,
@@ -96,6 +133,7 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
         }
     })?;
     let total = start.elapsed().as_secs_f64();
+    check_finite("CP weights", &model.weights)?;
     let summary = json!({
         "kind": "cp", "tensor": loaded.name, "dims": x.dims(), "nnz": x.nnz(),
         "rank": a.rank, "backend": engine.backend().describe(),
@@ -130,7 +168,11 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
 
 /// Tucker-HOOI.
 pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
-    let loaded = load(a.file.as_deref())?;
+    check_model_options(a.iters, a.model.tol)?;
+    if let Some(dir) = &a.model.out {
+        super::output::check_dir(dir)?;
+    }
+    let loaded = load(a.file.as_deref(), !a.model.no_cache)?;
     let x = &loaded.tensor;
     if a.ranks.len() != x.order() {
         return Err(Error::InvalidRank(format!(
@@ -142,11 +184,6 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
     if a.ranks.contains(&0) {
         return Err(Error::InvalidRank("every rank must be at least 1".into()));
     }
-    let engine = engine(&a.model.common)?;
-    eprintln!("sptmc: {}", loaded.note);
-    let rank = *a.ranks.iter().max().expect("order ≥ 1");
-    let prepared = engine.prepare(x, &[Workload { op: Op::Ttmc, rank }])?;
-    report_precision(prepared.hls(Op::Ttmc)?.stats());
     let opts = TuckerOptions {
         ranks: a.ranks.clone(),
         max_iters: a.iters,
@@ -154,6 +191,18 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
         seed: a.model.seed,
         init: read_init(a.model.init.as_deref(), x.order())?,
     };
+    opts.validate(x.dims())?;
+    let engine = engine(&a.model.common)?;
+    eprintln!("sptmc: {}", loaded.note);
+    let rank = *a.ranks.iter().max().expect("order ≥ 1");
+    let workload = Workload { op: Op::Ttmc, rank };
+    // Everything this run allocates, checked before any of it.
+    let mut plan = MemoryPlan::tucker(x.dims(), &a.ranks);
+    plan.add_prepare(x.nnz(), x.order(), 1, engine.threshold(workload).threshold);
+    plan.check()?;
+    let prepared = engine.prepare(x, &[workload])?;
+    super::say_thresholds(&prepared);
+    report_precision(prepared.hls(Op::Ttmc)?.stats());
     eprintln!(
         "sptmc: Tucker-HOOI ranks {:?} on {:?}, {} nonzeros",
         a.ranks,
@@ -168,6 +217,7 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
         }
     })?;
     let total = start.elapsed().as_secs_f64();
+    check_finite("the Tucker core", &model.core)?;
     let summary = json!({
         "kind": "tucker", "tensor": loaded.name, "dims": x.dims(), "nnz": x.nnz(),
         "ranks": a.ranks, "core_dims": model.core_dims, "backend": engine.backend().describe(),

@@ -25,7 +25,7 @@ pub fn selftest(a: SelftestArgs) -> Result<ExitCode> {
     let runs = selftest::default_runs();
     let mut cases = selftest::generated_cases(a.dim, a.nnz, &runs)?;
     for f in &a.files {
-        let l = load(Some(f))?;
+        let l = load(Some(f), !a.no_cache)?;
         eprintln!("sptmc: {}", l.note);
         // TTMc output grows as rank^(order-1): keep 4th-order and higher at rank 8.
         let runs = if l.tensor.order() > 3 {

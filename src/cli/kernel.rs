@@ -1,12 +1,13 @@
 //! `sptmc mttkrp`, `sptmc ttmc` and `sptmc info`.
 
-use super::args::{InfoArgs, KernelArgs};
+use super::args::{ConvertArgs, InfoArgs, KernelArgs};
 use super::load::{load, report_precision};
 use super::{engine, print_json};
 use serde_json::json;
 use sptmc::accuracy::compare;
 use sptmc::engine::Workload;
 use sptmc::hls::HlsBuilder;
+use sptmc::memplan::MemoryPlan;
 use sptmc::model_io::write_matrix;
 use sptmc::{Error, Matrix, Op, Result, reference};
 use std::process::ExitCode;
@@ -17,9 +18,18 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     if a.reps == 0 {
         return Err(Error::InvalidOption("--reps must be at least 1".into()));
     }
-    let loaded = load(a.file.as_deref())?;
+    if let Some(out) = &a.out {
+        super::output::check_file(out, "--out")?;
+    }
+    let loaded = load(a.file.as_deref(), !a.no_cache)?;
     let x = &loaded.tensor;
     x.check_mode(a.mode)?;
+    if x.order() < 2 {
+        return Err(Error::InvalidTensor(format!(
+            "{op} needs a tensor of order ≥ 2: {} has one mode, so no factor multiplies it",
+            loaded.name
+        )));
+    }
     let ranks: Vec<usize> = match &a.ranks {
         Some(r) if r.len() != x.order() => {
             return Err(Error::InvalidRank(format!(
@@ -46,14 +56,20 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
         .map(|m| ranks[m])
         .max()
         .unwrap_or(1);
+    let threshold = match a.threshold {
+        Some(t) => t,
+        None => engine.threshold(Workload { op, rank }).threshold,
+    };
+    // Everything this run allocates, checked before any of it.
+    let mut plan = MemoryPlan::kernel(op, x.dims(), a.mode, &ranks, a.check, a.out.is_some());
+    plan.add_prepare(x.nnz(), x.order(), 1, threshold);
+    plan.check()?;
     let prepared = match a.threshold {
         Some(t) => engine.prepare_with_thresholds(x, &[(op, t)])?,
         None => engine.prepare(x, &[Workload { op, rank }])?,
     };
+    super::say_thresholds(&prepared);
     report_precision(prepared.hls(op)?.stats());
-    for (m, &d) in x.dims().iter().enumerate() {
-        sptmc::matrix::check_alloc(&format!("factor of mode {m}"), d, ranks[m], 4)?;
-    }
     let factors: Vec<Matrix> = x
         .dims()
         .iter()
@@ -70,6 +86,8 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
         out = Some(r);
     }
     let out = out.expect("reps ≥ 1");
+    // Never print or write inf or NaN as if it were a result.
+    check_output(&out, || format!("{op} of mode {}", a.mode))?;
     times.sort_by(f64::total_cmp);
     let median = times[times.len() / 2];
     let accuracy = if a.check {
@@ -122,12 +140,37 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     })
 }
 
+/// Fails with [`Error::NonFinite`] naming the first entry of `m` that is inf or NaN.
+pub fn check_output(m: &Matrix, what: impl FnOnce() -> String) -> Result<()> {
+    match m.data().iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(p) => {
+            let cols = m.cols().max(1);
+            Err(Error::NonFinite(format!(
+                "{}: entry ({}, {}) of the result is {}; the values times the factors exceed \
+                 f32's range (±3.4e38), in which the kernels compute; nothing was written",
+                what(),
+                p / cols,
+                p % cols,
+                m.data()[p]
+            )))
+        }
+    }
+}
+
 /// Tensor statistics and the HLS byte comparison.
 pub fn info(a: InfoArgs) -> Result<ExitCode> {
-    let loaded = load(a.file.as_deref())?;
+    let loaded = load(a.file.as_deref(), !a.no_cache)?;
     let x = &loaded.tensor;
+    let mut plan = MemoryPlan::new(
+        format!("the HLS form of {} nonzeros", x.nnz()),
+        "the tensor is too large for this machine",
+    );
+    plan.add_prepare(x.nnz(), x.order(), 1, a.threshold);
+    plan.check()?;
     let hls = HlsBuilder::new(a.threshold).build(x)?;
     let s = hls.stats();
+    report_precision(s);
     if a.json {
         print_json(&json!({
             "tensor": loaded.name, "dims": x.dims(), "order": x.order(), "nnz": x.nnz(),
@@ -177,5 +220,44 @@ pub fn info(a: InfoArgs) -> Result<ExitCode> {
         row("all tiles dense", s.all_dense_bytes);
     }
     row("COO (u32 indices, f32)", s.coo_bytes);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sptmc convert`: the tensor in another format, written whole or not at all.
+pub fn convert(a: ConvertArgs) -> Result<ExitCode> {
+    let name = a.out.to_string_lossy().to_ascii_lowercase();
+    let binary = name.ends_with(".sptb");
+    if !binary && !name.ends_with(".tns") && !name.ends_with(".tns.gz") {
+        return Err(Error::InvalidOption(format!(
+            "{}: the output's name must end in .sptb, .tns or .tns.gz",
+            a.out.display()
+        )));
+    }
+    if !a.force && std::fs::symlink_metadata(&a.out).is_ok() {
+        return Err(Error::InvalidOption(format!(
+            "{} exists; give --force to replace it",
+            a.out.display()
+        )));
+    }
+    super::output::check_file(&a.out, "OUT")?;
+    let loaded = load(Some(&a.file), false)?;
+    eprintln!("sptmc: {}", loaded.note);
+    if binary {
+        sptmc::tensor::binary::write(&a.out, &loaded.tensor)?;
+    } else {
+        // Under a temporary name first, so OUT is whole or absent.
+        let tmp = sptmc::tensor::binary::temporary_name(&a.out);
+        let done = sptmc::tensor::tns::write(&tmp, &loaded.tensor)
+            .and_then(|()| std::fs::rename(&tmp, &a.out).map_err(|e| Error::io(&a.out, e)));
+        if done.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        done?;
+    }
+    eprintln!(
+        "sptmc: wrote {} ({} nonzeros)",
+        a.out.display(),
+        loaded.tensor.nnz()
+    );
     Ok(ExitCode::SUCCESS)
 }

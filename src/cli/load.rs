@@ -1,8 +1,9 @@
 //! Reading the tensor a command works on, with a progress bar for long reads.
 
 use indicatif::{ProgressBar, ProgressStyle};
+use sptmc::tensor::cache::{Cache, CacheNote, LoadSource};
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
-use sptmc::tensor::{CooTensor, binary};
+use sptmc::tensor::{CooTensor, binary, tns};
 use sptmc::{Error, Result};
 use std::path::Path;
 
@@ -24,9 +25,9 @@ pub struct Loaded {
     pub note: String,
 }
 
-/// Loads `file` (`.sptb` directly; text through the binary cache next to it), or the
-/// built-in default tensor when `file` is `None`.
-pub fn load(file: Option<&Path>) -> Result<Loaded> {
+/// Loads `file` (`.sptb` directly; text through the binary cache unless `use_cache` is
+/// false), or the built-in default tensor when `file` is `None`.
+pub fn load(file: Option<&Path>, use_cache: bool) -> Result<Loaded> {
     let Some(path) = file else {
         let spec = default_spec();
         let tensor = generate(&spec)?;
@@ -41,23 +42,28 @@ pub fn load(file: Option<&Path>) -> Result<Loaded> {
             tensor,
         });
     };
-    if !path.exists() {
-        return Err(Error::io(
-            path,
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
-        ));
+    // The system's own reason (a symlink loop, no permission, ...), except for the
+    // plain case of a missing file.
+    if let Err(e) = std::fs::metadata(path) {
+        let e = match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")
+            }
+            _ => e,
+        };
+        return Err(Error::io(path, e));
     }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
     if path.extension().is_some_and(|e| e == "sptb") {
-        let tensor = binary::read(path)?;
-        return Ok(Loaded {
-            note: format!("{}: binary, {} nonzeros", path.display(), tensor.nnz()),
-            name,
-            tensor,
-        });
+        let (tensor, report) = binary::read_report(path)?;
+        let mut note = format!("{}: binary, {} nonzeros", path.display(), tensor.nnz());
+        if report.duplicates_summed > 0 {
+            note += &format!(", {} duplicate entries summed", report.duplicates_summed);
+        }
+        return Ok(Loaded { note, name, tensor });
     }
     let bar = ProgressBar::new(0);
     bar.set_style(
@@ -65,15 +71,29 @@ pub fn load(file: Option<&Path>) -> Result<Loaded> {
             .expect("valid template"),
     );
     bar.set_message(name.clone());
-    let (tensor, source) = binary::load_with_progress(path, &mut |done, total| {
+    let mut progress = |done, total| {
         if total > 0 {
             bar.set_length(total);
         }
         bar.set_position(done);
-    })?;
+    };
+    let cache = if use_cache { Cache::user() } else { None };
+    let (tensor, source) = match &cache {
+        Some(c) => c.load_with_progress(path, &mut progress)?,
+        None => {
+            let (x, report) = tns::read_with_progress(path, &mut progress)?;
+            let why = if use_cache {
+                "no cache folder: neither XDG_CACHE_HOME nor HOME is set"
+            } else {
+                "--no-cache"
+            };
+            let cache = CacheNote::NotWritten(why.into());
+            (x, LoadSource::Text { report, cache })
+        }
+    };
     bar.finish_and_clear();
     let note = match source {
-        binary::LoadSource::Text(r) => {
+        LoadSource::Text { report: r, cache } => {
             let mut s = format!(
                 "{}: {} lines, {} nonzeros",
                 path.display(),
@@ -83,9 +103,22 @@ pub fn load(file: Option<&Path>) -> Result<Loaded> {
             if r.duplicates_summed > 0 {
                 s += &format!(", {} duplicate entries summed", r.duplicates_summed);
             }
+            if r.trailing_bytes > 0 {
+                s += &format!(
+                    ", {} bytes after the last gzip member ignored",
+                    r.trailing_bytes
+                );
+            }
+            match cache {
+                CacheNote::Written(p) => s += &format!("; cached in {}", p.display()),
+                CacheNote::Rebuilt { path, why } => {
+                    s += &format!("; cache {} rebuilt ({why})", path.display())
+                }
+                CacheNote::NotWritten(why) => s += &format!("; not cached ({why})"),
+            }
             s
         }
-        binary::LoadSource::Cache(c) => {
+        LoadSource::Cache(c) => {
             format!(
                 "{}: from cache {}, {} nonzeros",
                 path.display(),
@@ -97,13 +130,24 @@ pub fn load(file: Option<&Path>) -> Result<Loaded> {
     Ok(Loaded { tensor, name, note })
 }
 
-/// Reports precision lost to fp16 storage, if any, on stderr.
+/// Reports precision lost to fp16 storage, and values small enough for the f32
+/// kernels to lose, if any, on stderr.
 pub fn report_precision(stats: &sptmc::hls::HlsStats) {
     let q = &stats.quant;
     if q.lost_precision() {
         eprintln!(
             "sptmc: warning: fp16 storage: {} values subnormal (reduced precision), {} rounded to zero (lost); worst relative error {:.2e}",
             q.subnormal, q.flushed_to_zero, q.max_rel_err
+        );
+    }
+    if q.kernel_underflow() {
+        eprintln!(
+            "sptmc: warning: {} values below {:.1e} ({} of them below {:.1e}): the f32 kernels flush results under {:.1e} to zero, so their products with factor entries partly or wholly vanish; multiply the tensor by a power of two to keep them",
+            q.kernel_tiny,
+            sptmc::hls::values::KERNEL_TINY,
+            q.kernel_flushed,
+            f32::MIN_POSITIVE,
+            f32::MIN_POSITIVE
         );
     }
 }

@@ -5,11 +5,14 @@ mod decomp;
 mod device;
 mod kernel;
 mod load;
+mod output;
 mod tune;
 
 use args::{BackendArg, Cli, Command, Common};
+use sptmc::engine::profile::Profiles;
 use sptmc::engine::{BackendChoice, Engine};
 use sptmc::{Error, Result};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Runs the parsed command line.
@@ -23,6 +26,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Selftest(a) => device::selftest(a),
         Command::Bench(a) => device::bench(a),
         Command::Tune(a) => device::tune(a),
+        Command::Convert(a) => kernel::convert(a),
     }
 }
 
@@ -48,12 +52,39 @@ pub fn engine(common: &Common) -> Result<Engine> {
         BackendArg::Cpu => BackendChoice::Cpu,
         BackendArg::Cuda => BackendChoice::Cuda,
     };
-    let engine = Engine::choose(choice)?;
+    let engine = Engine::choose(choice)?.with_profiles(profiles());
     if let Some(n) = engine.notice() {
         eprintln!("sptmc: {n}");
     }
     eprintln!("sptmc: backend {}", engine.backend().describe());
     Ok(engine)
+}
+
+/// The compiled-in tuning profiles, then those of `./tuning`, of
+/// `$XDG_CONFIG_HOME/sptmc/tuning` (else `~/.config/sptmc/tuning`) and of
+/// `$SPTMC_TUNING_DIR`, each folder where it exists, later ones winning. A file that
+/// cannot be read or parsed is skipped with a warning naming it.
+fn profiles() -> Profiles {
+    let mut profiles = Profiles::builtin();
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .map(|c| c.join("sptmc").join("tuning"));
+    let env = std::env::var_os("SPTMC_TUNING_DIR").map(PathBuf::from);
+    let folders = [Some(PathBuf::from("tuning")), config, env];
+    for dir in folders.into_iter().flatten().filter(|d| d.is_dir()) {
+        for e in profiles.add_dir(&dir) {
+            eprintln!("sptmc: warning: tuning profile skipped: {e}");
+        }
+    }
+    profiles
+}
+
+/// Says which tile threshold each op of `p` got and where it came from.
+pub fn say_thresholds(p: &sptmc::engine::Prepared) {
+    for (op, c) in p.thresholds() {
+        eprintln!("sptmc: {op} tile threshold {} ({})", c.threshold, c.source);
+    }
 }
 
 /// Prints `value` as pretty JSON on stdout.

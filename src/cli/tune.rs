@@ -55,7 +55,7 @@ pub fn tune(a: TuneArgs) -> Result<ExitCode> {
     );
     let mut txt = String::new();
     for path in &a.tns {
-        let l = load(Some(path))?;
+        let l = load(Some(path), true)?;
         let x = &l.tensor;
         if x.order() != 3 {
             let _ = writeln!(txt, "{}: order {}, no tiles: skipped", l.name, x.order());

@@ -14,7 +14,9 @@
 //!
 //! After the sweep, with `λ` from the last mode's normalization,
 //! `‖X̂‖² = λᵀ (∗_m A_mᵀA_m) λ` and `⟨X, X̂⟩ = Σ_r λ_r Σ_i M[i, r] A_{N−1}[i, r]` (`M` the
-//! last mode's MTTKRP), so `fit = 1 − sqrt(max(0, ‖X‖² + ‖X̂‖² − 2⟨X, X̂⟩)) / ‖X‖`
+//! last mode's MTTKRP), so `fit = 1 − sqrt(‖X‖² + ‖X̂‖² − 2⟨X, X̂⟩) / ‖X‖`, with `‖X‖²`
+//! of the values as stored (those the MTTKRP saw; a residual below zero by rounding
+//! counts as zero)
 //! without rebuilding anything.
 //!
 //! The returned model is arranged: every column scaled to unit 2-norm (the scale folded
@@ -27,7 +29,7 @@
 //! start, write these matrices out; `init = Some(…)` feeds them back exactly.
 
 use super::dense::{SolveKind, gram, gram_seq, inverse_spd, row_blocks};
-use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor};
+use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from};
 use crate::engine::{ColumnMax, Engine, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -89,6 +91,16 @@ impl CpOptions {
         check_common(self.max_iters, self.tol)?;
         if let Some(init) = &self.init {
             check_init(init, dims, &vec![self.rank; dims.len()])?;
+            // A zero column of a factor other than mode 0's keeps its component at
+            // zero in every update.
+            for (m, f) in init.iter().enumerate().skip(1) {
+                if let Some(r) = (0..self.rank).find(|&r| (0..f.rows()).all(|i| f.get(i, r) == 0.0))
+                {
+                    return Err(Error::InvalidOption(format!(
+                        "column {r} of the initial factor of mode {m} is all zero; its component would stay zero"
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -174,12 +186,12 @@ pub fn cp_als_with_progress(
     opts: &CpOptions,
     progress: &mut dyn FnMut(&IterStats),
 ) -> Result<CpModel> {
-    check_tensor(x)?;
+    let norm_sq = check_tensor(x, Op::Mttkrp)?;
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
+    crate::memplan::MemoryPlan::cp(&dims, opts.rank).check()?;
     let order = dims.len();
     let rank = opts.rank;
-    let norm_x = x.norm_sq().sqrt();
 
     // The factors live in f32, as the engine takes them; everything reduced over rows
     // (Grams, column norms, the fit's inner product) is accumulated in f64.
@@ -226,12 +238,11 @@ pub fn cp_als_with_progress(
                 inner = update.inner;
             }
         }
-        let fit = cp_fit(norm_x, &weights, &grams, &inner);
-        if !fit.is_finite() {
-            return Err(Error::NonFinite(format!(
-                "CP-ALS fit in iteration {it} is {fit}"
-            )));
-        }
+        let fit = fit_from(
+            norm_sq,
+            cp_residual(norm_sq, &weights, &grams, &inner),
+            || format!("CP-ALS iteration {it}"),
+        )?;
         let delta = fit - fit_old;
         let stats = clock.finish(it, fit, delta);
         fits.push(fit);
@@ -448,9 +459,10 @@ fn normalize_columns(a: &mut Matrix<f64>, two_norm: bool) -> Vec<f64> {
     norms
 }
 
-/// The fit from `‖X‖`, `λ`, the Grams and `inner[r] = Σ_i M[i, r] A[i, r]` of the last
-/// mode (its MTTKRP `M` and normalized factor `A`).
-fn cp_fit(norm_x: f64, weights: &[f64], grams: &[Mat<f64>], inner: &[f64]) -> f64 {
+/// `‖X − X̂‖² = ‖X‖² + ‖X̂‖² − 2⟨X, X̂⟩` from `‖X‖²`, `λ`, the Grams and
+/// `inner[r] = Σ_i M[i, r] A[i, r]` of the last mode (its MTTKRP `M` and normalized
+/// factor `A`).
+fn cp_residual(norm_sq: f64, weights: &[f64], grams: &[Mat<f64>], inner: &[f64]) -> f64 {
     let r = weights.len();
     let mut model_sq = 0.0;
     for i in 0..r {
@@ -460,8 +472,7 @@ fn cp_fit(norm_x: f64, weights: &[f64], grams: &[Mat<f64>], inner: &[f64]) -> f6
         }
     }
     let inner: f64 = inner.iter().zip(weights).map(|(c, w)| c * w).sum();
-    let resid_sq = norm_x * norm_x + model_sq - 2.0 * inner;
-    1.0 - resid_sq.max(0.0).sqrt() / norm_x
+    norm_sq + model_sq - 2.0 * inner
 }
 
 /// Scales every column to unit 2-norm (into the weights) and sorts the components by

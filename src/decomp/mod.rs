@@ -5,8 +5,9 @@
 //! - [`tucker_hooi`]: Tucker by higher-order orthogonal iteration — per mode a TTMc on
 //!   the engine, then the leading left singular vectors of the (tall, thin) result.
 //!
-//! Both compute their fit `1 − ‖X − X̂‖ / ‖X‖` from `‖X‖²` (FP64, from the input
-//! values) and quantities they already have, never by rebuilding the tensor. Sparse
+//! Both compute their fit `1 − ‖X − X̂‖ / ‖X‖` from `‖X‖²` (FP64, of the values as
+//! stored in fp16, which the kernels see) and quantities they already have, never by
+//! rebuilding the tensor. Sparse
 //! kernels run in f32 on the engine; all dense linear algebra runs in f64 through
 //! `faer`. Both are deterministic for a given seed, options, backend and thread count.
 //! A progress callback receives an [`IterStats`] after every iteration.
@@ -27,6 +28,7 @@ pub use tucker::{TuckerModel, TuckerOptions, tucker_hooi, tucker_hooi_with_progr
 use crate::engine::{Prepared, RunStats};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
+use crate::ops::Op;
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -127,22 +129,47 @@ fn check_common(max_iters: usize, tol: f64) -> Result<()> {
     Ok(())
 }
 
-/// Checks that `x` can be decomposed: order ≥ 2 and a nonzero norm (the fit divides
-/// by `‖X‖`).
-fn check_tensor(x: &Prepared) -> Result<()> {
+/// Checks that `x` can be decomposed with `op` (order ≥ 2, a nonzero norm: the fit
+/// divides by `‖X‖`) and returns `‖X‖²` of the values as stored for `op`: the fit's
+/// `⟨X, X̂⟩` comes from kernels on those values, and mixing it with the exact input's
+/// norm made an exact model's fit read 0.98755 for a single value.
+fn check_tensor(x: &Prepared, op: Op) -> Result<f64> {
     if x.order() < 2 {
         return Err(Error::InvalidTensor(format!(
             "a decomposition needs a tensor of order ≥ 2, got order {}",
             x.order()
         )));
     }
-    let n = x.norm_sq();
+    let stats = x.hls(op)?.stats();
+    let n = stats.norm_sq;
     if !(n.is_finite() && n > 0.0) {
+        let why = if stats.quant.flushed_to_zero > 0 {
+            "every value rounds to zero in fp16 storage"
+        } else {
+            "the fit is undefined"
+        };
         return Err(Error::InvalidTensor(format!(
-            "the tensor's squared norm is {n}; the fit is undefined"
+            "the tensor's squared norm is {n}: {why}"
         )));
     }
-    Ok(())
+    Ok(n)
+}
+
+/// A residual `‖X − X̂‖²` this far below zero, relative to `‖X‖²`, is rounding (the
+/// kernels accumulate in f32): the residual of a model that fits exactly.
+const RESIDUAL_ROUNDING: f64 = 1e-4;
+
+/// `1 − ‖X − X̂‖ / ‖X‖` from `‖X‖²` and `‖X − X̂‖²`, both from the same stored values.
+/// A residual below zero within [`RESIDUAL_ROUNDING`] counts as zero; one further
+/// below means the two do not come from the same values, and no fit is made up.
+fn fit_from(norm_sq: f64, resid_sq: f64, what: impl FnOnce() -> String) -> Result<f64> {
+    if resid_sq < -RESIDUAL_ROUNDING * norm_sq || !resid_sq.is_finite() {
+        return Err(Error::Numerical(format!(
+            "{}: ‖X − X̂‖² is {resid_sq:e} with ‖X‖² = {norm_sq:e}; no fit can be computed",
+            what()
+        )));
+    }
+    Ok(1.0 - resid_sq.max(0.0).sqrt() / norm_sq.sqrt())
 }
 
 /// Checks user-given initial factors: one per mode, mode `m` of shape
@@ -169,6 +196,13 @@ fn check_init(init: &[Matrix], dims: &[usize], ranks: &[usize]) -> Result<()> {
                 p / ranks[m],
                 p % ranks[m],
                 f.data()[p]
+            )));
+        }
+        // Mode 0's initial factor is never read; any other that is all zero leaves
+        // every update zero (a fit of 0 and zero weights).
+        if m > 0 && f.data().iter().all(|&v| v == 0.0) {
+            return Err(Error::InvalidOption(format!(
+                "initial factor of mode {m} is all zero; the iterations cannot leave zero"
             )));
         }
     }

@@ -10,7 +10,9 @@
 //!    The `I_n × I_n` matrix `Y_(n)Y_(n)ᵀ` is never formed.
 //!
 //! The core comes from the last mode's TTMc: `G_(N−1) = U_{N−1}ᵀ Y_(N−1)`, and
-//! `fit = 1 − sqrt(max(0, ‖X‖² − ‖G‖²)) / ‖X‖` (exact for orthonormal factors).
+//! `fit = 1 − sqrt(‖X‖² − ‖G‖²) / ‖X‖` (exact for orthonormal factors), with `‖X‖²` of
+//! the values as stored (those the TTMc saw; a difference below zero by rounding counts
+//! as zero).
 //!
 //! Initial factors, unless given: mode `m` is the orthonormal `Q` of a Householder QR
 //! of `Matrix::random(I_m, R_m, seed + m)` (uniform in `[0, 1)`; wrapping add). Given
@@ -19,7 +21,7 @@
 //! is never read: the first update of mode 0 uses only the others.
 
 use super::dense::{at_b, leading_left_singular, orthonormalize};
-use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor};
+use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from};
 use crate::engine::{Engine, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -191,12 +193,11 @@ pub fn tucker_hooi_with_progress(
     opts: &TuckerOptions,
     progress: &mut dyn FnMut(&IterStats),
 ) -> Result<TuckerModel> {
-    check_tensor(x)?;
+    let norm_sq = check_tensor(x, Op::Ttmc)?;
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
+    crate::memplan::MemoryPlan::tucker(&dims, &opts.ranks).check()?;
     let order = dims.len();
-    let norm_sq = x.norm_sq();
-    let norm_x = norm_sq.sqrt();
 
     let mut factors = opts.initial_factors(&dims);
     let mut core = Vec::new();
@@ -225,12 +226,9 @@ pub fn tucker_hooi_with_progress(
             factors[n] = u.to_f32();
         }
         let core_sq: f64 = core.iter().map(|g| g * g).sum();
-        let fit = 1.0 - (norm_sq - core_sq).max(0.0).sqrt() / norm_x;
-        if !fit.is_finite() {
-            return Err(Error::NonFinite(format!(
-                "Tucker fit in iteration {it} is {fit}"
-            )));
-        }
+        let fit = fit_from(norm_sq, norm_sq - core_sq, || {
+            format!("Tucker-HOOI iteration {it}")
+        })?;
         let delta = fit - fit_old;
         let stats = clock.finish(it, fit, delta);
         fits.push(fit);

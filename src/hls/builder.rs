@@ -134,14 +134,29 @@ impl HlsBuilder {
                 x.values()[p]
             )));
         }
-        let max_abs = x.values().iter().fold(0f64, |m, v| m.max(v.abs()));
-        let scale = choose_scale(max_abs);
-        if max_abs / scale as f64 > super::values::F16_MAX {
+        let (big, max_abs) = x
+            .values()
+            .iter()
+            .enumerate()
+            .fold(
+                (0, 0f64),
+                |(p, m), (k, v)| {
+                    if v.abs() > m { (k, v.abs()) } else { (p, m) }
+                },
+            );
+        // The kernels widen every stored value to f32 and multiply it by the scale: a
+        // magnitude above f32's largest would reach them as inf (and fp16 with an f32
+        // scale could hold up to about 1.1e43, so the scale alone does not catch it).
+        if max_abs > f32::MAX as f64 {
+            let coords: Vec<u64> = x.coords(big).iter().map(|&i| i as u64 + 1).collect();
             return Err(Error::Unsupported(format!(
-                "values up to {max_abs:e} exceed what fp16 with an f32 scale can hold (about 1.1e43)"
+                "the value {:e} at coordinates {coords:?} (1-based) is beyond f32's range \
+                 (±3.4e38), in which the kernels compute; scale the tensor down",
+                x.values()[big]
             )));
         }
-        let (halves, quant) = quantize_all(x.values(), scale);
+        let scale = choose_scale(max_abs);
+        let (halves, quant, norm_sq) = quantize_all(x.values(), scale);
 
         // Step 2: tiles of 3rd-order tensors.
         let tile_dims: Vec<usize> = x
@@ -196,6 +211,7 @@ impl HlsBuilder {
                 all_dense_bytes,
                 coo_bytes: x.coo_bytes(),
                 quant,
+                norm_sq,
             };
             out.push(HlsTensor {
                 dims: x.dims().to_vec(),
@@ -210,8 +226,11 @@ impl HlsBuilder {
     }
 }
 
-fn quantize_all(values: &[f64], scale: f32) -> (Vec<f16>, QuantReport) {
+fn quantize_all(values: &[f64], scale: f32) -> (Vec<f16>, QuantReport, f64) {
     let halves: Vec<f16> = values.par_iter().map(|&v| quantize(v, scale)).collect();
+    // In units of the scale, so no square underflows; the scale is a power of two.
+    let units: f64 = halves.par_iter().map(|h| h.to_f64() * h.to_f64()).sum();
+    let norm_sq = units * scale as f64 * scale as f64;
     let quant = values
         .par_iter()
         .zip(&halves)
@@ -232,7 +251,7 @@ fn quantize_all(values: &[f64], scale: f32) -> (Vec<f16>, QuantReport) {
             },
             QuantReport::merge,
         );
-    (halves, quant)
+    (halves, quant, norm_sq)
 }
 
 /// Splits the (sorted) tensor into 16-row slabs of mode 0 and sorts each by tile.

@@ -33,6 +33,9 @@ pub struct HlsStats {
     pub coo_bytes: usize,
     /// fp16 quantization of the values.
     pub quant: QuantReport,
+    /// Squared Frobenius norm of the values as stored (fp16 times the scale, summed in
+    /// f64): the norm that matches what the kernels compute with, which a fit must use.
+    pub norm_sq: f64,
 }
 
 impl HlsStats {

@@ -11,23 +11,33 @@ use half::f16;
 pub const F16_MAX: f64 = 65504.0;
 /// fp16's smallest positive normal value.
 pub const F16_MIN_NORMAL: f64 = 6.103_515_625e-5;
+/// Magnitudes below this lose products in the f32 kernels: they flush results under
+/// 2^-126 (f32's smallest normal value) to zero, so a value of 2^-100 times factor
+/// entries whose product is below 2^-26 contributes nothing.
+pub const KERNEL_TINY: f64 = 7.888_609_052_210_118e-31;
 /// fp16's unit roundoff (2^-11): the relative error bound of rounding a normal value.
 pub const F16_UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
 
-/// The tensor-wide scale for values whose largest magnitude is `max_abs`.
+/// The tensor-wide scale for values whose largest magnitude is `max_abs`: a power of
+/// two between 2^-126 and 2^127 (the normal f32 powers of two).
 pub fn choose_scale(max_abs: f64) -> f32 {
     if max_abs == 0.0 || !max_abs.is_finite() {
         return 1.0;
     }
-    let mut e = (max_abs / F16_MAX).log2().ceil() as i32;
+    // Start inside the exponent range the result is clamped to, so both searches take
+    // a few steps whatever the value. (A subnormal f64 made `max_abs / F16_MAX` zero,
+    // its log2 -inf and the start i32::MIN: minutes of counting up.)
+    let mut e = (max_abs.log2() - F16_MAX.log2())
+        .ceil()
+        .clamp(-126.0, 127.0) as i32;
     // log2 may round; make sure the bound holds exactly.
-    while max_abs / 2f64.powi(e) > F16_MAX {
+    while e < 127 && max_abs / 2f64.powi(e) > F16_MAX {
         e += 1;
     }
     while e > -126 && max_abs / 2f64.powi(e - 1) <= F16_MAX {
         e -= 1;
     }
-    2f32.powi(e.clamp(-126, 127))
+    2f32.powi(e)
 }
 
 /// `v / scale` rounded to fp16.
@@ -53,6 +63,12 @@ pub struct QuantReport {
     pub subnormal: usize,
     /// Nonzero values that rounded to zero (lost).
     pub flushed_to_zero: usize,
+    /// Nonzero values of magnitude below [`KERNEL_TINY`]: their products with factor
+    /// entries may fall below f32's normal range, which the kernels flush to zero.
+    pub kernel_tiny: usize,
+    /// Of those, the values below f32's smallest normal value (2^-126 ≈ 1.2e-38): the
+    /// kernels drop them entirely, whatever the factors.
+    pub kernel_flushed: usize,
 }
 
 impl QuantReport {
@@ -60,6 +76,13 @@ impl QuantReport {
     pub fn record(&mut self, v: f64, h: f16) {
         if v == 0.0 {
             return;
+        }
+        let a = v.abs();
+        if a < KERNEL_TINY {
+            self.kernel_tiny += 1;
+            if a < f32::MIN_POSITIVE as f64 {
+                self.kernel_flushed += 1;
+            }
         }
         let back = dequantize(h, self.scale);
         self.max_rel_err = self.max_rel_err.max((back - v).abs() / v.abs());
@@ -75,12 +98,20 @@ impl QuantReport {
         self.max_rel_err = self.max_rel_err.max(o.max_rel_err);
         self.subnormal += o.subnormal;
         self.flushed_to_zero += o.flushed_to_zero;
+        self.kernel_tiny += o.kernel_tiny;
+        self.kernel_flushed += o.kernel_flushed;
         self
     }
 
     /// Whether any value lost more than fp16 rounding of a normal number.
     pub fn lost_precision(&self) -> bool {
         self.subnormal > 0 || self.flushed_to_zero > 0
+    }
+
+    /// Whether some values are small enough for the f32 kernels to lose their
+    /// contributions ([`QuantReport::kernel_tiny`]).
+    pub fn kernel_underflow(&self) -> bool {
+        self.kernel_tiny > 0
     }
 }
 
@@ -100,5 +131,13 @@ mod tests {
         }
         let big = choose_scale(1e9);
         assert!(quantize(1e9, big).is_finite());
+    }
+
+    #[test]
+    fn scale_stays_within_the_f32_powers_of_two() {
+        assert_eq!(choose_scale(1e-320), 2f32.powi(-126));
+        assert_eq!(choose_scale(f64::MIN_POSITIVE), 2f32.powi(-126));
+        assert_eq!(choose_scale(1e300), 2f32.powi(127));
+        assert_eq!(KERNEL_TINY, 2f64.powi(-100));
     }
 }

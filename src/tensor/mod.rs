@@ -1,10 +1,12 @@
 //! Sparse tensors in coordinate (COO) form: the input side of the pipeline.
 //!
 //! [`CooTensor`] holds any order; [`tns`] reads and writes FROSTT `.tns` text (plain or
-//! gzipped), [`binary`] a compact memory-mappable cache, and [`generate`] seeded
-//! synthetic tensors of every regime the kernels care about.
+//! gzipped), [`binary`] a compact memory-mappable form, [`cache`] keeps a binary copy
+//! of every text read, and [`generate`] makes seeded synthetic tensors of every regime
+//! the kernels care about.
 
 pub mod binary;
+pub mod cache;
 pub mod generate;
 pub mod tns;
 

@@ -3,8 +3,10 @@
 //!
 //! Reading accepts:
 //! - plain or gzipped files (gzip when the file starts with the gzip magic bytes; a name
-//!   ending in `.gz` whose content lacks them is an error), several gzip members too;
-//! - `#` comment lines and blank lines anywhere, CRLF line ends;
+//!   ending in `.gz` whose content lacks them is an error), several gzip members too,
+//!   and bytes after the last member ignored (and counted) as `gzip -d` does;
+//! - `#` comment lines and blank lines anywhere, a `#` comment after the value of a
+//!   data line (or after a header line), CRLF line ends;
 //! - an optional header some tools write: a line holding the order `N` alone, then a
 //!   line of `N` dimensions. The declared dimensions are then enforced; without a
 //!   header every mode's length is its largest index.
@@ -49,6 +51,9 @@ pub struct ReadReport {
     pub header: Option<Vec<usize>>,
     /// Bytes of text parsed (after decompression).
     pub bytes: u64,
+    /// Bytes after the last gzip member that were not another member (zero padding or
+    /// trailing garbage, which `gzip -d` ignores too).
+    pub trailing_bytes: u64,
 }
 
 /// Reads a `.tns` file (plain or gzipped).
@@ -63,12 +68,20 @@ pub fn read_with_progress(
     path: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(CooTensor, ReadReport)> {
-    let text = read_text(path, progress)?;
-    parse(&text, path)
+    let (text, trailing_bytes) = read_text(path, progress)?;
+    let (x, report) = parse(&text, path)?;
+    Ok((
+        x,
+        ReadReport {
+            trailing_bytes,
+            ..report
+        },
+    ))
 }
 
-/// Reads the whole file as text, decompressing gzip.
-fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<u8>> {
+/// Reads the whole file as text, decompressing gzip; also gives the bytes ignored after
+/// the last gzip member.
+fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<(Vec<u8>, u64)> {
     let io = |e| Error::io(path, e);
     let mut file = File::open(path).map_err(io)?;
     let total = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -87,21 +100,8 @@ fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<u8>>
     }
     let head = &magic[..got];
     if is_gzip {
-        let counted = CountingReader {
-            inner: head.chain(file),
-            count: 0,
-        };
-        let mut gz = flate2::read::MultiGzDecoder::new(counted);
-        // Compressed text usually expands 3–6×.
-        let mut text = Vec::with_capacity((total as usize).saturating_mul(4));
-        loop {
-            let n = read_step(&mut gz, &mut text).map_err(|e| decompress_error(path, e))?;
-            progress(gz.get_ref().count, total);
-            if n == 0 {
-                break;
-            }
-        }
-        Ok(text)
+        // The magic bytes are taken: the member reader puts them back in front.
+        read_gzip(path, file, total, progress)
     } else {
         let mut text = Vec::with_capacity(total as usize);
         text.extend_from_slice(head);
@@ -112,7 +112,47 @@ fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<u8>>
                 break;
             }
         }
-        Ok(text)
+        Ok((text, 0))
+    }
+}
+
+/// Decompresses gzip member after member, as `gzip -d` does: what follows the last
+/// member without the gzip magic (zero padding, trailing garbage) is ignored and
+/// counted. Gives the text and the count.
+fn read_gzip(
+    path: &Path,
+    raw: impl Read,
+    total: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Vec<u8>, u64)> {
+    use std::io::BufRead;
+    let io = |e| Error::io(path, e);
+    let count = std::rc::Rc::new(std::cell::Cell::new(GZIP_MAGIC.len() as u64));
+    let counted = CountingReader {
+        inner: raw,
+        count: count.clone(),
+    };
+    let mut rest: Box<dyn BufRead> = Box::new(std::io::BufReader::with_capacity(1 << 16, counted));
+    // Compressed text usually expands 3–6×.
+    let mut text = Vec::with_capacity((total as usize).saturating_mul(4));
+    let mut magic = GZIP_MAGIC;
+    loop {
+        // Each member starts with the two magic bytes already taken from `rest`.
+        let mut gz = flate2::bufread::GzDecoder::new(std::io::Cursor::new(magic).chain(rest));
+        loop {
+            let n = read_step(&mut gz, &mut text).map_err(|e| decompress_error(path, e))?;
+            progress(count.get(), total);
+            if n == 0 {
+                break;
+            }
+        }
+        rest = gz.into_inner().into_inner().1;
+        let got = read_up_to(&mut rest, &mut magic).map_err(io)?;
+        if got == 2 && magic == GZIP_MAGIC {
+            continue;
+        }
+        let ignored = got as u64 + std::io::copy(&mut rest, &mut std::io::sink()).map_err(io)?;
+        return Ok((text, ignored));
     }
 }
 
@@ -155,13 +195,13 @@ fn read_step(r: &mut impl Read, out: &mut Vec<u8>) -> std::io::Result<usize> {
 /// A reader that counts the bytes taken from the one it wraps.
 struct CountingReader<R> {
     inner: R,
-    count: u64,
+    count: std::rc::Rc<std::cell::Cell<u64>>,
 }
 
 impl<R: Read> Read for CountingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.count += n as u64;
+        self.count.set(self.count.get() + n as u64);
         Ok(n)
     }
 }
@@ -244,6 +284,7 @@ pub fn parse(text: &[u8], origin: &Path) -> Result<(CooTensor, ReadReport)> {
         duplicates_summed,
         header: start.header,
         bytes: text.len() as u64,
+        trailing_bytes: 0,
     };
     Ok((x, report))
 }
@@ -304,6 +345,12 @@ fn fields(line: &[u8]) -> impl Iterator<Item = &[u8]> {
     line.split(|&b| is_space(b)).filter(|f| !f.is_empty())
 }
 
+/// The line up to its first `#`: what follows is a comment (a `#` cannot be part of an
+/// index or a number).
+fn strip_comment(line: &[u8]) -> &[u8] {
+    memchr::memchr(b'#', line).map_or(line, |p| &line[..p])
+}
+
 /// Whether a line holds nothing to parse (blank or a `#` comment).
 fn is_skipped(line: &[u8]) -> bool {
     match line.iter().find(|&&b| !is_space(b)) {
@@ -343,7 +390,7 @@ fn find_start(text: &[u8]) -> std::result::Result<Option<Start>, (usize, String)
     let Some((n1, off1, l1)) = content.next() else {
         return Ok(None);
     };
-    let f1: Vec<&[u8]> = fields(l1).collect();
+    let f1: Vec<&[u8]> = fields(strip_comment(l1)).collect();
     if f1.len() >= 2 {
         return Ok(Some(Start {
             offset: off1,
@@ -379,7 +426,7 @@ fn find_start(text: &[u8]) -> std::result::Result<Option<Start>, (usize, String)
             ),
         ));
     };
-    let f2: Vec<&[u8]> = fields(l2).collect();
+    let f2: Vec<&[u8]> = fields(strip_comment(l2)).collect();
     if f2.len() != order {
         return Err((
             n2,
@@ -478,7 +525,7 @@ fn parse_chunk(buf: &[u8], shape: &Shape) -> std::result::Result<Chunk, LineErro
                 }
             }
             let s = pos;
-            while pos < line_end && !is_space(buf[pos]) {
+            while pos < line_end && !is_space(buf[pos]) && buf[pos] != b'#' {
                 pos += 1;
             }
             let value = std::str::from_utf8(&buf[s..pos])
@@ -487,8 +534,9 @@ fn parse_chunk(buf: &[u8], shape: &Shape) -> std::result::Result<Chunk, LineErro
             while pos < line_end && is_space(buf[pos]) {
                 pos += 1;
             }
+            // A `#` after the value starts a comment.
             match value {
-                Some(v) if v.is_finite() && pos == line_end => {
+                Some(v) if v.is_finite() && (pos == line_end || buf[pos] == b'#') => {
                     values.push(v);
                     true
                 }
@@ -515,14 +563,20 @@ fn parse_chunk(buf: &[u8], shape: &Shape) -> std::result::Result<Chunk, LineErro
 /// Says precisely what is wrong with a data line the fast path rejected.
 fn diagnose(line: &[u8], shape: &Shape, limits: &[u64]) -> String {
     let order = shape.order;
-    let f: Vec<&[u8]> = fields(line).collect();
+    let data = strip_comment(line);
+    let f: Vec<&[u8]> = fields(data).collect();
     if f.len() != order + 1 {
         let why = match shape.header {
             Some(_) => "the header declares".to_string(),
             None => format!("as on the first data line, line {}", shape.first_data_line),
         };
+        let comment = if data.len() < line.len() {
+            " before the `#` that starts a comment"
+        } else {
+            ""
+        };
         return format!(
-            "wrong number of fields: expected {} ({order} indices and a value; order {order}, {why}), found {}",
+            "wrong number of fields: expected {} ({order} indices and a value; order {order}, {why}), found {}{comment}",
             order + 1,
             f.len()
         );

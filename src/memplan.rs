@@ -1,0 +1,436 @@
+//! Memory plans: what a command will allocate, computed from the shapes before any work
+//! starts, and checked against the memory this process may really use.
+//!
+//! The memory a process may use is the smallest of (Linux; elsewhere nothing is known
+//! and every plan passes):
+//! - `MemAvailable` of `/proc/meminfo`;
+//! - the soft `RLIMIT_AS` (`ulimit -v`) less the address space in use (`VmSize`);
+//! - the soft `RLIMIT_DATA` (`ulimit -d`) less the data segment in use (`VmData`);
+//! - the memory cgroup's limit less its usage, over the process's cgroup and its
+//!   ancestors (cgroup v2), or the v1 memory controller.
+//!
+//! These are read from `/proc` and `/sys/fs/cgroup` text, which needs no dependency.
+//! Sizes are summed in `u128` and saturate, so no rank or extent a user can type
+//! overflows a plan.
+
+use crate::error::{Error, Result};
+use crate::ops::Op;
+use std::path::Path;
+
+/// How much memory this process may still allocate, and which limit says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Available {
+    /// Bytes.
+    pub bytes: u64,
+    /// The limit that is smallest, in words (e.g. `ulimit -v`).
+    pub limited_by: String,
+}
+
+/// The memory this process may still allocate: the smallest of the limits in the
+/// module docs; `None` when none can be read.
+pub fn available() -> Option<Available> {
+    let mut best: Option<Available> = None;
+    let mut consider = |bytes: Option<u64>, what: &str| {
+        if let Some(b) = bytes
+            && best.as_ref().is_none_or(|a| b < a.bytes)
+        {
+            best = Some(Available {
+                bytes: b,
+                limited_by: what.to_string(),
+            });
+        }
+    };
+    consider(meminfo_available(), "MemAvailable of /proc/meminfo");
+    consider(
+        rlimit_room("Max address space", "VmSize:"),
+        "ulimit -v (RLIMIT_AS) less the address space in use",
+    );
+    consider(
+        rlimit_room("Max data size", "VmData:"),
+        "ulimit -d (RLIMIT_DATA) less the data in use",
+    );
+    consider(cgroup_room(), "the memory cgroup's limit less its usage");
+    best
+}
+
+/// `MemAvailable` in bytes.
+fn meminfo_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    kib_field(&text, "MemAvailable:")
+}
+
+/// A `NAME:   123 kB` field of a `/proc` file, in bytes.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    let kib: u64 = line[name.len()..].split_whitespace().next()?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// The soft limit `limit` of `/proc/self/limits` less the `/proc/self/status` field
+/// `used`; `None` when unlimited or unreadable.
+fn rlimit_room(limit: &str, used: &str) -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with(limit))?;
+    let soft: u64 = line[limit.len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let in_use = kib_field(&status, used).unwrap_or(0);
+    Some(soft.saturating_sub(in_use))
+}
+
+/// The tightest `limit − usage` of the memory cgroups this process is in.
+fn cgroup_room() -> Option<u64> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let read = |p: &Path| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+    let mut best: Option<u64> = None;
+    // cgroup v2: "0::/path"; the limit may sit on any ancestor.
+    if let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) {
+        let mut dir = Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
+        loop {
+            if let (Some(max), Some(cur)) = (
+                read(&dir.join("memory.max")),
+                read(&dir.join("memory.current")),
+            ) {
+                let room = max.saturating_sub(cur);
+                best = Some(best.map_or(room, |b| b.min(room)));
+            }
+            if dir == Path::new("/sys/fs/cgroup") || !dir.pop() {
+                break;
+            }
+        }
+    }
+    // cgroup v1: values near 2^63 mean no limit.
+    let v1 = Path::new("/sys/fs/cgroup/memory");
+    if let (Some(max), Some(cur)) = (
+        read(&v1.join("memory.limit_in_bytes")),
+        read(&v1.join("memory.usage_in_bytes")),
+    ) && max < 1 << 62
+    {
+        let room = max.saturating_sub(cur);
+        best = Some(best.map_or(room, |b| b.min(room)));
+    }
+    best
+}
+
+/// Bytes as a person reads them: `512 B`, `3.2 MiB`, `12.0 GiB`.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// What a command will allocate, part by part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryPlan {
+    what: String,
+    hint: String,
+    parts: Vec<(String, u128)>,
+}
+
+impl MemoryPlan {
+    /// An empty plan for `what` (e.g. `cp rank 16`); `hint` says which option reduces
+    /// it (e.g. `lower --rank`).
+    pub fn new(what: impl Into<String>, hint: impl Into<String>) -> Self {
+        MemoryPlan {
+            what: what.into(),
+            hint: hint.into(),
+            parts: Vec::new(),
+        }
+    }
+
+    /// Adds `count` elements of `elem_bytes` each, described by `part`.
+    pub fn add(&mut self, part: impl Into<String>, count: u128, elem_bytes: u128) -> &mut Self {
+        self.parts
+            .push((part.into(), count.saturating_mul(elem_bytes)));
+        self
+    }
+
+    /// Adds every part of `other`.
+    pub fn extend(&mut self, other: &MemoryPlan) -> &mut Self {
+        self.parts.extend(other.parts.iter().cloned());
+        self
+    }
+
+    /// The parts: a description and bytes each.
+    pub fn parts(&self) -> &[(String, u128)] {
+        &self.parts
+    }
+
+    /// Bytes in all, saturating at `u64::MAX`.
+    pub fn bytes(&self) -> u64 {
+        let total = self
+            .parts
+            .iter()
+            .fold(0u128, |s, (_, b)| s.saturating_add(*b));
+        u64::try_from(total).unwrap_or(u64::MAX)
+    }
+
+    /// Checks the plan against [`available`].
+    pub fn check(&self) -> Result<()> {
+        self.check_against(available().as_ref())
+    }
+
+    /// Checks the plan against `available` (`None`: nothing known, the plan passes
+    /// unless it exceeds the address space).
+    pub fn check_against(&self, available: Option<&Available>) -> Result<()> {
+        let needed = self.bytes();
+        let (room, limited_by) = match available {
+            Some(a) => (a.bytes, a.limited_by.clone()),
+            None => (isize::MAX as u64, "the address space".to_string()),
+        };
+        if needed <= room {
+            return Ok(());
+        }
+        let (part, bytes) = self
+            .parts
+            .iter()
+            .max_by_key(|(_, b)| *b)
+            .cloned()
+            .unwrap_or_default();
+        Err(Error::Memory {
+            what: self.what.clone(),
+            needed,
+            available: room,
+            limited_by,
+            largest: format!(
+                "{part}: {}",
+                human_bytes(u64::try_from(bytes).unwrap_or(u64::MAX))
+            ),
+            hint: self.hint.clone(),
+        })
+    }
+
+    /// The HLS build of a tensor of `nnz` nonzeros and `order` modes into `forms`
+    /// forms with tile threshold at least `threshold`: the builder's sorted keys and
+    /// slabs, and per form its sparse part and dense tiles (at most `nnz / threshold`
+    /// tiles of a 512-byte bitmap each).
+    pub fn add_prepare(
+        &mut self,
+        nnz: usize,
+        order: usize,
+        forms: usize,
+        threshold: u32,
+    ) -> &mut Self {
+        let nnz = nnz as u128;
+        let forms = forms.max(1) as u128;
+        let tiles = if order == 3 {
+            nnz / threshold.max(1) as u128
+        } else {
+            0
+        };
+        self.add("HLS build: keys, slabs and fp16 values", nnz, 52)
+            .add("HLS form(s): sparse part", nnz.saturating_mul(forms), 9)
+            .add("HLS form(s): dense tiles", tiles.saturating_mul(forms), 524)
+    }
+
+    /// CP-ALS of rank `rank` on a tensor of extents `dims`: factors and kernel outputs
+    /// (f32), their f64 copies in the returned model, the `R × R` Grams, the solve's
+    /// workspace and the per-block partial results of a mode's update.
+    pub fn cp(dims: &[usize], rank: usize) -> Self {
+        let mut p = MemoryPlan::new(
+            format!("CP-ALS rank {rank}"),
+            format!("lower --rank (the modes' lengths are {dims:?})"),
+        );
+        let r = rank as u128;
+        let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128));
+        let widest = dims.iter().copied().max().unwrap_or(0);
+        p.add(
+            format!("factors and MTTKRP outputs ({rows} rows × {rank}, f32)"),
+            rows.saturating_mul(r),
+            8,
+        )
+        .add(
+            format!("the model's factors ({rows} rows × {rank}, f64 and f32)"),
+            rows.saturating_mul(r),
+            12,
+        )
+        .add(
+            format!(
+                "Grams and the solve ({} matrices of {rank} × {rank}, f64)",
+                dims.len() + 6
+            ),
+            (dims.len() as u128 + 6).saturating_mul(r.saturating_mul(r)),
+            8,
+        )
+        .add(
+            format!("a mode's update ({widest} rows × {rank} f64, twice, and per-block Grams)"),
+            (2 * widest as u128)
+                .saturating_mul(r)
+                .saturating_add(blocks(widest).saturating_mul(r.saturating_mul(r))),
+            8,
+        );
+        p
+    }
+
+    /// Tucker-HOOI with `ranks` on a tensor of extents `dims`: factors, every mode's
+    /// TTMc output (`I_n × Π_{m≠n} R_m`, f32), the largest mode's SVD or Gram
+    /// eigendecomposition (f64) and the core.
+    pub fn tucker(dims: &[usize], ranks: &[usize]) -> Self {
+        let mut p = MemoryPlan::new(
+            format!("Tucker-HOOI ranks {ranks:?}"),
+            format!("lower --ranks (the modes' lengths are {dims:?})"),
+        );
+        let factors: u128 = dims
+            .iter()
+            .zip(ranks)
+            .fold(0u128, |s, (&d, &r)| s.saturating_add(d as u128 * r as u128));
+        p.add("factors (f32, and f64 while initialized)", factors, 12);
+        let mut outputs = 0u128;
+        let mut worst = 0u128;
+        for n in 0..dims.len() {
+            let (rows, cols) = (dims[n] as u128, others(ranks, n));
+            let k = ranks[n] as u128;
+            outputs = outputs.saturating_add(rows.saturating_mul(cols));
+            let linalg = if rows <= cols {
+                // f64 copy, the SVD's workspace and its factors.
+                rows.saturating_mul(cols)
+                    .saturating_mul(3)
+                    .saturating_add(rows.saturating_mul(rows))
+            } else {
+                // Per-block Grams, the Gram, its eigenvectors and workspace, Y·V and QR.
+                (blocks(dims[n]) + 4)
+                    .saturating_mul(cols.saturating_mul(cols))
+                    .saturating_add(rows.saturating_mul(k).saturating_mul(3))
+            };
+            worst = worst.max(linalg);
+        }
+        let last = dims.len().saturating_sub(1);
+        let core = ranks
+            .get(last)
+            .map_or(0, |&r| r as u128)
+            .saturating_mul(others(ranks, last));
+        p.add("TTMc outputs of every mode (f32)", outputs, 4)
+            .add(
+                "the largest mode's SVD or Gram eigendecomposition (f64)",
+                worst,
+                8,
+            )
+            .add(
+                "the core and its per-block partial products (f64)",
+                (blocks(dims.get(last).copied().unwrap_or(0)) + 2).saturating_mul(core),
+                8,
+            );
+        p
+    }
+
+    /// One `op` on `mode` (`mttkrp`/`ttmc` on the command line) with factor ranks
+    /// `ranks`: the factors, the result (two while repetitions replace it), and with
+    /// `check` the FP64 reference, with `out` the f64 copy written.
+    pub fn kernel(
+        op: Op,
+        dims: &[usize],
+        mode: usize,
+        ranks: &[usize],
+        check: bool,
+        out: bool,
+    ) -> Self {
+        let hint = match op {
+            Op::Mttkrp => "lower --rank",
+            Op::Ttmc => "lower --ranks",
+        };
+        let mut p = MemoryPlan::new(
+            format!("{op} of mode {mode} with ranks {ranks:?}"),
+            format!("{hint} (the modes' lengths are {dims:?})"),
+        );
+        let factors: u128 = dims
+            .iter()
+            .zip(ranks)
+            .fold(0u128, |s, (&d, &r)| s.saturating_add(d as u128 * r as u128));
+        let cols = match op {
+            Op::Mttkrp => (0..dims.len())
+                .filter(|&m| m != mode)
+                .map(|m| ranks[m] as u128)
+                .max()
+                .unwrap_or(1),
+            Op::Ttmc => others(ranks, mode),
+        };
+        let rows = dims.get(mode).map_or(0, |&d| d as u128);
+        let result = rows.saturating_mul(cols);
+        p.add("factors (f32)", factors, 4).add(
+            format!("the result ({rows} × {cols}, f32, twice)"),
+            result,
+            8,
+        );
+        if check {
+            p.add("the FP64 reference result", result, 8);
+        }
+        if out {
+            p.add("the result widened for writing (f64)", result, 8);
+        }
+        p
+    }
+}
+
+/// `Π_{m≠n} R_m`, saturating.
+fn others(ranks: &[usize], n: usize) -> u128 {
+    ranks
+        .iter()
+        .enumerate()
+        .filter(|&(m, _)| m != n)
+        .fold(1u128, |acc, (_, &r)| acc.saturating_mul(r as u128))
+}
+
+/// Row blocks of a reduction over `n` rows in [`crate::decomp`] (at most 64).
+fn blocks(n: usize) -> u128 {
+    n.div_ceil(n.div_ceil(64).max(1024)).max(1) as u128
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_saturate_instead_of_overflowing() {
+        let p = MemoryPlan::tucker(&[1 << 32; 20], &[1 << 20; 20]);
+        assert_eq!(p.bytes(), u64::MAX);
+        let e = p.check_against(None).unwrap_err().to_string();
+        assert!(
+            e.contains("not enough memory") && e.contains("--ranks"),
+            "{e}"
+        );
+        let c = MemoryPlan::cp(&[usize::MAX, 3], usize::MAX);
+        assert_eq!(c.bytes(), u64::MAX);
+    }
+
+    #[test]
+    fn a_plan_fails_against_a_smaller_limit_and_names_it() {
+        let p = MemoryPlan::cp(&[1000, 1000, 1000], 10_000);
+        // Gram-sized parts dominate: (3 + 6) × 10^8 × 8 bytes and more.
+        assert!(p.bytes() > 7_200_000_000, "{}", p.bytes());
+        let small = Available {
+            bytes: 4_000_000_000,
+            limited_by: "ulimit -v".into(),
+        };
+        let e = p.check_against(Some(&small)).unwrap_err().to_string();
+        for w in ["CP-ALS rank 10000", "ulimit -v", "--rank", "GiB"] {
+            assert!(e.contains(w), "{w}: {e}");
+        }
+        let big = Available {
+            bytes: u64::MAX,
+            limited_by: "x".into(),
+        };
+        p.check_against(Some(&big)).unwrap();
+    }
+
+    #[test]
+    fn limits_are_read_where_the_system_has_them() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+        if Path::new("/proc/meminfo").exists() {
+            let a = available().expect("Linux reports MemAvailable");
+            assert!(a.bytes > 0, "{a:?}");
+        }
+    }
+}
