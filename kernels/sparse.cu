@@ -17,7 +17,9 @@
  *   once per lane and pass, not per nonzero) in registers.
  * - Segmented reduction: each group keeps its sums in registers while its output row
  *   repeats and adds them to global memory (one vector reduction per slot on sm_90)
- *   only when the row changes and at the batch's end.
+ *   only when the row changes and at the batch's end. Values are summed as stored
+ *   (fp16 widened) and the sums multiplied by the tensor's scale then, so values far
+ *   below f32's normal range still contribute when their products are not.
  * Outputs wider than one pass (sp_cols_per_pass columns) are done in several passes over
  * the batch. Factors are fp32 as the caller holds them, read through the read-only path.
  * No shared memory.
@@ -72,14 +74,17 @@ __device__ __forceinline__ void add_vec(float* out, const float (&x)[V]) {
     }
 }
 
-/* Adds a group's sums for output row `row` to global memory and clears them. */
+/* Adds a group's sums for output row `row`, times the tensor's value scale, to global
+ * memory and clears them. */
 template <int V, int S>
 __device__ __forceinline__ void flush_row(float* out, uint32_t C, uint32_t row, const uint32_t (&col)[S],
-                                          const bool (&ok)[S], float (&acc)[S][V]) {
+                                          const bool (&ok)[S], float scale, float (&acc)[S][V]) {
     if (row == kNoRow) return;
     float* orow = out + (size_t)row * C;
 #pragma unroll
     for (int s = 0; s < S; ++s) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[s][i] *= scale;
         if (ok[s]) add_vec<V>(orow + col[s], acc[s]);
 #pragma unroll
         for (int i = 0; i < V; ++i) acc[s][i] = 0.f;
@@ -146,7 +151,7 @@ __device__ void sparse_pass(const HlsLaunchParams& p, uint64_t begin, uint64_t e
         uint32_t b = blk;
         if (valid) {
             low = __ldg(keys + q);
-            val = __half2float(vals[q]) * p.value_scale;
+            val = __half2float(vals[q]); /* as stored; scaled once per flush */
             while (q >= __ldg(offsets + b + 1)) ++b;
         }
         const uint64_t prefix = __ldg(prefixes + b);
@@ -198,7 +203,7 @@ __device__ void sparse_pass(const HlsLaunchParams& p, uint64_t begin, uint64_t e
             }
             if (src < n_here) { /* uniform within the group */
                 if (row != cur) {
-                    flush_row<V, S>(out, C, cur, col, ok, acc);
+                    flush_row<V, S>(out, C, cur, col, ok, p.value_scale, acc);
                     cur = row;
                 }
 #pragma unroll
@@ -208,7 +213,7 @@ __device__ void sparse_pass(const HlsLaunchParams& p, uint64_t begin, uint64_t e
             }
         }
     }
-    flush_row<V, S>(out, C, cur, col, ok, acc);
+    flush_row<V, S>(out, C, cur, col, ok, p.value_scale, acc);
 }
 
 /* Every pass of warp `gwarp`'s batch (global warp index among the sparse blocks). */

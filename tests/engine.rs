@@ -451,3 +451,36 @@ twin!(each_op_gets_the_key_order_its_walk_prefers, |engine| {
         .unwrap();
     assert_eq!(one.bytes(), one.hls(Op::Mttkrp).unwrap().bytes());
 });
+
+// A result beyond f32's range is an error naming the op, mode and entry, never a
+// matrix of inf; a caller that scans the result itself may turn the check off.
+twin!(results_beyond_f32_are_an_error, |engine| {
+    let x = generate(&GenSpec {
+        dims: vec![20, 30, 40],
+        nnz: 2000,
+        pattern: Pattern::Uniform,
+        seed: 5,
+    })
+    .unwrap();
+    let p = engine
+        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
+        .unwrap();
+    let mut f = factors(&x, &[4; 3], 5);
+    for m in [1, 2] {
+        for v in f[m].data_mut() {
+            *v = 1e30;
+        }
+    }
+    let e = engine.mttkrp(&p, 0, &f).unwrap_err();
+    assert!(matches!(e, sptmc::Error::NonFinite(_)), "{e}");
+    assert!(e.to_string().contains("mttkrp of mode 0"), "{e}");
+    let mut out = Matrix::zeros(0, 0);
+    let unchecked = sptmc::engine::Call {
+        check_finite: false,
+        ..Default::default()
+    };
+    engine
+        .run_into_with(Op::Mttkrp, &p, 0, &f, &unchecked, &mut out)
+        .unwrap();
+    assert!(out.data().iter().any(|v| !v.is_finite()));
+});

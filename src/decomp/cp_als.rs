@@ -30,7 +30,7 @@
 
 use super::dense::{SolveKind, gram, gram_seq, inverse_spd, row_blocks};
 use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from};
-use crate::engine::{ColumnMax, Engine, Prepared};
+use crate::engine::{Call, ColumnMax, Engine, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
@@ -212,7 +212,12 @@ pub fn cp_als_with_progress(
         let mut inner = Vec::new();
         for n in 0..order {
             let m = &mut outputs[n];
-            clock.kernel(|| engine.run_into_with_max(Op::Mttkrp, x, n, &factors, &col_max, m))?;
+            // The update widens the result and checks its finiteness as it goes.
+            let call = Call {
+                col_max: Some(&col_max),
+                check_finite: false,
+            };
+            clock.kernel(|| engine.run_into_with(Op::Mttkrp, x, n, &factors, &call, m))?;
             let m = &outputs[n];
             let a = &mut factors[n];
             let last = n == order - 1;

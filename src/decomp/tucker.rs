@@ -22,7 +22,7 @@
 
 use super::dense::{at_b, leading_left_singular, orthonormalize};
 use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from};
-use crate::engine::{Engine, Prepared};
+use crate::engine::{Call, Engine, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
@@ -211,7 +211,11 @@ pub fn tucker_hooi_with_progress(
         let mut clock = IterClock::start();
         for n in 0..order {
             let y = &mut outputs[n];
-            clock.kernel(|| engine.run_into(Op::Ttmc, x, n, &factors, y))?;
+            let call = Call {
+                check_finite: false, // checked next, naming the iteration
+                ..Call::default()
+            };
+            clock.kernel(|| engine.run_into_with(Op::Ttmc, x, n, &factors, &call, y))?;
             check_finite(y, || format!("TTMc of mode {n} in iteration {it}"))?;
             // Reductions widen f32 rows to f64 block by block: no f64 copy of `y`.
             let y = &*y;

@@ -22,6 +22,7 @@ use crate::matrix::Matrix;
 use crate::ops::{Op, output_shape};
 use crate::tensor::CooTensor;
 use profile::{ProfileChoice, Profiles};
+use rayon::prelude::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -86,6 +87,25 @@ impl Prepared {
     /// profile, or "given" by the caller), for the caller to report.
     pub fn thresholds(&self) -> &[(Op, ProfileChoice)] {
         &self.thresholds
+    }
+}
+
+/// Options of one [`Engine::run_into_with`] call.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The factors' column maxima, when the caller knows them (see [`ColumnMax`]).
+    pub col_max: Option<&'a ColumnMax>,
+    /// Whether to scan the result for inf and NaN ([`Error::NonFinite`]); callers that
+    /// scan it anyway (the decompositions, while widening it) turn this off.
+    pub check_finite: bool,
+}
+
+impl Default for Call<'_> {
+    fn default() -> Self {
+        Call {
+            col_max: None,
+            check_finite: true,
+        }
     }
 }
 
@@ -294,18 +314,20 @@ impl Engine {
         })
     }
 
-    /// `op` on `mode` (see [`crate::ops`] for definitions and output shapes).
+    /// `op` on `mode` (see [`crate::ops`] for definitions and output shapes);
+    /// [`Error::NonFinite`] when the result holds inf or NaN.
     pub fn run(&self, op: Op, p: &Prepared, mode: usize, factors: &[Matrix]) -> Result<Matrix> {
         let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
         crate::matrix::check_alloc(&format!("{op} output"), rows, cols, 4)?;
         let mut out = Matrix::zeros(rows, cols);
-        self.run_into_checked(op, p, mode, factors, None, &mut out)?;
+        self.run_into_with(op, p, mode, factors, &Call::default(), &mut out)?;
         Ok(out)
     }
 
     /// `op` on `mode` into `out`, reusing its allocation (resized only on a new shape):
     /// the form for loops that call a kernel many times, since a fresh large output
-    /// costs page faults on every call. Returns what the call measured.
+    /// costs page faults on every call. Returns what the call measured;
+    /// [`Error::NonFinite`] when the result holds inf or NaN.
     pub fn run_into(
         &self,
         op: Op,
@@ -314,7 +336,7 @@ impl Engine {
         factors: &[Matrix],
         out: &mut Matrix,
     ) -> Result<RunStats> {
-        self.run_into_checked(op, p, mode, factors, None, out)
+        self.run_into_with(op, p, mode, factors, &Call::default(), out)
     }
 
     /// [`Engine::run_into`] with the factors' column maxima given by the caller (see
@@ -328,24 +350,56 @@ impl Engine {
         col_max: &ColumnMax,
         out: &mut Matrix,
     ) -> Result<RunStats> {
-        let fits = col_max.max.len() == factors.len()
-            && col_max
-                .max
-                .iter()
-                .zip(factors)
-                .enumerate()
-                .all(|(m, (c, f))| m == mode || c.len() == f.cols());
-        if !fits {
-            return Err(Error::shape(
-                "column maxima",
-                format!(
-                    "one per factor column, {:?}",
-                    factors.iter().map(Matrix::cols).collect::<Vec<_>>()
-                ),
-                format!("{:?}", col_max.max.iter().map(Vec::len).collect::<Vec<_>>()),
-            ));
+        let call = Call {
+            col_max: Some(col_max),
+            ..Call::default()
+        };
+        self.run_into_with(op, p, mode, factors, &call, out)
+    }
+
+    /// [`Engine::run_into`] with the options of [`Call`].
+    pub fn run_into_with(
+        &self,
+        op: Op,
+        p: &Prepared,
+        mode: usize,
+        factors: &[Matrix],
+        call: &Call<'_>,
+        out: &mut Matrix,
+    ) -> Result<RunStats> {
+        if let Some(col_max) = call.col_max {
+            let fits = col_max.max.len() == factors.len()
+                && col_max
+                    .max
+                    .iter()
+                    .zip(factors)
+                    .enumerate()
+                    .all(|(m, (c, f))| m == mode || c.len() == f.cols());
+            if !fits {
+                return Err(Error::shape(
+                    "column maxima",
+                    format!(
+                        "one per factor column, {:?}",
+                        factors.iter().map(Matrix::cols).collect::<Vec<_>>()
+                    ),
+                    format!("{:?}", col_max.max.iter().map(Vec::len).collect::<Vec<_>>()),
+                ));
+            }
         }
-        self.run_into_checked(op, p, mode, factors, Some(col_max), out)
+        let stats = self.run_into_checked(op, p, mode, factors, call.col_max, out)?;
+        if call.check_finite
+            && let Some(k) = out.data().par_iter().position_any(|v| !v.is_finite())
+        {
+            let cols = out.cols().max(1);
+            return Err(Error::NonFinite(format!(
+                "{op} of mode {mode} gave {} at ({}, {}): the factors or the tensor's values \
+                 are too large for f32",
+                out.data()[k],
+                k / cols,
+                k % cols
+            )));
+        }
+        Ok(stats)
     }
 
     /// Checks the shapes and sizes `out` (reallocating only on a new shape), then runs

@@ -288,10 +288,10 @@ fn walk_share(
 }
 
 /// Feeds `sink` the nonzeros of `share`: sparse part in key order, then dense tiles in
-/// tile and bitmap order. Values are widened from fp16 and scaled. Coordinates are
+/// tile and bitmap order. Values are widened from fp16, not scaled (the backend
+/// multiplies the result by the tensor's scale once). Coordinates are
 /// pushed in `levels` order (`c[k]` is the coordinate of mode `levels[k]`).
 fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mut impl Sink) {
-    let scale = hls.scale();
     let sp = hls.sparse();
     let (s, e) = share.sparse;
     if s < e {
@@ -325,7 +325,7 @@ fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mut impl Sink
                         sink.prefetch(&ahead);
                     }
                     decode(k, &mut c);
-                    sink.push(&c, v.to_f32() * scale);
+                    sink.push(&c, v.to_f32());
                 }
             } else {
                 for (q, &v) in (p..end).zip(&vals[p..end]) {
@@ -333,7 +333,7 @@ fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mut impl Sink
                     for (ck, &m) in c.iter_mut().zip(levels) {
                         *ck = wide[m];
                     }
-                    sink.push(&c, v.to_f32() * scale);
+                    sink.push(&c, v.to_f32());
                 }
             }
             p = end;
@@ -342,7 +342,7 @@ fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mut impl Sink
     }
     if let Some(d) = hls.dense() {
         let mut lc = vec![0u32; levels.len()];
-        dense_nonzeros(d, share.tiles, scale, |c, v| {
+        dense_nonzeros(d, share.tiles, |c, v| {
             for (ck, &m) in lc.iter_mut().zip(levels) {
                 *ck = c[m];
             }
@@ -364,7 +364,6 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
 ) {
     // `sink` is owned here (not behind a reference) so that, its address never
     // escaping, its rows can be kept in registers across the stores to the output.
-    let scale = hls.scale();
     let sp = hls.sparse();
     let (s, e) = share.sparse;
     if s < e {
@@ -390,12 +389,12 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
                     if prefetch && let Some(&ka) = ks.get(q + PREFETCH_AHEAD) {
                         sink.prefetch(&decode(ka));
                     }
-                    sink.push_array(decode(k), v.to_f32() * scale);
+                    sink.push_array(decode(k), v.to_f32());
                 }
             } else {
                 for (q, &v) in (p..end).zip(&vals[p..end]) {
                     layout.decode_all(sp.full_key(b, q), &mut wide);
-                    sink.push_array(std::array::from_fn(|k| wide[levels[k]]), v.to_f32() * scale);
+                    sink.push_array(std::array::from_fn(|k| wide[levels[k]]), v.to_f32());
                 }
             }
             p = end;
@@ -404,22 +403,18 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
     }
     // Dense tiles exist for 3rd-order tensors only.
     if let Some(d) = hls.dense().filter(|_| N == 3) {
-        dense_nonzeros(d, share.tiles, scale, |c, v| {
+        dense_nonzeros(d, share.tiles, |c, v| {
             sink.push_array(std::array::from_fn(|k| c[levels[k]]), v)
         });
     }
     sink.finish();
 }
 
-/// Calls `f` with the coordinates and scaled value of every nonzero of the dense tiles
+/// Calls `f` with the coordinates and value (as stored: the caller multiplies the
+/// result by the tensor's scale) of every nonzero of the dense tiles
 /// `tiles.0..tiles.1`, in tile and bitmap order.
 #[inline(always)]
-fn dense_nonzeros(
-    d: &DenseTiles,
-    tiles: (usize, usize),
-    scale: f32,
-    mut f: impl FnMut([u32; 3], f32),
-) {
+fn dense_nonzeros(d: &DenseTiles, tiles: (usize, usize), mut f: impl FnMut([u32; 3], f32)) {
     for t in tiles.0..tiles.1 {
         let o = d.tile_origin(t);
         let vals = d.tile_values(t);
@@ -430,7 +425,7 @@ fn dense_nonzeros(
                 let p = (wd as u32) * 64 + bits.trailing_zeros();
                 bits &= bits - 1;
                 let c = [o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)];
-                f(c, vals[v].to_f32() * scale);
+                f(c, vals[v].to_f32());
                 v += 1;
             }
         }

@@ -116,7 +116,7 @@ impl Backend for CpuBackend {
         let hls = tensor.hls();
         let factors = scaled::Rescaled::new(factors, mode, opts.col_max);
         kernel::run(op, hls, mode, factors.factors(), out, &self.pool);
-        factors.unscale(op, mode, out);
+        factors.unscale(op, mode, hls.scale(), out);
         Ok(RunStats::default())
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::matrix::Matrix;
 use crate::ops::Op;
+use rayon::prelude::*;
 use std::borrow::Cow;
 
 const LOW: f32 = 1.0 / 4_294_967_296.0;
@@ -82,15 +83,16 @@ impl<'a> Rescaled<'a> {
         &self.factors
     }
 
-    /// Multiplies the output columns by the scales the kernel divided out. The product
-    /// of scales is formed in f64 and the multiplication done in f64, so a true result
+    /// Multiplies the output columns by the scales the kernel divided out and by the
+    /// tensor's `value_scale` (the kernel summed the values as stored). The product of
+    /// scales is formed in f64 and the multiplication done in f64, so a true result
     /// within f32 range is recovered even when the scaled one was tiny.
-    pub(super) fn unscale(&self, op: Op, mode: usize, out: &mut Matrix) {
-        if self.scales.iter().all(Option::is_none) {
+    pub(super) fn unscale(&self, op: Op, mode: usize, value_scale: f32, out: &mut Matrix) {
+        if self.scales.iter().all(Option::is_none) && value_scale == 1.0 {
             return;
         }
         let cols = out.cols();
-        let mut col_scale = vec![1f64; cols];
+        let mut col_scale = vec![f64::from(value_scale); cols];
         match op {
             Op::Mttkrp => {
                 for s in self.scales.iter().flatten() {
@@ -103,6 +105,7 @@ impl<'a> Rescaled<'a> {
                 // Column index: Kronecker of the other modes, last fastest.
                 let mut len = 1;
                 col_scale.truncate(1);
+                col_scale[0] = f64::from(value_scale);
                 for (m, f) in self.factors.iter().enumerate() {
                     if m == mode {
                         continue;
@@ -123,10 +126,14 @@ impl<'a> Rescaled<'a> {
                 }
             }
         }
-        for i in 0..out.rows() {
-            for (x, &s) in out.row_mut(i).iter_mut().zip(&col_scale) {
-                *x = (*x as f64 * s) as f32;
-            }
-        }
+        out.data_mut()
+            .par_chunks_mut(cols.max(1) * 1024)
+            .for_each(|rows| {
+                for row in rows.chunks_mut(cols.max(1)) {
+                    for (x, &s) in row.iter_mut().zip(&col_scale) {
+                        *x = (*x as f64 * s) as f32;
+                    }
+                }
+            });
     }
 }
