@@ -13,6 +13,7 @@
 #include "dense_mttkrp.cu"
 #include "dense_ttmc.cu"
 #include "sparse.cu"
+#include "cp_update.cu"
 
 #define HLS_FUSED_ENTRY(name, dense, V, S, TTMC, MIN_BLOCKS)                         \
     extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS, MIN_BLOCKS)      \

@@ -35,6 +35,12 @@ typedef unsigned long long uint64_t;
 /* Largest factor rank the sparse TTMc kernel indexes (16-bit packed column indices). */
 #define HLS_SPARSE_TTMC_MAX_RANK 65535
 
+/* Largest CP rank the device-side CP-ALS update handles (W and a tile of A in shared
+   memory, the Gram partials in registers). */
+#define HLS_CP_MAX_RANK 64
+/* Rows of A one block of the CP update holds at a time. */
+#define HLS_CP_TILE_ROWS 16
+
 /* Operation codes (HlsLaunchParams.op). */
 #define HLS_OP_MTTKRP 0
 #define HLS_OP_TTMC 1
@@ -86,5 +92,19 @@ typedef struct HlsLaunchParams {
     uint32_t out_cols;  /* output columns */
     float value_scale;  /* stored fp16 value * value_scale = tensor value */
 } HlsLaunchParams;
+
+/* The CP-ALS update of one mode (kernels/cp_update.cu), by value as the only argument. */
+typedef struct HlsCpParams {
+    uint64_t m;    /* const float[rows][rank]: the mode's MTTKRP result */
+    uint64_t w;    /* const double[rank][rank] (update) or double[rank] (normalize: 1/norm) */
+    uint64_t a;    /* float[rows][rank]: the factor, written (update) or scaled (normalize) */
+    uint64_t acc;  /* double[rank*rank + 2*rank]: Gram, norms, inner products; zeroed */
+    uint64_t flag; /* uint32_t: set to 1 when M holds a non-finite entry; zeroed */
+    uint64_t rows;
+    uint32_t rank;
+    uint32_t two_norm;   /* 1: column 2-norms (sum of squares); 0: largest magnitudes */
+    uint32_t with_inner; /* 1: also sum_i M[i, c] A[i, c] */
+    uint32_t pad;
+} HlsCpParams;
 
 #endif /* SPTMC_HLS_ABI_H */

@@ -205,12 +205,39 @@ pub fn cp_als_with_progress(
     let mut pinv_solves = 0;
     let mut fit_old = 0.0;
 
+    // Where the backend keeps the factors itself (a GPU), it updates them there and
+    // only R × R matrices cross the bus; else the update runs here on the host.
+    let mut session = engine.cp_session(x, &factors)?;
     // Kernel outputs, one per mode, reused across iterations.
     let mut outputs: Vec<Matrix> = vec![Matrix::zeros(0, 0); order];
     for it in 0..opts.max_iters {
         let mut clock = IterClock::start();
         let mut inner = Vec::new();
         for n in 0..order {
+            let last = n == order - 1;
+            if let Some(s) = session.as_mut() {
+                let w = clock.linalg(|| -> Result<Vec<f64>> {
+                    let (w, kind) = inverse_spd(&hadamard_except(&grams, n, rank))?;
+                    if kind == SolveKind::PseudoInverse {
+                        pinv_solves += 1;
+                    }
+                    Ok((0..rank * rank).map(|k| w[(k / rank, k % rank)]).collect())
+                })?;
+                let mut step = None;
+                clock.kernel(|| {
+                    let st = s.update(n, &w, it == 0, last)?;
+                    let stats = st.stats;
+                    step = Some(st);
+                    Ok(stats)
+                })?;
+                let step = step.expect("set by the successful update");
+                weights = step.norms;
+                grams[n] = Mat::from_fn(rank, rank, |i, j| step.gram[i * rank + j]);
+                if last {
+                    inner = step.inner;
+                }
+                continue;
+            }
             let m = &mut outputs[n];
             // The update widens the result and checks its finiteness as it goes.
             let call = Call {
@@ -220,7 +247,6 @@ pub fn cp_als_with_progress(
             clock.kernel(|| engine.run_into_with(Op::Mttkrp, x, n, &factors, &call, m))?;
             let m = &outputs[n];
             let a = &mut factors[n];
-            let last = n == order - 1;
             let update = clock.linalg(|| -> Result<Option<Update>> {
                 let v = hadamard_except(&grams, n, rank);
                 let (w, kind) = inverse_spd(&v)?;
@@ -259,6 +285,9 @@ pub fn cp_als_with_progress(
         fit_old = fit;
     }
 
+    if let Some(s) = session.as_mut() {
+        factors = s.factors()?;
+    }
     let (weights, factors) = arrange(weights, factors.iter().map(Matrix::to_f64).collect());
     Ok(CpModel {
         weights,

@@ -156,6 +156,19 @@ pub trait Backend: Send + Sync {
     fn default_launch(&self) -> Launch {
         Launch::Fused
     }
+    /// A CP-ALS session that keeps the factors where the kernels run and updates them
+    /// there ([`CpSession`]), starting from `factors` (one per mode, all of one rank),
+    /// its MTTKRPs launched with `launch`; `None` where the backend has no such path or
+    /// not for this shape (the CPU: the decomposition updates its factors on the host).
+    fn cp_session<'a>(
+        &'a self,
+        tensor: &'a dyn BackendTensor,
+        factors: &[Matrix],
+        launch: Launch,
+    ) -> Result<Option<Box<dyn CpSession + 'a>>> {
+        let _ = (tensor, factors, launch);
+        Ok(None)
+    }
     /// Measures the device's copy rate by copying `bytes` (rounded down to whole
     /// 4-byte words, at most half the free memory) within device memory `reps` times;
     /// `Ok(None)` for backends without device memory (the CPU).
@@ -163,6 +176,40 @@ pub trait Backend: Send + Sync {
         let _ = (bytes, reps);
         Ok(None)
     }
+}
+
+/// What one [`CpSession::update`] gives back: everything CP-ALS needs of the new
+/// factor, `R × R` at most.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpStep {
+    /// The column norms divided out of the new factor (the new `λ`).
+    pub norms: Vec<f64>,
+    /// `AᵀA` of the new, normalized factor, row-major `R × R`.
+    pub gram: Vec<f64>,
+    /// `Σ_i M[i, r] A[i, r]` with the normalized factor (empty unless asked for).
+    pub inner: Vec<f64>,
+    /// What the step measured and moved.
+    pub stats: RunStats,
+}
+
+/// CP-ALS with the factors kept by the backend (on a GPU: in device memory), so that
+/// an iteration moves `R × R` matrices, not factors, between host and device.
+pub trait CpSession {
+    /// Mode `mode`'s update: its MTTKRP `M` with the current factors, then `A = M W`
+    /// (`w`: row-major `R × R`, the inverse of the Hadamard product of the other
+    /// factors' Grams), the column norms (2-norms when `two_norm`, else
+    /// `max(1, max |A[:, r]|)`), `A` divided by them (a zero column left as it is), and
+    /// `A`'s Gram; with `with_inner` also `Σ_i M[i, r] A[i, r]`.
+    /// [`crate::Error::NonFinite`] when `M` holds inf or NaN.
+    fn update(
+        &mut self,
+        mode: usize,
+        w: &[f64],
+        two_norm: bool,
+        with_inner: bool,
+    ) -> Result<CpStep>;
+    /// The factors as they are now, copied back.
+    fn factors(&mut self) -> Result<Vec<Matrix>>;
 }
 
 /// The largest magnitude in every column of every factor, `max[m][r] = max_i |F_m[i,

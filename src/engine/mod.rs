@@ -12,8 +12,8 @@ pub mod cuda;
 pub mod profile;
 
 pub use backend::{
-    Backend, BackendChoice, BackendKind, BackendTensor, ColumnMax, CopyRate, Launch, RunOptions,
-    RunStats,
+    Backend, BackendChoice, BackendKind, BackendTensor, ColumnMax, CopyRate, CpSession, CpStep,
+    Launch, RunOptions, RunStats,
 };
 
 use crate::error::{Error, Result};
@@ -423,6 +423,18 @@ impl Engine {
             col_max,
         };
         self.backend.run(op, p.part(op)?, mode, factors, &opts, out)
+    }
+
+    /// A CP-ALS session on `p` (prepared for MTTKRP) starting from `factors`, where the
+    /// backend keeps the factors itself ([`CpSession`]); `None` where it has no such
+    /// path (the CPU) or not for this rank.
+    pub fn cp_session<'a>(
+        &'a self,
+        p: &'a Prepared,
+        factors: &[Matrix],
+    ) -> Result<Option<Box<dyn CpSession + 'a>>> {
+        self.backend
+            .cp_session(p.part(Op::Mttkrp)?, factors, self.launch)
     }
 
     /// Sparse MTTKRP on `mode`: `I_n × R`.

@@ -13,6 +13,8 @@ pub const HLS_BLOCK_THREADS: u32 = 128;
 pub const HLS_BLOCK_WARPS: u32 = 4;
 pub const HLS_TTMC_MAX_RANK: u32 = 64;
 pub const HLS_SPARSE_TTMC_MAX_RANK: u32 = 65535;
+pub const HLS_CP_MAX_RANK: u32 = 64;
+pub const HLS_CP_TILE_ROWS: u32 = 16;
 pub const HLS_OP_MTTKRP: u32 = 0;
 pub const HLS_OP_TTMC: u32 = 1;
 #[repr(C)]
@@ -149,4 +151,53 @@ const _: () = {
     [
         "Offset of field: HlsLaunchParams::value_scale",
     ][::core::mem::offset_of!(HlsLaunchParams, value_scale) - 416usize];
+};
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct HlsCpParams {
+    pub m: u64,
+    pub w: u64,
+    pub a: u64,
+    pub acc: u64,
+    pub flag: u64,
+    pub rows: u64,
+    pub rank: u32,
+    pub two_norm: u32,
+    pub with_inner: u32,
+    pub pad: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of HlsCpParams"][::core::mem::size_of::<HlsCpParams>() - 64usize];
+    ["Alignment of HlsCpParams"][::core::mem::align_of::<HlsCpParams>() - 8usize];
+    [
+        "Offset of field: HlsCpParams::m",
+    ][::core::mem::offset_of!(HlsCpParams, m) - 0usize];
+    [
+        "Offset of field: HlsCpParams::w",
+    ][::core::mem::offset_of!(HlsCpParams, w) - 8usize];
+    [
+        "Offset of field: HlsCpParams::a",
+    ][::core::mem::offset_of!(HlsCpParams, a) - 16usize];
+    [
+        "Offset of field: HlsCpParams::acc",
+    ][::core::mem::offset_of!(HlsCpParams, acc) - 24usize];
+    [
+        "Offset of field: HlsCpParams::flag",
+    ][::core::mem::offset_of!(HlsCpParams, flag) - 32usize];
+    [
+        "Offset of field: HlsCpParams::rows",
+    ][::core::mem::offset_of!(HlsCpParams, rows) - 40usize];
+    [
+        "Offset of field: HlsCpParams::rank",
+    ][::core::mem::offset_of!(HlsCpParams, rank) - 48usize];
+    [
+        "Offset of field: HlsCpParams::two_norm",
+    ][::core::mem::offset_of!(HlsCpParams, two_norm) - 52usize];
+    [
+        "Offset of field: HlsCpParams::with_inner",
+    ][::core::mem::offset_of!(HlsCpParams, with_inner) - 56usize];
+    [
+        "Offset of field: HlsCpParams::pad",
+    ][::core::mem::offset_of!(HlsCpParams, pad) - 60usize];
 };

@@ -23,6 +23,10 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../kernels/dense_ttmc.cu"),
     ),
     ("sparse.cu", include_str!("../../../kernels/sparse.cu")),
+    (
+        "cp_update.cu",
+        include_str!("../../../kernels/cp_update.cu"),
+    ),
     ("fused.cu", include_str!("../../../kernels/fused.cu")),
 ];
 
@@ -32,6 +36,10 @@ pub const ENTRY: &str = "fused.cu";
 pub const DENSE_MTTKRP: &str = "hls_dense_mttkrp";
 /// The dense-tiles-only TTMc entry point (grid = one block per tile).
 pub const DENSE_TTMC: &str = "hls_dense_ttmc";
+/// The CP-ALS update of one mode's factor (kernels/cp_update.cu).
+pub const CP_UPDATE_ROWS: &str = "hls_cp_update_rows";
+/// Division of a factor's columns by their norms.
+pub const CP_NORMALIZE: &str = "hls_cp_normalize";
 /// The sparse lane layouts that have entry points: (vector width, slots per lane).
 pub const MTTKRP_LAYOUTS: &[(u32, u32)] = &[(4, 1), (4, 2), (4, 4), (1, 1), (1, 2), (1, 4)];
 /// The TTMc layouts (at most 2 slots: each slot keeps its factor columns in registers).
@@ -241,12 +249,18 @@ mod tests {
     fn inlining_resolves_local_headers_once() {
         let s = inlined_source(ENTRY).unwrap();
         assert_eq!(s.matches("typedef struct HlsLaunchParams").count(), 1);
-        assert_eq!(s.matches("namespace hls {").count(), 4);
+        assert_eq!(s.matches("namespace hls {").count(), 5);
         assert!(!s.contains("#include \""));
         assert!(s.contains("#include <cuda_fp16.h>"));
         for entry in [DENSE_MTTKRP, DENSE_TTMC] {
             assert!(
                 s.contains(&format!("\n{entry}(const HlsLaunchParams p)")),
+                "{entry}"
+            );
+        }
+        for entry in [CP_UPDATE_ROWS, CP_NORMALIZE] {
+            assert!(
+                s.contains(&format!("\n{entry}(const HlsCpParams p)")),
                 "{entry}"
             );
         }

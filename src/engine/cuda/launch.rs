@@ -109,8 +109,14 @@ impl Kernels {
             module,
             functions: std::sync::Mutex::new(HashMap::new()),
         };
-        k.get(kernels::DENSE_MTTKRP)?;
-        k.get(kernels::DENSE_TTMC)?;
+        for name in [
+            kernels::DENSE_MTTKRP,
+            kernels::DENSE_TTMC,
+            kernels::CP_UPDATE_ROWS,
+            kernels::CP_NORMALIZE,
+        ] {
+            k.get(name)?;
+        }
         for fused in [false, true] {
             for &(v, s) in kernels::MTTKRP_LAYOUTS {
                 k.get(&kernels::entry_name(fused, "mttkrp", v, s))?;
@@ -308,7 +314,6 @@ pub fn run(
     let order = hls.order();
     check_call(op, hls, mode, factors, out.cols())?;
     let out_cols = out.cols() as u32;
-    let n_tiles = hls.dense().map_or(0, |d| d.len());
     let mut stats = RunStats::default();
 
     // Factors: find or upload every mode but the target.
@@ -356,7 +361,54 @@ pub fn run(
         .memset_zeros(&mut out_dev.slice_mut(0..n_out.max(1)))
         .map_err(|e| cuda_err("clearing the output", e))?;
 
-    // Launch parameters.
+    let mut factor_ptrs = [0u64; HLS_MAX_ORDER as usize];
+    for m in 0..order {
+        if m != mode {
+            factor_ptrs[m] = ptr(state.factors.buffer(slots[m]), stream);
+        }
+    }
+    let ranks: Vec<usize> = factors.iter().map(Matrix::cols).collect();
+    let out_ptr = ptr(out_dev, stream);
+    let seconds = launch_op(
+        dev,
+        launch,
+        op,
+        (hls, tensor),
+        mode,
+        &ranks,
+        &factor_ptrs,
+        (out_ptr, out_cols),
+    )?;
+    copy_back(
+        stream,
+        &out_dev.slice(0..n_out),
+        &mut state.staging,
+        out.data_mut(),
+    )?;
+    stats.bytes_from_device = (n_out * 4) as u64;
+    stats.kernel_seconds = Some(seconds);
+    Ok(stats)
+}
+
+/// Fills the launch parameters of `op` on `mode` of the tensor (its host form and
+/// device copy), factor `m` at device address `factors[m]` with `ranks[m]` columns and
+/// the output, cleared, at `out.0` with `out.1` columns, and launches the kernels with
+/// `launch` on `dev`'s streams; returns the device seconds between events around the
+/// launches (waiting for them). Nothing is copied.
+#[allow(clippy::too_many_arguments)]
+pub fn launch_op(
+    dev: &Device<'_>,
+    launch: Launch,
+    op: Op,
+    (hls, tensor): (&HlsTensor, &DeviceHls),
+    mode: usize,
+    ranks: &[usize],
+    factors: &[u64; HLS_MAX_ORDER as usize],
+    (out, out_cols): (u64, u32),
+) -> Result<f64> {
+    let stream = dev.stream;
+    let order = hls.order();
+    let n_tiles = hls.dense().map_or(0, |d| d.len());
     let mut p = HlsLaunchParams::default();
     let mut stride = 1u64;
     let mut last = None;
@@ -364,12 +416,11 @@ pub fn run(
         if m == mode {
             continue;
         }
-        let f = &factors[m];
-        p.ranks[m] = f.cols() as u32;
+        p.ranks[m] = ranks[m] as u32;
         p.col_stride[m] = stride as u32;
-        stride *= f.cols() as u64;
+        stride *= ranks[m] as u64;
         last.get_or_insert(m);
-        p.factor[m] = ptr(state.factors.buffer(slots[m]), stream);
+        p.factor[m] = factors[m];
     }
     p.tile_keys = ptr(&tensor.tile_keys, stream);
     p.tile_bitmaps = ptr(&tensor.tile_bitmaps, stream);
@@ -391,7 +442,7 @@ pub fn run(
             p.tile_mask[m] = d.layout().mask(m) as u32;
         }
     }
-    p.out = ptr(out_dev, stream);
+    p.out = out;
     let sp_nnz = hls.sparse().nnz();
     p.n_tiles = n_tiles as u64;
     p.sp_nnz = sp_nnz as u64;
@@ -412,7 +463,7 @@ pub fn run(
             p.op = HLS_OP_TTMC;
             let last = last.unwrap_or(mode);
             p.ttmc_last = last as u32;
-            let vec4 = last != mode && factors[last].cols().is_multiple_of(4);
+            let vec4 = last != mode && ranks[last].is_multiple_of(4);
             ("ttmc", sparse_layout(out_cols, vec4, 2))
         }
     };
@@ -469,13 +520,13 @@ pub fn run(
         let mut builder = on.launch_builder(func);
         builder.arg(&p);
         // SAFETY: every pointer in `p` refers to a live device buffer of this context
-        // (the tensor's parts, the cached factors and the output, none freed before the
-        // copy back below has synchronized) with the extents the counts in `p`
+        // (the tensor's parts, the factors and the output, which the caller keeps alive
+        // until it has synchronized after this call) with the extents the counts in `p`
         // describe; the grid is what the kernel expects (`grids`): n_tiles dense blocks
         // plus the sparse batches for the fused kernel, n_tiles for the dense one, the
         // sparse batches for the sparse one. The second stream starts after the main
-        // stream's uploads and clear (it waits on `start`), and the main stream waits
-        // for it before the copy back.
+        // stream's earlier work (it waits on `start`), and the main stream waits for it
+        // before anything after this call.
         unsafe { builder.launch(cfg) }.map_err(|e| cuda_err(&format!("launching {what}"), e))?;
         if std::ptr::eq(on, dev.side) {
             side_done = Some(
@@ -495,15 +546,7 @@ pub fn run(
         .context()
         .check_err()
         .map_err(|e| cuda_err("after the launches", e))?;
-    copy_back(
-        stream,
-        &out_dev.slice(0..n_out),
-        &mut state.staging,
-        out.data_mut(),
-    )?;
-    stats.bytes_from_device = (n_out * 4) as u64;
-    stats.kernel_seconds = Some(seconds_between(&start, &end)?);
-    Ok(stats)
+    seconds_between(&start, &end)
 }
 
 /// Copies the device output into `dst` and waits: small outputs directly, large ones

@@ -18,12 +18,14 @@
 //! - `nvrtc_dl`: NVRTC loaded by file name (shared with build.rs);
 //! - `upload`: device copies of HLS tensors;
 //! - `cache`: which factors stay on the device;
+//! - `cp`: CP-ALS with the factors in device memory;
 //! - `launch`: launch parameters ([`abi::HlsLaunchParams`]), the launches, the copy back
 //!   and the copy-rate measurement.
 
 #[rustfmt::skip]
 pub mod abi;
 mod cache;
+mod cp;
 mod device;
 pub mod kernels;
 mod launch;
@@ -32,7 +34,9 @@ pub mod nvrtc_dl;
 mod staging_model;
 mod upload;
 
-use super::{Backend, BackendKind, BackendTensor, CopyRate, Launch, RunOptions, RunStats};
+use super::{
+    Backend, BackendKind, BackendTensor, CopyRate, CpSession, Launch, RunOptions, RunStats,
+};
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
@@ -218,6 +222,18 @@ impl Backend for CudaBackend {
     /// path's registers and shared memory (50M nonzeros, MTTKRP r32: 3.8 vs 6.5 ms).
     fn default_launch(&self) -> Launch {
         Launch::Concurrent
+    }
+    fn cp_session<'a>(
+        &'a self,
+        tensor: &'a dyn BackendTensor,
+        factors: &[Matrix],
+        launch: Launch,
+    ) -> Result<Option<Box<dyn CpSession + 'a>>> {
+        let Some(t) = tensor.as_any().downcast_ref::<CudaTensor>() else {
+            return Ok(None);
+        };
+        Ok(cp::CudaCp::new(self, t, launch, factors)?
+            .map(|s| Box::new(s) as Box<dyn CpSession + 'a>))
     }
     fn copy_rate(&self, bytes: usize, reps: usize) -> Result<Option<CopyRate>> {
         launch::copy_rate(&self.stream, bytes, reps).map(Some)
