@@ -232,6 +232,10 @@ impl Backend for CudaBackend {
         let Some(t) = tensor.as_any().downcast_ref::<CudaTensor>() else {
             return Ok(None);
         };
+        // SPTMC_CUDA_CP_SESSION=0 keeps the host update, to measure the two side by side.
+        if std::env::var("SPTMC_CUDA_CP_SESSION").as_deref() == Ok("0") {
+            return Ok(None);
+        }
         Ok(cp::CudaCp::new(self, t, launch, factors)?
             .map(|s| Box::new(s) as Box<dyn CpSession + 'a>))
     }
