@@ -29,7 +29,10 @@
 //! start, write these matrices out; `init = Some(…)` feeds them back exactly.
 
 use super::dense::{SolveKind, gram, gram_seq, inverse_spd, row_blocks};
-use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from};
+use super::{
+    IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from,
+    residual_rounding,
+};
 use crate::engine::{Call, ColumnMax, Engine, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -272,6 +275,7 @@ pub fn cp_als_with_progress(
         let fit = fit_from(
             norm_sq,
             cp_residual(norm_sq, &weights, &grams, &inner),
+            residual_rounding(engine),
             || format!("CP-ALS iteration {it}"),
         )?;
         let delta = fit - fit_old;

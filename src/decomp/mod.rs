@@ -155,15 +155,30 @@ fn check_tensor(x: &Prepared, op: Op) -> Result<f64> {
     Ok(n)
 }
 
-/// A residual `‖X − X̂‖²` this far below zero, relative to `‖X‖²`, is rounding (the
-/// kernels accumulate in f32): the residual of a model that fits exactly.
+/// A residual `‖X − X̂‖²` this far below zero, relative to `‖X‖²`, is rounding even
+/// with exact kernels (f64 reductions of f32 results): the residual of a model that
+/// fits exactly. Kernels that round more widen it ([`residual_rounding`]).
 const RESIDUAL_ROUNDING: f64 = 1e-4;
 
+/// The tolerance [`fit_from`] gives a negative residual on `engine`: the residual
+/// cancels `2⟨X, X̂⟩` (whose kernel result carries the backend's relative error)
+/// against `‖X‖² + ‖X̂‖²`, so twice that error, and never less than
+/// [`RESIDUAL_ROUNDING`].
+fn residual_rounding(engine: &crate::engine::Engine) -> f64 {
+    RESIDUAL_ROUNDING.max(2.0 * engine.backend().relative_error())
+}
+
 /// `1 − ‖X − X̂‖ / ‖X‖` from `‖X‖²` and `‖X − X̂‖²`, both from the same stored values.
-/// A residual below zero within [`RESIDUAL_ROUNDING`] counts as zero; one further
-/// below means the two do not come from the same values, and no fit is made up.
-fn fit_from(norm_sq: f64, resid_sq: f64, what: impl FnOnce() -> String) -> Result<f64> {
-    if resid_sq < -RESIDUAL_ROUNDING * norm_sq || !resid_sq.is_finite() {
+/// A residual below zero within `rounding` (relative to `‖X‖²`; see
+/// [`residual_rounding`]) counts as zero; one further below means the two do not come
+/// from the same values, and no fit is made up.
+fn fit_from(
+    norm_sq: f64,
+    resid_sq: f64,
+    rounding: f64,
+    what: impl FnOnce() -> String,
+) -> Result<f64> {
+    if resid_sq < -rounding * norm_sq || !resid_sq.is_finite() {
         return Err(Error::Numerical(format!(
             "{}: ‖X − X̂‖² is {resid_sq:e} with ‖X‖² = {norm_sq:e}; no fit can be computed",
             what()

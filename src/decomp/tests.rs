@@ -468,3 +468,19 @@ fn check_finite_finds_the_first_bad_entry_past_the_first_chunk() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn negative_residuals_are_rounding_only_within_the_backends_precision() {
+    let n = 1e6;
+    // Within the tolerance: the model fits exactly.
+    assert_eq!(
+        super::fit_from(n, -0.9e-3 * n, 1e-3, || "t".into()).unwrap(),
+        1.0
+    );
+    // Beyond it: the residual and the norm do not come from the same values.
+    assert!(super::fit_from(n, -1.1e-3 * n, 1e-3, || "t".into()).is_err());
+    // A GPU's fp16 staging widens the tolerance; the CPU keeps the f32 one.
+    let cpu = Engine::cpu();
+    assert_eq!(super::residual_rounding(&cpu), super::RESIDUAL_ROUNDING);
+    assert!(2.0 * cpu.backend().relative_error() <= super::RESIDUAL_ROUNDING);
+}

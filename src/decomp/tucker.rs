@@ -21,7 +21,10 @@
 //! is never read: the first update of mode 0 uses only the others.
 
 use super::dense::{at_b, leading_left_singular, orthonormalize};
-use super::{IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from};
+use super::{
+    IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from,
+    residual_rounding,
+};
 use crate::engine::{Call, Engine, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -230,9 +233,12 @@ pub fn tucker_hooi_with_progress(
             factors[n] = u.to_f32();
         }
         let core_sq: f64 = core.iter().map(|g| g * g).sum();
-        let fit = fit_from(norm_sq, norm_sq - core_sq, || {
-            format!("Tucker-HOOI iteration {it}")
-        })?;
+        let fit = fit_from(
+            norm_sq,
+            norm_sq - core_sq,
+            residual_rounding(engine),
+            || format!("Tucker-HOOI iteration {it}"),
+        )?;
         let delta = fit - fit_old;
         let stats = clock.finish(it, fit, delta);
         fits.push(fit);

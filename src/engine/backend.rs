@@ -146,6 +146,13 @@ pub trait Backend: Send + Sync {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
+    /// A bound on the relative error of one result entry that sums positive terms,
+    /// from the backend's arithmetic: callers that cancel results against each other
+    /// (the decompositions' residual `‖X‖² + ‖X̂‖² − 2⟨X, X̂⟩`) tolerate twice this
+    /// before calling a negative residual an error. The CPU accumulates in f32.
+    fn relative_error(&self) -> f64 {
+        1e-5
+    }
     /// Whether [`Backend::run`] accepts `launch` (the CPU only [`Launch::Fused`], its
     /// one way of running a call).
     fn supports(&self, launch: Launch) -> bool {

@@ -214,6 +214,12 @@ impl Backend for CudaBackend {
             .synchronize()
             .map_err(|e| cuda_err("synchronizing the stream", e))
     }
+    /// Dense tiles round each factor entry (and, in TTMc, the intermediate) to fp16 once
+    /// after a power-of-two scale: three roundings of 2^-11 at most
+    /// (`staging_model.rs` checks the bound).
+    fn relative_error(&self) -> f64 {
+        2e-3
+    }
     fn supports(&self, _launch: Launch) -> bool {
         true
     }
