@@ -6,10 +6,10 @@
 //! SKIPPED line, and fails instead when `SPTMC_REQUIRE_PYTTB=1`.
 
 use sptmc::accuracy::{SMAPE_TARGET_PERCENT, compare};
-use sptmc::bench::{BenchCase, peers, shared_data_dir};
 use sptmc::engine::{Engine, Workload};
-use sptmc::selftest::random_factors;
-use sptmc::{Op, reference};
+use sptmc::tools::bench::peers;
+use sptmc::tools::cases::{Case, shared_data_dir};
+use sptmc::{Matrix, Op, reference};
 use std::path::Path;
 
 const RANK: usize = 16;
@@ -38,10 +38,10 @@ fn mttkrp_matches_pyttb_on_movielens_100k_every_mode() {
     if !file.is_file() {
         return skip(&format!("{} is missing", file.display()));
     }
-    let case = BenchCase::from_file(&file).unwrap();
+    let case = Case::from_file(&file).unwrap();
     let x = &case.tensor;
     assert_eq!((x.dims(), x.nnz()), (&[943, 1682, 31][..], 100_000));
-    let factors = random_factors(x.dims(), RANK, SEED);
+    let factors = Matrix::random_factors(x.dims(), &[RANK; 3], SEED);
 
     let work = std::env::temp_dir().join(format!("sptmc-peer-test-{}", std::process::id()));
     let script = root.join("scripts/peer_mttkrp.py");
