@@ -212,3 +212,30 @@ fn bench_takes_an_explicit_threshold() {
         }
     }
 }
+
+/// A binary carried to another machine finds no `tuning/` folder and no build tree: in
+/// an empty folder, with an empty home and no `SPTMC_TUNING_DIR`, `sptmc cp` runs on
+/// its built-in tensor with the compiled-in profiles and says which one it used.
+#[test]
+fn a_copied_binary_uses_and_names_the_compiled_in_profiles() {
+    let place = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let bin = place.path().join("sptmc");
+    std::fs::copy(env!("CARGO_BIN_EXE_sptmc"), &bin).unwrap();
+    let o = std::process::Command::new(&bin)
+        .args(["cp", "--iters", "1", "--backend", "cpu"])
+        .current_dir(place.path())
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("XDG_CACHE_HOME", home.path())
+        .env_remove("SPTMC_TUNING_DIR")
+        .output()
+        .expect("the copied binary runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("mttkrp tile threshold") && err.contains("(built-in tuning/"),
+        "{err}"
+    );
+    assert!(!err.contains("warning"), "{err}");
+}
