@@ -6,7 +6,7 @@
 //! - [`cases`]: the catalog of generated tensors, the shared real data sets, how factors
 //!   are drawn.
 //! - [`selftest`]: every op on every mode against the FP64 reference (`sptmc selftest`).
-//! - [`bench`]: kernel timings, bandwidth and the pyttb peer (`sptmc bench`).
+//! - [`mod@bench`]: kernel timings, bandwidth and the pyttb peer (`sptmc bench`).
 //! - [`tune`]: measuring a device's tile thresholds (`sptmc tune`).
 
 pub mod bench;

@@ -8,7 +8,7 @@ use crate::ops::Op;
 /// Preparing one tensor: time and memory.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PrepareRow {
-    /// Wall time of [`Engine::prepare`] (HLS build for both ops and hand-over).
+    /// Wall time of [`crate::engine::Engine::prepare`] (HLS build for both ops and hand-over).
     pub seconds: f64,
     /// Bytes the backend holds for the tensor, shared parts counted once (two HLS
     /// forms when the ops' thresholds differ; see [`PartRow`] for each).
