@@ -8,27 +8,24 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sptmc::hls::HlsBuilder;
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::tensor::tns;
+use sptmc::tools::cases::{shared_data_dir, shared_files};
 use std::hint::black_box;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The MTTKRP tile threshold of the default profile (the paper's A100 value).
 const THRESHOLD: u32 = 78;
 
 fn largest_shared_file() -> Option<PathBuf> {
-    let dir = match std::env::var_os("SPTMC_DATA_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"),
-    };
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        eprintln!("SKIPPED: ../shared/data not found ({})", dir.display());
+    let Some(dir) = shared_data_dir() else {
+        eprintln!("SKIPPED: no shared data (../shared/data or SPTMC_DATA_DIR)");
         return None;
     };
-    entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".tns.gz"))
-        .max_by_key(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
-        .map(|e| e.path())
+    shared_files(&dir)
+        .ok()?
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".tns.gz"))
+        .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
 }
 
 fn build_benches(c: &mut Criterion) {

@@ -1,6 +1,6 @@
 //! Kernel benches: one criterion entry, a module per kernel (MTTKRP at ranks 16 and 32,
 //! TTMc at 8 and 16 on every other mode), every mode, on the synthetic cases of
-//! `sptmc::bench::default_cases` and on every shared `.tns(.gz)` tensor.
+//! `sptmc::tools::bench::default_cases` and on every shared `.tns(.gz)` tensor.
 //!
 //! - Backend: `SPTMC_BACKEND=cpu|cuda|auto` (default `cpu`); the device is printed.
 //! - Shared tensors: `$SPTMC_DATA_DIR`, else `../shared/data`; skipped with a visible
@@ -12,10 +12,10 @@
 //!   Filter as usual, e.g. `cargo bench --bench kernels -- mttkrp/r32`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use sptmc::bench::{
-    BenchCase, BenchOptions, default_cases, prepare_for, shared_cases, shared_data_dir,
-};
+use sptmc::Matrix;
 use sptmc::engine::{BackendChoice, Engine, Prepared};
+use sptmc::tools::bench::{BenchOptions, default_cases, prepare_for};
+use sptmc::tools::cases::{shared_cases, shared_data_dir};
 use std::time::Duration;
 
 /// A tensor prepared once for both kernels.
@@ -42,7 +42,7 @@ fn engine() -> Engine {
 }
 
 fn cases(engine: &Engine) -> Vec<Case> {
-    let mut all: Vec<BenchCase> = default_cases().expect("synthetic cases generate");
+    let mut all = default_cases().expect("synthetic cases generate");
     match shared_data_dir() {
         Some(dir) => all.extend(shared_cases(&dir).expect("shared tensors read")),
         None => eprintln!("SKIPPED shared tensors: no ../shared/data and no SPTMC_DATA_DIR"),
@@ -61,14 +61,13 @@ fn cases(engine: &Engine) -> Vec<Case> {
 /// Sparse MTTKRP, ranks 16 and 32, every mode.
 mod mttkrp {
     use super::*;
-    use sptmc::selftest::random_factors;
 
     pub fn bench(c: &mut Criterion, engine: &Engine, cases: &[Case]) {
         for rank in [16, 32] {
             let mut g = c.benchmark_group(format!("mttkrp/r{rank}"));
             for case in cases {
                 g.throughput(Throughput::Elements(case.nnz));
-                let factors = random_factors(&case.dims, rank, 7);
+                let factors = Matrix::random_factors(&case.dims, &vec![rank; case.dims.len()], 7);
                 for mode in 0..case.dims.len() {
                     let id = BenchmarkId::new(&case.name, format!("mode{mode}"));
                     g.bench_function(id, |b| {
@@ -88,7 +87,6 @@ mod mttkrp {
 /// Sparse TTMc, rank 8 and 16 on every other mode, every mode.
 mod ttmc {
     use super::*;
-    use sptmc::selftest::random_factors;
 
     pub fn bench(c: &mut Criterion, engine: &Engine, cases: &[Case]) {
         let cap: usize = std::env::var("SPTMC_BENCH_TTMC_CAP")
@@ -99,7 +97,7 @@ mod ttmc {
             let mut g = c.benchmark_group(format!("ttmc/r{rank}"));
             for case in cases {
                 g.throughput(Throughput::Elements(case.nnz));
-                let factors = random_factors(&case.dims, rank, 7);
+                let factors = Matrix::random_factors(&case.dims, &vec![rank; case.dims.len()], 7);
                 for mode in 0..case.dims.len() {
                     let cols = rank.pow(case.dims.len() as u32 - 1);
                     if case.dims[mode] * cols > cap {

@@ -14,9 +14,10 @@
 
 use clap::Parser;
 use sptmc::accuracy::compare;
-use sptmc::bench::{BenchCase, median, peers, utc_now};
 use sptmc::engine::{Engine, Workload};
-use sptmc::selftest::random_factors;
+use sptmc::tools::bench::peers;
+use sptmc::tools::cases::Case;
+use sptmc::tools::measure::{Samples, build_commit, measure_interleaved, utc_now};
 use sptmc::{Matrix, Op};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -108,7 +109,7 @@ fn run(args: Args) -> sptmc::Result<()> {
     }
     let script = root.join("scripts/peer_mttkrp.py");
     let engine = Engine::cpu();
-    let work = std::env::temp_dir().join(format!("sptmc-peers-{}", std::process::id()));
+    let work = tempfile::tempdir().map_err(|e| sptmc::Error::io(std::env::temp_dir(), e))?;
     let started = utc_now();
     eprintln!(
         "{}; rank {}; ours median of {}, pyttb median of {}",
@@ -119,7 +120,7 @@ fn run(args: Args) -> sptmc::Result<()> {
     );
     let mut rows = Vec::new();
     for file in &args.files {
-        let case = BenchCase::from_file(file)?;
+        let case = Case::from_file(file)?;
         let x = &case.tensor;
         let t = Instant::now();
         let p = engine.prepare(
@@ -130,30 +131,25 @@ fn run(args: Args) -> sptmc::Result<()> {
             }],
         )?;
         let prepare_s = t.elapsed().as_secs_f64();
-        let factors = random_factors(x.dims(), args.rank, args.seed);
+        let factors = Matrix::random_factors(x.dims(), &vec![args.rank; x.order()], args.seed);
 
-        // Ours: one warm-up pass, then `reps` timed all-mode passes. Each mode's output
-        // is reused across passes (`run_into`, as CP-ALS calls the kernel): a fresh
-        // output per call adds the first-touch page faults of its allocation, which on
-        // a VM cost as much as the kernel on the 100k-nonzero tensors.
-        let mut outs: Vec<Matrix> = (0..x.order())
-            .map(|m| engine.mttkrp(&p, m, &factors))
-            .collect::<sptmc::Result<_>>()?;
-        let mut totals = Vec::new();
-        let mut per_mode: Vec<Vec<f64>> = vec![Vec::new(); x.order()];
-        for _ in 0..args.reps.max(1) {
-            let all = Instant::now();
-            for (m, out) in outs.iter_mut().enumerate() {
-                let t = Instant::now();
-                engine.run_into(Op::Mttkrp, &p, m, &factors, out)?;
-                engine.backend().synchronize()?;
-                per_mode[m].push(t.elapsed().as_secs_f64());
-            }
-            totals.push(all.elapsed().as_secs_f64());
-        }
-        let ours_min_s = totals.iter().cloned().fold(f64::INFINITY, f64::min);
-        let ours_median_s = median(&totals);
-        let per_mode_med: Vec<f64> = per_mode.iter_mut().map(|v| median(v)).collect();
+        // Ours: one warm-up pass, then `reps` timed all-mode passes, the modes of a pass
+        // in turn. Each mode's output is reused across passes (`run_into`, as CP-ALS
+        // calls the kernel): a fresh output per call adds the first-touch page faults
+        // of its allocation (bench/results/2026-11-22-cpu-call-overheads).
+        let mut outs: Vec<Matrix> = vec![Matrix::zeros(0, 0); x.order()];
+        let per_mode = measure_interleaved(args.reps.max(1), x.order(), |m| {
+            engine.run_into(Op::Mttkrp, &p, m, &factors, &mut outs[m])?;
+            engine.backend().synchronize()?;
+            Ok(None)
+        })?;
+        let totals = Samples::of(
+            (0..args.reps.max(1))
+                .map(|r| per_mode.iter().map(|s| s.runs[r]).sum())
+                .collect(),
+        );
+        let (ours_median_s, ours_min_s) = (totals.median, totals.min);
+        let per_mode_med: Vec<f64> = per_mode.iter().map(|s| s.median).collect();
         let slow = per_mode_med.iter().cloned().fold(0.0, f64::max);
         let fast = per_mode_med.iter().cloned().fold(f64::INFINITY, f64::min);
         let stats = p.hls(Op::Mttkrp)?.stats().clone();
@@ -194,7 +190,7 @@ fn run(args: Args) -> sptmc::Result<()> {
                 args.rank,
                 args.seed,
                 args.pyttb_reps,
-                &work.join(&case.name),
+                &work.path().join(&case.name),
             )
             .and_then(|run| {
                 let mut worst = (0f64, 0f64);
@@ -218,7 +214,6 @@ fn run(args: Args) -> sptmc::Result<()> {
         eprintln!("{}", line(&row));
         rows.push(row);
     }
-    let _ = std::fs::remove_dir_all(&work);
     let md = markdown(&rows, &engine.backend().describe(), &started);
     println!("{md}");
     if let Some(out) = &args.out {
@@ -232,7 +227,7 @@ fn run(args: Args) -> sptmc::Result<()> {
             "date": started,
             "device": engine.backend().describe(),
             "threads": rayon::current_num_threads(),
-            "commit": sptmc::bench::build_commit(),
+            "commit": build_commit(),
             "rank": args.rank,
             "seed": args.seed,
             "ours_reps": args.reps,

@@ -8,9 +8,9 @@ iteration by iteration up to floating-point rounding.
 Input tensor: a FROSTT .tns file (optionally gzipped): one nonzero per line, 1-based
 indices, value last. The shape is the largest index of each mode (as sptmc reads it).
 
-Initial factors: JSON {"factors": [{"rows": I, "cols": R, "data": [row-major values]}]},
-one matrix per mode. pyttb ignores the first mode's matrix (it is solved for first),
-as sptmc does.
+Initial factors: a folder of factor-<m>.txt files, one matrix per mode, as sptmc's
+model files (`numpy.loadtxt`-readable, `#` header lines). pyttb ignores the first
+mode's matrix (it is solved for first), as sptmc does.
 
 Output (stdout), one JSON object:
   {"nnz": ..., "dims": [...],
@@ -22,8 +22,8 @@ final "fit" is pyttb's own full-precision value.
 
 Example:
   python3 scripts/pyttb_check.py ../shared/data/movielens-100k.tns.gz \
-      --cp-rank 16 --cp-iters 20 --cp-init cp.json \
-      --tucker-ranks 8 --tucker-iters 3 --tucker-init tucker.json
+      --cp-rank 16 --cp-iters 20 --cp-init cp-init/ \
+      --tucker-ranks 8 --tucker-iters 3 --tucker-init tucker-init/
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import json
 import re
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pyttb as ttb
@@ -67,16 +68,11 @@ def read_tns(path: str) -> ttb.sptensor:
     return ttb.sptensor(subs, vals, shape)
 
 
-def read_factors(path: str) -> list[np.ndarray]:
-    with open(path) as f:
-        doc = json.load(f)
-    out = []
-    for m, fm in enumerate(doc["factors"]):
-        data = np.asarray(fm["data"], dtype=np.float64)
-        if data.size != fm["rows"] * fm["cols"]:
-            sys.exit(f"{path}: factor {m} has {data.size} values, not rows*cols")
-        out.append(data.reshape(fm["rows"], fm["cols"]))
-    return out
+def read_factors(folder: str) -> list[np.ndarray]:
+    files = sorted(Path(folder).glob("factor-*.txt"), key=lambda p: int(p.stem.split("-")[1]))
+    if not files:
+        sys.exit(f"no factor-<m>.txt files in {folder}")
+    return [np.loadtxt(p, dtype=np.float64, ndmin=2) for p in files]
 
 
 def run_captured(fn):

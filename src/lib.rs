@@ -3,12 +3,15 @@
 //! linearized sparse remainder — with a rayon CPU backend, an FP64 reference, CP-ALS
 //! and Tucker-HOOI on top.
 //!
-//! Data flows one way: [`tensor`] (COO, I/O, generator) → [`hls`] (format) →
-//! [`engine`] (backends) → [`decomp`] (CP-ALS, Tucker-HOOI) → the `sptmc` command line.
-//! [`mod@reference`] and [`accuracy`] check any result against FP64.
+//! The core, where data flows one way: [`tensor`] (COO, I/O, generator) → [`hls`]
+//! (format) → [`engine`] (backends, tuning profiles) → [`decomp`] (CP-ALS,
+//! Tucker-HOOI), on the base types [`error`], [`matrix`], [`ops`], [`memplan`] and
+//! [`model_io`]; [`mod@reference`] and [`accuracy`] check any result against FP64.
+//! Above the core, [`tools`] (self-test, benchmarks, tuning) measure it, and the
+//! `sptmc` command line drives both.
 
+// The core.
 pub mod accuracy;
-pub mod bench;
 pub mod decomp;
 pub mod engine;
 pub mod error;
@@ -18,10 +21,10 @@ pub mod memplan;
 pub mod model_io;
 pub mod ops;
 pub mod reference;
-pub mod selftest;
 pub mod tensor;
-pub mod timing;
-pub mod tune;
+
+// The tools.
+pub mod tools;
 
 pub use error::{Error, Result};
 pub use matrix::Matrix;

@@ -252,6 +252,22 @@ impl Matrix<f32> {
         Matrix::from_fn(rows, cols, |_, _| rng.random::<f32>())
     }
 
+    /// Seeded random factors, one per mode of a tensor of extents `dims`, mode `m`
+    /// `Matrix::random(dims[m], ranks[m], seed + m)` (wrapping add): the one way factors
+    /// are drawn, by the decompositions' initialization, the raw kernel commands, the
+    /// tools and the tests, so the same seed gives the same factors everywhere.
+    ///
+    /// # Panics
+    /// When `ranks` does not hold one rank per mode.
+    pub fn random_factors(dims: &[usize], ranks: &[usize], seed: u64) -> Vec<Self> {
+        assert_eq!(dims.len(), ranks.len(), "one rank per mode");
+        dims.iter()
+            .zip(ranks)
+            .enumerate()
+            .map(|(m, (&d, &r))| Matrix::random(d, r, seed.wrapping_add(m as u64)))
+            .collect()
+    }
+
     /// Widens to f64.
     pub fn to_f64(&self) -> Matrix<f64> {
         self.map(|x| x as f64)

@@ -99,16 +99,34 @@ mod tests {
 
     #[test]
     fn factors_round_trip_and_bad_rows_name_the_line() {
-        let dir = std::env::temp_dir().join(format!("sptmc-model-io-{}", std::process::id()));
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
         let f = vec![Matrix::random(5, 3, 1), Matrix::random(4, 3, 2)];
-        write_factors(&dir, &f).unwrap();
-        assert_eq!(read_factors(&dir, 2).unwrap(), f);
-        std::fs::write(factor_path(&dir, 0), "# x\n1 2 3\n4 5\n").unwrap();
-        let e = read_factors(&dir, 1).unwrap_err().to_string();
+        write_factors(dir, &f).unwrap();
+        assert_eq!(read_factors(dir, 2).unwrap(), f);
+        std::fs::write(factor_path(dir, 0), "# x\n1 2 3\n4 5\n").unwrap();
+        let e = read_factors(dir, 1).unwrap_err().to_string();
         assert!(
             e.contains("factor-0.txt:3") && e.contains("2 columns"),
             "{e}"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn factors_are_written_so_that_f64_readers_get_the_exact_f32_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = Matrix::random(3, 2, 9);
+        write_factors(dir.path(), &[f.clone(), Matrix::zeros(1, 2)]).unwrap();
+        let text = std::fs::read_to_string(factor_path(dir.path(), 0)).unwrap();
+        let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        let back: Vec<f64> = rows
+            .iter()
+            .flat_map(|l| l.split_whitespace())
+            .map(|s| s.parse::<f64>().unwrap())
+            .collect();
+        let want: Vec<f64> = f.data().iter().map(|&v| f64::from(v)).collect();
+        assert_eq!(back, want);
+        assert_eq!(rows.len(), 3);
+        assert!(factor_path(dir.path(), 1).is_file());
     }
 }

@@ -2,42 +2,14 @@
 //! with --check, model files, and bad options (one clear line, non-zero exit, never a
 //! panic or backtrace).
 
-use sptmc::tensor::generate::{GenSpec, Pattern, generate};
-use sptmc::tensor::tns;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 fn sptmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sptmc"))
-        .args(args)
-        .env(
-            "SPTMC_TUNING_DIR",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tuning"),
-        )
-        // The binary cache in the system's temporary folder, not the user's own.
-        .env("XDG_CACHE_HOME", std::env::temp_dir())
-        .output()
-        .expect("the binary runs")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sptmc-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn small_tensor(dir: &Path) -> PathBuf {
-    let x = generate(&GenSpec {
-        dims: vec![40, 30, 20],
-        nnz: 3000,
-        pattern: Pattern::PowerLaw { alpha: 1.0 },
-        seed: 5,
-    })
-    .unwrap();
-    let p = dir.join("small.tns");
-    tns::write(&p, &x).unwrap();
-    p
+    // The binary cache in the system's temporary folder, not the user's own.
+    let mut c = common::sptmc_command(&std::env::temp_dir());
+    c.args(args).output().expect("the binary runs")
 }
 
 #[test]
@@ -52,8 +24,9 @@ fn main_job_runs_with_no_arguments() {
 
 #[test]
 fn kernels_check_against_the_reference() {
-    let dir = temp_dir("check");
-    let f = small_tensor(&dir);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = common::small_tns(dir);
     for (op, extra) in [
         ("mttkrp", vec!["--rank", "16"]),
         ("ttmc", vec!["--ranks", "4,5,3"]),
@@ -72,13 +45,13 @@ fn kernels_check_against_the_reference() {
             assert!(smape <= sptmc::accuracy::SMAPE_TARGET_PERCENT, "{v}");
         }
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn models_are_written_and_read_back_as_initial_factors() {
-    let dir = temp_dir("model");
-    let f = small_tensor(&dir);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = common::small_tns(dir);
     let out = dir.join("model");
     let o = sptmc(&[
         "cp",
@@ -139,25 +112,25 @@ fn models_are_written_and_read_back_as_initial_factors() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let core = sptmc::model_io::read_matrix(&tk.join("core.txt")).unwrap();
     assert_eq!(core.shape(), (3, 6));
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn info_reports_hls_statistics() {
-    let dir = temp_dir("info");
-    let f = small_tensor(&dir);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = common::small_tns(dir);
     let o = sptmc(&["info", f.to_str().unwrap(), "--json"]);
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["dims"], serde_json::json!([40, 30, 20]));
     assert!(v["hls"]["coo_bytes"].as_u64().unwrap() > v["hls_bytes"].as_u64().unwrap());
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn bad_options_give_one_line_and_a_nonzero_exit() {
-    let dir = temp_dir("bad");
-    let f = small_tensor(&dir);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = common::small_tns(dir);
     let fs = f.to_str().unwrap();
     let unreadable = dir.join("dir.tns");
     std::fs::create_dir_all(&unreadable).unwrap();
@@ -204,15 +177,15 @@ fn bad_options_give_one_line_and_a_nonzero_exit() {
         let error_lines = err.lines().filter(|l| l.contains("error")).count();
         assert_eq!(error_lines, 1, "{args:?}: {err}");
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// `bench --threshold` prepares every op at the given threshold (the HLS-S-only and
 /// HLS-D-only variants of the GPU comparison): the JSON report says so.
 #[test]
 fn bench_takes_an_explicit_threshold() {
-    let dir = temp_dir("bench-threshold");
-    let f = small_tensor(&dir);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = common::small_tns(dir);
     for t in ["1", "4097"] {
         let args = [
             "bench",
@@ -238,5 +211,31 @@ fn bench_takes_an_explicit_threshold() {
             assert_eq!(dense, want, "{v}");
         }
     }
-    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A binary carried to another machine finds no `tuning/` folder and no build tree: in
+/// an empty folder, with an empty home and no `SPTMC_TUNING_DIR`, `sptmc cp` runs on
+/// its built-in tensor with the compiled-in profiles and says which one it used.
+#[test]
+fn a_copied_binary_uses_and_names_the_compiled_in_profiles() {
+    let place = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let bin = place.path().join("sptmc");
+    std::fs::copy(env!("CARGO_BIN_EXE_sptmc"), &bin).unwrap();
+    let o = std::process::Command::new(&bin)
+        .args(["cp", "--iters", "1", "--backend", "cpu"])
+        .current_dir(place.path())
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("XDG_CACHE_HOME", home.path())
+        .env_remove("SPTMC_TUNING_DIR")
+        .output()
+        .expect("the copied binary runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("mttkrp tile threshold") && err.contains("(built-in tuning/"),
+        "{err}"
+    );
+    assert!(!err.contains("warning"), "{err}");
 }

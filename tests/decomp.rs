@@ -151,7 +151,7 @@ fn cpu_calls_copy_nothing() {
     let p = engine
         .prepare_with_thresholds(&x, &[(Op::Mttkrp, 40)])
         .unwrap();
-    let f: Vec<Matrix> = x.dims().iter().map(|&d| Matrix::random(d, 8, 1)).collect();
+    let f = Matrix::random_factors(x.dims(), &[8; 3], 1);
     let mut out = Matrix::zeros(0, 0);
     let s = engine.run_into(Op::Mttkrp, &p, 0, &f, &mut out).unwrap();
     assert_eq!(
@@ -166,7 +166,7 @@ fn check_uploads(engine: &Engine) {
         .prepare_with_thresholds(&x, &[(Op::Mttkrp, 40)])
         .unwrap();
     let r = 8;
-    let mut f: Vec<Matrix> = x.dims().iter().map(|&d| Matrix::random(d, r, 1)).collect();
+    let mut f = Matrix::random_factors(x.dims(), &[r; 3], 1);
     let bytes = |m: usize| (x.dims()[m] * r * 4) as u64;
     let mut out = Matrix::zeros(0, 0);
     let s = engine.run_into(Op::Mttkrp, &p, 0, &f, &mut out).unwrap();

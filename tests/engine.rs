@@ -11,15 +11,6 @@ use sptmc::engine::{ColumnMax, Engine, Workload};
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::{CooTensor, Matrix, Op, reference};
 
-fn factors(x: &CooTensor, ranks: &[usize], seed: u64) -> Vec<Matrix> {
-    x.dims()
-        .iter()
-        .zip(ranks)
-        .enumerate()
-        .map(|(m, (&d, &r))| Matrix::random(d, r, seed + m as u64))
-        .collect()
-}
-
 /// Every op on every mode against the reference, at each explicit threshold and at the
 /// engine's tuned ones (`None`).
 fn check_all_modes(
@@ -47,7 +38,7 @@ fn check_all_modes(
         };
         for op in Op::ALL {
             let ranks = ranks_for(op);
-            let f = factors(x, &ranks, seed);
+            let f = Matrix::random_factors(x.dims(), &ranks, seed);
             for mode in 0..x.order() {
                 let got = engine.run(op, &p, mode, &f).unwrap();
                 let want = reference::apply(op, x, mode, &f).unwrap();
@@ -122,7 +113,7 @@ twin!(
             seed,
         };
         let x = generate(&spec).unwrap();
-        let f = factors(&x, &[32, 32, 32], seed);
+        let f = Matrix::random_factors(x.dims(), &[32, 32, 32], seed);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(3)
             .build()
@@ -177,7 +168,8 @@ twin!(specialized_mttkrp_ranks_every_mode, |engine| {
                 .prepare_with_thresholds(&x, &[(Op::Mttkrp, t)])
                 .unwrap();
             for rank in [8, 12, 16, 32, 64] {
-                let f = factors(&x, &vec![rank; x.order()], seed ^ rank as u64);
+                let f =
+                    Matrix::random_factors(x.dims(), &vec![rank; x.order()], seed ^ rank as u64);
                 for mode in 0..x.order() {
                     let got = engine.mttkrp(&p, mode, &f).unwrap();
                     let want = reference::mttkrp(&x, mode, &f).unwrap();
@@ -220,7 +212,7 @@ twin!(extreme_factor_magnitudes_do_not_overflow, |engine| {
             .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
             .unwrap();
         for rank in ranks {
-            let mut f = factors(&x, &vec![rank; order], seed);
+            let mut f = Matrix::random_factors(x.dims(), &vec![rank; order], seed);
             for v in f[1].data_mut() {
                 *v *= 1e30;
             }
@@ -271,7 +263,7 @@ twin!(log_uniform_factor_magnitudes_meet_the_contract, |engine| {
         seed,
     })
     .unwrap();
-    let kind = sptmc::selftest::FactorKind::LogUniform;
+    let kind = sptmc::tools::cases::FactorKind::LogUniform;
     for t in [Some(1), Some(40), None] {
         let p = match t {
             Some(t) => engine
@@ -324,7 +316,7 @@ twin!(mis_shaped_column_maxima_are_a_shape_error, |engine| {
     let p = engine
         .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
         .unwrap();
-    let f = factors(&x, &[4; 3], 3);
+    let f = Matrix::random_factors(x.dims(), &[4; 3], 3);
     let mut short = ColumnMax::of(&f);
     short.max[2].pop();
     let err = engine
@@ -364,7 +356,7 @@ twin!(shared_tensors_meet_the_accuracy_contract, |engine| {
             .unwrap();
         let ttmc_rank = if x.order() == 3 { 16 } else { 8 };
         for (op, rank) in [(Op::Mttkrp, 16), (Op::Mttkrp, 32), (Op::Ttmc, ttmc_rank)] {
-            let f = factors(&x, &vec![rank; x.order()], 11);
+            let f = Matrix::random_factors(x.dims(), &vec![rank; x.order()], 11);
             for mode in 0..x.order() {
                 let got = engine.run(op, &p, mode, &f).unwrap();
                 let want = reference::apply(op, &x, mode, &f).unwrap();
@@ -413,7 +405,7 @@ twin!(
         assert!(d.stats().dense_tiles > 0 && s.stats().dense_tiles == 0);
         assert_eq!(apart.bytes(), d.bytes() + s.bytes());
         // Both still compute the same MTTKRP as the reference.
-        let f = factors(&x, &[8, 8, 8], 3);
+        let f = Matrix::random_factors(x.dims(), &[8, 8, 8], 3);
         for p in [&alike, &apart] {
             let got = engine.mttkrp(p, 1, &f).unwrap();
             let want = reference::mttkrp(&x, 1, &f).unwrap();
@@ -465,7 +457,7 @@ twin!(results_beyond_f32_are_an_error, |engine| {
     let p = engine
         .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
         .unwrap();
-    let mut f = factors(&x, &[4; 3], 5);
+    let mut f = Matrix::random_factors(x.dims(), &[4; 3], 5);
     for m in [1, 2] {
         for v in f[m].data_mut() {
             *v = 1e30;

@@ -4,24 +4,12 @@
 //! Without a usable CUDA device every test prints `SKIPPED: no CUDA device (...)` and
 //! passes, unless `SPTMC_REQUIRE_GPU=1`, when it fails.
 
+mod common;
+
+use common::cuda_engine as gpu;
 use sptmc::Op;
 use sptmc::engine::Engine;
-use sptmc::selftest::{SelftestCase, generated_cases, run};
-use std::io::Write as _;
-
-fn gpu() -> Option<Engine> {
-    match Engine::cuda() {
-        Ok(e) => Some(e),
-        Err(err) => {
-            assert!(
-                std::env::var("SPTMC_REQUIRE_GPU").as_deref() != Ok("1"),
-                "SPTMC_REQUIRE_GPU=1 but the CUDA backend is unusable: {err}"
-            );
-            let _ = writeln!(std::io::stderr(), "SKIPPED: no CUDA device ({err})");
-            None
-        }
-    }
-}
+use sptmc::tools::selftest::{SelftestCase, generated_cases, run};
 
 fn check(engine: &Engine, cases: &[SelftestCase]) {
     let report = run(engine, cases).expect("tensors prepare on the device");

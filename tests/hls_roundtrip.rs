@@ -10,6 +10,7 @@ use proptest::prelude::*;
 use sptmc::CooTensor;
 use sptmc::hls::values::{F16_MIN_NORMAL, F16_UNIT_ROUNDOFF, dequantize, quantize};
 use sptmc::hls::{HlsBuilder, HlsTensor, KeyLayout, LOW_KEY_BITS};
+use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::tensor::tns;
 use std::collections::BTreeSet;
 
@@ -32,6 +33,28 @@ fn assert_exact(x: &CooTensor, h: &HlsTensor, what: &str) {
     }
     let st = h.stats();
     assert_eq!(st.dense_nnz + st.sparse_nnz, x.nnz(), "{what}");
+}
+
+// The generator's block-dense pattern, as the HLS builder sees it.
+#[test]
+fn block_dense_tiles_hold_the_asked_density() {
+    let spec = GenSpec {
+        dims: vec![160, 160, 160],
+        nnz: 20_000,
+        pattern: Pattern::BlockDense {
+            tile_nnz: 200,
+            dense_share: 0.5,
+        },
+        seed: 3,
+    };
+    let x = generate(&spec).unwrap();
+    let h = HlsBuilder::new(150).build(&x).unwrap();
+    let s = h.stats();
+    // 50 tiles of 200 of the 1000 tiles; the 10,000 uniform nonzeros add about 10 to
+    // every tile (≈ 500 to the dense ones: share ≈ 10,500 / 20,000) and make no
+    // other tile dense.
+    assert_eq!(s.dense_tiles, 50, "{s:?}");
+    assert!(s.dense_share() >= 0.5 && s.dense_share() <= 0.54, "{s:?}");
 }
 
 #[test]

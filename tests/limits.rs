@@ -152,15 +152,8 @@ fn the_library_refuses_a_decomposition_beyond_the_memory_available() {
 
 /// Every input the tests use, written into `d`.
 fn corpus(d: &Path) -> Vec<PathBuf> {
-    let small = generate(&GenSpec {
-        dims: vec![40, 30, 20],
-        nnz: 3000,
-        pattern: Pattern::PowerLaw { alpha: 1.0 },
-        seed: 5,
-    })
-    .unwrap();
-    let small_p = d.join("small.tns");
-    tns::write(&small_p, &small).unwrap();
+    let small_p = common::small_tns(d);
+    let small = tns::read(&small_p).unwrap().0;
     let small_gz = d.join("small.tns.gz");
     tns::write(&small_gz, &small).unwrap();
     let mut garbage_gz = std::fs::read(&small_gz).unwrap();

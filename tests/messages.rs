@@ -11,25 +11,12 @@ use sptmc::model_io::write_factors;
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::tensor::tns;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn run(dir: &Path, args: &[&str]) -> std::process::Output {
     let mut c = sptmc_command(dir);
     c.args(args);
     output_within(c, 120)
-}
-
-fn small(dir: &Path) -> PathBuf {
-    let x = generate(&GenSpec {
-        dims: vec![40, 30, 20],
-        nnz: 3000,
-        pattern: Pattern::PowerLaw { alpha: 1.0 },
-        seed: 5,
-    })
-    .unwrap();
-    let p = dir.join("small.tns");
-    tns::write(&p, &x).unwrap();
-    p
 }
 
 #[cfg(unix)]
@@ -106,7 +93,7 @@ fn gzip_padding_and_trailing_garbage_are_ignored_like_gzip_does() {
 #[test]
 fn negative_numbers_reach_the_check_that_names_the_option() {
     let dir = tempfile::tempdir().unwrap();
-    let f = small(dir.path());
+    let f = common::small_tns(dir.path());
     let fs = f.to_str().unwrap();
     for (args, words) in [
         (vec!["cp", fs, "--tol", "-1"], vec!["--tol", "-1"]),
@@ -135,7 +122,7 @@ fn negative_numbers_reach_the_check_that_names_the_option() {
 #[test]
 fn an_all_zero_initial_factor_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let f = small(dir.path());
+    let f = common::small_tns(dir.path());
     let fs = f.to_str().unwrap();
     let dims = [40, 30, 20];
     let init = |name: &str, zero_mode: usize, zero_col: Option<usize>, rank: usize| {

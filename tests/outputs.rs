@@ -6,22 +6,7 @@
 mod common;
 
 use common::{assert_one_error_line, output_within, sptmc_command};
-use sptmc::tensor::generate::{GenSpec, Pattern, generate};
-use sptmc::tensor::tns;
-use std::path::{Path, PathBuf};
-
-fn small(dir: &Path) -> PathBuf {
-    let x = generate(&GenSpec {
-        dims: vec![40, 30, 20],
-        nnz: 3000,
-        pattern: Pattern::PowerLaw { alpha: 1.0 },
-        seed: 5,
-    })
-    .unwrap();
-    let p = dir.join("small.tns");
-    tns::write(&p, &x).unwrap();
-    p
-}
+use std::path::Path;
 
 /// Runs `args` and checks it failed with one line naming every word, before any
 /// iteration or kernel ran.
@@ -39,7 +24,7 @@ fn fails_before_work(dir: &Path, args: &[&str], words: &[&str]) {
 fn model_folders_are_checked_before_the_iterations() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let f = small(d);
+    let f = common::small_tns(d);
     let fs = f.to_str().unwrap();
     let file = d.join("taken.txt");
     std::fs::write(&file, "not a folder").unwrap();
@@ -69,7 +54,7 @@ fn model_folders_are_checked_before_the_iterations() {
 fn result_files_are_checked_before_the_kernel() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let f = small(d);
+    let f = common::small_tns(d);
     let fs = f.to_str().unwrap();
     let missing = d.join("no/such/folder/out.txt");
     let folder = d.join("a-folder");

@@ -10,19 +10,20 @@
 //! (CP) and 1e-3 (Tucker, whose subspaces can rotate within nearly equal singular
 //! values) bounds leave room for.
 //!
-//! Needs `python3` with pyttb (`SPTMC_PYTHON` names another interpreter; a `.venv` in
-//! the repository root is used when present) and the shared data (`SPTMC_DATA`, else
-//! the nearest `shared/data` above the repository). Without them each test prints
-//! `SKIPPED: …` and passes, unless `SPTMC_REQUIRE_PYTTB=1`, which makes it fail.
+//! Needs a Python with pyttb (`SPTMC_PYTHON`, else `.venv/bin/python`, else `python3`)
+//! and the shared data (`SPTMC_DATA_DIR`, else `../shared/data`). Without them each
+//! test prints `SKIPPED: …` and passes, unless `SPTMC_REQUIRE_PYTTB=1` (or, for the
+//! data, `SPTMC_REQUIRE_DATA=1`), which makes it fail.
 //!
 //! Run with: `cargo test --release --test peer_pyttb -- --nocapture`.
 
-use flate2::read::GzDecoder;
+mod common;
+
+use sptmc::Op;
 use sptmc::decomp::{CpOptions, TuckerOptions, cp_als, tucker_hooi};
 use sptmc::engine::{Engine, Workload};
-use sptmc::{CooTensor, Matrix, Op};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use sptmc::model_io::write_factors;
+use std::path::Path;
 use std::process::Command;
 
 const CP_RANK: usize = 16;
@@ -30,112 +31,6 @@ const CP_ITERS: usize = 20;
 const TUCKER_RANK: usize = 8;
 const TUCKER_ITERS: usize = 5;
 const SEED: u64 = 1;
-
-/// Says why a test is skipped, on the process's stderr directly so that the test
-/// harness's output capture does not hide it.
-/// Under `SPTMC_REQUIRE_PYTTB=1` a skip is a failure instead.
-fn skipped(why: &str) {
-    use std::io::Write;
-    if std::env::var("SPTMC_REQUIRE_PYTTB").as_deref() == Ok("1") {
-        panic!("SPTMC_REQUIRE_PYTTB=1 but {why}");
-    }
-    let _ = writeln!(std::io::stderr(), "SKIPPED: pyttb cross-check: {why}");
-}
-
-/// The Python interpreter and the data folder, or `None` after saying why not.
-fn setup() -> Option<(PathBuf, PathBuf)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let python = std::env::var_os("SPTMC_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let v = root.join(".venv/bin/python3");
-            v.exists().then_some(v)
-        })
-        .unwrap_or_else(|| PathBuf::from("python3"));
-    let data = std::env::var_os("SPTMC_DATA")
-        .map(PathBuf::from)
-        .or_else(|| {
-            root.ancestors()
-                .skip(1)
-                .map(|a| a.join("shared/data"))
-                .find(|d| d.is_dir())
-        });
-    let has_pyttb = Command::new(&python)
-        .args(["-c", "import pyttb"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    let why = if !has_pyttb {
-        Some(format!("`{} -c \"import pyttb\"` failed", python.display()))
-    } else if !data.as_ref().is_some_and(|d| d.is_dir()) {
-        Some(format!(
-            "no shared data folder ({}; set SPTMC_DATA)",
-            data.as_ref()
-                .map_or("no shared/data above the repository".to_string(), |d| d
-                    .display()
-                    .to_string())
-        ))
-    } else {
-        None
-    };
-    match why {
-        None => Some((python, data.expect("checked above"))),
-        Some(why) => {
-            skipped(&why);
-            None
-        }
-    }
-}
-
-/// Reads a gzipped FROSTT `.tns` (1-based indices, value last; shape = largest index).
-fn read_tns_gz(path: &Path) -> CooTensor {
-    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut idx: Vec<Vec<u32>> = Vec::new();
-    let mut vals = Vec::new();
-    for (n, line) in BufReader::new(GzDecoder::new(file)).lines().enumerate() {
-        let line = line.unwrap();
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.is_empty() || fields[0].starts_with('#') {
-            continue;
-        }
-        if idx.is_empty() {
-            idx = vec![Vec::new(); fields.len() - 1];
-        }
-        assert_eq!(fields.len(), idx.len() + 1, "line {}", n + 1);
-        for (m, f) in fields[..idx.len()].iter().enumerate() {
-            let i: u32 = f.parse().unwrap();
-            assert!(i >= 1, "line {}: index 0", n + 1);
-            idx[m].push(i - 1);
-        }
-        vals.push(fields[idx.len()].parse::<f64>().unwrap());
-    }
-    let dims = idx
-        .iter()
-        .map(|ix| *ix.iter().max().unwrap() as usize + 1)
-        .collect();
-    let mut t = CooTensor::new(dims, idx, vals).unwrap();
-    t.sum_duplicates();
-    t
-}
-
-/// Writes factors as `{"factors": [{"rows", "cols", "data"}]}`; values are widened to
-/// f64 so the decimal text names each f32 exactly.
-fn write_factors(path: &Path, factors: &[Matrix]) {
-    let doc = serde_json::json!({
-        "factors": factors.iter().map(|f| serde_json::json!({
-            "rows": f.rows(),
-            "cols": f.cols(),
-            "data": f.data().iter().map(|&v| v as f64).collect::<Vec<f64>>(),
-        })).collect::<Vec<_>>()
-    });
-    std::fs::write(path, serde_json::to_string(&doc).unwrap()).unwrap();
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sptmc-pyttb-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn run_script(python: &Path, args: &[String]) -> serde_json::Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pyttb_check.py");
@@ -172,15 +67,10 @@ fn print_side_by_side(what: &str, ours: &[f64], theirs: &[f64]) {
 }
 
 fn cp_against_pyttb(file: &str) {
-    let Some((python, data)) = setup() else {
+    let Some((python, path)) = common::pyttb_and_data(file) else {
         return;
     };
-    let path = data.join(file);
-    if !path.exists() {
-        skipped(&format!("{} is absent", path.display()));
-        return;
-    }
-    let x = read_tns_gz(&path);
+    let (x, _) = sptmc::tensor::tns::read(&path).unwrap();
     let engine = Engine::cpu();
     let p = engine
         .prepare(
@@ -199,9 +89,8 @@ fn cp_against_pyttb(file: &str) {
         init: None,
     };
     let init = opts.initial_factors(x.dims());
-    let dir = scratch(file);
-    let init_path = dir.join("cp_init.json");
-    write_factors(&init_path, &init);
+    let dir = tempfile::tempdir().unwrap();
+    write_factors(dir.path(), &init).unwrap();
     opts.init = Some(init);
     let ours = cp_als(&engine, &p, &opts).unwrap();
     let peer = run_script(
@@ -213,10 +102,9 @@ fn cp_against_pyttb(file: &str) {
             "--cp-iters".into(),
             CP_ITERS.to_string(),
             "--cp-init".into(),
-            init_path.display().to_string(),
+            dir.path().display().to_string(),
         ],
     );
-    std::fs::remove_dir_all(&dir).ok();
     let dims: Vec<usize> = peer["dims"]
         .as_array()
         .unwrap()
@@ -266,16 +154,11 @@ fn cp_matches_pyttb_movielens_10m_tags_4d() {
 /// runs out of memory at ranks 8 on the larger 4-way tensors.
 #[test]
 fn tucker_matches_pyttb_movielens_100k() {
-    let Some((python, data)) = setup() else {
+    let file = "movielens-100k.tns.gz";
+    let Some((python, path)) = common::pyttb_and_data(file) else {
         return;
     };
-    let file = "movielens-100k.tns.gz";
-    let path = data.join(file);
-    if !path.exists() {
-        skipped(&format!("{} is absent", path.display()));
-        return;
-    }
-    let x = read_tns_gz(&path);
+    let (x, _) = sptmc::tensor::tns::read(&path).unwrap();
     let engine = Engine::cpu();
     let p = engine
         .prepare(
@@ -294,9 +177,8 @@ fn tucker_matches_pyttb_movielens_100k() {
         init: None,
     };
     let init = opts.initial_factors(x.dims());
-    let dir = scratch("tucker");
-    let init_path = dir.join("tucker_init.json");
-    write_factors(&init_path, &init);
+    let dir = tempfile::tempdir().unwrap();
+    write_factors(dir.path(), &init).unwrap();
     opts.init = Some(init);
     let ours = tucker_hooi(&engine, &p, &opts).unwrap();
     let peer = run_script(
@@ -308,10 +190,9 @@ fn tucker_matches_pyttb_movielens_100k() {
             "--tucker-iters".into(),
             TUCKER_ITERS.to_string(),
             "--tucker-init".into(),
-            init_path.display().to_string(),
+            dir.path().display().to_string(),
         ],
     );
-    std::fs::remove_dir_all(&dir).ok();
     let tk = &peer["tucker"];
     let theirs = tk["fit"].as_f64().unwrap();
     let mine = ours.fit().unwrap();

@@ -3,51 +3,42 @@
 //!
 //! Needs pyttb (`$SPTMC_PYTHON`, else `.venv/bin/python`, else `python3`) and the shared
 //! data (`$SPTMC_DATA_DIR`, else `../shared/data`); without either it prints a visible
-//! SKIPPED line, and fails instead when `SPTMC_REQUIRE_PYTTB=1`.
+//! SKIPPED line, and fails instead when `SPTMC_REQUIRE_PYTTB=1` (or, for the data,
+//! `SPTMC_REQUIRE_DATA=1`).
+
+mod common;
 
 use sptmc::accuracy::{SMAPE_TARGET_PERCENT, compare};
-use sptmc::bench::{BenchCase, peers, shared_data_dir};
 use sptmc::engine::{Engine, Workload};
-use sptmc::selftest::random_factors;
-use sptmc::{Op, reference};
+use sptmc::tools::bench::peers;
+use sptmc::{Matrix, Op, reference};
 use std::path::Path;
 
 const RANK: usize = 16;
 const SEED: u64 = 16;
 
-fn skip(why: &str) {
-    if std::env::var("SPTMC_REQUIRE_PYTTB").as_deref() == Ok("1") {
-        panic!("SPTMC_REQUIRE_PYTTB=1 but {why}");
-    }
-    // Straight to stderr: the harness captures eprintln! of passing tests.
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "SKIPPED: peer_pyttb_mttkrp: {why}");
-}
-
 #[test]
 fn mttkrp_matches_pyttb_on_movielens_100k_every_mode() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let python = match peers::find_python(root) {
-        Ok(p) => p,
-        Err(why) => return skip(&format!("no Python with pyttb ({why})")),
+    let Some((python, file)) = common::pyttb_and_data("movielens-100k.tns.gz") else {
+        return;
     };
-    let Some(dir) = shared_data_dir() else {
-        return skip("no shared data (../shared/data or SPTMC_DATA_DIR)");
-    };
-    let file = dir.join("movielens-100k.tns.gz");
-    if !file.is_file() {
-        return skip(&format!("{} is missing", file.display()));
-    }
-    let case = BenchCase::from_file(&file).unwrap();
-    let x = &case.tensor;
+    let x = &sptmc::tensor::tns::read(&file).unwrap().0;
     assert_eq!((x.dims(), x.nnz()), (&[943, 1682, 31][..], 100_000));
-    let factors = random_factors(x.dims(), RANK, SEED);
+    let factors = Matrix::random_factors(x.dims(), &[RANK; 3], SEED);
 
-    let work = std::env::temp_dir().join(format!("sptmc-peer-test-{}", std::process::id()));
-    let script = root.join("scripts/peer_mttkrp.py");
-    let py =
-        peers::run_pyttb_mttkrp(&python, &script, &file, &factors, RANK, SEED, 1, &work).unwrap();
-    std::fs::remove_dir_all(&work).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/peer_mttkrp.py");
+    let py = peers::run_pyttb_mttkrp(
+        &python,
+        &script,
+        &file,
+        &factors,
+        RANK,
+        SEED,
+        1,
+        work.path(),
+    )
+    .unwrap();
     assert_eq!(py.results.len(), 3);
 
     let engine = Engine::cpu();

@@ -4,30 +4,9 @@
 use sptmc::Op;
 use sptmc::engine::profile::{Profile, Profiles, ThresholdEntry, profile_path, render};
 use sptmc::engine::{BackendKind, Engine, Workload};
-use sptmc::tune::crossover::{CrossingKind, Crossover};
-use sptmc::tune::run::{OpRankTuning, TuneOptions, TuneReport};
-use std::path::{Path, PathBuf};
-
-/// A fresh empty folder under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("sptmc-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use sptmc::tools::tune::crossover::{CrossingKind, Crossover};
+use sptmc::tools::tune::{OpRankTuning, TuneOptions, TuneReport};
+use std::path::Path;
 
 fn report_for(engine: &Engine, thresholds: &[(Op, usize, u32)]) -> TuneReport {
     TuneReport {
@@ -60,7 +39,7 @@ fn report_for(engine: &Engine, thresholds: &[(Op, usize, u32)]) -> TuneReport {
 
 #[test]
 fn engine_uses_the_profile_tuned_for_its_device() {
-    let dir = TempDir::new("tuned-profile");
+    let dir = tempfile::tempdir().unwrap();
     let probe = Engine::cpu();
     let report = report_for(
         &probe,
@@ -142,7 +121,7 @@ fn engine_uses_the_profile_tuned_for_its_device() {
 
 #[test]
 fn another_devices_profile_is_not_used() {
-    let dir = TempDir::new("other-device");
+    let dir = tempfile::tempdir().unwrap();
     let other = Profile {
         backend: BackendKind::Cpu,
         device: "cpu:some other model:64t".into(),
@@ -214,7 +193,7 @@ fn malformed_profile_files_are_named_with_the_reason() {
         ),
     ];
     for (name, text, reason) in cases {
-        let dir = TempDir::new(&format!("malformed-{name}"));
+        let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(name), text).unwrap();
         let mut profiles = Profiles::builtin();
         let mut errors = profiles.add_dir(dir.path());

@@ -1,6 +1,12 @@
 //! Command-line arguments.
+//!
+//! Every subcommand with numeric options takes negative numbers as values
+//! (`allow_negative_numbers`): `--tol -1` reaches the check that names the option,
+//! instead of clap suggesting to write it after `--`.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use sptmc::engine::Launch;
+use sptmc::tools::cases::GenLayout;
 use std::path::PathBuf;
 
 /// Sparse MTTKRP / TTM-chain on tensor cores (HLS format), CP-ALS and Tucker-HOOI.
@@ -102,8 +108,6 @@ pub struct ModelArgs {
 
 /// `sptmc cp`.
 #[derive(Debug, Args)]
-// Negative numbers are values (`--tol -1` reaches the check that names the option),
-// not options clap would suggest writing after `--`.
 #[command(allow_negative_numbers = true)]
 pub struct CpArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
@@ -121,8 +125,6 @@ pub struct CpArgs {
 
 /// `sptmc tucker`.
 #[derive(Debug, Args)]
-// Negative numbers are values (`--tol -1` reaches the check that names the option),
-// not options clap would suggest writing after `--`.
 #[command(allow_negative_numbers = true)]
 pub struct TuckerArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
@@ -140,8 +142,6 @@ pub struct TuckerArgs {
 
 /// `sptmc mttkrp` and `sptmc ttmc`.
 #[derive(Debug, Args)]
-// Negative numbers are values (`--tol -1` reaches the check that names the option),
-// not options clap would suggest writing after `--`.
 #[command(allow_negative_numbers = true)]
 pub struct KernelArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
@@ -180,8 +180,6 @@ pub struct KernelArgs {
 
 /// `sptmc info`.
 #[derive(Debug, Args)]
-// Negative numbers are values (`--tol -1` reaches the check that names the option),
-// not options clap would suggest writing after `--`.
 #[command(allow_negative_numbers = true)]
 pub struct InfoArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
@@ -199,8 +197,6 @@ pub struct InfoArgs {
 
 /// `sptmc selftest`.
 #[derive(Debug, Args)]
-// Negative numbers are values (`--tol -1` reaches the check that names the option),
-// not options clap would suggest writing after `--`.
 #[command(allow_negative_numbers = true)]
 pub struct SelftestArgs {
     /// Extra tensor files to test besides the generated ones.
@@ -231,20 +227,18 @@ pub enum LaunchArg {
     Concurrent,
 }
 
-/// Layout of the `--gen-nnz` tensor on the command line.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Default)]
-pub enum GenLayoutArg {
-    /// 70% of the nonzeros in 16³ tiles of 400, the rest uniform (dense tiles exist).
-    #[default]
-    BlockDense,
-    /// Uniform over all cells (as benches/torch_peer.py --gen-nnz).
-    Uniform,
+impl From<LaunchArg> for Launch {
+    fn from(l: LaunchArg) -> Launch {
+        match l {
+            LaunchArg::Fused => Launch::Fused,
+            LaunchArg::Sequential => Launch::Sequential,
+            LaunchArg::Concurrent => Launch::Concurrent,
+        }
+    }
 }
 
 /// `sptmc bench`.
 #[derive(Debug, Args)]
-// Negative numbers are values (`--tol -1` reaches the check that names the option),
-// not options clap would suggest writing after `--`.
 #[command(allow_negative_numbers = true)]
 pub struct BenchArgs {
     /// Tensor files to time (default: generated tensors of every regime).
@@ -286,8 +280,8 @@ pub struct BenchArgs {
     )]
     pub gen_dims: Vec<usize>,
     /// Layout of the --gen-nnz tensor.
-    #[arg(long, value_enum, default_value_t = GenLayoutArg::BlockDense, requires = "gen_nnz")]
-    pub gen_layout: GenLayoutArg,
+    #[arg(long, value_enum, default_value_t = GenLayout::BlockDense, requires = "gen_nnz")]
+    pub gen_layout: GenLayout,
     /// Bytes copied within the device to measure its copy rate (CUDA; 0 skips it).
     #[arg(long, default_value_t = 1 << 30)]
     pub copy_bytes: usize,
@@ -298,8 +292,6 @@ pub struct BenchArgs {
 
 /// `sptmc tune`.
 #[derive(Debug, Args)]
-// Negative numbers are values (`--tol -1` reaches the check that names the option),
-// not options clap would suggest writing after `--`.
 #[command(allow_negative_numbers = true)]
 pub struct TuneArgs {
     /// MTTKRP ranks to tune.
@@ -376,11 +368,11 @@ mod tests {
         assert_eq!(b.gen_nnz, Some(50_000_000));
         assert_eq!(b.gen_seed, 7);
         assert_eq!(b.gen_dims, vec![100, 200, 300]);
-        assert_eq!(b.gen_layout, GenLayoutArg::Uniform);
+        assert_eq!(b.gen_layout, GenLayout::Uniform);
         assert_eq!(b.ranks, vec![32]);
         assert!(b.no_ttmc);
         let b = bench(&["--gen-nnz", "1000"]);
-        assert_eq!((b.gen_seed, b.gen_layout), (1, GenLayoutArg::BlockDense));
+        assert_eq!((b.gen_seed, b.gen_layout), (1, GenLayout::BlockDense));
         assert_eq!(b.gen_dims, vec![4096; 3]);
     }
 

@@ -1,10 +1,10 @@
 //! `sptmc selftest`, `sptmc bench`, `sptmc tune`.
 
-use super::args::{BenchArgs, GenLayoutArg, LaunchArg, SelftestArgs};
+use super::args::{BenchArgs, SelftestArgs};
 use super::engine;
 use super::load::load;
-use sptmc::bench;
-use sptmc::selftest::{self, SelftestCase};
+use sptmc::tools::selftest::{self, SelftestCase};
+use sptmc::tools::{bench, cases};
 use sptmc::{Error, Result};
 
 pub use super::tune::tune;
@@ -40,7 +40,7 @@ pub fn selftest(a: SelftestArgs) -> Result<ExitCode> {
             name: l.name,
             tensor: l.tensor,
             runs,
-            factors: selftest::FactorKind::Uniform,
+            factors: cases::FactorKind::Uniform,
         });
     }
     let report = selftest::run(&engine, &cases)?;
@@ -69,28 +69,25 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     // Refuses an unsupported launch before minutes of generating or reading.
     let engine = match a.launch {
         None => engine,
-        Some(l) => engine.with_launch(match l {
-            LaunchArg::Fused => sptmc::engine::Launch::Fused,
-            LaunchArg::Sequential => sptmc::engine::Launch::Sequential,
-            LaunchArg::Concurrent => sptmc::engine::Launch::Concurrent,
-        })?,
+        Some(l) => engine.with_launch(l.into())?,
     };
     let cases = if let Some(nnz) = a.gen_nnz {
-        let layout = match a.gen_layout {
-            GenLayoutArg::BlockDense => bench::GenLayout::BlockDense,
-            GenLayoutArg::Uniform => bench::GenLayout::Uniform,
-        };
         eprintln!(
-            "sptmc: generating {nnz} nonzeros ({layout}, dims {:?}, seed {})",
-            a.gen_dims, a.gen_seed
+            "sptmc: generating {nnz} nonzeros ({}, dims {:?}, seed {})",
+            a.gen_layout, a.gen_dims, a.gen_seed
         );
-        vec![bench::generated_case(nnz, a.gen_seed, &a.gen_dims, layout)?]
+        vec![cases::generated_case(
+            nnz,
+            a.gen_seed,
+            &a.gen_dims,
+            a.gen_layout,
+        )?]
     } else if a.files.is_empty() {
         bench::default_cases()?
     } else {
         a.files
             .iter()
-            .map(|f| bench::BenchCase::from_file(f))
+            .map(|f| cases::Case::from_file(f))
             .collect::<Result<Vec<_>>>()?
     };
     let opts = bench::BenchOptions {

@@ -38,8 +38,9 @@ pub fn engine(common: &Common) -> Result<Engine> {
     }
     // The main thread joins the pool (so `--threads 2` is the main thread and one
     // worker): a kernel call then starts on the calling thread at once instead of
-    // being handed to a worker that may be asleep, which on a VM cost as much as a
-    // 100k-nonzero MTTKRP. Without --threads, RAYON_NUM_THREADS or the core count.
+    // being handed to a worker that may be asleep, whose wake-up can cost as much as a
+    // small kernel (bench/results/2026-11-22-cpu-call-overheads). Without --threads,
+    // RAYON_NUM_THREADS or the core count.
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(common.threads.unwrap_or(0))
         .use_current_thread()

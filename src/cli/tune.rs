@@ -5,8 +5,7 @@ use super::args::TuneArgs;
 use super::engine;
 use super::load::load;
 use indicatif::{ProgressBar, ProgressStyle};
-use sptmc::tune::run::verify_threshold;
-use sptmc::tune::{TuneOptions, tune as run_tune};
+use sptmc::tools::tune::{TuneOptions, VERIFY_CSV_HEADER, tune as run_tune, verify_threshold};
 use sptmc::{Error, Result};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -50,9 +49,7 @@ pub fn tune(a: TuneArgs) -> Result<ExitCode> {
     write(&out.join("report.json"), &report.json())?;
     print!("{}", report.table());
 
-    let mut csv = String::from(
-        "op,rank,tensor,label,threshold,median_s,ratio_to_tuned,min_s,min_ratio_to_tuned,dense_tiles,dense_share\n",
-    );
+    let mut csv = String::from(VERIFY_CSV_HEADER);
     let mut txt = String::new();
     for path in &a.tns {
         let l = load(Some(path), true)?;
@@ -64,37 +61,9 @@ pub fn tune(a: TuneArgs) -> Result<ExitCode> {
         let _ = writeln!(txt, "{}: dims {:?}, {} nonzeros", l.name, x.dims(), x.nnz());
         for r in &report.results {
             let t = r.crossover.threshold;
-            for v in verify_threshold(&engine, x, r.op, r.rank, t, opts.repetitions)? {
-                let tm = &v.timing;
-                let _ = writeln!(
-                    csv,
-                    "{},{},{},{},{},{:.6e},{:.4},{:.6e},{:.4},{},{:.4}",
-                    r.op,
-                    r.rank,
-                    l.name,
-                    v.label,
-                    tm.threshold,
-                    tm.median_s,
-                    v.ratio_to_tuned,
-                    tm.min_s,
-                    v.min_ratio_to_tuned,
-                    tm.dense_tiles,
-                    tm.dense_share
-                );
-                let _ = writeln!(
-                    txt,
-                    "  {} rank {:>2} {:>3} = {:>5}: median {:>9.3} ms x{:.3} of T, min {:>9.3} ms x{:.3} (dense tiles {}, dense share {:.2}%)",
-                    r.op,
-                    r.rank,
-                    v.label,
-                    tm.threshold,
-                    tm.median_s * 1e3,
-                    v.ratio_to_tuned,
-                    tm.min_s * 1e3,
-                    v.min_ratio_to_tuned,
-                    tm.dense_tiles,
-                    tm.dense_share * 100.0
-                );
+            for v in verify_threshold(&engine, x, &l.name, r.op, r.rank, t, opts.repetitions)? {
+                csv += &v.csv_line(r.op, r.rank);
+                let _ = writeln!(txt, "  {} rank {:>2} {}", r.op, r.rank, v.text());
             }
         }
     }

@@ -113,11 +113,7 @@ impl CpOptions {
     pub fn initial_factors(&self, dims: &[usize]) -> Vec<Matrix> {
         match &self.init {
             Some(f) => f.clone(),
-            None => dims
-                .iter()
-                .enumerate()
-                .map(|(m, &d)| Matrix::random(d, self.rank, self.seed.wrapping_add(m as u64)))
-                .collect(),
+            None => Matrix::random_factors(dims, &vec![self.rank; dims.len()], self.seed),
         }
     }
 }

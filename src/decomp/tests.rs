@@ -200,12 +200,7 @@ fn cp_is_deterministic_and_init_is_as_documented() {
     assert_eq!(a.weights, b.weights);
     assert_eq!(a.factors, b.factors);
     // Feeding the documented initial factors back gives the same run.
-    let init: Vec<Matrix> = x
-        .dims()
-        .iter()
-        .enumerate()
-        .map(|(m, &d)| Matrix::random(d, 4, 42 + m as u64))
-        .collect();
+    let init = Matrix::random_factors(x.dims(), &[4; 3], 42);
     let c = cp_als(
         &e,
         &p,

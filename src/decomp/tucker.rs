@@ -120,14 +120,9 @@ impl TuckerOptions {
     pub fn initial_factors(&self, dims: &[usize]) -> Vec<Matrix> {
         match &self.init {
             Some(f) => f.clone(),
-            None => dims
+            None => Matrix::random_factors(dims, &self.ranks, self.seed)
                 .iter()
-                .zip(&self.ranks)
-                .enumerate()
-                .map(|(m, (&d, &r))| {
-                    let a = Matrix::random(d, r, self.seed.wrapping_add(m as u64));
-                    orthonormalize(&a.to_f64()).to_f32()
-                })
+                .map(|a| orthonormalize(&a.to_f64()).to_f32())
                 .collect(),
         }
     }

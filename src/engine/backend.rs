@@ -107,6 +107,22 @@ pub struct CopyRate {
     pub bytes_per_s: f64,
 }
 
+/// The median of `xs` (the mean of the middle two for an even count; NaN when empty):
+/// the statistic every repeated measurement reports, the copy rate's and the tools'.
+pub fn median(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
 /// A tensor as a backend holds it (on the host for the CPU, in device memory for CUDA).
 pub trait BackendTensor: Send + Sync {
     /// The host-side HLS form it was made from.
@@ -237,5 +253,17 @@ impl ColumnMax {
         ColumnMax {
             max: factors.iter().map(Matrix::column_max_abs).collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(&[]).is_nan());
     }
 }

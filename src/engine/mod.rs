@@ -13,7 +13,7 @@ pub mod profile;
 
 pub use backend::{
     Backend, BackendChoice, BackendKind, BackendTensor, ColumnMax, CopyRate, CpSession, CpStep,
-    Launch, RunOptions, RunStats,
+    Launch, RunOptions, RunStats, median,
 };
 
 use crate::error::{Error, Result};
@@ -464,7 +464,7 @@ mod tests {
         })
         .unwrap();
         let p = e.prepare_with_thresholds(&x, &[(Op::Mttkrp, 78)]).unwrap();
-        let f = crate::selftest::random_factors(x.dims(), 4, 1);
+        let f = Matrix::random_factors(x.dims(), &[4; 3], 1);
         let mut out = Matrix::zeros(1, 1);
         let stats = e.run_into(Op::Mttkrp, &p, 0, &f, &mut out).unwrap();
         assert_eq!(

@@ -4,35 +4,86 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-/// The folder of shared real data sets: `$SPTMC_DATA_DIR` when set, else
-/// `../shared/data` beside the crate. `None` (after printing a visible SKIPPED line)
-/// when it does not exist.
+/// Says why a test is skipped, on the process's stderr (which the harness does not
+/// capture); a failure instead when the variable `require` is 1, as CI sets it, so that
+/// a missing requirement cannot pass silently. Always `None`, for the caller to return.
+pub fn skip<T>(require: &str, why: &str) -> Option<T> {
+    assert!(
+        std::env::var(require).as_deref() != Ok("1"),
+        "{require}=1 but {why}"
+    );
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {why}");
+    None
+}
+
+/// The folder of shared real data sets (`sptmc::tools::cases::shared_data_dir`:
+/// `$SPTMC_DATA_DIR`, else `../shared/data` beside the crate) when it holds tensor
+/// files; else `None` after a [`skip`] (a failure under `SPTMC_REQUIRE_DATA=1`).
 pub fn shared_data() -> Option<PathBuf> {
-    let dir = match std::env::var_os("SPTMC_DATA_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"),
-    };
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: ../shared/data not found ({})",
-            dir.display()
-        );
-        None
+    let dir = sptmc::tools::cases::shared_data_dir();
+    match dir.filter(|d| !shared_files(d).is_empty()) {
+        Some(d) => Some(d),
+        None => skip(
+            "SPTMC_REQUIRE_DATA",
+            "no .tns files in ../shared/data or $SPTMC_DATA_DIR",
+        ),
     }
 }
 
-/// The shared `.tns.gz` files, sorted by name.
+/// The shared data set `name`, as [`shared_data`].
+pub fn shared_file(name: &str) -> Option<PathBuf> {
+    let path = shared_data()?.join(name);
+    if path.is_file() {
+        return Some(path);
+    }
+    skip(
+        "SPTMC_REQUIRE_DATA",
+        &format!("{} is absent", path.display()),
+    )
+}
+
+/// The shared tensor files in `dir`, sorted by name.
 pub fn shared_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("the shared data folder is readable")
-        .map(|e| e.expect("a readable folder entry").path())
-        .filter(|p| p.to_string_lossy().ends_with(".tns.gz"))
-        .collect();
-    files.sort();
-    files
+    sptmc::tools::cases::shared_files(dir).expect("the shared data folder is readable")
+}
+
+/// A Python that imports pyttb (`sptmc::tools::bench::peers::find_python`) and the
+/// shared data set `name`, for a cross-check with pyttb; else `None` after a [`skip`]
+/// (a failure under `SPTMC_REQUIRE_PYTTB=1`, which asks for the cross-checks to run, or,
+/// for the data, `SPTMC_REQUIRE_DATA=1`).
+pub fn pyttb_and_data(name: &str) -> Option<(PathBuf, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = match sptmc::tools::bench::peers::find_python(root) {
+        Ok(p) => p,
+        Err(why) => {
+            return skip(
+                "SPTMC_REQUIRE_PYTTB",
+                &format!("no Python with pyttb ({why})"),
+            );
+        }
+    };
+    match shared_file(name) {
+        Some(file) => Some((python, file)),
+        None => skip(
+            "SPTMC_REQUIRE_PYTTB",
+            &format!("the shared data set {name} is missing"),
+        ),
+    }
+}
+
+/// A small generated 3rd-order tensor (40 × 30 × 20, power-law, 3000 nonzeros drawn)
+/// written as `dir/small.tns`.
+pub fn small_tns(dir: &Path) -> PathBuf {
+    let x = sptmc::tensor::generate::generate(&sptmc::tensor::generate::GenSpec {
+        dims: vec![40, 30, 20],
+        nnz: 3000,
+        pattern: sptmc::tensor::generate::Pattern::PowerLaw { alpha: 1.0 },
+        seed: 5,
+    })
+    .unwrap();
+    let p = dir.join("small.tns");
+    sptmc::tensor::tns::write(&p, &x).unwrap();
+    p
 }
 
 /// A fresh seed per run (printed, so a failure can be replayed with SPTMC_SEED=...).
@@ -131,19 +182,12 @@ pub fn assert_one_error_line(out: &std::process::Output, words: &[&str]) {
     );
 }
 
-/// The CUDA engine for a test's CUDA twin: `None` (after a visible SKIPPED line) when
-/// no device is usable, a failure instead when `SPTMC_REQUIRE_GPU=1`.
+/// The CUDA engine for a test's CUDA twin: `None` (after a [`skip`]) when no device is
+/// usable, a failure instead when `SPTMC_REQUIRE_GPU=1`.
 pub fn cuda_engine() -> Option<sptmc::engine::Engine> {
     match sptmc::engine::Engine::cuda() {
         Ok(e) => Some(e),
-        Err(err) => {
-            assert!(
-                std::env::var("SPTMC_REQUIRE_GPU").as_deref() != Ok("1"),
-                "SPTMC_REQUIRE_GPU=1 but the CUDA backend is unusable: {err}"
-            );
-            let _ = writeln!(std::io::stderr(), "SKIPPED: no CUDA device ({err})");
-            None
-        }
+        Err(err) => skip("SPTMC_REQUIRE_GPU", &format!("no CUDA device ({err})")),
     }
 }
 

@@ -68,7 +68,7 @@ pub struct Image {
 }
 
 /// The images embedded in this binary, in the order they are tried.
-#[allow(clippy::vec_init_then_push)] // each push exists only under its own cfg
+#[allow(clippy::vec_init_then_push, unused_mut)] // each push exists only under its own cfg
 pub fn embedded() -> Vec<Image> {
     let mut v = Vec::new();
     #[cfg(sptmc_kernel_sm_90)]

@@ -625,7 +625,7 @@ pub fn copy_rate(stream: &Arc<CudaStream>, bytes: usize, reps: usize) -> Result<
         let end = timing_event(stream)?;
         times.push(seconds_between(&start, &end)?);
     }
-    let median_s = crate::timing::median(&times);
+    let median_s = crate::engine::median(&times);
     let bytes = (words * 4) as u64;
     Ok(CopyRate {
         bytes,

@@ -1,11 +1,11 @@
 //! Running pyttb's sparse MTTKRP beside ours on the same tensor and factors
-//! (DESIGN.md §9): factors go out as text (`factor-<m>.txt`, one matrix per mode, read
-//! with `numpy.loadtxt`), `scripts/peer_mttkrp.py` times `sptensor.mttkrp` on every
+//! (DESIGN.md §9): factors go out as model files ([`crate::model_io::write_factors`],
+//! read with `numpy.loadtxt`), `scripts/peer_mttkrp.py` times `sptensor.mttkrp` on every
 //! mode and writes its results as `.npy` plus `timings.json`, which come back here.
 
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
-use std::io::Write;
+use crate::model_io::write_factors;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -42,28 +42,6 @@ pub fn find_python(root: &Path) -> std::result::Result<PathBuf, String> {
         }
     }
     Err(why.join("; "))
-}
-
-/// Writes one text file per factor, `dir/factor-<m>.txt`: a row per line, entries
-/// separated by spaces, each printed as the f64 it widens to, so that a reader parsing
-/// f64 (numpy) gets exactly the f32 value.
-pub fn write_factors(dir: &Path, factors: &[Matrix]) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    for (m, f) in factors.iter().enumerate() {
-        let path = dir.join(format!("factor-{m}.txt"));
-        let file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
-        let mut w = std::io::BufWriter::new(file);
-        for i in 0..f.rows() {
-            let line: Vec<String> = f
-                .row(i)
-                .iter()
-                .map(|&v| format!("{:e}", f64::from(v)))
-                .collect();
-            writeln!(w, "{}", line.join(" ")).map_err(|e| Error::io(&path, e))?;
-        }
-        w.flush().map_err(|e| Error::io(&path, e))?;
-    }
-    Ok(())
 }
 
 /// Reads a 2-D little-endian float64 `.npy` file in C order (what the peer script
@@ -212,9 +190,8 @@ mod tests {
 
     #[test]
     fn npy_round_trip_and_rejections() {
-        let dir = std::env::temp_dir().join(format!("sptmc-npy-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("a.npy");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.npy");
         let ok = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }";
         std::fs::write(&p, npy(ok, &[1.0, 2.0, 3.0, 4.0, 5.0, -6.5])).unwrap();
         let m = read_npy(&p).unwrap();
@@ -227,23 +204,5 @@ mod tests {
         assert!(matches!(read_npy(&p), Err(Error::BadBinary { .. })));
         std::fs::write(&p, b"not numpy").unwrap();
         assert!(matches!(read_npy(&p), Err(Error::BadBinary { .. })));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn factors_are_written_so_that_f64_readers_get_the_exact_f32_values() {
-        let dir = std::env::temp_dir().join(format!("sptmc-factors-{}", std::process::id()));
-        let f = Matrix::random(3, 2, 9);
-        write_factors(&dir, &[f.clone(), Matrix::zeros(1, 2)]).unwrap();
-        let text = std::fs::read_to_string(dir.join("factor-0.txt")).unwrap();
-        let back: Vec<f64> = text
-            .split_whitespace()
-            .map(|s| s.parse::<f64>().unwrap())
-            .collect();
-        let want: Vec<f64> = f.data().iter().map(|&v| f64::from(v)).collect();
-        assert_eq!(back, want);
-        assert_eq!(text.lines().count(), 3);
-        assert!(dir.join("factor-1.txt").is_file());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

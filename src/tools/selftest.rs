@@ -2,16 +2,13 @@
 //! the chosen engine and compares each result to the FP64 reference (DESIGN.md §6).
 //! `sptmc selftest` prints the [`SelftestReport`] table; the GPU tests use it too.
 
+use super::cases::{self, FactorKind};
 use crate::accuracy::{SMAPE_TARGET_PERCENT, compare};
 use crate::engine::{Engine, Workload};
 use crate::error::Result;
-use crate::matrix::Matrix;
 use crate::ops::Op;
 use crate::reference;
 use crate::tensor::CooTensor;
-use crate::tensor::generate::{GenSpec, Pattern, generate};
-use rand::{Rng, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
 use std::time::Instant;
 
 /// One tensor to test, with the ops and ranks to run on it.
@@ -27,56 +24,6 @@ pub struct SelftestCase {
     pub factors: FactorKind,
 }
 
-/// How a case's random factors are drawn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FactorKind {
-    /// Uniform in `[0.05, 1)`: the usual well-scaled case.
-    #[default]
-    Uniform,
-    /// Log-uniform over `[1e-6, 1)`: six decades inside every column, as CP-ALS
-    /// produces on power-law data, where fp16 staging loses what is far below a
-    /// column's largest entry. Positive, so that results measure the staging and not
-    /// the cancellation of terms against the tensor values' own fp16 rounding.
-    LogUniform,
-    /// Uniform, then mode 1 scaled by 1e30 and the last mode by 1e-30: products far
-    /// outside f32's range unless the kernels rescale.
-    Extreme,
-}
-
-impl FactorKind {
-    /// Seeded factors of this kind, one per mode (the target mode's included, unused).
-    pub fn factors(self, dims: &[usize], rank: usize, seed: u64) -> Vec<Matrix> {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let order = dims.len();
-        dims.iter()
-            .enumerate()
-            .map(|(m, &d)| {
-                Matrix::from_fn(d, rank, |_, _| match self {
-                    FactorKind::Uniform => rng.random_range(0.05f32..1.0),
-                    FactorKind::LogUniform => 10f32.powf(rng.random_range(-6.0f32..0.0)),
-                    FactorKind::Extreme => {
-                        let v = rng.random_range(0.05f32..1.0);
-                        match m {
-                            1 => v * 1e30,
-                            _ if m == order - 1 => v * 1e-30,
-                            _ => v,
-                        }
-                    }
-                })
-            })
-            .collect()
-    }
-
-    /// Suffix of a case name (empty for the uniform kind).
-    fn suffix(self) -> &'static str {
-        match self {
-            FactorKind::Uniform => "",
-            FactorKind::LogUniform => "/log-uniform",
-            FactorKind::Extreme => "/extreme",
-        }
-    }
-}
-
 /// The contract's runs: MTTKRP at ranks 8, 16, 32, 64 and TTMc at 8 and 16 (every
 /// other mode at that rank).
 pub fn default_runs() -> Vec<(Op, usize)> {
@@ -85,38 +32,19 @@ pub fn default_runs() -> Vec<(Op, usize)> {
     r
 }
 
-/// Generated 3rd-order tensors of every regime (uniform, power-law, block-dense) with
-/// `nnz` nonzeros over `dim`³, plus a 4th-order uniform one (sparse part only), all
-/// with uniform factors; then the block-dense and the 4th-order tensors again with
-/// log-uniform and with extreme factors (dense tiles and the sparse part both see them).
+/// The catalog ([`cases::generated`] at `dim`³ with `nnz` nonzeros) with uniform
+/// factors, then its block-dense and 4th-order tensors again with log-uniform and with
+/// extreme factors (dense tiles and the sparse part both see them).
 pub fn generated_cases(dim: usize, nnz: usize, runs: &[(Op, usize)]) -> Result<Vec<SelftestCase>> {
-    let specs = [
-        ("uniform", vec![dim; 3], Pattern::Uniform),
-        ("power-law", vec![dim; 3], Pattern::PowerLaw { alpha: 1.1 }),
-        (
-            "block-dense",
-            vec![dim; 3],
-            Pattern::BlockDense {
-                tile_nnz: 400,
-                dense_share: 0.7,
-            },
-        ),
-        ("uniform-4d", vec![dim / 2 + 1; 4], Pattern::Uniform),
-    ];
-    let mut cases = Vec::new();
-    for (k, (name, dims, pattern)) in specs.into_iter().enumerate() {
-        cases.push(SelftestCase {
-            name: name.to_string(),
-            tensor: generate(&GenSpec {
-                dims,
-                nnz,
-                pattern,
-                seed: 0x5e1f + k as u64,
-            })?,
+    let mut cases: Vec<SelftestCase> = cases::generated(dim, nnz, 0x5e1f)?
+        .into_iter()
+        .map(|c| SelftestCase {
+            name: c.name,
+            tensor: c.tensor,
             runs: runs.to_vec(),
             factors: FactorKind::Uniform,
-        });
-    }
+        })
+        .collect();
     for kind in [FactorKind::LogUniform, FactorKind::Extreme] {
         for base in [2, 3] {
             let c = &cases[base];
@@ -128,11 +56,6 @@ pub fn generated_cases(dim: usize, nnz: usize, runs: &[(Op, usize)]) -> Result<V
         }
     }
     Ok(cases)
-}
-
-/// The default case list: [`generated_cases`] at 200³ with 200,000 nonzeros.
-pub fn default_cases() -> Result<Vec<SelftestCase>> {
-    generated_cases(200, 200_000, &default_runs())
 }
 
 /// One op on one mode at one rank.
@@ -224,11 +147,6 @@ impl SelftestReport {
     }
 }
 
-/// Seeded factors in `[0.05, 1)`, one per mode (the target mode's included, unused).
-pub fn random_factors(dims: &[usize], rank: usize, seed: u64) -> Vec<Matrix> {
-    FactorKind::Uniform.factors(dims, rank, seed)
-}
-
 /// Runs every case's ops on every mode with `engine` and compares with FP64. Errors of
 /// single runs are recorded in the report; only preparing a tensor can fail the call.
 pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
@@ -247,26 +165,21 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
                     let want = reference::apply(op, x, mode, &factors)?;
                     compare(&want, &g)
                 });
-                let mut row = SelftestRow {
+                let (a, error) = match checked {
+                    Ok(a) => (Some(a), None),
+                    Err(e) => (None, Some(e.to_string())),
+                };
+                rows.push(SelftestRow {
                     tensor: case.name.clone(),
                     op,
                     mode,
                     rank,
-                    smape_percent: None,
-                    max_rel_err: None,
-                    rel_frobenius: None,
+                    smape_percent: a.as_ref().map(|a| a.smape_percent),
+                    max_rel_err: a.as_ref().map(|a| a.max_rel_err),
+                    rel_frobenius: a.as_ref().map(|a| a.rel_frobenius),
                     time_ms,
-                    error: None,
-                };
-                match checked {
-                    Ok(a) => {
-                        row.smape_percent = Some(a.smape_percent);
-                        row.max_rel_err = Some(a.max_rel_err);
-                        row.rel_frobenius = Some(a.rel_frobenius);
-                    }
-                    Err(e) => row.error = Some(e.to_string()),
-                }
-                rows.push(row);
+                    error,
+                });
             }
         }
     }
