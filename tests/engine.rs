@@ -11,6 +11,17 @@ use sptmc::engine::{ColumnMax, Engine, Workload};
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::{CooTensor, Matrix, Op, reference};
 
+/// Asserts that `got` meets the SMAPE contract against the FP64 `want`; `what` names
+/// the case in the failure message.
+fn within_contract(want: &Matrix<f64>, got: &Matrix, what: impl FnOnce() -> String) {
+    let acc = compare(want, got).unwrap();
+    assert!(
+        acc.smape_percent <= SMAPE_TARGET_PERCENT,
+        "{}: {acc:?}",
+        what()
+    );
+}
+
 /// Every op on every mode against the reference, at each explicit threshold and at the
 /// engine's tuned ones (`None`).
 fn check_all_modes(
@@ -42,11 +53,7 @@ fn check_all_modes(
             for mode in 0..x.order() {
                 let got = engine.run(op, &p, mode, &f).unwrap();
                 let want = reference::apply(op, x, mode, &f).unwrap();
-                let acc = compare(&want, &got).unwrap();
-                assert!(
-                    acc.smape_percent <= SMAPE_TARGET_PERCENT,
-                    "{what}: {op} mode {mode} T={t:?}: {acc:?}"
-                );
+                within_contract(&want, &got, || format!("{what}: {op} mode {mode} T={t:?}"));
             }
         }
     }
@@ -128,11 +135,7 @@ twin!(
                     // Modes 0 and 1 are above the split size (1M floats), mode 2 below.
                     assert_eq!(got.data().len() >= 1 << 20, mode < 2);
                     let want = reference::apply(Op::Ttmc, &x, mode, &f).unwrap();
-                    let acc = compare(&want, &got).unwrap();
-                    assert!(
-                        acc.smape_percent <= SMAPE_TARGET_PERCENT,
-                        "{spec:?}: TTMc mode {mode} T={t}: {acc:?}"
-                    );
+                    within_contract(&want, &got, || format!("{spec:?}: TTMc mode {mode} T={t}"));
                 }
             }
         });
@@ -173,11 +176,9 @@ twin!(specialized_mttkrp_ranks_every_mode, |engine| {
                 for mode in 0..x.order() {
                     let got = engine.mttkrp(&p, mode, &f).unwrap();
                     let want = reference::mttkrp(&x, mode, &f).unwrap();
-                    let acc = compare(&want, &got).unwrap();
-                    assert!(
-                        acc.smape_percent <= SMAPE_TARGET_PERCENT,
-                        "{spec:?}: rank {rank} mode {mode} T={t}: {acc:?}"
-                    );
+                    within_contract(&want, &got, || {
+                        format!("{spec:?}: rank {rank} mode {mode} T={t}")
+                    });
                 }
             }
         }
@@ -238,19 +239,18 @@ twin!(extreme_factor_magnitudes_do_not_overflow, |engine| {
                     );
                 }
                 let want = reference::mttkrp(&x, mode, &f).unwrap();
-                let acc = compare(&want, &given).unwrap();
-                assert!(
-                    acc.smape_percent <= SMAPE_TARGET_PERCENT,
-                    "order {order} rank {rank} mode {mode}: {acc:?}"
-                );
+                within_contract(&want, &given, || {
+                    format!("order {order} rank {rank} mode {mode}")
+                });
             }
         }
     }
 });
 
-// Factors spread log-uniformly over six decades (1e-6..1) inside every column, as CP-ALS produces on power-law data: a GPU stages tile
-// rows in fp16, where a scale per whole column would lose the small entries. Both ops,
-// every mode, all tiles dense (threshold 1), mixed (40) and the engine's tuned ones.
+// Factors spread log-uniformly over six decades (1e-6..1) inside every column, as
+// CP-ALS produces on power-law data: a GPU stages tile rows in fp16, where a scale per
+// whole column would lose the small entries. Both ops, every mode, all tiles dense
+// (threshold 1), mixed (40) and the engine's tuned ones.
 twin!(log_uniform_factor_magnitudes_meet_the_contract, |engine| {
     let seed = common::fresh_seed("log_uniform_factor_magnitudes_meet_the_contract");
     let x = generate(&GenSpec {
@@ -295,11 +295,7 @@ twin!(log_uniform_factor_magnitudes_meet_the_contract, |engine| {
                 let f = kind.factors(x.dims(), rank, seed ^ (rank * 7 + mode) as u64);
                 let got = engine.run(op, &p, mode, &f).unwrap();
                 let want = reference::apply(op, &x, mode, &f).unwrap();
-                let acc = compare(&want, &got).unwrap();
-                assert!(
-                    acc.smape_percent <= SMAPE_TARGET_PERCENT,
-                    "{op} r{rank} mode {mode} T={t:?}: {acc:?}"
-                );
+                within_contract(&want, &got, || format!("{op} r{rank} mode {mode} T={t:?}"));
             }
         }
     }
