@@ -301,18 +301,28 @@ twin!(log_uniform_factor_magnitudes_meet_the_contract, |engine| {
     }
 });
 
-twin!(mis_shaped_column_maxima_are_a_shape_error, |engine| {
+/// A small uniform 3-way tensor prepared for MTTKRP (threshold 8) with rank-4 factors.
+fn small_case(
+    engine: &Engine,
+    dims: [usize; 3],
+    nnz: usize,
+    seed: u64,
+) -> (sptmc::engine::Prepared, Vec<Matrix>) {
     let x = generate(&GenSpec {
-        dims: vec![20, 10, 5],
-        nnz: 300,
+        dims: dims.to_vec(),
+        nnz,
         pattern: Pattern::Uniform,
-        seed: 3,
+        seed,
     })
     .unwrap();
     let p = engine
         .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
         .unwrap();
-    let f = Matrix::random_factors(x.dims(), &[4; 3], 3);
+    (p, Matrix::random_factors(x.dims(), &[4; 3], seed))
+}
+
+twin!(mis_shaped_column_maxima_are_a_shape_error, |engine| {
+    let (p, f) = small_case(engine, [20, 10, 5], 300, 3);
     let mut short = ColumnMax::of(&f);
     short.max[2].pop();
     let err = engine
@@ -443,17 +453,7 @@ twin!(each_op_gets_the_key_order_its_walk_prefers, |engine| {
 // A result beyond f32's range is an error naming the op, mode and entry, never a
 // matrix of inf; a caller that scans the result itself may turn the check off.
 twin!(results_beyond_f32_are_an_error, |engine| {
-    let x = generate(&GenSpec {
-        dims: vec![20, 30, 40],
-        nnz: 2000,
-        pattern: Pattern::Uniform,
-        seed: 5,
-    })
-    .unwrap();
-    let p = engine
-        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
-        .unwrap();
-    let mut f = Matrix::random_factors(x.dims(), &[4; 3], 5);
+    let (p, mut f) = small_case(engine, [20, 30, 40], 2000, 5);
     for m in [1, 2] {
         for v in f[m].data_mut() {
             *v = 1e30;
