@@ -153,6 +153,21 @@ impl<'a, const N: usize, const R: usize, const M: usize> Fixed<'a, N, R, M> {
         self.prev = c;
     }
 
+    /// Adds the nonzero `v` whose coordinates equal those of the nonzero pushed last
+    /// at every level but the leaf (`N-1`), where it is `leaf`: the next nonzero of the
+    /// same fiber. Nothing above the leaf changed, so nothing folds and the top product
+    /// stands: one row operation. (The stale `prev[N-1]` is never read: no level folds
+    /// on a change of the leaf alone.)
+    #[inline(always)]
+    pub(super) fn push_leaf(&mut self, leaf: u32, v: f32) {
+        let s = leaf as usize * R;
+        if M + 1 == N {
+            rowops::axpy(&mut self.out[s..s + R], v, &self.top[M - 1]);
+        } else {
+            rowops::axpy(&mut self.acc[N - 2], v, row::<R>(self.factors[N - 1], leaf));
+        }
+    }
+
     #[inline(always)]
     fn fold(&mut self, l: usize) {
         let n = M;

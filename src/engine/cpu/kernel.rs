@@ -371,6 +371,9 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
         let shifts: [u32; N] = std::array::from_fn(|k| layout.shifts()[levels[k]]);
         let masks: [u64; N] = std::array::from_fn(|k| layout.mask(levels[k]));
         let prefetch = sink.wants_prefetch();
+        // Key bits of every level but the leaf: two keys equal there are one fiber.
+        let (leaf_shift, leaf_mask) = (shifts[N - 1], masks[N - 1]);
+        let fiber_mask = !(leaf_mask << leaf_shift);
         let (keys, vals, offs) = (sp.keys(), sp.values(), sp.block_offsets());
         let mut b = sp.block_of(s);
         let mut p = s;
@@ -385,11 +388,26 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
                     std::array::from_fn(|m| ((key >> shifts[m]) & masks[m]) as u32)
                 };
                 let (ks, vs) = (&keys[p..end], &vals[p..end]);
-                for (q, (&k, &v)) in ks.iter().zip(vs).enumerate() {
+                let mut q = 0;
+                while q < ks.len() {
+                    let k = ks[q];
                     if prefetch && let Some(&ka) = ks.get(q + PREFETCH_AHEAD) {
                         sink.prefetch(&decode(ka));
                     }
-                    sink.push_array(decode(k), v.to_f32());
+                    sink.push_array(decode(k), vs[q].to_f32());
+                    q += 1;
+                    // The rest of this fiber (same key outside the leaf's field; the
+                    // block prefix is common to the whole block): leaf-only pushes.
+                    while let Some(&kn) = ks.get(q)
+                        && (kn ^ k) as u64 & fiber_mask == 0
+                    {
+                        if prefetch && let Some(&ka) = ks.get(q + PREFETCH_AHEAD) {
+                            sink.prefetch(&decode(ka));
+                        }
+                        let leaf = (((hi | kn as u64) >> leaf_shift) & leaf_mask) as u32;
+                        sink.push_leaf(leaf, vs[q].to_f32());
+                        q += 1;
+                    }
                 }
             } else {
                 for (q, &v) in (p..end).zip(&vals[p..end]) {
