@@ -18,9 +18,13 @@ __all__ = [
     "read",
     "KERNEL_BUILD",
     "__version__",
+    "DEBUG_BUILD",
 ]
 __version__: str
 KERNEL_BUILD: str
+DEBUG_BUILD: bool
+"""Whether this module was built without optimizations of its own crates (``maturin
+develop`` without ``--release``); benchmarks refuse such a build."""
 """How the CUDA kernels were built into this module (embedded cubins/PTX, or compiled
 at run time by NVRTC)."""
 

@@ -535,6 +535,9 @@ mod sptmc_module {
         use pyo3::types::PyModuleMethods;
         m.add("KERNEL_BUILD", sptmc::engine::cuda::KERNEL_BUILD)?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        // Debug builds (`maturin develop` without --release) are several times slower:
+        // benchmarks refuse them.
+        m.add("DEBUG_BUILD", cfg!(debug_assertions))?;
         Ok(())
     }
 }
