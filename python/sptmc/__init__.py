@@ -178,13 +178,24 @@ def from_coo(
     return _sptmc._from_index_arrays(idx, v, dims, int(index_base))
 
 
+def _known_layout(subs: Any, modes_first: bool) -> Any:
+    """Per-mode 1-D views of a 2-D ``subs`` array whose layout the source defines
+    (``N x nnz`` when ``modes_first``, else ``nnz x N``), so that :func:`from_coo` need
+    not guess it (it cannot when ``nnz == N``). Anything else is passed on as it is."""
+    if isinstance(subs, np.ndarray) and subs.ndim == 2:
+        if modes_first:
+            return tuple(subs[m] for m in range(subs.shape[0]))
+        return tuple(subs[:, m] for m in range(subs.shape[1]))
+    return subs
+
+
 def from_pyttb(X: Any) -> Tensor:
     """A tensor from a ``pyttb.sptensor`` (its ``subs``, ``vals`` and ``shape``)."""
     if not all(hasattr(X, a) for a in ("subs", "vals", "shape")):
         raise InputError(
             f"from_pyttb expects a pyttb.sptensor (.subs, .vals, .shape), got {type(X).__name__}"
         )
-    return from_coo(X.subs, X.vals, tuple(X.shape))
+    return from_coo(_known_layout(X.subs, False), X.vals, tuple(X.shape))
 
 
 def tensor(X: TensorLike) -> Tensor:
@@ -197,9 +208,9 @@ def tensor(X: TensorLike) -> Tensor:
     if isinstance(X, (str, os.PathLike)):
         return read(X)
     if all(hasattr(X, a) for a in ("subs", "vals", "shape")):
-        return from_coo(X.subs, X.vals, tuple(X.shape))
+        return from_coo(_known_layout(X.subs, False), X.vals, tuple(X.shape))
     if all(hasattr(X, a) for a in ("coords", "data", "shape")):
-        return from_coo(X.coords, X.data, tuple(X.shape))
+        return from_coo(_known_layout(X.coords, True), X.data, tuple(X.shape))
     if hasattr(X, "tocoo") and hasattr(X, "shape"):
         c = X.tocoo()
         coords = getattr(c, "coords", None)

@@ -99,6 +99,28 @@ def test_duck_typed_objects_and_pyttb_give_the_same_tensor(coo):
     same(ref, sptmc.from_pyttb(back))
 
 
+def test_duck_typed_layouts_are_not_guessed_when_nnz_equals_the_order():
+    """Three nonzeros of a 3-way tensor: ``coords`` is N x nnz by definition, ``subs``
+    nnz x N, although either square array would fit the other layout."""
+    s3 = np.array([[0, 1, 2], [3, 0, 1], [1, 2, 0]])
+    v3 = np.array([1.0, 2.0, 3.0])
+    ref = sptmc.from_coo(s3, v3, (4, 3, 3))
+
+    class PydataLike:
+        coords = s3.T
+        data = v3
+        shape = (4, 3, 3)
+
+    class PyttbLike:
+        subs = np.asfortranarray(s3)
+        vals = v3[:, None]
+        shape = (4, 3, 3)
+
+    same(ref, sptmc.tensor(PydataLike()))
+    same(ref, sptmc.tensor(PyttbLike()))
+    same(ref, sptmc.from_pyttb(PyttbLike()))
+
+
 def test_pydata_sparse_coo():
     sparse = pytest.importorskip("sparse")
     subs, vals = random_coo(SHAPE, 500, seed=4)
