@@ -41,6 +41,7 @@ use faer::Mat;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
+use std::ops::ControlFlow;
 
 /// Options of [`cp_als`].
 #[derive(Debug, Clone, PartialEq)]
@@ -185,6 +186,22 @@ pub fn cp_als_with_progress(
     opts: &CpOptions,
     progress: &mut dyn FnMut(&IterStats),
 ) -> Result<CpModel> {
+    cp_als_with_control(engine, x, opts, &mut |s| {
+        progress(s);
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`cp_als`], calling `control` after every iteration; when it returns
+/// [`ControlFlow::Break`], the run stops there as if it had converged, and the model of
+/// the iterations done so far is returned (arranged like any other). This is how a
+/// caller stops a long fit early: a user's callback, an interrupt, a time budget.
+pub fn cp_als_with_control(
+    engine: &Engine,
+    x: &Prepared,
+    opts: &CpOptions,
+    control: &mut dyn FnMut(&IterStats) -> ControlFlow<()>,
+) -> Result<CpModel> {
     let norm_sq = check_tensor(x, Op::Mttkrp)?;
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
@@ -278,8 +295,7 @@ pub fn cp_als_with_progress(
         let stats = clock.finish(it, fit, delta);
         fits.push(fit);
         iters.push(stats);
-        progress(&stats);
-        if it > 0 && delta.abs() < opts.tol {
+        if control(&stats).is_break() || (it > 0 && delta.abs() < opts.tol) {
             break;
         }
         fit_old = fit;

@@ -10,7 +10,8 @@
 //! rebuilding the tensor. Sparse
 //! kernels run in f32 on the engine; all dense linear algebra runs in f64 through
 //! `faer`. Both are deterministic for a given seed, options, backend and thread count.
-//! A progress callback receives an [`IterStats`] after every iteration.
+//! A progress callback receives an [`IterStats`] after every iteration; the
+//! `*_with_control` forms let it stop the run there ([`std::ops::ControlFlow::Break`]).
 //!
 //! Iteration and stopping rule (both): iteration `k` updates every mode in the order
 //! `0, 1, …, N−1`, then computes the fit; the run stops after `max_iters` iterations
@@ -22,8 +23,10 @@ mod dense;
 pub mod cp_als;
 pub mod tucker;
 
-pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_progress};
-pub use tucker::{TuckerModel, TuckerOptions, tucker_hooi, tucker_hooi_with_progress};
+pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_control, cp_als_with_progress};
+pub use tucker::{
+    TuckerModel, TuckerOptions, tucker_hooi, tucker_hooi_with_control, tucker_hooi_with_progress,
+};
 
 use crate::engine::{Prepared, RunStats};
 use crate::error::{Error, Result};

@@ -8,6 +8,7 @@ use crate::engine::{Engine, Workload};
 use crate::ops::Op;
 use crate::tensor::CooTensor;
 use crate::tensor::generate::{GenSpec, Pattern, generate};
+use std::ops::ControlFlow;
 
 /// A random matrix with integer entries in `lo..=hi`.
 fn int_matrix(rows: usize, cols: usize, lo: u32, hi: u32, seed: u64) -> Matrix<f64> {
@@ -239,6 +240,39 @@ fn cp_stops_on_tolerance_and_reports_progress() {
     assert_eq!(model.iters[0].delta, model.fits[0]);
 }
 
+/// A control callback that breaks after iteration `stop` (0-based), recording what it saw.
+fn break_after(stop: usize, seen: &mut Vec<usize>) -> impl FnMut(&IterStats) -> ControlFlow<()> {
+    move |s| {
+        seen.push(s.iter);
+        if s.iter == stop {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+#[test]
+fn cp_control_stops_the_run_and_returns_the_model_so_far() {
+    let x = random_ints(&[30, 20, 10], 1500, 9);
+    let p = prep(&x, Op::Mttkrp, 4);
+    let e = Engine::cpu();
+    let mut seen = Vec::new();
+    let stopped = cp_als_with_control(
+        &e,
+        &p,
+        &cp_opts(4, 50, 0.0, 7),
+        &mut break_after(2, &mut seen),
+    )
+    .unwrap();
+    assert_eq!(seen, [0, 1, 2], "no iteration runs after the break");
+    // The same model as a run that was only allowed three iterations.
+    let three = cp_als(&e, &p, &cp_opts(4, 3, 0.0, 7)).unwrap();
+    assert_eq!(stopped.fits, three.fits);
+    assert_eq!(stopped.weights, three.weights);
+    assert_eq!(stopped.factors, three.factors);
+}
+
 #[test]
 fn cp_rejects_bad_options() {
     let x = random_ints(&[5, 4, 3], 30, 1);
@@ -394,6 +428,21 @@ fn tucker_is_deterministic() {
     assert_eq!(a.fits, b.fits);
     assert_eq!(a.core, b.core);
     assert_eq!(a.factors, b.factors);
+}
+
+#[test]
+fn tucker_control_stops_the_run_and_returns_the_model_so_far() {
+    let x = random_ints(&[30, 20, 10], 1500, 9);
+    let p = prep(&x, Op::Ttmc, 4);
+    let e = Engine::cpu();
+    let opts = tk_opts(&[4, 3, 2], 50, 0.0, 42);
+    let mut seen = Vec::new();
+    let stopped = tucker_hooi_with_control(&e, &p, &opts, &mut break_after(1, &mut seen)).unwrap();
+    assert_eq!(seen, [0, 1], "no iteration runs after the break");
+    let two = tucker_hooi(&e, &p, &tk_opts(&[4, 3, 2], 2, 0.0, 42)).unwrap();
+    assert_eq!(stopped.fits, two.fits);
+    assert_eq!(stopped.core, two.core);
+    assert_eq!(stopped.factors, two.factors);
 }
 
 #[test]

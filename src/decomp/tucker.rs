@@ -29,6 +29,7 @@ use crate::engine::{Call, Engine, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
+use std::ops::ControlFlow;
 
 /// Options of [`tucker_hooi`].
 #[derive(Debug, Clone, PartialEq)]
@@ -191,6 +192,21 @@ pub fn tucker_hooi_with_progress(
     opts: &TuckerOptions,
     progress: &mut dyn FnMut(&IterStats),
 ) -> Result<TuckerModel> {
+    tucker_hooi_with_control(engine, x, opts, &mut |s| {
+        progress(s);
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`tucker_hooi`], calling `control` after every iteration; when it returns
+/// [`ControlFlow::Break`], the run stops there as if it had converged, and the model of
+/// the iterations done so far (factors and core of the last one) is returned.
+pub fn tucker_hooi_with_control(
+    engine: &Engine,
+    x: &Prepared,
+    opts: &TuckerOptions,
+    control: &mut dyn FnMut(&IterStats) -> ControlFlow<()>,
+) -> Result<TuckerModel> {
     let norm_sq = check_tensor(x, Op::Ttmc)?;
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
@@ -238,8 +254,7 @@ pub fn tucker_hooi_with_progress(
         let stats = clock.finish(it, fit, delta);
         fits.push(fit);
         iters.push(stats);
-        progress(&stats);
-        if it > 0 && delta.abs() < opts.tol {
+        if control(&stats).is_break() || (it > 0 && delta.abs() < opts.tol) {
             break;
         }
         fit_old = fit;

@@ -1,0 +1,557 @@
+"""sptmc: sparse tensor CP and Tucker decompositions from Python.
+
+The kernels that dominate CP and Tucker decomposition of sparse tensors — MTTKRP and
+TTM-chain — run over sptmc's HLS format (dense 16x16x16 bitmap tiles plus a linearized
+sparse remainder) on the CPU (rayon threads) or an NVIDIA GPU, with CP-ALS and
+Tucker-HOOI on top. The GIL is released while the engine works.
+
+    >>> import numpy as np, sptmc
+    >>> subs = np.array([[0, 0, 0], [1, 2, 0], [2, 1, 1]])     # nnz x N, 0-based
+    >>> X = sptmc.from_coo(subs, np.array([1.0, 2.0, 3.0]))
+    >>> model = sptmc.cp_als(X, rank=2, iters=20, tol=0)
+    >>> model.weights.shape, [f.shape for f in model.factors]
+    ((2,), [(3, 2), (3, 2), (2, 2)])
+
+Tensors come from files (:func:`read`), coordinate arrays (:func:`from_coo`), pyttb
+(:func:`from_pyttb`) or any object with ``.coords/.data/.shape`` (pydata ``sparse``,
+SciPy ``coo_array``) or ``.subs/.vals/.shape`` (pyttb) through :func:`tensor`; every
+function that takes a tensor accepts all of these. Errors derive from
+:class:`sptmc.Error` and the built-in class a Python user expects (``ValueError``,
+``OSError``, ...).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import time
+from typing import Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+
+from ._errors import (
+    DeviceError,
+    Error,
+    FileError,
+    FormatError,
+    InputError,
+    MissingFileError,
+    NumericalError,
+    OutOfMemoryError,
+)
+from . import _sptmc
+from ._sptmc import KERNEL_BUILD, Tensor, __version__, backend_info
+
+__all__ = [
+    "Tensor",
+    "read",
+    "from_coo",
+    "from_pyttb",
+    "tensor",
+    "cp_als",
+    "tucker_hooi",
+    "CPResult",
+    "TuckerResult",
+    "backend_info",
+    "Error",
+    "InputError",
+    "FormatError",
+    "FileError",
+    "MissingFileError",
+    "OutOfMemoryError",
+    "DeviceError",
+    "NumericalError",
+    "KERNEL_BUILD",
+    "__version__",
+]
+
+TensorLike = Any
+"""A :class:`Tensor`, a path, a pyttb ``sptensor``, or an object with
+``.coords/.data/.shape`` or ``.subs/.vals/.shape``."""
+
+Callback = Callable[[int, float], Optional[bool]]
+
+
+def read(path: Union[str, "os.PathLike[str]"], *, cache: bool = True) -> Tensor:
+    """Reads a tensor file, as the ``sptmc`` command line does.
+
+    FROSTT ``.tns`` text (1-based indices, value last; gzipped when the file starts
+    with the gzip magic; an optional header with the order and the dimensions) or an
+    ``.sptb`` binary tensor. Repeated coordinates are summed
+    (:attr:`Tensor.duplicates_summed` counts them). Text files go through sptmc's
+    binary cache (``$XDG_CACHE_HOME/sptmc``, else ``~/.cache/sptmc``), which makes a
+    second read about 10x faster; ``cache=False`` parses the text and neither reads
+    nor writes the cache.
+
+    Raises :class:`MissingFileError` (a ``FileNotFoundError``) when the file does not
+    exist, :class:`FileError` (an ``OSError``) when it cannot be read, and
+    :class:`FormatError` (a ``ValueError``) naming the line when its content is wrong.
+    """
+    return _sptmc.read(os.fspath(path), cache=cache)
+
+
+def _values_view(vals: Any) -> np.ndarray:
+    """``vals`` as a 1-D float64 or float32 array: the caller's own memory when it
+    already is one (any strides), else a float64 copy. A column vector (pyttb's
+    ``nnz x 1``) is read as its column."""
+    v = vals if isinstance(vals, np.ndarray) else np.asarray(vals)
+    if v.ndim == 2 and v.shape[1] == 1:
+        v = v[:, 0]
+    if v.ndim != 1:
+        raise InputError(
+            f"vals must be 1-D (or nnz x 1), got an array of shape {v.shape}"
+        )
+    if v.dtype not in (np.float64, np.float32):
+        if v.dtype.kind not in "biuf":
+            raise InputError(f"vals must be numbers, got dtype {v.dtype}")
+        v = v.astype(np.float64)
+    return v
+
+
+def _index_views(subs: Any, nnz: int, order: Optional[int]) -> list:
+    """Per-mode 1-D index arrays (views, no copy) from ``subs`` laid out nnz x N,
+    N x nnz, or as a sequence of N 1-D arrays."""
+    if isinstance(subs, (tuple, list)) and subs and all(
+        isinstance(s, np.ndarray) and s.ndim == 1 for s in subs
+    ):
+        return list(subs)
+    a = subs if isinstance(subs, np.ndarray) else np.asarray(subs)
+    if a.dtype.kind not in "iu":
+        raise InputError(f"subs must hold integers, got dtype {a.dtype}")
+    if a.ndim != 2:
+        raise InputError(
+            f"subs must be 2-D (nnz x N or N x nnz), got an array of shape {a.shape}"
+        )
+    rows, cols = a.shape
+    by_rows = rows == nnz and (order is None or cols == order)
+    by_cols = cols == nnz and (order is None or rows == order)
+    if by_rows:  # nnz x N (pyttb), also when square: the documented default
+        return [a[:, m] for m in range(cols)]
+    if by_cols:  # N x nnz (pydata sparse, torch, SciPy)
+        return [a[m] for m in range(rows)]
+    want = f"{nnz} x N or N x {nnz}" if order is None else f"{nnz} x {order} or {order} x {nnz}"
+    raise InputError(
+        f"subs has shape {a.shape}; with {nnz} values it must be {want}"
+    )
+
+
+def _shape_of(shape: Any) -> Optional[list]:
+    """``shape`` as a list of ints (``None`` stays ``None``)."""
+    if shape is None:
+        return None
+    try:
+        dims = [int(d) for d in shape]
+    except TypeError:
+        raise InputError(f"shape must be a sequence of integers, got {shape!r}") from None
+    return dims
+
+
+def from_coo(
+    subs: Any,
+    vals: Any,
+    shape: Optional[Sequence[int]] = None,
+    index_base: int = 0,
+) -> Tensor:
+    """A tensor from coordinates and values.
+
+    ``subs`` may be laid out ``nnz x N`` (pyttb), ``N x nnz`` (pydata ``sparse``,
+    ``torch.sparse_coo_tensor(...).indices()``, SciPy's ``coo_array.coords`` stacked)
+    or be a sequence of ``N`` 1-D arrays (SciPy's ``coords`` tuple); the layout is
+    told by which axis has one entry per value (a square ``subs`` is read as
+    ``nnz x N``). Any integer dtype and any strides are read in place: no copy of the
+    arrays is made (values: float64 or float32; other dtypes are converted). The
+    tensor keeps its own sorted copy of the coordinates, so later changes to the
+    arrays do not reach it.
+
+    ``shape=None`` takes each mode's largest index plus one. ``index_base=1`` reads
+    1-based coordinates (FROSTT, MATLAB). Repeated coordinates are summed and counted
+    (:attr:`Tensor.duplicates_summed`).
+
+    Raises :class:`InputError` (a ``ValueError``) for a layout that fits neither way,
+    a negative or out-of-range index, a non-integer ``subs``, and a NaN or infinite
+    value, naming the entry.
+    """
+    v = _values_view(vals)
+    dims = _shape_of(shape)
+    idx = _index_views(subs, v.shape[0], None if dims is None else len(dims))
+    return _sptmc._from_index_arrays(idx, v, dims, int(index_base))
+
+
+def _known_layout(subs: Any, modes_first: bool) -> Any:
+    """Per-mode 1-D views of a 2-D ``subs`` array whose layout the source defines
+    (``N x nnz`` when ``modes_first``, else ``nnz x N``), so that :func:`from_coo` need
+    not guess it (it cannot when ``nnz == N``). Anything else is passed on as it is."""
+    if isinstance(subs, np.ndarray) and subs.ndim == 2:
+        if modes_first:
+            return tuple(subs[m] for m in range(subs.shape[0]))
+        return tuple(subs[:, m] for m in range(subs.shape[1]))
+    return subs
+
+
+def from_pyttb(X: Any) -> Tensor:
+    """A tensor from a ``pyttb.sptensor`` (its ``subs``, ``vals`` and ``shape``)."""
+    if not all(hasattr(X, a) for a in ("subs", "vals", "shape")):
+        raise InputError(
+            f"from_pyttb expects a pyttb.sptensor (.subs, .vals, .shape), got {type(X).__name__}"
+        )
+    return from_coo(_known_layout(X.subs, False), X.vals, tuple(X.shape))
+
+
+def tensor(X: TensorLike) -> Tensor:
+    """``X`` as a :class:`Tensor`: a Tensor as it is; a path (:func:`read`); a pyttb
+    ``sptensor`` or any object with ``.subs/.vals/.shape``; an object with
+    ``.coords/.data/.shape`` (pydata ``sparse.COO``, SciPy ``coo_array``); any other
+    SciPy sparse array or matrix (through its ``tocoo()``)."""
+    if isinstance(X, Tensor):
+        return X
+    if isinstance(X, (str, os.PathLike)):
+        return read(X)
+    if all(hasattr(X, a) for a in ("subs", "vals", "shape")):
+        return from_coo(_known_layout(X.subs, False), X.vals, tuple(X.shape))
+    if all(hasattr(X, a) for a in ("coords", "data", "shape")):
+        return from_coo(_known_layout(X.coords, True), X.data, tuple(X.shape))
+    if hasattr(X, "tocoo") and hasattr(X, "shape"):
+        c = X.tocoo()
+        coords = getattr(c, "coords", None)
+        if coords is None:  # SciPy before 1.13: row and col
+            coords = (c.row, c.col)
+        return from_coo(coords, c.data, tuple(c.shape))
+    raise InputError(
+        f"cannot make a sptmc tensor from {_sptmc._describe(X)}: expected a sptmc.Tensor, "
+        "a path, a pyttb sptensor, or an object with .coords/.data/.shape "
+        "(pydata sparse, SciPy coo_array)"
+    )
+
+
+def _check_int(name: str, value: Any, least: int) -> int:
+    """``value`` as an int, checked to be an integer (not a bool) ``>= least``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{name} must be an integer, got {value!r}")
+    if value < least:
+        raise InputError(f"{name} must be at least {least}, got {value}")
+    return int(value)
+
+
+def _check_run_options(iters: Any, tol: Any, seed: Any, threads: Any) -> None:
+    """Raises :class:`InputError` for options out of their range, naming the option."""
+    _check_int("iters", iters, 1)
+    if not isinstance(tol, numbers.Real) or math.isnan(tol) or tol < 0:
+        raise InputError(f"tol must be a number >= 0 (0 runs every iteration), got {tol!r}")
+    _check_int("seed", seed, 0)
+    if threads is not None:
+        _check_int("threads", threads, 1)
+
+
+def _init_list(init: Any) -> Optional[list]:
+    """Initial factors: a sequence of arrays, or a model with ``factors`` (an sptmc
+    result) or ``factor_matrices`` (pyttb ``ktensor``/``ttensor``)."""
+    if init is None:
+        return None
+    for attr in ("factors", "factor_matrices"):
+        if hasattr(init, attr):
+            init = getattr(init, attr)
+            break
+    out = []
+    for m, f in enumerate(init):
+        a = f if isinstance(f, np.ndarray) else np.asarray(f)
+        if a.dtype not in (np.float64, np.float32):
+            if a.dtype.kind not in "biuf":
+                raise InputError(f"init[{m}] must hold numbers, got dtype {a.dtype}")
+            a = a.astype(np.float64)
+        out.append(a)
+    return out
+
+
+def _progress(verbose: bool, callback: Optional[Callback]):
+    """The per-iteration function handed to the engine's loop (None when there is
+    nothing to do per iteration, which then costs nothing)."""
+    if not verbose and callback is None:
+        return None
+
+    def progress(s: dict) -> bool:
+        if verbose:
+            print(
+                f"  its = {s['iteration'] + 1:3d} ({s['seconds']:.3f}s: kernel "
+                f"{s['seconds_kernel']:.3f}s, linalg {s['seconds_linalg']:.3f}s)  "
+                f"fit = {s['fit']:.5f}  delta = {s['delta']:+.4e}",
+                flush=True,
+            )
+        if callback is None:
+            return False
+        try:
+            return bool(callback(s["iteration"], s["fit"]))
+        except StopIteration:
+            return True
+
+    return progress
+
+
+def _stopped_by(raw: dict, iters: int, tol: float) -> str:
+    """Why the run ended: ``"callback"``, ``"tol"`` or ``"iters"``."""
+    if raw["stopped_by_callback"]:
+        return "callback"
+    stats = raw["stats"]
+    if len(stats) >= 2 and abs(stats[-1]["delta"]) < tol:
+        return "tol"
+    return "iters"
+
+
+class _Result:
+    """What CP and Tucker results share."""
+
+    factors: list
+    fits: np.ndarray
+    seconds: np.ndarray
+    stats: list
+    stopped_by: str
+    backend: str
+
+    def __init__(self, raw: dict, iters: int, tol: float) -> None:
+        self.factors = raw["factors"]
+        self.fits = raw["fits"]
+        self.seconds = raw["seconds"]
+        self.stats = raw["stats"]
+        self.stopped_by = _stopped_by(raw, iters, tol)
+        self.backend = raw["backend"]
+
+    @property
+    def fit(self) -> float:
+        """The final fit ``1 - ||X - model|| / ||X||``."""
+        return float(self.fits[-1])
+
+    @property
+    def iterations(self) -> int:
+        """The number of iterations run."""
+        return len(self.fits)
+
+
+class CPResult(_Result):
+    """A CP model ``X ~ sum_r weights[r] * factors[0][:, r] o ... o factors[N-1][:, r]``
+    and how it was reached.
+
+    Attributes:
+        weights: float64 array of the R weights, in decreasing order.
+        factors: one float64 array per mode, ``shape[m] x R``, columns of unit 2-norm.
+        fit: the final fit ``1 - ||X - model|| / ||X||``.
+        fits: float64 array, the fit after each iteration.
+        seconds: float64 array, the seconds of each iteration.
+        stats: one dict per iteration (fit, delta, seconds in kernels, in linear
+            algebra and elsewhere, bytes moved to and from a GPU).
+        iterations: the number of iterations run.
+        stopped_by: ``"tol"`` (the fit changed by less than ``tol``), ``"iters"`` (the
+            iteration limit) or ``"callback"``.
+        backend: the device it ran on, in words.
+        pinv_solves: how many per-mode solves fell back to the pseudo-inverse.
+    """
+
+    weights: np.ndarray
+    pinv_solves: int
+
+    def __init__(self, raw: dict, iters: int, tol: float) -> None:
+        super().__init__(raw, iters, tol)
+        self.weights = raw["weights"]
+        self.pinv_solves = raw["pinv_solves"]
+
+    def to_pyttb(self) -> Any:
+        """The model as a ``pyttb.ktensor`` (needs pyttb)."""
+        ttb = _pyttb("CPResult.to_pyttb")
+        return ttb.ktensor([np.array(f) for f in self.factors], np.array(self.weights))
+
+    def __repr__(self) -> str:
+        shape = tuple(f.shape[0] for f in self.factors)
+        return (
+            f"<sptmc.CPResult rank={len(self.weights)} shape={shape} fit={self.fit:.6f} "
+            f"iterations={self.iterations} stopped_by={self.stopped_by!r}>"
+        )
+
+
+class TuckerResult(_Result):
+    """A Tucker model ``X ~ core x_0 factors[0] x_1 ... x_{N-1} factors[N-1]`` and how
+    it was reached.
+
+    Attributes:
+        core: float64 array of shape ``ranks``.
+        factors: one float64 array per mode, ``shape[m] x ranks[m]``, orthonormal
+            columns.
+        fit, fits, seconds, stats, iterations, stopped_by, backend: as for
+            :class:`CPResult`.
+    """
+
+    core: np.ndarray
+
+    def __init__(self, raw: dict, iters: int, tol: float) -> None:
+        super().__init__(raw, iters, tol)
+        self.core = raw["core"]
+
+    def to_pyttb(self) -> Any:
+        """The model as a ``pyttb.ttensor`` (needs pyttb)."""
+        ttb = _pyttb("TuckerResult.to_pyttb")
+        return ttb.ttensor(ttb.tensor(np.array(self.core)), [np.array(f) for f in self.factors])
+
+    def __repr__(self) -> str:
+        shape = tuple(f.shape[0] for f in self.factors)
+        return (
+            f"<sptmc.TuckerResult ranks={self.core.shape} shape={shape} fit={self.fit:.6f} "
+            f"iterations={self.iterations} stopped_by={self.stopped_by!r}>"
+        )
+
+
+def _pyttb(what: str) -> Any:
+    """The pyttb module, or an ImportError saying that ``what`` needs it."""
+    try:
+        import pyttb
+    except ImportError as e:
+        raise ImportError(f"{what} needs pyttb (pip install pyttb): {e}") from e
+    return pyttb
+
+
+def _say(verbose: bool, line: str) -> None:
+    """Prints ``line`` (flushed) when ``verbose``."""
+    if verbose:
+        print(line, flush=True)
+
+
+def cp_als(
+    X: TensorLike,
+    rank: int,
+    *,
+    iters: int = 50,
+    tol: float = 1e-5,
+    seed: int = 1,
+    init: Any = None,
+    backend: str = "auto",
+    threads: Optional[int] = None,
+    verbose: bool = False,
+    callback: Optional[Callback] = None,
+) -> CPResult:
+    """CP decomposition by alternating least squares (the CLI's ``sptmc cp``).
+
+    Each iteration updates modes ``0, 1, ..., N-1`` in turn (an MTTKRP on the engine,
+    then an ``R x R`` solve), normalizes the columns into the weights as pyttb does,
+    and computes the fit without rebuilding the tensor. The run stops after ``iters``
+    iterations or after the first iteration (not the first) whose fit changed by less
+    than ``tol`` (``tol=0`` runs them all).
+
+    Args:
+        X: the tensor (anything :func:`tensor` accepts).
+        rank: the number of components R (>= 1).
+        iters: the most iterations to run (``--iters``).
+        tol: the fit change that stops the run (``--tol``).
+        seed: the seed of the random initial factors (``--seed``): mode m's is
+            uniform in [0, 1), drawn from ``seed + m``.
+        init: initial factors instead: one ``shape[m] x R`` array per mode (mode 0's
+            is not read: it is solved for first, as in pyttb), or a CP result or
+            pyttb ``ktensor`` to continue from.
+        backend: ``"auto"`` (CUDA when a GPU is usable, else the CPU), ``"cpu"`` or
+            ``"cuda"``.
+        threads: CPU worker threads (default: ``RAYON_NUM_THREADS``, else one per
+            core).
+        verbose: print a line per iteration (fit, change, seconds in kernels and in
+            linear algebra), as ``sptmc cp`` does, to standard output.
+        callback: ``callback(iteration, fit)``, called after every iteration
+            (``iteration`` 0-based: ``fits[iteration] == fit``). Returning ``True`` (any
+            true value) or raising ``StopIteration`` stops the run there and returns
+            the model so far, with ``stopped_by == "callback"``; any other exception
+            stops the run and propagates.
+
+    The tensor's HLS form is built on the first call and kept on the tensor for
+    later calls. The GIL is released while the engine works; Ctrl-C stops the run at
+    the end of the iteration under way and raises ``KeyboardInterrupt``.
+
+    Returns:
+        a :class:`CPResult`.
+    """
+    T = tensor(X)
+    rank = _check_int("rank", rank, 1)
+    _check_run_options(iters, tol, seed, threads)
+    start = time.perf_counter()
+    _say(verbose, f"sptmc: CP-ALS rank {rank} on {list(T.shape)}, {T.nnz} nonzeros")
+    raw = _sptmc._cp_als(
+        T,
+        rank,
+        int(iters),
+        float(tol),
+        int(seed),
+        _init_list(init),
+        backend,
+        threads,
+        _progress(verbose, callback),
+    )
+    result = CPResult(raw, iters, tol)
+    _say(verbose, _summary(f"CP-ALS rank {rank}", result, time.perf_counter() - start))
+    return result
+
+
+def tucker_hooi(
+    X: TensorLike,
+    ranks: Union[int, Sequence[int]],
+    *,
+    iters: int = 50,
+    tol: float = 1e-5,
+    seed: int = 1,
+    init: Any = None,
+    backend: str = "auto",
+    threads: Optional[int] = None,
+    verbose: bool = False,
+    callback: Optional[Callback] = None,
+) -> TuckerResult:
+    """Tucker decomposition by higher-order orthogonal iteration (``sptmc tucker``).
+
+    Each iteration updates modes ``0, 1, ..., N-1`` in turn (a TTM-chain on the
+    engine, then the leading left singular vectors of its result, never forming an
+    ``I x I`` matrix); the core comes from the last mode's TTMc and the fit from
+    ``||X||`` and ``||core||``.
+
+    Args:
+        X: the tensor (anything :func:`tensor` accepts).
+        ranks: one rank per mode (``--ranks``), or one int for every mode; each
+            between 1 and the mode's length, and no more than the product of the
+            others.
+        init: initial factors: one ``shape[m] x ranks[m]`` array per mode, used as
+            given (as pyttb's ``tucker_als`` does; mode 0's is not read), or a Tucker
+            result or pyttb ``ttensor``. Default: orthonormalized uniform random
+            factors from ``seed``.
+        iters, tol, seed, backend, threads, verbose, callback: as for :func:`cp_als`.
+
+    Returns:
+        a :class:`TuckerResult`.
+    """
+    T = tensor(X)
+    per_mode: list[Any]
+    if isinstance(ranks, (int, np.integer)):
+        per_mode = [ranks] * T.ndim
+    else:
+        try:
+            per_mode = list(ranks)
+        except TypeError:
+            raise InputError(
+                f"ranks must be an integer or one integer per mode, got {ranks!r}"
+            ) from None
+    ranks = [_check_int(f"ranks[{m}]", r, 1) for m, r in enumerate(per_mode)]
+    _check_run_options(iters, tol, seed, threads)
+    start = time.perf_counter()
+    _say(verbose, f"sptmc: Tucker-HOOI ranks {ranks} on {list(T.shape)}, {T.nnz} nonzeros")
+    raw = _sptmc._tucker_hooi(
+        T,
+        ranks,
+        int(iters),
+        float(tol),
+        int(seed),
+        _init_list(init),
+        backend,
+        threads,
+        _progress(verbose, callback),
+    )
+    result = TuckerResult(raw, iters, tol)
+    _say(verbose, _summary(f"Tucker-HOOI ranks {ranks}", result, time.perf_counter() - start))
+    return result
+
+
+def _summary(what: str, r: _Result, total: float) -> str:
+    """The closing line of a verbose run, as the CLI prints it (plus the device)."""
+    return (
+        f"{what}: final fit {r.fit:.6f} after {r.iterations} iterations, {total:.3f}s "
+        f"({total / max(r.iterations, 1):.4f}s/iteration) on {r.backend}"
+    )
+

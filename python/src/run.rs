@@ -1,0 +1,258 @@
+//! Where and how the engine runs for Python: one engine per backend choice and one
+//! rayon pool per thread count (both kept for the process), work done with the GIL
+//! released, and a decomposition's loop that Python can watch and stop.
+
+use crate::errors::{input_error, settle};
+use pyo3::prelude::*;
+use rayon::{ThreadPool, ThreadPoolBuilder};
+use sptmc::decomp::IterStats;
+use sptmc::engine::profile::Profiles;
+use sptmc::engine::{BackendChoice, Engine};
+use std::ops::ControlFlow;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often a waiting call wakes to look for Ctrl-C.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// The backend a Python call asked for, by name.
+pub fn backend_choice(py: Python<'_>, name: &str) -> PyResult<BackendChoice> {
+    match name {
+        "auto" => Ok(BackendChoice::Auto),
+        "cpu" => Ok(BackendChoice::Cpu),
+        "cuda" => Ok(BackendChoice::Cuda),
+        other => Err(input_error(
+            py,
+            format!("backend must be \"auto\", \"cpu\" or \"cuda\", got {other:?}"),
+        )),
+    }
+}
+
+/// The engine for `choice`, made on first use and kept (a CUDA engine holds a device
+/// context; "auto" decides once per process). Tuning profiles as the command line
+/// reads them; a profile file that cannot be read becomes a Python warning.
+pub fn engine(py: Python<'_>, choice: BackendChoice) -> PyResult<Arc<Engine>> {
+    static ENGINES: Mutex<Vec<(BackendChoice, Arc<Engine>)>> = Mutex::new(Vec::new());
+    if let Some((_, e)) = lock(&ENGINES).iter().find(|(c, _)| *c == choice) {
+        return Ok(e.clone());
+    }
+    let made = py.detach(|| {
+        catch_unwind(|| {
+            let (profiles, skipped) = user_profiles();
+            Engine::choose(choice).map(|e| (e.with_profiles(profiles), skipped))
+        })
+    });
+    let (engine, skipped) = settle(py, made)?;
+    for why in skipped {
+        let msg = format!("sptmc: tuning profile skipped: {why}");
+        let _ = PyErr::warn(
+            py,
+            &py.get_type::<pyo3::exceptions::PyUserWarning>(),
+            &std::ffi::CString::new(msg).unwrap_or_default(),
+            1,
+        );
+    }
+    let engine = Arc::new(engine);
+    let mut cache = lock(&ENGINES);
+    // Another thread may have made one meanwhile: keep the first.
+    if let Some((_, e)) = cache.iter().find(|(c, _)| *c == choice) {
+        return Ok(e.clone());
+    }
+    cache.push((choice, engine.clone()));
+    Ok(engine)
+}
+
+/// The compiled-in tuning profiles, then those of `./tuning`, of
+/// `$XDG_CONFIG_HOME/sptmc/tuning` (else `~/.config/sptmc/tuning`) and of
+/// `$SPTMC_TUNING_DIR`, later ones winning: the folders and order of the `sptmc`
+/// command line. Returns the profiles and the files skipped, with their reasons.
+fn user_profiles() -> (Profiles, Vec<String>) {
+    let mut profiles = Profiles::builtin();
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .map(|c| c.join("sptmc").join("tuning"));
+    let env = std::env::var_os("SPTMC_TUNING_DIR").map(PathBuf::from);
+    let mut skipped = Vec::new();
+    for dir in [Some(PathBuf::from("tuning")), config, env]
+        .into_iter()
+        .flatten()
+        .filter(|d| d.is_dir())
+    {
+        skipped.extend(profiles.add_dir(&dir).iter().map(|e| e.to_string()));
+    }
+    (profiles, skipped)
+}
+
+/// The rayon pool of `threads` workers (`None`: `RAYON_NUM_THREADS`, else one per
+/// core), made on first use and kept.
+pub fn pool(py: Python<'_>, threads: Option<i64>) -> PyResult<Arc<ThreadPool>> {
+    static POOLS: Mutex<Vec<(usize, Arc<ThreadPool>)>> = Mutex::new(Vec::new());
+    let n = match threads {
+        None => 0,
+        Some(n) => match usize::try_from(n) {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return Err(input_error(
+                    py,
+                    format!("threads must be at least 1 (or None), got {n}"),
+                ));
+            }
+        },
+    };
+    let mut pools = lock(&POOLS);
+    if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {
+        return Ok(p.clone());
+    }
+    let p = ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(|i| format!("sptmc-{i}"))
+        .build()
+        .map_err(|e| input_error(py, format!("threads={n}: {e}")))?;
+    let p = Arc::new(p);
+    pools.push((n, p.clone()));
+    Ok(p)
+}
+
+/// Locks `m`, whether or not a panic poisoned it (the data are caches of finished
+/// objects, never left half-made).
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs `f` on `pool` with the GIL released; a library error or a panic becomes a
+/// Python exception.
+pub fn in_pool<T: Send>(
+    py: Python<'_>,
+    pool: &ThreadPool,
+    f: impl FnOnce() -> sptmc::Result<T> + Send,
+) -> PyResult<T> {
+    let r = py.detach(|| catch_unwind(AssertUnwindSafe(|| pool.install(f))));
+    settle(py, r)
+}
+
+/// What [`watched`] saw besides the result.
+pub struct Watch {
+    /// The Python callback asked to stop (it returned a true value).
+    pub stopped_by_callback: bool,
+}
+
+/// Runs a decomposition `f` on `pool` with the GIL released, handing it a control
+/// callback. This thread waits, waking every [`SIGNAL_POLL`] to run Python's signal
+/// handlers (only the main thread can): Ctrl-C asks the run to stop after the
+/// iteration under way and then raises `KeyboardInterrupt`. When `progress` is given,
+/// it is called here, with the GIL, after every iteration with a dict of the
+/// iteration's statistics; a true return value stops the run, an exception stops it
+/// and is raised. Without `progress` the iterations cost no round trip to this thread.
+pub fn watched<T: Send>(
+    py: Python<'_>,
+    pool: &ThreadPool,
+    progress: Option<&Bound<'_, PyAny>>,
+    f: impl FnOnce(&mut dyn FnMut(&IterStats) -> ControlFlow<()>) -> sptmc::Result<T> + Send,
+) -> PyResult<(T, Watch)> {
+    let interrupted = AtomicBool::new(false);
+    let with_progress = progress.is_some();
+    let (stats_tx, mut stats_rx) = mpsc::channel::<IterStats>();
+    let (reply_tx, reply_rx) = mpsc::channel::<ControlFlow<()>>();
+    let mut raised: Option<PyErr> = None;
+    let mut stopped_by_callback = false;
+
+    let result = std::thread::scope(|s| {
+        let interrupted = &interrupted;
+        let worker = s.spawn(move || {
+            // Owns its channel ends, so that it is Send (a Receiver is not Sync).
+            let mut control = move |st: &IterStats| -> ControlFlow<()> {
+                if interrupted.load(Ordering::Relaxed) {
+                    return ControlFlow::Break(());
+                }
+                if !with_progress {
+                    return ControlFlow::Continue(());
+                }
+                if stats_tx.send(*st).is_err() {
+                    return ControlFlow::Break(());
+                }
+                reply_rx.recv().unwrap_or(ControlFlow::Break(()))
+            };
+            let r = catch_unwind(AssertUnwindSafe(|| pool.install(|| f(&mut control))));
+            // Dropping the sender (owned by `control`) ends the waiting loop below.
+            drop(control);
+            r
+        });
+        loop {
+            // A Receiver is Send but not Sync: it moves into the released section and
+            // back out.
+            let (msg, rx) = py.detach(move || (stats_rx.recv_timeout(SIGNAL_POLL), stats_rx));
+            stats_rx = rx;
+            let signal = py.check_signals();
+            if let Err(e) = signal {
+                interrupted.store(true, Ordering::Relaxed);
+                raised.get_or_insert(e);
+            }
+            match msg {
+                Ok(stats) => {
+                    let reply = if interrupted.load(Ordering::Relaxed) || raised.is_some() {
+                        ControlFlow::Break(())
+                    } else {
+                        match call_progress(py, progress, &stats) {
+                            Ok(false) => ControlFlow::Continue(()),
+                            Ok(true) => {
+                                stopped_by_callback = true;
+                                ControlFlow::Break(())
+                            }
+                            Err(e) => {
+                                raised = Some(e);
+                                ControlFlow::Break(())
+                            }
+                        }
+                    };
+                    let _ = reply_tx.send(reply);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        // The worker has dropped its sender: it is finishing or done.
+        py.detach(|| worker.join())
+    });
+    let result = match result {
+        Ok(r) => r,
+        Err(p) => Err(p),
+    };
+    let value = settle(py, result);
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    Ok((
+        value?,
+        Watch {
+            stopped_by_callback,
+        },
+    ))
+}
+
+/// Calls `progress(stats_dict)`; whether it asked to stop.
+fn call_progress(
+    py: Python<'_>,
+    progress: Option<&Bound<'_, PyAny>>,
+    s: &IterStats,
+) -> PyResult<bool> {
+    let Some(cb) = progress else {
+        return Ok(false);
+    };
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("iteration", s.iter)?;
+    d.set_item("fit", s.fit)?;
+    d.set_item("delta", s.delta)?;
+    d.set_item(
+        "seconds",
+        s.seconds_kernel + s.seconds_linalg + s.seconds_other,
+    )?;
+    d.set_item("seconds_kernel", s.seconds_kernel)?;
+    d.set_item("seconds_linalg", s.seconds_linalg)?;
+    d.set_item("seconds_other", s.seconds_other)?;
+    cb.call1((d,))?.is_truthy()
+}

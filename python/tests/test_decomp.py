@@ -1,0 +1,198 @@
+"""CP-ALS and Tucker-HOOI from Python: the models, their options, callbacks, verbose
+lines, the GIL released while they run and Ctrl-C between iterations."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import sptmc
+
+from conftest import pyttb, random_coo
+
+
+def exact_cp(shape, rank, seed):
+    """A dense tensor of exact CP rank ``rank`` (integer factors), as COO."""
+    rng = np.random.default_rng(seed)
+    fs = [rng.integers(1, 4, size=(d, rank)).astype(np.float64) for d in shape]
+    full = np.einsum("ir,jr,kr->ijk", *fs)
+    subs = np.argwhere(full != 0)
+    return sptmc.from_coo(subs, full[tuple(subs.T)], shape), full
+
+
+@pytest.fixture(scope="module")
+def X():
+    shape = (40, 30, 20)
+    subs, vals = random_coo(shape, 3000, seed=5)
+    return sptmc.from_coo(subs, vals, shape)
+
+
+def test_cp_recovers_an_exact_low_rank_tensor():
+    T, full = exact_cp((12, 10, 8), 3, seed=2)
+    m = sptmc.cp_als(T, 3, iters=300, tol=1e-6)
+    assert m.fit > 0.99
+    assert m.weights.shape == (3,) and np.all(np.diff(m.weights) <= 0)
+    assert [f.shape for f in m.factors] == [(12, 3), (10, 3), (8, 3)]
+    assert all(f.dtype == np.float64 for f in m.factors)
+    approx = np.einsum("r,ir,jr,kr->ijk", m.weights, *m.factors)
+    assert np.linalg.norm(approx - full) / np.linalg.norm(full) < 0.01
+    assert m.stopped_by == "tol"
+    assert len(m.fits) == len(m.seconds) == len(m.stats) == m.iterations
+    assert m.fit == m.fits[-1]
+
+
+def test_cp_is_deterministic_and_seeded(X):
+    a = sptmc.cp_als(X, 4, iters=8, tol=0, seed=3)
+    b = sptmc.cp_als(X, 4, iters=8, tol=0, seed=3)
+    c = sptmc.cp_als(X, 4, iters=8, tol=0, seed=4)
+    np.testing.assert_array_equal(a.fits, b.fits)
+    np.testing.assert_array_equal(a.weights, b.weights)
+    assert not np.array_equal(a.fits, c.fits)
+    assert a.stopped_by == "iters" and a.iterations == 8
+
+
+def test_cp_from_given_factors_and_continued(X):
+    rng = np.random.default_rng(0)
+    init = [rng.random((d, 4)) for d in X.shape]
+    a = sptmc.cp_als(X, 4, iters=10, tol=0, init=init)
+    b = sptmc.cp_als(X, 4, iters=10, tol=0, init=[f.astype(np.float32) for f in init])
+    np.testing.assert_array_equal(a.fits, b.fits)
+    # Continuing from a model starts near its fit.
+    more = sptmc.cp_als(X, 4, iters=2, tol=0, init=a)
+    assert more.fits[0] >= a.fit - 1e-3
+
+
+def test_tucker_model(X):
+    m = sptmc.tucker_hooi(X, [4, 3, 2], iters=10, tol=0)
+    assert m.core.shape == (4, 3, 2)
+    for f, r in zip(m.factors, (4, 3, 2)):
+        np.testing.assert_allclose(f.T @ f, np.eye(r), atol=1e-5)
+    # ||X||^2 = ||core||^2 + ||X - model||^2 for orthonormal factors.
+    fit = 1 - np.sqrt(max(X.norm() ** 2 - np.sum(m.core**2), 0)) / X.norm()
+    assert abs(fit - m.fit) < 1e-5
+    assert np.all(np.diff(m.fits) >= -1e-6)
+    same = sptmc.tucker_hooi(X, 2, iters=3, tol=0)
+    assert same.core.shape == (2, 2, 2)
+
+
+def test_models_to_pyttb(X):
+    ttb = pyttb()
+    T, full = exact_cp((8, 7, 6), 2, seed=1)
+    cp = sptmc.cp_als(T, 2, iters=200, tol=1e-10)
+    k = cp.to_pyttb()
+    assert isinstance(k, ttb.ktensor)
+    np.testing.assert_allclose(k.full().data, full, rtol=0.02, atol=0.05 * full.max())
+    tk = sptmc.tucker_hooi(T, [2, 2, 2], iters=20, tol=1e-10)
+    t = tk.to_pyttb()
+    assert isinstance(t, ttb.ttensor)
+    recon = t.full().data
+    assert np.linalg.norm(recon - full) / np.linalg.norm(full) == pytest.approx(
+        1 - tk.fit, abs=1e-4
+    )
+
+
+def test_callback_stops_by_returning_true(X):
+    seen = []
+
+    def cb(it, fit):
+        seen.append((it, fit))
+        return it == 2
+
+    m = sptmc.cp_als(X, 3, iters=50, tol=0, callback=cb)
+    assert [i for i, _ in seen] == [0, 1, 2]
+    assert m.iterations == 3 and m.stopped_by == "callback"
+    np.testing.assert_array_equal(m.fits, [f for _, f in seen])
+    # The same model as a run of three iterations.
+    three = sptmc.cp_als(X, 3, iters=3, tol=0)
+    np.testing.assert_array_equal(m.weights, three.weights)
+
+
+def test_callback_stops_by_raising_stop_iteration(X):
+    def cb(it, fit):
+        if it == 1:
+            raise StopIteration
+
+    m = sptmc.tucker_hooi(X, 3, iters=50, tol=0, callback=cb)
+    assert m.iterations == 2 and m.stopped_by == "callback"
+
+
+def test_callback_exceptions_propagate_and_the_tensor_stays_usable(X):
+    def cb(it, fit):
+        if it == 1:
+            raise RuntimeError("from the callback")
+
+    with pytest.raises(RuntimeError, match="from the callback"):
+        sptmc.cp_als(X, 3, iters=50, tol=0, callback=cb)
+    assert sptmc.cp_als(X, 3, iters=2, tol=0).iterations == 2
+
+
+def test_verbose_prints_a_line_per_iteration(X, capsys):
+    m = sptmc.cp_als(X, 3, iters=4, tol=0, verbose=True)
+    out = capsys.readouterr().out.splitlines()
+    its = [line for line in out if line.lstrip().startswith("its =")]
+    assert len(its) == 4
+    assert f"fit = {m.fits[2]:.5f}" in its[2]
+    assert out[0].startswith("sptmc: CP-ALS rank 3 on [40, 30, 20], 3000 nonzeros")
+    assert out[-1].startswith("CP-ALS rank 3: final fit")
+    sptmc.tucker_hooi(X, 2, iters=2, tol=0)
+    assert capsys.readouterr().out == "", "quiet unless verbose"
+
+
+@pytest.fixture(scope="module")
+def slow():
+    """A tensor whose CP iterations take some milliseconds each."""
+    shape = (400, 300, 200)
+    subs, vals = random_coo(shape, 300_000, seed=11)
+    return sptmc.from_coo(subs, vals, shape)
+
+
+def test_the_gil_is_released_while_the_engine_works(slow):
+    ticks = []
+    done = threading.Event()
+
+    def other():
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        start = time.perf_counter()
+        m = sptmc.cp_als(slow, 16, iters=10, tol=0, threads=1)
+        end = time.perf_counter()
+    finally:
+        done.set()
+        t.join()
+    inside = [x for x in ticks if start < x < end]
+    # Holding the GIL for the call would let the other thread run only before and
+    # after it.
+    assert len(inside) >= 3, (len(inside), end - start, m.seconds.sum())
+
+
+@pytest.mark.parametrize("with_callback", [False, True])
+def test_ctrl_c_stops_a_fit_between_iterations(slow, with_callback):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach only the main thread")
+    seen = []
+    cb = (lambda it, fit: seen.append(it)) if with_callback else None
+    # Python's own Ctrl-C handler, which it does not install when it starts with
+    # SIGINT ignored (a background job of a non-interactive shell, as in some CI).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sptmc.cp_als(slow, 16, iters=4000, tol=0, callback=cb, threads=1)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    if with_callback:
+        assert seen, "iterations ran before the interrupt"
+    # Nothing left half-done: the tensor and the engine run again.
+    m = sptmc.cp_als(slow, 4, iters=2, tol=0)
+    assert m.iterations == 2
