@@ -5,6 +5,10 @@
 //! - [`tucker_hooi`]: Tucker by higher-order orthogonal iteration — per mode a TTMc on
 //!   the engine, then the leading left singular vectors of the (tall, thin) result.
 //!
+//! - [`completion`]: tensor completion (missing entries unknown, not zero) by ALS,
+//!   CCD++ or SGD, on the engine's completion kernels; its own stopping rule (on the
+//!   validation RMSE) is described there.
+//!
 //! Both compute their fit `1 − ‖X − X̂‖ / ‖X‖` from `‖X‖²` (FP64, of the values as
 //! stored in fp16, which the kernels see) and quantities they already have, never by
 //! rebuilding the tensor. Sparse
@@ -19,9 +23,13 @@
 
 mod dense;
 
+pub mod completion;
 pub mod cp_als;
 pub mod tucker;
 
+pub use completion::{
+    CompletionModel, CompletionOptions, EpochStats, Solver, complete, complete_with_progress,
+};
 pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_progress};
 pub use tucker::{TuckerModel, TuckerOptions, tucker_hooi, tucker_hooi_with_progress};
 
