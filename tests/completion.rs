@@ -22,6 +22,24 @@ fn in_session_order(p: &Prepared) -> CooTensor {
     CooTensor::from_entries(hls.dims().to_vec(), entries).unwrap()
 }
 
+/// Whether `engine` has completion kernels. The CUDA backend has none yet (issue 18:
+/// only the CPU side is done), so its twins skip visibly here, and fail under
+/// `SPTMC_REQUIRE_GPU=1` until the kernels exist.
+fn has_completion_kernels(engine: &Engine) -> bool {
+    let x = CooTensor::from_entries(vec![2, 2, 2], [([0u32, 0, 0], 1.0)]).unwrap();
+    let p = engine
+        .prepare_with_thresholds(&x, &[(Op::Completion, 78)])
+        .unwrap();
+    let f = Matrix::random_factors(x.dims(), &[1; 3], 1);
+    match engine.completion_session(&p, &f, 0.0) {
+        Err(Error::Unsupported(why)) => {
+            common::skip::<()>("SPTMC_REQUIRE_GPU", &why);
+            false
+        }
+        _ => true,
+    }
+}
+
 fn wide(f: &[Matrix]) -> Vec<Matrix<f64>> {
     f.iter().map(Matrix::to_f64).collect()
 }
@@ -74,6 +92,9 @@ fn cases(engine: &Engine, seed: u64) -> Vec<(String, Prepared)> {
 twin!(
     normal_equations_residual_column_terms_and_loss_match_fp64,
     |engine| {
+        if !has_completion_kernels(engine) {
+            return;
+        }
         let seed = common::fresh_seed("completion kernels");
         for (what, p) in cases(engine, seed) {
             let x = in_session_order(&p);
@@ -170,6 +191,9 @@ twin!(
 );
 
 twin!(sgd_steps_on_disjoint_rows_match_fp64, |engine| {
+    if !has_completion_kernels(engine) {
+        return;
+    }
     // Nonzeros on the diagonal touch disjoint rows of every mode: any visiting order
     // and any parallel scheme give the sequential reference's result.
     let n = 300u32;
@@ -249,6 +273,9 @@ fn cpu_sgd_with_one_worker_in_stored_order_matches_the_sequential_reference() {
 }
 
 twin!(sessions_refuse_bad_arguments_with_typed_errors, |engine| {
+    if !has_completion_kernels(engine) {
+        return;
+    }
     let x = generate(&GenSpec {
         dims: vec![10, 12, 8],
         nnz: 200,

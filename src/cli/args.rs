@@ -101,7 +101,12 @@ pub struct CompleteArgs {
     #[arg(long, value_enum, default_value_t = SolverArg::Als)]
     pub solver: SolverArg,
     /// Train, validation and test fractions of FILE's entries (seeded shuffle).
-    #[arg(long, value_delimiter = ',', default_value = "0.8,0.1,0.1")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.8,0.1,0.1",
+        conflicts_with = "train"
+    )]
     pub split: Vec<f64>,
     /// Training entries (with --test): no split of a single file.
     #[arg(long, requires = "test")]

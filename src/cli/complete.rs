@@ -1,6 +1,6 @@
 //! `sptmc complete` and `sptmc predict`.
 
-use super::args::{CompleteArgs, PredictArgs, SolverArg};
+use super::args::{BackendArg, CompleteArgs, PredictArgs, SolverArg};
 use super::load::{load, report_precision};
 use super::{engine, print_json};
 use serde_json::json;
@@ -153,7 +153,14 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
     if let Some(dir) = &a.out {
         super::output::check_dir(dir)?;
     }
-    let engine = engine(&a.common)?;
+    // The completion kernels run on the CPU only so far: `auto` takes it rather than
+    // failing on a machine with a GPU; `--backend cuda` gets the backend's error.
+    let mut common = a.common.clone();
+    if common.backend == BackendArg::Auto {
+        common.backend = BackendArg::Cpu;
+        eprintln!("sptmc: completion runs on the CPU backend (no CUDA completion kernels yet)");
+    }
+    let engine = engine(&common)?;
     let (name, [train, validation, test], how) = entries(&a)?;
     eprintln!(
         "sptmc: {how}: {} training, {} validation, {} test entries",

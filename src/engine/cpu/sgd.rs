@@ -349,4 +349,68 @@ mod tests {
         assert_eq!(blocks_per_mode(16, 8), 4);
         assert_eq!(blocks_per_mode(0, 3), 1);
     }
+
+    /// Every nonzero lies in exactly one cell, and a cell's nonzeros lie in its blocks
+    /// (tiles included: block boundaries are multiples of 16), for several worker counts
+    /// and a tensor with dense tiles and a sparse part.
+    #[test]
+    fn cells_partition_the_nonzeros_within_their_blocks() {
+        use crate::hls::HlsBuilder;
+        use crate::tensor::generate::{GenSpec, Pattern, generate};
+        let x = generate(&GenSpec {
+            dims: vec![70, 50, 40],
+            nnz: 8000,
+            pattern: Pattern::BlockDense {
+                tile_nnz: 200,
+                dense_share: 0.5,
+            },
+            seed: 3,
+        })
+        .unwrap();
+        let hls = HlsBuilder::new(16).build(&x).unwrap();
+        let d = hls.dense().expect("dense tiles");
+        assert!(!d.is_empty() && hls.sparse().nnz() > 0);
+        for workers in [1, 2, 3, 5] {
+            let st = Strata::new(&hls, workers).unwrap();
+            let p = st.p;
+            let mut seen_sparse = vec![0u32; hls.sparse().nnz()];
+            let mut seen_tiles = vec![0u32; d.len()];
+            let layout = hls.sparse().layout();
+            let mut c = vec![0u32; 3];
+            for (k, cell) in st.cells.iter().enumerate() {
+                let blocks: Vec<usize> = (0..3).map(|m| (k / p.pow(m as u32)) % p).collect();
+                let inside = |c: &[u32]| {
+                    (0..3).all(|m| {
+                        let b = &st.bounds[m];
+                        (b[blocks[m]]..b[blocks[m] + 1]).contains(&(c[m] as usize))
+                    })
+                };
+                for &q in &cell.sparse {
+                    let q = q as usize;
+                    seen_sparse[q] += 1;
+                    let b = hls.sparse().block_of(q);
+                    layout.decode_all(hls.sparse().full_key(b, q), &mut c);
+                    assert!(
+                        inside(&c),
+                        "{workers} workers: nonzero {q} at {c:?} outside cell {k}"
+                    );
+                }
+                for &t in &cell.tiles {
+                    seen_tiles[t as usize] += 1;
+                    let o = d.tile_origin(t as usize);
+                    let last = [o[0] + 15, o[1] + 15, o[2] + 15];
+                    assert!(inside(&o), "{workers} workers: tile {t} outside cell {k}");
+                    let clipped: Vec<u32> = (0..3)
+                        .map(|m| last[m].min(x.dims()[m] as u32 - 1))
+                        .collect();
+                    assert!(
+                        inside(&clipped),
+                        "{workers} workers: tile {t} crosses a block"
+                    );
+                }
+            }
+            assert!(seen_sparse.iter().all(|&n| n == 1), "{workers} workers");
+            assert!(seen_tiles.iter().all(|&n| n == 1), "{workers} workers");
+        }
+    }
 }
