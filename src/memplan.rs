@@ -337,7 +337,7 @@ impl MemoryPlan {
         out: bool,
     ) -> Self {
         let hint = match op {
-            Op::Mttkrp => "lower --rank",
+            Op::Mttkrp | Op::Completion => "lower --rank",
             Op::Ttmc => "lower --ranks",
         };
         let mut p = MemoryPlan::new(
@@ -349,7 +349,7 @@ impl MemoryPlan {
             .zip(ranks)
             .fold(0u128, |s, (&d, &r)| s.saturating_add(d as u128 * r as u128));
         let cols = match op {
-            Op::Mttkrp => (0..dims.len())
+            Op::Mttkrp | Op::Completion => (0..dims.len())
                 .filter(|&m| m != mode)
                 .map(|m| ranks[m] as u128)
                 .max()

@@ -22,10 +22,18 @@ pub enum Op {
     Mttkrp,
     /// Tensor times matrix chain (Tucker decomposition).
     Ttmc,
+    /// The tensor-completion kernels (ALS normal equations, CCD++ residual and column
+    /// terms, SGD steps): run through an [`Engine::completion_session`], not
+    /// [`Engine::run`] (see [`crate::engine::completion`]).
+    ///
+    /// [`Engine::completion_session`]: crate::engine::Engine::completion_session
+    /// [`Engine::run`]: crate::engine::Engine::run
+    Completion,
 }
 
 impl Op {
-    /// Both operations.
+    /// The operations [`crate::engine::Engine::run`] runs (the self-test, benches and
+    /// tuning iterate over these).
     pub const ALL: [Op; 2] = [Op::Mttkrp, Op::Ttmc];
 
     /// Lower-case name, as used in profiles and on the command line.
@@ -33,6 +41,7 @@ impl Op {
         match self {
             Op::Mttkrp => "mttkrp",
             Op::Ttmc => "ttmc",
+            Op::Completion => "completion",
         }
     }
 }
@@ -51,6 +60,12 @@ pub fn output_shape<T: Copy + Default>(
     mode: usize,
     factors: &[Matrix<T>],
 ) -> Result<(usize, usize)> {
+    if op == Op::Completion {
+        return Err(Error::Unsupported(
+            "the completion kernels run in a completion session (Engine::completion_session)"
+                .into(),
+        ));
+    }
     let order = dims.len();
     if mode >= order {
         return Err(Error::ModeOutOfRange { mode, order });
@@ -90,6 +105,7 @@ pub fn output_shape<T: Copy + Default>(
                 }
                 Some(_) => {}
             },
+            Op::Completion => unreachable!("refused above"),
             Op::Ttmc => {
                 cols = cols
                     .checked_mul(f.cols())
@@ -103,7 +119,7 @@ pub fn output_shape<T: Copy + Default>(
     }
     let cols = match op {
         Op::Mttkrp => rank.expect("order >= 2 has another mode"),
-        Op::Ttmc => cols,
+        Op::Ttmc | Op::Completion => cols,
     };
     Ok((dims[mode], cols))
 }

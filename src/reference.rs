@@ -1,6 +1,8 @@
 //! FP64 reference implementations of MTTKRP and TTMc on COO: the gold standard every
 //! backend is checked against. Simple and obviously right; not fast.
 
+pub mod completion;
+
 use crate::error::Result;
 use crate::matrix::Matrix;
 use crate::ops::{Op, output_shape};
@@ -38,7 +40,7 @@ pub fn apply<T: Copy + Default + Into<f64>>(
     for k in 0..x.nnz() {
         let v = x.values()[k];
         match op {
-            Op::Mttkrp => {
+            Op::Mttkrp | Op::Completion => {
                 acc.fill(v);
                 for &m in &others {
                     let row = factors[m].row(x.indices(m)[k] as usize);

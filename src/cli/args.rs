@@ -68,6 +68,106 @@ pub enum Command {
     Tune(TuneArgs),
     /// Copy a tensor into another format: OUT.sptb (binary), OUT.tns or OUT.tns.gz.
     Convert(ConvertArgs),
+    /// Tensor completion: fit the observed entries (missing = unknown), report train,
+    /// validation and test RMSE against simple baselines.
+    Complete(CompleteArgs),
+    /// Predict entries with a model written by `sptmc complete --out`.
+    Predict(PredictArgs),
+}
+
+/// The completion solver on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SolverArg {
+    /// Alternating least squares (per-row R×R systems).
+    Als,
+    /// CCD++ (rank-one column updates).
+    Ccd,
+    /// Stochastic gradient descent (bold-driver learning rate).
+    Sgd,
+}
+
+/// `sptmc complete`.
+#[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
+pub struct CompleteArgs {
+    /// Tensor file whose entries are split (.tns, .tns.gz, .sptb); or give --train and
+    /// --test instead.
+    #[arg(required_unless_present = "train", conflicts_with = "train")]
+    pub file: Option<PathBuf>,
+    /// Rank of the model.
+    #[arg(long, short = 'r', default_value_t = 16)]
+    pub rank: usize,
+    /// The solver.
+    #[arg(long, value_enum, default_value_t = SolverArg::Als)]
+    pub solver: SolverArg,
+    /// Train, validation and test fractions of FILE's entries (seeded shuffle).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.8,0.1,0.1",
+        conflicts_with = "train"
+    )]
+    pub split: Vec<f64>,
+    /// Training entries (with --test): no split of a single file.
+    #[arg(long, requires = "test")]
+    pub train: Option<PathBuf>,
+    /// Test entries (with --train).
+    #[arg(long, requires = "train")]
+    pub test: Option<PathBuf>,
+    /// Validation entries (with --train); without it, 1/9 of --train's entries are held
+    /// out for validation by --seed.
+    #[arg(long, requires = "train")]
+    pub validation: Option<PathBuf>,
+    /// Seed of the split, the initial factors and SGD's order.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Regularization λ of λ·Σ‖A‖² (default: 15 for ALS and CCD++, 10 for SGD, chosen
+    /// on MovieLens-100k; it scales with the entries per row and the values' spread, so
+    /// other data need their own: too large a λ collapses the factors to zero).
+    #[arg(long)]
+    pub lambda: Option<f64>,
+    /// Most epochs.
+    #[arg(long, default_value_t = 100)]
+    pub epochs: usize,
+    /// Stop after this many epochs without a lower validation RMSE.
+    #[arg(long, default_value_t = 5)]
+    pub patience: usize,
+    /// SGD's initial learning rate.
+    #[arg(long, default_value_t = 0.05)]
+    pub learning_rate: f64,
+    /// CCD++'s sweeps over the modes per column.
+    #[arg(long, default_value_t = 1)]
+    pub ccd_inner: usize,
+    /// Fit a pure CP model (μ = 0) instead of the training mean plus CP.
+    #[arg(long)]
+    pub no_center: bool,
+    /// Write the model (factor-*.txt and model.json, read by `sptmc predict`) into this
+    /// folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Read a text tensor without the binary cache, and write no cache entry.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `sptmc predict`.
+#[derive(Debug, Args)]
+pub struct PredictArgs {
+    /// Model folder written by `sptmc complete --out`.
+    pub model: PathBuf,
+    /// Coordinates, one entry a line: the 1-based indices, optionally followed by the
+    /// true value (then the RMSE is reported); `#` lines and blank lines are skipped.
+    pub coords: PathBuf,
+    /// Write the predictions (the indices, then the predicted value, as .tns lines)
+    /// into this file instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// A JSON summary on stdout (predictions only with --out).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `sptmc convert`.

@@ -1,6 +1,7 @@
 //! What each subcommand does; `args` has the options.
 
 pub mod args;
+mod complete;
 mod decomp;
 mod device;
 mod kernel;
@@ -27,6 +28,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(a) => device::bench(a),
         Command::Tune(a) => device::tune(a),
         Command::Convert(a) => kernel::convert(a),
+        Command::Complete(a) => complete::complete(a),
+        Command::Predict(a) => complete::predict(a),
     }
 }
 

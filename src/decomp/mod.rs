@@ -4,6 +4,10 @@
 //!   then a small `R × R` solve with the Hadamard product of the other factors' Grams.
 //! - [`tucker_hooi`]: Tucker by higher-order orthogonal iteration — per mode a TTMc on
 //!   the engine, then the leading left singular vectors of the (tall, thin) result.
+//! - [`completion`]: tensor completion (missing entries unknown, not zero) by ALS,
+//!   CCD++ or SGD, on the engine's completion kernels; its model, RMSEs and stopping
+//!   rule (on the validation RMSE) are described there. What follows is about the
+//!   first two.
 //!
 //! Both compute their fit `1 − ‖X − X̂‖ / ‖X‖` from `‖X‖²` (FP64, of the values as
 //! stored in fp16, which the kernels see) and quantities they already have, never by
@@ -20,9 +24,13 @@
 
 mod dense;
 
+pub mod completion;
 pub mod cp_als;
 pub mod tucker;
 
+pub use completion::{
+    CompletionModel, CompletionOptions, EpochStats, Solver, complete, complete_with_progress,
+};
 pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_control, cp_als_with_progress};
 pub use tucker::{
     TuckerModel, TuckerOptions, tucker_hooi, tucker_hooi_with_control, tucker_hooi_with_progress,

@@ -192,6 +192,21 @@ pub trait Backend: Send + Sync {
         let _ = (tensor, factors, launch);
         Ok(None)
     }
+    /// A tensor-completion session on `tensor` (prepared for [`Op::Completion`])
+    /// starting from `factors` (checked by the engine: one per mode, all of one rank,
+    /// finite), modelling `offset + CP` ([`super::completion`]).
+    fn completion_session<'a>(
+        &'a self,
+        tensor: &'a dyn BackendTensor,
+        factors: &[Matrix],
+        offset: f32,
+    ) -> Result<Box<dyn super::CompletionSession + 'a>> {
+        let _ = (tensor, factors, offset);
+        Err(crate::Error::Unsupported(format!(
+            "the {} backend has no completion kernels",
+            self.kind()
+        )))
+    }
     /// Measures the device's copy rate by copying `bytes` (rounded down to whole
     /// 4-byte words, at most half the free memory) within device memory `reps` times;
     /// `Ok(None)` for backends without device memory (the CPU).

@@ -7,6 +7,7 @@
 //! which.
 
 mod backend;
+pub mod completion;
 pub mod cpu;
 pub mod cuda;
 pub mod profile;
@@ -15,6 +16,7 @@ pub use backend::{
     Backend, BackendChoice, BackendKind, BackendTensor, ColumnMax, CopyRate, CpSession, CpStep,
     Launch, RunOptions, RunStats, median,
 };
+pub use completion::{CompletionSession, SgdStep};
 
 use crate::error::{Error, Result};
 use crate::hls::{HlsBuilder, HlsTensor, KeyOrder};

@@ -164,6 +164,9 @@ impl Profiles {
     }
 
     /// The threshold for `op` at `rank` on the device `device` of kind `backend`.
+    /// [`Op::Completion`] takes MTTKRP's, so that a tensor prepared for both shares one
+    /// form (its kernels walk dense tiles nonzero by nonzero: the threshold only decides
+    /// how the nonzeros are stored).
     pub fn threshold(
         &self,
         backend: BackendKind,
@@ -171,6 +174,13 @@ impl Profiles {
         op: Op,
         rank: usize,
     ) -> ProfileChoice {
+        if op == Op::Completion {
+            let c = self.threshold(backend, device, Op::Mttkrp, rank);
+            return ProfileChoice {
+                source: format!("{}, as for mttkrp", c.source),
+                ..c
+            };
+        }
         let exact = self
             .entries
             .iter()
@@ -191,7 +201,7 @@ impl Profiles {
             },
             None => ProfileChoice {
                 threshold: match op {
-                    Op::Mttkrp => 78,
+                    Op::Mttkrp | Op::Completion => 78,
                     Op::Ttmc => 61,
                 },
                 source: "no profile for this backend: the HLS paper's A100 values".into(),

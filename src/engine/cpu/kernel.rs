@@ -22,13 +22,13 @@ const PAD: usize = 16;
 const ROW_SPLIT_MIN_FLOATS: usize = 1 << 20;
 
 /// A worker's share: a range of sparse nonzeros and a range of dense tiles.
-struct Share {
-    sparse: (usize, usize),
-    tiles: (usize, usize),
+pub(super) struct Share {
+    pub(super) sparse: (usize, usize),
+    pub(super) tiles: (usize, usize),
 }
 
 /// Cuts both parts into `n` shares of about equal nonzero counts.
-fn shares(hls: &HlsTensor, n: usize) -> Vec<Share> {
+pub(super) fn shares(hls: &HlsTensor, n: usize) -> Vec<Share> {
     let s = hls.sparse().nnz();
     let (tiles, offsets) = hls
         .dense()
@@ -244,7 +244,7 @@ fn walk_share(
     // (its forms are built in that order); any stream order is correct, a sorted one
     // shares the most work.
     let levels: Vec<usize> = match op {
-        Op::Mttkrp => hls.sparse().layout().levels().to_vec(),
+        Op::Mttkrp | Op::Completion => hls.sparse().layout().levels().to_vec(),
         Op::Ttmc => (0..order).collect(),
     };
     let target = levels
@@ -432,7 +432,11 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
 /// result by the tensor's scale) of every nonzero of the dense tiles
 /// `tiles.0..tiles.1`, in tile and bitmap order.
 #[inline(always)]
-fn dense_nonzeros(d: &DenseTiles, tiles: (usize, usize), mut f: impl FnMut([u32; 3], f32)) {
+pub(super) fn dense_nonzeros(
+    d: &DenseTiles,
+    tiles: (usize, usize),
+    mut f: impl FnMut([u32; 3], f32),
+) {
     for t in tiles.0..tiles.1 {
         let o = d.tile_origin(t);
         let vals = d.tile_values(t);

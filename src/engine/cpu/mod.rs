@@ -9,9 +9,11 @@
 //! values are widened to f32 and accumulated in f32, with subnormal results flushed to
 //! zero ([`subnormal`]).
 
+mod completion;
 mod fixed;
 mod kernel;
 mod scaled;
+mod sgd;
 mod subnormal;
 mod ttmc;
 mod walk;
@@ -106,6 +108,11 @@ impl Backend for CpuBackend {
         opts: &RunOptions<'_>,
         out: &mut Matrix,
     ) -> Result<RunStats> {
+        if op == Op::Completion {
+            return Err(crate::Error::Unsupported(
+                "the completion kernels run in a completion session".into(),
+            ));
+        }
         if !self.supports(opts.launch) {
             return Err(crate::Error::Unsupported(format!(
                 "the CPU backend has no {} launch",
@@ -118,5 +125,17 @@ impl Backend for CpuBackend {
         kernel::run(op, hls, mode, factors.factors(), out, &self.pool);
         factors.unscale(op, mode, hls.scale(), out);
         Ok(RunStats::default())
+    }
+    fn completion_session<'a>(
+        &'a self,
+        tensor: &'a dyn BackendTensor,
+        factors: &[Matrix],
+        offset: f32,
+    ) -> Result<Box<dyn super::CompletionSession + 'a>> {
+        Ok(Box::new(completion::CpuCompletion::new(
+            tensor.hls(),
+            factors,
+            offset,
+        )?))
     }
 }

@@ -94,7 +94,7 @@ impl<'a> Rescaled<'a> {
         let cols = out.cols();
         let mut col_scale = vec![f64::from(value_scale); cols];
         match op {
-            Op::Mttkrp => {
+            Op::Mttkrp | Op::Completion => {
                 for s in self.scales.iter().flatten() {
                     for (c, &x) in col_scale.iter_mut().zip(s) {
                         *c *= x as f64;

@@ -459,6 +459,7 @@ pub fn launch_op(
                 sparse_layout(out_cols, out_cols.is_multiple_of(4), 4),
             )
         }
+        Op::Completion => return Err(completion_refused()),
         Op::Ttmc => {
             p.op = HLS_OP_TTMC;
             let last = last.unwrap_or(mode);
@@ -481,6 +482,7 @@ pub fn launch_op(
     let dense = dev.kernels.get(match op {
         Op::Mttkrp => kernels::DENSE_MTTKRP,
         Op::Ttmc => kernels::DENSE_TTMC,
+        Op::Completion => return Err(completion_refused()),
     })?;
     // Batch size from how many warps of the sparse batches' kernel fit at once.
     let batch_kernel = if launch == Launch::Fused {
@@ -547,6 +549,12 @@ pub fn launch_op(
         .check_err()
         .map_err(|e| cuda_err("after the launches", e))?;
     seconds_between(&start, &end)
+}
+
+/// What a launch of [`Op::Completion`] through [`launch_op`] gets: its kernels run in a
+/// completion session.
+fn completion_refused() -> Error {
+    Error::Unsupported("the completion kernels run in a completion session".into())
 }
 
 /// Copies the device output into `dst` and waits: small outputs directly, large ones

@@ -1,0 +1,429 @@
+//! `sptmc complete` and `sptmc predict`.
+
+use super::args::{BackendArg, CompleteArgs, PredictArgs, SolverArg};
+use super::load::{load, report_precision};
+use super::{engine, print_json};
+use serde_json::json;
+use sptmc::decomp::completion::{Baselines, split};
+use sptmc::decomp::{
+    CompletionModel, CompletionOptions, EpochStats, Solver, complete_with_progress,
+};
+use sptmc::engine::Workload;
+use sptmc::memplan::MemoryPlan;
+use sptmc::model_io::{read_factors, write_factors};
+use sptmc::{CooTensor, Error, Op, Result};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// The default λ of each solver (`--lambda`).
+fn default_lambda(solver: Solver) -> f64 {
+    match solver {
+        Solver::Als | Solver::Ccd => 15.0,
+        Solver::Sgd => 10.0,
+    }
+}
+
+/// `x` with the extents `dims` (each at least `x`'s own).
+fn with_dims(x: CooTensor, dims: &[usize]) -> Result<CooTensor> {
+    let (_, indices, values) = x.into_parts();
+    CooTensor::new(dims.to_vec(), indices, values)
+}
+
+/// The training, validation and test entries, and a line saying where they came from.
+fn entries(a: &CompleteArgs) -> Result<(String, [CooTensor; 3], String)> {
+    let cache = !a.no_cache;
+    if let Some(file) = &a.file {
+        if a.split.len() != 3 {
+            return Err(Error::InvalidOption(format!(
+                "--split takes three fractions (train,validation,test), got {}",
+                a.split.len()
+            )));
+        }
+        let loaded = load(Some(file.as_path()), cache)?;
+        eprintln!("sptmc: {}", loaded.note);
+        let s = split(&loaded.tensor, [a.split[0], a.split[1], a.split[2]], a.seed)?;
+        let how = format!("split {:?} of {} by seed {}", a.split, loaded.name, a.seed);
+        return Ok((loaded.name, [s.train, s.validation, s.test], how));
+    }
+    let (Some(train), Some(test)) = (&a.train, &a.test) else {
+        return Err(Error::InvalidOption(
+            "give a FILE to split, or --train and --test".into(),
+        ));
+    };
+    let tr = load(Some(train.as_path()), cache)?;
+    eprintln!("sptmc: {}", tr.note);
+    let te = load(Some(test.as_path()), cache)?;
+    eprintln!("sptmc: {}", te.note);
+    let va = a
+        .validation
+        .as_deref()
+        .map(|v| load(Some(v), cache))
+        .transpose()?;
+    if let Some(v) = &va {
+        eprintln!("sptmc: {}", v.note);
+    }
+    let order = tr.tensor.order();
+    for (what, x) in [("--test", &te.tensor)]
+        .into_iter()
+        .chain(va.as_ref().map(|v| ("--validation", &v.tensor)))
+    {
+        if x.order() != order {
+            return Err(Error::shape(
+                format!("{what} order (that of --train)"),
+                order,
+                x.order(),
+            ));
+        }
+    }
+    // One set of extents for all: the largest of each mode.
+    let mut dims = tr.tensor.dims().to_vec();
+    for x in [Some(&te.tensor), va.as_ref().map(|v| &v.tensor)]
+        .into_iter()
+        .flatten()
+    {
+        for (d, &e) in dims.iter_mut().zip(x.dims()) {
+            *d = (*d).max(e);
+        }
+    }
+    let test = with_dims(te.tensor, &dims)?;
+    let (train, validation, how) = match va {
+        Some(v) => (
+            with_dims(tr.tensor, &dims)?,
+            with_dims(v.tensor, &dims)?,
+            "validation from --validation".to_string(),
+        ),
+        None => {
+            let s = split(
+                &with_dims(tr.tensor, &dims)?,
+                [8.0 / 9.0, 1.0 / 9.0, 0.0],
+                a.seed,
+            )?;
+            (
+                s.train,
+                s.validation,
+                format!("validation: 1/9 of --train held out by seed {}", a.seed),
+            )
+        }
+    };
+    Ok((tr.name, [train, validation, test], how))
+}
+
+/// One progress line per epoch on stderr, unless the output is JSON.
+fn progress(quiet: bool) -> impl FnMut(&EpochStats) {
+    move |s| {
+        if !quiet {
+            let lr = s
+                .learning_rate
+                .map(|r| format!("  lr {r:.3e}{}", if s.undone { " (undone)" } else { "" }))
+                .unwrap_or_default();
+            eprintln!(
+                "  epoch {:3} ({:.3}s, kernels {:.3}s)  train RMSE {:.5}  validation RMSE {:.5}{lr}",
+                s.epoch + 1,
+                s.seconds,
+                s.seconds_kernel,
+                s.train_rmse,
+                s.validation_rmse
+            );
+        }
+    }
+}
+
+/// `sptmc complete`.
+pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
+    let solver = match a.solver {
+        SolverArg::Als => Solver::Als,
+        SolverArg::Ccd => Solver::Ccd,
+        SolverArg::Sgd => Solver::Sgd,
+    };
+    let opts = CompletionOptions {
+        rank: a.rank,
+        solver,
+        lambda: a.lambda.unwrap_or(default_lambda(solver)),
+        max_epochs: a.epochs,
+        patience: a.patience,
+        seed: a.seed,
+        learning_rate: a.learning_rate,
+        ccd_inner: a.ccd_inner,
+        init: None,
+        center: !a.no_center,
+    };
+    opts.validate()?;
+    if let Some(dir) = &a.out {
+        super::output::check_dir(dir)?;
+    }
+    // The completion kernels run on the CPU only so far: `auto` takes it rather than
+    // failing on a machine with a GPU; `--backend cuda` gets the backend's error.
+    let mut common = a.common.clone();
+    if common.backend == BackendArg::Auto {
+        common.backend = BackendArg::Cpu;
+        eprintln!("sptmc: completion runs on the CPU backend (no CUDA completion kernels yet)");
+    }
+    let engine = engine(&common)?;
+    let (name, [train, validation, test], how) = entries(&a)?;
+    eprintln!(
+        "sptmc: {how}: {} training, {} validation, {} test entries",
+        train.nnz(),
+        validation.nnz(),
+        test.nnz()
+    );
+    if train.nnz() == 0 {
+        return Err(Error::InvalidOption("no training entries".into()));
+    }
+    let workload = Workload {
+        op: Op::Completion,
+        rank: a.rank,
+    };
+    let mut plan = MemoryPlan::cp(train.dims(), a.rank);
+    plan.add_prepare(
+        train.nnz(),
+        train.order(),
+        1,
+        engine.threshold(workload).threshold,
+    );
+    plan.check()?;
+    let prepared = engine.prepare(&train, &[workload])?;
+    super::say_thresholds(&prepared);
+    report_precision(prepared.hls(Op::Completion)?.stats());
+    let baselines = Baselines::fit(&train)?;
+    eprintln!(
+        "sptmc: completion ({solver}) rank {} λ {} on {:?}",
+        opts.rank,
+        opts.lambda,
+        train.dims()
+    );
+    let start = Instant::now();
+    let model = complete_with_progress(
+        &engine,
+        &prepared,
+        &validation,
+        &opts,
+        &mut progress(a.common.json),
+    )?;
+    let seconds = start.elapsed().as_secs_f64();
+    let best = *model.best().expect("at least one epoch ran");
+    let test_rmse = model.rmse(&test)?;
+    let empty: usize = model.empty_rows.iter().sum();
+    if empty > 0 {
+        eprintln!(
+            "sptmc: note: {:?} rows per mode have no training entry; they predict the training mean",
+            model.empty_rows
+        );
+    }
+    let summary = json!({
+        "kind": "completion",
+        "tensor": name,
+        "data": how,
+        "solver": solver.name(),
+        "rank": opts.rank,
+        "lambda": opts.lambda,
+        "seed": opts.seed,
+        "center": opts.center,
+        "learning_rate": (solver == Solver::Sgd).then_some(opts.learning_rate),
+        "dims": train.dims(),
+        "offset": model.offset,
+        "train_nnz": train.nnz(),
+        "validation_nnz": validation.nnz(),
+        "test_nnz": test.nnz(),
+        "backend": engine.backend().describe(),
+        "train_rmse": best.train_rmse,
+        "validation_rmse": best.validation_rmse,
+        "test_rmse": test_rmse,
+        "baseline_test_rmse": baselines.bias_rmse(&test),
+        "mean_baseline_test_rmse": baselines.mean_rmse(&test),
+        "baseline_validation_rmse": baselines.bias_rmse(&validation),
+        "best_epoch": model.best_epoch,
+        "epochs_run": model.epochs.len(),
+        "empty_rows": model.empty_rows,
+        "pinv_solves": model.pinv_solves,
+        "seconds": seconds,
+        "seconds_per_epoch": seconds / model.epochs.len().max(1) as f64,
+        "epochs": model.epochs,
+    });
+    if let Some(dir) = &a.out {
+        write_factors(dir, &model.factors)?;
+        let path = dir.join("model.json");
+        let text = serde_json::to_string_pretty(&summary).expect("JSON serializes");
+        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        eprintln!("sptmc: wrote factor-*.txt, model.json to {}", dir.display());
+    }
+    if a.common.json {
+        print_json(&summary);
+    } else {
+        let show = |v: Option<f64>| v.map_or("n/a (no entries)".into(), |v| format!("{v:.5}"));
+        println!(
+            "completion {solver} rank {}: test RMSE {} (validation {:.5}, train {:.5}; best epoch {} of {}, {seconds:.3}s); baselines on test: user+item bias {}, global mean {}",
+            opts.rank,
+            show(test_rmse),
+            best.validation_rmse,
+            best.train_rmse,
+            model.best_epoch + 1,
+            model.epochs.len(),
+            show(baselines.bias_rmse(&test)),
+            show(baselines.mean_rmse(&test)),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads a model folder written by `sptmc complete --out`.
+fn read_model(dir: &Path) -> Result<CompletionModel> {
+    let path = dir.join("model.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let bad = |why: String| Error::InvalidOption(format!("{}: {why}", path.display()));
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    if v["kind"] != "completion" {
+        return Err(bad(format!(
+            "kind is {}, not \"completion\" (write the model with `sptmc complete --out`)",
+            v["kind"]
+        )));
+    }
+    let dims: Vec<usize> =
+        serde_json::from_value(v["dims"].clone()).map_err(|e| bad(format!("dims: {e}")))?;
+    let offset = v["offset"]
+        .as_f64()
+        .ok_or_else(|| bad("no numeric offset".into()))?;
+    let solver: Solver =
+        serde_json::from_value(v["solver"].clone()).map_err(|e| bad(format!("solver: {e}")))?;
+    let factors = read_factors(dir, dims.len())?;
+    for (m, (f, &d)) in factors.iter().zip(&dims).enumerate() {
+        if f.rows() != d {
+            return Err(Error::shape(
+                format!("factor-{m}.txt rows (dims in model.json)"),
+                d,
+                f.rows(),
+            ));
+        }
+    }
+    CompletionModel::from_parts(solver, offset, factors)
+}
+
+/// `sptmc predict`.
+pub fn predict(a: PredictArgs) -> Result<ExitCode> {
+    let model = read_model(&a.model)?;
+    let order = model.factors.len();
+    let path = &a.coords;
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let parse_err = |line: usize, reason: String| Error::Parse {
+        file: path.clone(),
+        line,
+        reason,
+    };
+    // Parsed and predicted in full before anything is written.
+    let mut lines: Vec<(Vec<u32>, f64)> = Vec::new();
+    let mut truth: Vec<f64> = Vec::new();
+    let mut c = vec![0u32; order];
+    for (k, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| Error::io(path, e))?;
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = t.split_whitespace().collect();
+        if fields.len() != order && fields.len() != order + 1 {
+            return Err(parse_err(
+                k + 1,
+                format!(
+                    "{} fields; the model has {order} modes: give {order} indices, optionally then a value",
+                    fields.len()
+                ),
+            ));
+        }
+        for (m, cm) in c.iter_mut().enumerate() {
+            let i: u64 = fields[m].parse().map_err(|_| {
+                parse_err(
+                    k + 1,
+                    format!(
+                        "index {:?} in mode {m} is not a positive integer",
+                        fields[m]
+                    ),
+                )
+            })?;
+            if i == 0 || i > model.factors[m].rows() as u64 {
+                return Err(parse_err(
+                    k + 1,
+                    format!(
+                        "index {i} in mode {m} is outside 1..={} (the model's extent; indices are 1-based)",
+                        model.factors[m].rows()
+                    ),
+                ));
+            }
+            *cm = (i - 1) as u32;
+        }
+        if let Some(v) = fields.get(order) {
+            let v: f64 = v
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite())
+                .ok_or_else(|| parse_err(k + 1, format!("value {v:?} is not a finite number")))?;
+            if truth.len() != lines.len() {
+                return Err(parse_err(
+                    k + 1,
+                    "some lines have a value and some not".into(),
+                ));
+            }
+            truth.push(v);
+        } else if !truth.is_empty() {
+            return Err(parse_err(
+                k + 1,
+                "some lines have a value and some not".into(),
+            ));
+        }
+        let p = model.predict(&c)?;
+        if !p.is_finite() {
+            return Err(Error::NonFinite(format!(
+                "prediction at line {} is {p}",
+                k + 1
+            )));
+        }
+        lines.push((c.clone(), p));
+    }
+    let rmse = (!truth.is_empty() && truth.len() == lines.len()).then(|| {
+        let s: f64 = lines
+            .iter()
+            .zip(&truth)
+            .map(|((_, p), t)| (p - t) * (p - t))
+            .sum();
+        (s / truth.len() as f64).sqrt()
+    });
+    let write = |w: &mut dyn Write| -> std::io::Result<()> {
+        for (c, p) in &lines {
+            for i in c {
+                write!(w, "{} ", i + 1)?;
+            }
+            writeln!(w, "{p}")?;
+        }
+        w.flush()
+    };
+    match &a.out {
+        Some(out) => {
+            super::output::check_file(out, "--out")?;
+            let f = std::fs::File::create(out).map_err(|e| Error::io(out, e))?;
+            write(&mut BufWriter::new(f)).map_err(|e| Error::io(out, e))?;
+            eprintln!(
+                "sptmc: wrote {} predictions to {}",
+                lines.len(),
+                out.display()
+            );
+        }
+        None if !a.json => {
+            let stdout = std::io::stdout();
+            write(&mut BufWriter::new(stdout.lock())).map_err(|e| Error::io("<stdout>", e))?;
+        }
+        None => {}
+    }
+    if a.json {
+        print_json(&json!({
+            "model": a.model.display().to_string(),
+            "coords": path.display().to_string(),
+            "predictions": lines.len(),
+            "rmse": rmse,
+            "out": a.out.as_ref().map(|p| p.display().to_string()),
+        }));
+    } else if let Some(r) = rmse {
+        eprintln!("sptmc: RMSE over the {} given values: {r:.5}", lines.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}

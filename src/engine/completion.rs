@@ -1,0 +1,170 @@
+//! The tensor-completion kernels of the engine ([`Op::Completion`]), run through a
+//! [`CompletionSession`] that keeps the factors (and CCD++'s residual) where the
+//! kernels run: host memory on the CPU, device memory on CUDA.
+//!
+//! Completion fits a CP model `m(i) = μ + Σ_r Π_n A⁽ⁿ⁾[i_n, r]` to the *observed*
+//! entries only (`μ` is the session's `offset`, e.g. the training mean; every stored
+//! entry is observed, an explicit zero included). Each kernel is one pass over the
+//! stored nonzeros of the HLS form, sparse part and dense tiles alike:
+//!
+//! - [`CompletionSession::normal_equations`] (ALS): for every row `i` of the target
+//!   mode `n`, `G_i = Σ k kᵀ` and `b_i = Σ (x − μ) k` over the row's nonzeros, `k` the
+//!   Hadamard product of the other modes' factor rows (its Khatri-Rao row).
+//! - [`CompletionSession::reset_residual`], [`CompletionSession::add_column`] and
+//!   [`CompletionSession::column_terms`] (CCD++): the per-nonzero residual
+//!   `e = x − m(i)`, its rank-one updates, and per row `Σ e k` and `Σ k²` of one column.
+//! - [`CompletionSession::sgd_epoch`] (SGD): one pass of per-nonzero gradient steps.
+//! - [`CompletionSession::loss`]: `Σ (x − m(i))²` over the nonzeros.
+//!
+//! The *nonzero order* of a session, in which [`CompletionSession::residual`] lists the
+//! residual: the sparse part in key order, then the dense tiles in key order, each in
+//! bitmap order ([`crate::hls::HlsTensor::for_each_nonzero`]). Values are the stored
+//! fp16 times the tensor's scale (exact for integer ratings).
+
+use super::{Engine, Prepared, RunStats};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use crate::ops::Op;
+
+/// One SGD epoch's settings ([`CompletionSession::sgd_epoch`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SgdStep {
+    /// The learning rate `η` (> 0).
+    pub learning_rate: f32,
+    /// The regularization `λ` (≥ 0), applied at every step to the rows it touches.
+    pub lambda: f32,
+    /// Seed of the visiting order.
+    pub seed: u64,
+    /// Visit the nonzeros in a seeded random order (`false`: in the session's nonzero
+    /// order, where the backend's scheme allows; for tests against a sequential
+    /// reference).
+    pub shuffle: bool,
+}
+
+/// The completion kernels on one prepared tensor, with the factors kept by the backend.
+///
+/// Every method checks its arguments and returns a typed error; a kernel whose result
+/// is not finite returns [`Error::NonFinite`].
+pub trait CompletionSession {
+    /// The rank `R` of the model.
+    fn rank(&self) -> usize;
+    /// The factors as they are now (one `I_n × R` matrix per mode), copied out.
+    fn factors(&mut self) -> Result<Vec<Matrix>>;
+    /// Replaces the factor of `mode` (shape `I_n × R`, finite).
+    fn set_factor(&mut self, mode: usize, factor: &Matrix) -> Result<RunStats>;
+    /// Replaces column `col` of the factor of `mode` with `values` (`I_n` finite
+    /// entries).
+    fn set_column(&mut self, mode: usize, col: usize, values: &[f32]) -> Result<RunStats>;
+    /// ALS: the normal equations of every row of `mode` into `out` (resized to
+    /// `I_n × (R² + R)`): row `i` holds `G_i` row-major (`R × R`), then `b_i` (`R`).
+    fn normal_equations(&mut self, mode: usize, out: &mut Matrix) -> Result<RunStats>;
+    /// CCD++: sets every nonzero's residual to `x − m(i)` with the current factors.
+    fn reset_residual(&mut self) -> Result<RunStats>;
+    /// CCD++: adds `sign · Π_n A⁽ⁿ⁾[i_n, col]` to every nonzero's residual (`+1` takes
+    /// column `col` out of the model, `−1` puts it back).
+    fn add_column(&mut self, col: usize, sign: f32) -> Result<RunStats>;
+    /// CCD++: for every row `i` of `mode`, `Σ e k` and `Σ k²` over the row's nonzeros,
+    /// `e` the residual and `k = Π_{m≠mode} A⁽ᵐ⁾[i_m, col]`, into `out` (resized to
+    /// `I_n × 2`).
+    fn column_terms(&mut self, mode: usize, col: usize, out: &mut Matrix) -> Result<RunStats>;
+    /// The residual of every nonzero, in the session's nonzero order (see the module
+    /// docs), as the last CCD++ kernel left it.
+    fn residual(&mut self) -> Result<Vec<f32>>;
+    /// SGD: one pass over every nonzero. At nonzero `x` at `i`, with `e = x − m(i)`
+    /// and `k_n` the Hadamard product of the other modes' rows, every mode's row moves
+    /// by `η (e k_n − λ / c_n(i_n) · A⁽ⁿ⁾[i_n, :])`, all from the rows as they were
+    /// before the step, `c_n(i_n)` the nonzeros of row `i_n` of mode `n`: a pass spreads
+    /// `λ Σ‖A⁽ⁿ⁾‖²` over the nonzeros, so SGD descends the objective ALS and CCD++
+    /// minimize.
+    fn sgd_epoch(&mut self, step: &SgdStep) -> Result<RunStats>;
+    /// `Σ (x − m(i))²` over every nonzero, with the current factors, in f64.
+    fn loss(&mut self) -> Result<f64>;
+}
+
+/// Checks `factors` for a completion session on a tensor of extents `dims`: one per
+/// mode, mode `n` of shape `dims[n] × R` with one `R ≥ 1`, every entry finite. Returns
+/// `R`.
+pub fn check_factors(dims: &[usize], factors: &[Matrix]) -> Result<usize> {
+    if factors.len() != dims.len() {
+        return Err(Error::shape(
+            "completion factors",
+            format!("{} matrices (one per mode)", dims.len()),
+            format!("{} matrices", factors.len()),
+        ));
+    }
+    let rank = factors[0].cols();
+    if rank == 0 {
+        return Err(Error::InvalidRank("completion rank 0".into()));
+    }
+    for (m, f) in factors.iter().enumerate() {
+        if f.shape() != (dims[m], rank) {
+            return Err(Error::shape(
+                format!("completion factor of mode {m}"),
+                format!("{}×{rank}", dims[m]),
+                format!("{}×{}", f.rows(), f.cols()),
+            ));
+        }
+        if let Some(p) = f.data().iter().position(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "completion factor of mode {m}, entry ({}, {}) is {}",
+                p / rank,
+                p % rank,
+                f.data()[p]
+            )));
+        }
+    }
+    Ok(rank)
+}
+
+/// Checks a mode number against the order.
+pub(crate) fn check_mode(mode: usize, order: usize) -> Result<()> {
+    if mode >= order {
+        return Err(Error::ModeOutOfRange { mode, order });
+    }
+    Ok(())
+}
+
+/// Checks a column number against the rank.
+pub(crate) fn check_col(col: usize, rank: usize) -> Result<()> {
+    if col >= rank {
+        return Err(Error::InvalidOption(format!(
+            "column {col} is out of range for rank {rank}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks an SGD step's learning rate and regularization.
+pub(crate) fn check_step(step: &SgdStep) -> Result<()> {
+    if !(step.learning_rate.is_finite() && step.learning_rate > 0.0) {
+        return Err(Error::InvalidOption(format!(
+            "the SGD learning rate must be a number > 0, got {}",
+            step.learning_rate
+        )));
+    }
+    if !(step.lambda.is_finite() && step.lambda >= 0.0) {
+        return Err(Error::InvalidOption(format!(
+            "the regularization λ must be a number ≥ 0, got {}",
+            step.lambda
+        )));
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// A completion session on `p` (prepared for [`Op::Completion`]) starting from
+    /// `factors` (see [`check_factors`]), modelling `offset + CP`.
+    pub fn completion_session<'a>(
+        &'a self,
+        p: &'a Prepared,
+        factors: &[Matrix],
+        offset: f32,
+    ) -> Result<Box<dyn CompletionSession + 'a>> {
+        check_factors(p.dims(), factors)?;
+        if !offset.is_finite() {
+            return Err(Error::NonFinite(format!("completion offset {offset}")));
+        }
+        self.backend()
+            .completion_session(p.part(Op::Completion)?, factors, offset)
+    }
+}

@@ -1,0 +1,438 @@
+//! The completion kernels on the CPU ([`crate::engine::completion`]).
+//!
+//! The nonzeros are cut into one share per worker, as for MTTKRP (equal nonzero
+//! counts of the sparse part and of the dense tiles, [`shares`]). Kernels whose output
+//! is per row of a mode (the ALS normal equations, the CCD++ column terms) walk each
+//! share into a private output and sum the private outputs row-parallel at the end;
+//! kernels whose output is per nonzero (the CCD++ residual) write each share's own
+//! slice of it; the loss sums per share, in share order (so a result depends on the
+//! thread count, never on timing). No locks or atomics. SGD runs in stratified blocks
+//! ([`super::sgd`]). Arithmetic is f32 with subnormals flushed, as in every CPU kernel;
+//! the loss is summed in f64.
+
+use super::kernel::{Share, dense_nonzeros, shares};
+use super::sgd::Strata;
+use super::subnormal::FlushSubnormals;
+use crate::engine::RunStats;
+use crate::engine::completion::{
+    CompletionSession, SgdStep, check_col, check_factors, check_mode, check_step,
+};
+use crate::error::{Error, Result};
+use crate::hls::{HlsTensor, LOW_KEY_BITS};
+use crate::matrix::Matrix;
+use rayon::prelude::*;
+
+/// Tensors below this many nonzeros run as one share (no private buffers).
+const ONE_SHARE_NNZ: usize = 4096;
+
+/// Calls `f(q, c, x)` for every nonzero of `share`: its position `q` in the session's
+/// nonzero order (the sparse part, then the dense values), its coordinates `c` in mode
+/// order and its value `x` (stored value × the tensor's scale − `offset`).
+#[inline(always)]
+pub(super) fn visit(
+    hls: &HlsTensor,
+    share: &Share,
+    offset: f32,
+    mut f: impl FnMut(usize, &[u32], f32),
+) {
+    let sp = hls.sparse();
+    let scale = hls.scale();
+    let order = hls.order();
+    let mut c = vec![0u32; order];
+    let (s, e) = share.sparse;
+    if s < e {
+        let layout = sp.layout();
+        let shifts = layout.shifts();
+        let masks: Vec<u64> = (0..order).map(|m| layout.mask(m)).collect();
+        let (keys, vals, offs) = (sp.keys(), sp.values(), sp.block_offsets());
+        let mut b = sp.block_of(s);
+        let mut p = s;
+        while p < e {
+            let end = (offs[b + 1] as usize).min(e);
+            if layout.total_bits() <= 64 {
+                let hi = sp.block_prefix()[b] << LOW_KEY_BITS;
+                for q in p..end {
+                    let key = hi | keys[q] as u64;
+                    for ((cm, &sh), &mk) in c.iter_mut().zip(shifts).zip(&masks) {
+                        *cm = ((key >> sh) & mk) as u32;
+                    }
+                    f(q, &c, vals[q].to_f32() * scale - offset);
+                }
+            } else {
+                for (q, v) in (p..end).zip(&vals[p..end]) {
+                    layout.decode_all(sp.full_key(b, q), &mut c);
+                    f(q, &c, v.to_f32() * scale - offset);
+                }
+            }
+            p = end;
+            b += 1;
+        }
+    }
+    if let Some(d) = hls.dense() {
+        let mut q = sp.nnz() + d.offsets()[share.tiles.0] as usize;
+        dense_nonzeros(d, share.tiles, |cc, v| {
+            f(q, &cc, v * scale - offset);
+            q += 1;
+        });
+    }
+}
+
+/// The model's value `Σ_r Π_m F_m[c_m, r]` at `c` (without the offset).
+#[inline(always)]
+fn model_at(factors: &[Matrix], c: &[u32], rank: usize, prod: &mut [f32]) -> f32 {
+    prod.fill(1.0);
+    for (f, &i) in factors.iter().zip(c) {
+        for (p, &a) in prod.iter_mut().zip(f.row(i as usize)) {
+            *p *= a;
+        }
+    }
+    prod[..rank].iter().sum()
+}
+
+/// The CPU's completion session: factors in host memory, row-major.
+pub(super) struct CpuCompletion<'a> {
+    hls: &'a HlsTensor,
+    offset: f32,
+    rank: usize,
+    factors: Vec<Matrix>,
+    /// Per nonzero, in the session's order; empty until [`reset_residual`].
+    ///
+    /// [`reset_residual`]: CompletionSession::reset_residual
+    residual: Vec<f32>,
+    shares: Vec<Share>,
+    /// Private output buffers, kept between calls.
+    private: Vec<Vec<f32>>,
+    /// SGD's blocks, made on the first epoch.
+    strata: Option<Strata>,
+}
+
+impl<'a> CpuCompletion<'a> {
+    /// A session on `hls` from `factors` (checked: one per mode, one rank, finite).
+    pub(super) fn new(hls: &'a HlsTensor, factors: &[Matrix], offset: f32) -> Result<Self> {
+        let rank = check_factors(hls.dims(), factors)?;
+        let workers = if hls.nnz() < ONE_SHARE_NNZ {
+            1
+        } else {
+            rayon::current_num_threads().max(1)
+        };
+        Ok(CpuCompletion {
+            hls,
+            offset,
+            rank,
+            factors: factors.to_vec(),
+            residual: Vec::new(),
+            shares: shares(hls, workers),
+            private: Vec::new(),
+            strata: None,
+        })
+    }
+
+    fn check_residual(&self) -> Result<()> {
+        if self.residual.len() != self.hls.nnz() {
+            return Err(Error::InvalidOption(
+                "the residual is not set: call reset_residual first".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl CompletionSession for CpuCompletion<'_> {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn factors(&mut self) -> Result<Vec<Matrix>> {
+        Ok(self.factors.clone())
+    }
+
+    fn set_factor(&mut self, mode: usize, factor: &Matrix) -> Result<RunStats> {
+        check_mode(mode, self.hls.order())?;
+        let dims = self.hls.dims();
+        if factor.shape() != (dims[mode], self.rank) {
+            return Err(Error::shape(
+                format!("completion factor of mode {mode}"),
+                format!("{}×{}", dims[mode], self.rank),
+                format!("{}×{}", factor.rows(), factor.cols()),
+            ));
+        }
+        if let Some(v) = factor.data().iter().find(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "completion factor of mode {mode} holds {v}"
+            )));
+        }
+        self.factors[mode] = factor.clone();
+        Ok(RunStats::default())
+    }
+
+    fn set_column(&mut self, mode: usize, col: usize, values: &[f32]) -> Result<RunStats> {
+        check_mode(mode, self.hls.order())?;
+        check_col(col, self.rank)?;
+        let rows = self.hls.dims()[mode];
+        if values.len() != rows {
+            return Err(Error::shape(
+                format!("column of mode {mode}"),
+                rows,
+                values.len(),
+            ));
+        }
+        if let Some(v) = values.iter().find(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "column {col} of mode {mode} holds {v}"
+            )));
+        }
+        let r = self.rank;
+        let data = self.factors[mode].data_mut();
+        for (i, &v) in values.iter().enumerate() {
+            data[i * r + col] = v;
+        }
+        Ok(RunStats::default())
+    }
+
+    fn normal_equations(&mut self, mode: usize, out: &mut Matrix) -> Result<RunStats> {
+        check_mode(mode, self.hls.order())?;
+        let (r, rows) = (self.rank, self.hls.dims()[mode]);
+        let width = r * r + r;
+        if out.shape() != (rows, width) {
+            crate::matrix::check_alloc("the normal equations", rows, width, 4)?;
+            *out = Matrix::zeros(rows, width);
+        }
+        let (hls, offset, factors) = (self.hls, self.offset, &self.factors);
+        let walk = |share: &Share, buf: &mut [f32]| {
+            let _flush = FlushSubnormals::new();
+            let mut k = vec![0f32; r];
+            visit(hls, share, offset, |_, c, x| {
+                k.fill(1.0);
+                for (m, f) in factors.iter().enumerate() {
+                    if m != mode {
+                        for (kr, &a) in k.iter_mut().zip(f.row(c[m] as usize)) {
+                            *kr *= a;
+                        }
+                    }
+                }
+                let row = c[mode] as usize * width;
+                let (gram, rhs) = buf[row..row + width].split_at_mut(r * r);
+                for (g, &kr) in gram.chunks_exact_mut(r).zip(&k) {
+                    for (gs, &ks) in g.iter_mut().zip(&k) {
+                        *gs = kr.mul_add(ks, *gs);
+                    }
+                }
+                for (b, &kr) in rhs.iter_mut().zip(&k) {
+                    *b = x.mul_add(kr, *b);
+                }
+            });
+        };
+        privatized(&self.shares, &mut self.private, out.data_mut(), walk);
+        finite(out.data(), || format!("normal equations of mode {mode}"))?;
+        Ok(RunStats::default())
+    }
+
+    fn reset_residual(&mut self) -> Result<RunStats> {
+        self.residual.resize(self.hls.nnz(), 0.0);
+        let sp_nnz = self.hls.sparse().nnz();
+        let (hls, offset, factors, r) = (self.hls, self.offset, &self.factors, self.rank);
+        let base = |share: &Share| {
+            let d0 = hls
+                .dense()
+                .map_or(0, |d| d.offsets()[share.tiles.0] as usize);
+            (share.sparse.0, sp_nnz + d0)
+        };
+        per_residual(hls, &self.shares, &mut self.residual, |share, sp, dn| {
+            let _flush = FlushSubnormals::new();
+            let (s0, d0) = base(share);
+            let mut prod = vec![0f32; r];
+            visit(hls, share, offset, |q, c, x| {
+                let e = x - model_at(factors, c, r, &mut prod);
+                if q < sp_nnz {
+                    sp[q - s0] = e;
+                } else {
+                    dn[q - d0] = e;
+                }
+            });
+        });
+        finite(&self.residual, || "the residual".to_string())?;
+        Ok(RunStats::default())
+    }
+
+    fn add_column(&mut self, col: usize, sign: f32) -> Result<RunStats> {
+        check_col(col, self.rank)?;
+        self.check_residual()?;
+        let sp_nnz = self.hls.sparse().nnz();
+        let (hls, factors, r) = (self.hls, &self.factors, self.rank);
+        per_residual(hls, &self.shares, &mut self.residual, |share, sp, dn| {
+            let _flush = FlushSubnormals::new();
+            let s0 = share.sparse.0;
+            let d0 = sp_nnz
+                + hls
+                    .dense()
+                    .map_or(0, |d| d.offsets()[share.tiles.0] as usize);
+            visit(hls, share, 0.0, |q, c, _| {
+                let mut p = sign;
+                for (f, &i) in factors.iter().zip(c) {
+                    p *= f.data()[i as usize * r + col];
+                }
+                if q < sp_nnz {
+                    sp[q - s0] += p;
+                } else {
+                    dn[q - d0] += p;
+                }
+            });
+        });
+        finite(&self.residual, || {
+            format!("the residual after column {col}")
+        })?;
+        Ok(RunStats::default())
+    }
+
+    fn column_terms(&mut self, mode: usize, col: usize, out: &mut Matrix) -> Result<RunStats> {
+        check_mode(mode, self.hls.order())?;
+        check_col(col, self.rank)?;
+        self.check_residual()?;
+        let rows = self.hls.dims()[mode];
+        if out.shape() != (rows, 2) {
+            *out = Matrix::zeros(rows, 2);
+        }
+        let (hls, factors, r) = (self.hls, &self.factors, self.rank);
+        let res = &self.residual;
+        privatized(
+            &self.shares,
+            &mut self.private,
+            out.data_mut(),
+            |share, buf| {
+                let _flush = FlushSubnormals::new();
+                visit(hls, share, 0.0, |q, c, _| {
+                    let mut k = 1f32;
+                    for (m, (f, &i)) in factors.iter().zip(c).enumerate() {
+                        if m != mode {
+                            k *= f.data()[i as usize * r + col];
+                        }
+                    }
+                    let row = 2 * c[mode] as usize;
+                    buf[row] = res[q].mul_add(k, buf[row]);
+                    buf[row + 1] = k.mul_add(k, buf[row + 1]);
+                });
+            },
+        );
+        finite(out.data(), || {
+            format!("CCD++ terms of mode {mode}, column {col}")
+        })?;
+        Ok(RunStats::default())
+    }
+
+    fn residual(&mut self) -> Result<Vec<f32>> {
+        self.check_residual()?;
+        Ok(self.residual.clone())
+    }
+
+    fn sgd_epoch(&mut self, step: &SgdStep) -> Result<RunStats> {
+        check_step(step)?;
+        if self.strata.is_none() {
+            self.strata = Some(Strata::new(self.hls, rayon::current_num_threads())?);
+        }
+        let strata = self.strata.as_ref().expect("made above");
+        strata.epoch(self.hls, self.offset, &mut self.factors, step);
+        for (m, f) in self.factors.iter().enumerate() {
+            finite(f.data(), || format!("SGD factor of mode {m}"))?;
+        }
+        Ok(RunStats::default())
+    }
+
+    fn loss(&mut self) -> Result<f64> {
+        let (hls, offset, factors, r) = (self.hls, self.offset, &self.factors, self.rank);
+        let parts: Vec<f64> = self
+            .shares
+            .par_iter()
+            .map(|share| {
+                let _flush = FlushSubnormals::new();
+                let mut prod = vec![0f32; r];
+                let mut sum = 0f64;
+                visit(hls, share, offset, |_, c, x| {
+                    let e = f64::from(x - model_at(factors, c, r, &mut prod));
+                    sum += e * e;
+                });
+                sum
+            })
+            .collect();
+        let loss: f64 = parts.iter().sum();
+        if !loss.is_finite() {
+            return Err(Error::NonFinite(format!("the completion loss is {loss}")));
+        }
+        Ok(loss)
+    }
+}
+
+/// Runs `walk(share, buffer)` for every share, each into a zeroed buffer as long as
+/// `out` (the first share into `out` itself, the others into `private`, kept between
+/// calls), then adds the others into `out`.
+fn privatized(
+    shares: &[Share],
+    private: &mut Vec<Vec<f32>>,
+    out: &mut [f32],
+    walk: impl Fn(&Share, &mut [f32]) + Sync,
+) {
+    let len = out.len();
+    let (first, rest) = shares.split_first().expect("at least one share");
+    private.resize_with(rest.len(), Vec::new);
+    out.fill(0.0);
+    let private = &mut private[..rest.len()];
+    rayon::scope(|s| {
+        for (share, buf) in rest.iter().zip(private.iter_mut()) {
+            let walk = &walk;
+            s.spawn(move |_| {
+                // Zeroed by the thread that walks into it (see kernel::run).
+                buf.clear();
+                buf.resize(len, 0.0);
+                walk(share, buf);
+            });
+        }
+        walk(first, out);
+    });
+    if !rest.is_empty() {
+        const CHUNK: usize = 1 << 14;
+        out.par_chunks_mut(CHUNK).enumerate().for_each(|(k, o)| {
+            for b in private.iter() {
+                for (x, y) in o.iter_mut().zip(&b[k * CHUNK..]) {
+                    *x += y;
+                }
+            }
+        });
+    }
+}
+
+/// Runs `walk(share, sparse_residual, dense_residual)` for every share in parallel,
+/// each with its own slices of `residual` (those of its sparse positions and of its
+/// dense tiles' values).
+fn per_residual(
+    hls: &HlsTensor,
+    shares: &[Share],
+    residual: &mut [f32],
+    walk: impl Fn(&Share, &mut [f32], &mut [f32]) + Sync,
+) {
+    let sp_nnz = hls.sparse().nnz();
+    let offsets = hls.dense().map(|d| d.offsets());
+    let (mut sparse, mut dense) = residual.split_at_mut(sp_nnz);
+    let mut jobs = Vec::with_capacity(shares.len());
+    for share in shares {
+        let (s, e) = share.sparse;
+        let (mine, rest) = std::mem::take(&mut sparse).split_at_mut(e - s);
+        sparse = rest;
+        let n_dense = offsets.map_or(0, |o| (o[share.tiles.1] - o[share.tiles.0]) as usize);
+        let (dmine, drest) = std::mem::take(&mut dense).split_at_mut(n_dense);
+        dense = drest;
+        jobs.push((share, mine, dmine));
+    }
+    jobs.into_par_iter()
+        .for_each(|(share, s, d)| walk(share, s, d));
+}
+
+/// [`Error::NonFinite`] naming `what` when `values` hold inf or NaN.
+fn finite(values: &[f32], what: impl FnOnce() -> String) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(p) => Err(Error::NonFinite(format!(
+            "{} entry {p} is {}",
+            what(),
+            values[p]
+        ))),
+    }
+}
