@@ -7,6 +7,9 @@
 //! - [`Pattern::BlockDense`]: a share of the nonzeros packed into 16^N tiles holding
 //!   exactly `tile_nnz` nonzeros each (distinct random cells), the rest uniform — the
 //!   knob the tuner turns to set the density inside tiles.
+//! - [`Pattern::TileBlocks`]: every nonzero in such tiles, the tiles side by side in
+//!   blocks of `side^N` neighbouring tiles: dense regions wider than one tile, as
+//!   block-dense data has them (what the tuner measures on).
 //!
 //! Values are uniform in `[0.5, 5)` (not integers, so fp16 rounding is exercised).
 //! The result is sorted with duplicates summed, so it may hold slightly fewer than
@@ -34,6 +37,16 @@ pub enum Pattern {
         tile_nnz: u32,
         /// Share of all nonzeros placed in dense tiles, in `[0, 1]`.
         dense_share: f64,
+    },
+    /// Every nonzero in tiles of exactly `tile_nnz` nonzeros, the tiles packed into
+    /// blocks of `side` tiles per mode, each block at a random place on the tile grid.
+    /// Fibers then run on across neighbouring tiles, as in real block-dense data (a
+    /// walk that shares work along fibers sees them; isolated tiles hide that).
+    TileBlocks {
+        /// Nonzeros per tile (1..=16^N, capped by the tile's cell count).
+        tile_nnz: u32,
+        /// Tiles per mode in one block (≥ 1; 1 places tiles alone).
+        side: usize,
     },
 }
 
@@ -107,9 +120,7 @@ pub fn generate(spec: &GenSpec) -> Result<CooTensor> {
                     "block-dense needs tile_nnz ≥ 1 and dense_share in [0, 1], got {tile_nnz} and {dense_share}"
                 )));
             }
-            let edges: Vec<usize> = spec.dims.iter().map(|&d| d.min(16)).collect();
-            let cells: usize = edges.iter().product();
-            let per_tile = (tile_nnz as usize).min(cells);
+            let per_tile = per_tile(&spec.dims, tile_nnz);
             let tile_dims: Vec<usize> = spec.dims.iter().map(|d| d.div_ceil(16)).collect();
             let n_tiles_total: f64 = tile_dims.iter().map(|&t| t as f64).product();
             let want_dense = (spec.nnz as f64 * dense_share) as usize;
@@ -123,18 +134,49 @@ pub fn generate(spec: &GenSpec) -> Result<CooTensor> {
                         break t;
                     }
                 };
-                // Cells of this tile that exist (edge tiles may be cut by the extent).
-                let extent: Vec<usize> = (0..order)
-                    .map(|m| (spec.dims[m] - tile[m] * 16).min(16))
-                    .collect();
-                let tile_cells: usize = extent.iter().product();
-                for c in sample(&mut rng, tile_cells, per_tile.min(tile_cells)) {
-                    let mut rest = c;
-                    for m in (0..order).rev() {
-                        idx[m].push((tile[m] * 16 + rest % extent[m]) as u32);
-                        rest /= extent[m];
-                    }
+                fill_tile(&mut rng, &spec.dims, &tile, per_tile, &mut idx);
+            }
+            let placed = idx[0].len();
+            uniform(
+                &mut rng,
+                &spec.dims,
+                spec.nnz.saturating_sub(placed),
+                &mut idx,
+            );
+        }
+        Pattern::TileBlocks { tile_nnz, side } => {
+            if tile_nnz == 0 || side == 0 {
+                return Err(Error::InvalidOption(format!(
+                    "tile blocks need tile_nnz ≥ 1 and side ≥ 1, got {tile_nnz} and {side}"
+                )));
+            }
+            let per_tile = per_tile(&spec.dims, tile_nnz);
+            let tile_dims: Vec<usize> = spec.dims.iter().map(|d| d.div_ceil(16)).collect();
+            let block_dims: Vec<usize> = tile_dims.iter().map(|t| t.div_ceil(side)).collect();
+            let n_blocks_total: f64 = block_dims.iter().map(|&b| b as f64).product();
+            let mut left = spec.nnz / per_tile;
+            let mut used = std::collections::HashSet::new();
+            while left > 0 && (used.len() as f64) < n_blocks_total {
+                let block: Vec<usize> =
+                    block_dims.iter().map(|&b| rng.random_range(0..b)).collect();
+                if !used.insert(block.clone()) {
+                    continue;
                 }
+                // The block's tiles in row-major order (cut by the grid's edge).
+                let span: Vec<usize> = (0..order)
+                    .map(|m| (tile_dims[m] - block[m] * side).min(side))
+                    .collect();
+                let count: usize = span.iter().product();
+                for k in 0..count.min(left) {
+                    let mut rest = k;
+                    let mut tile = vec![0; order];
+                    for m in (0..order).rev() {
+                        tile[m] = block[m] * side + rest % span[m];
+                        rest /= span[m];
+                    }
+                    fill_tile(&mut rng, &spec.dims, &tile, per_tile, &mut idx);
+                }
+                left = left.saturating_sub(count);
             }
             let placed = idx[0].len();
             uniform(
@@ -150,6 +192,36 @@ pub fn generate(spec: &GenSpec) -> Result<CooTensor> {
     let mut t = CooTensor::new(spec.dims.clone(), idx, values)?;
     t.sum_duplicates();
     Ok(t)
+}
+
+/// Nonzeros per tile for a requested `tile_nnz`: at most the cells of a full tile.
+fn per_tile(dims: &[usize], tile_nnz: u32) -> usize {
+    let cells: usize = dims.iter().map(|&d| d.min(16)).product();
+    (tile_nnz as usize).min(cells)
+}
+
+/// Places `per_tile` nonzeros at distinct random cells of the tile at tile coordinates
+/// `tile` (fewer where the tensor's extent cuts the tile).
+fn fill_tile(
+    rng: &mut Xoshiro256PlusPlus,
+    dims: &[usize],
+    tile: &[usize],
+    per_tile: usize,
+    idx: &mut [Vec<u32>],
+) {
+    let order = dims.len();
+    // Cells of this tile that exist (edge tiles may be cut by the extent).
+    let extent: Vec<usize> = (0..order)
+        .map(|m| (dims[m] - tile[m] * 16).min(16))
+        .collect();
+    let tile_cells: usize = extent.iter().product();
+    for c in sample(rng, tile_cells, per_tile.min(tile_cells)) {
+        let mut rest = c;
+        for m in (0..order).rev() {
+            idx[m].push((tile[m] * 16 + rest % extent[m]) as u32);
+            rest /= extent[m];
+        }
+    }
 }
 
 fn uniform(rng: &mut Xoshiro256PlusPlus, dims: &[usize], n: usize, idx: &mut [Vec<u32>]) {
@@ -189,5 +261,56 @@ mod tests {
         assert_eq!(a, generate(&spec).unwrap());
         assert_ne!(a, generate(&GenSpec { seed: 8, ..spec }).unwrap());
         assert!(a.is_sorted_unique());
+    }
+
+    #[test]
+    fn tile_blocks_fill_neighbouring_tiles_exactly() {
+        let (side, t) = (3usize, 50u32);
+        let x = generate(&GenSpec {
+            dims: vec![200, 160, 100],
+            nnz: 27 * 50 * 2,
+            pattern: Pattern::TileBlocks { tile_nnz: t, side },
+            seed: 5,
+        })
+        .unwrap();
+        assert_eq!(x.nnz(), 27 * 50 * 2);
+        let mut per_tile = std::collections::HashMap::<[u32; 3], u32>::new();
+        for k in 0..x.nnz() {
+            let c = [0, 1, 2].map(|m| x.indices(m)[k] / 16);
+            *per_tile.entry(c).or_default() += 1;
+        }
+        // Exactly 50 nonzeros in each of 54 tiles ...
+        assert_eq!(per_tile.len(), 54);
+        assert!(per_tile.values().all(|&n| n == t));
+        // ... filling whole blocks of neighbouring tiles, all but the last one placed
+        // (blocks at the grid's edge are cut: the grid is 13×10×7 tiles).
+        let grid = [13u32, 10, 7];
+        let mut blocks = std::collections::HashMap::<[u32; 3], usize>::new();
+        for c in per_tile.keys() {
+            *blocks.entry(c.map(|v| v / side as u32)).or_default() += 1;
+        }
+        let partial = blocks
+            .iter()
+            .filter(|(b, n)| {
+                let full: u32 = (0..3)
+                    .map(|m| (grid[m] - b[m] * side as u32).min(side as u32))
+                    .product();
+                **n < full as usize
+            })
+            .count();
+        assert!(partial <= 1, "{partial} partly filled blocks: {blocks:?}");
+        assert!(blocks.len() < 54, "tiles were placed alone");
+        assert!(
+            generate(&GenSpec {
+                dims: vec![20, 20],
+                nnz: 10,
+                pattern: Pattern::TileBlocks {
+                    tile_nnz: 1,
+                    side: 0
+                },
+                seed: 1,
+            })
+            .is_err()
+        );
     }
 }

@@ -159,11 +159,12 @@ impl TuneReport {
     pub fn to_profile(&self) -> Profile {
         let o = &self.options;
         let mut tuned = format!(
-            "{} by sptmc {} tune: {} densities {:?} nnz/tile, {} nonzeros over {}^3, median of {}, {:.0} s",
+            "{} by sptmc {} tune: {} densities {:?} nnz/tile in blocks of {}^3 tiles, {} nonzeros over {}^3, median of {}, {:.0} s",
             self.date,
             self.version,
             o.tile_nnz.len(),
             o.tile_nnz,
+            super::verify::TILE_BLOCK_SIDE,
             o.nnz,
             o.extent,
             o.repetitions,
