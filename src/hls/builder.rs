@@ -49,7 +49,7 @@ impl KeyOrder {
     /// The order an op's kernels walk best.
     pub fn for_op(op: crate::ops::Op) -> Self {
         match op {
-            crate::ops::Op::Mttkrp => KeyOrder::ByExtent,
+            crate::ops::Op::Mttkrp | crate::ops::Op::Phi => KeyOrder::ByExtent,
             crate::ops::Op::Ttmc => KeyOrder::Mode,
         }
     }

@@ -22,13 +22,13 @@ const PAD: usize = 16;
 const ROW_SPLIT_MIN_FLOATS: usize = 1 << 20;
 
 /// A worker's share: a range of sparse nonzeros and a range of dense tiles.
-struct Share {
+pub(super) struct Share {
     sparse: (usize, usize),
     tiles: (usize, usize),
 }
 
 /// Cuts both parts into `n` shares of about equal nonzero counts.
-fn shares(hls: &HlsTensor, n: usize) -> Vec<Share> {
+pub(super) fn shares(hls: &HlsTensor, n: usize) -> Vec<Share> {
     let s = hls.sparse().nnz();
     let (tiles, offsets) = hls
         .dense()
@@ -48,7 +48,7 @@ fn shares(hls: &HlsTensor, n: usize) -> Vec<Share> {
         .collect()
 }
 
-/// `op` of `mode` into `out` (zeroed), on rayon's current pool.
+/// `op` (MTTKRP or TTMc) of `mode` into `out` (zeroed), on rayon's current pool.
 pub(super) fn run(
     op: Op,
     hls: &HlsTensor,
@@ -68,6 +68,23 @@ pub(super) fn run(
     {
         return ttmc_by_rows(hls, mode, factors, out, workers);
     }
+    privatized(hls, out, pool, workers, |share, buf| {
+        walk_share(op, hls, mode, factors, share, buf, cols)
+    });
+}
+
+/// Walks `workers` shares of `hls` ([`shares`]) in parallel, `walk(share, buf)` writing
+/// the first share into `out` (zeroed) and every other into a private zeroed buffer of
+/// `out`'s size (from `pool`, kept across calls), then adds the private buffers into
+/// `out` row-parallel. Returns each walk's result, in share order.
+pub(super) fn privatized<T: Send>(
+    hls: &HlsTensor,
+    out: &mut Matrix,
+    pool: &Mutex<Vec<Vec<f32>>>,
+    workers: usize,
+    walk: impl Fn(&Share, &mut [f32]) -> T + Sync,
+) -> Vec<T> {
+    let cols = out.cols();
     let shares = shares(hls, workers);
     let (first, rest) = shares.split_first().expect("at least one share");
     // Private outputs come from a pool kept across calls: fresh allocations of this size
@@ -79,9 +96,12 @@ pub(super) fn run(
             .map(|_| free.pop().unwrap_or_default())
             .collect()
     };
+    let mut results: Vec<Option<T>> = (0..shares.len()).map(|_| None).collect();
+    let (res0, res_rest) = results.split_first_mut().expect("at least one share");
     rayon::scope(|s| {
         let out0 = out.data_mut();
-        for (share, buf) in rest.iter().zip(private.iter_mut()) {
+        let walk = &walk;
+        for ((share, buf), res) in rest.iter().zip(private.iter_mut()).zip(res_rest) {
             s.spawn(move |_| {
                 // Zeroed by the thread that walks into it, so its lines start in that
                 // core's cache rather than being pulled over from the zeroing core
@@ -91,21 +111,13 @@ pub(super) fn run(
                 // the allocator put next to it, which another core may be writing.
                 buf.clear();
                 buf.resize(PAD + len + PAD, 0.0);
-                walk_share(
-                    op,
-                    hls,
-                    mode,
-                    factors,
-                    share,
-                    &mut buf[PAD..PAD + len],
-                    cols,
-                )
+                *res = Some(walk(share, &mut buf[PAD..PAD + len]));
             });
         }
-        walk_share(op, hls, mode, factors, first, out0, cols);
+        *res0 = Some(walk(first, out0));
     });
     if !private.is_empty() {
-        let chunk = cols * 256;
+        let chunk = cols.max(1) * 256;
         out.data_mut()
             .par_chunks_mut(chunk)
             .enumerate()
@@ -121,6 +133,10 @@ pub(super) fn run(
     pool.lock()
         .unwrap_or_else(|e| e.into_inner())
         .extend(private);
+    results
+        .into_iter()
+        .map(|r| r.expect("every share was walked"))
+        .collect()
 }
 
 /// TTMc with the output rows cut into one range per worker, each of about the same
@@ -244,7 +260,7 @@ fn walk_share(
     // (its forms are built in that order); any stream order is correct, a sorted one
     // shares the most work.
     let levels: Vec<usize> = match op {
-        Op::Mttkrp => hls.sparse().layout().levels().to_vec(),
+        Op::Mttkrp | Op::Phi => hls.sparse().layout().levels().to_vec(),
         Op::Ttmc => (0..order).collect(),
     };
     let target = levels
@@ -291,7 +307,7 @@ fn walk_share(
 /// tile and bitmap order. Values are widened from fp16, not scaled (the backend
 /// multiplies the result by the tensor's scale once). Coordinates are
 /// pushed in `levels` order (`c[k]` is the coordinate of mode `levels[k]`).
-fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mut impl Sink) {
+pub(super) fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mut impl Sink) {
     let sp = hls.sparse();
     let (s, e) = share.sparse;
     if s < e {

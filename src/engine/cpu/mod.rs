@@ -7,10 +7,11 @@
 //! end. TTMc outputs too wide to copy per worker (at least 1M floats) are instead cut
 //! into row ranges of equal nonzero counts, each worker writing its own rows. fp16
 //! values are widened to f32 and accumulated in f32, with subnormal results flushed to
-//! zero ([`subnormal`]).
+//! zero ([`subnormal`]). CP-APR's Φ walks the same shares with its own sink ([`phi`]).
 
 mod fixed;
 mod kernel;
+mod phi;
 mod scaled;
 mod subnormal;
 mod ttmc;
@@ -114,6 +115,13 @@ impl Backend for CpuBackend {
         }
         zero(out);
         let hls = tensor.hls();
+        if op == Op::Phi {
+            let log_term = phi::run(hls, mode, factors, opts.phi, out, &self.pool);
+            return Ok(RunStats {
+                log_term,
+                ..RunStats::default()
+            });
+        }
         let factors = scaled::Rescaled::new(factors, mode, opts.col_max);
         kernel::run(op, hls, mode, factors.factors(), out, &self.pool);
         factors.unscale(op, mode, hls.scale(), out);

@@ -312,6 +312,9 @@ pub fn run(
 ) -> Result<RunStats> {
     let stream = dev.stream;
     let order = hls.order();
+    if op == Op::Phi {
+        return Err(Error::Unsupported("Φ on CUDA (stub)".into()));
+    }
     check_call(op, hls, mode, factors, out.cols())?;
     let out_cols = out.cols() as u32;
     let mut stats = RunStats::default();
@@ -466,6 +469,7 @@ pub fn launch_op(
             let vec4 = last != mode && ranks[last].is_multiple_of(4);
             ("ttmc", sparse_layout(out_cols, vec4, 2))
         }
+        Op::Phi => return Err(Error::Unsupported("Φ on CUDA (stub)".into())),
     };
     p.sp_lanes_log2 = sl.lanes_log2;
     p.sp_vec = sl.vec;
@@ -480,7 +484,7 @@ pub fn launch_op(
         .get(&kernels::entry_name(false, op_name, sl.vec, sl.slots))?;
     let dense = dev.kernels.get(match op {
         Op::Mttkrp => kernels::DENSE_MTTKRP,
-        Op::Ttmc => kernels::DENSE_TTMC,
+        Op::Ttmc | Op::Phi => kernels::DENSE_TTMC,
     })?;
     // Batch size from how many warps of the sparse batches' kernel fit at once.
     let batch_kernel = if launch == Launch::Fused {
