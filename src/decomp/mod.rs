@@ -4,6 +4,10 @@
 //!   then a small `R × R` solve with the Hadamard product of the other factors' Grams.
 //! - [`tucker_hooi`]: Tucker by higher-order orthogonal iteration — per mode a TTMc on
 //!   the engine, then the leading left singular vectors of the (tall, thin) result.
+//! - [`cp_apr`]: nonnegative CP of count tensors under a Poisson likelihood, by
+//!   multiplicative updates — per mode and inner iteration a Φ on the engine. Its
+//!   iterations and stopping rule are pyttb's (see its module); the rest of this page
+//!   is about the two least-squares decompositions.
 //!
 //! Both compute their fit `1 − ‖X − X̂‖ / ‖X‖` from `‖X‖²` (FP64, of the values as
 //! stored in fp16, which the kernels see) and quantities they already have, never by
@@ -20,9 +24,11 @@
 mod dense;
 
 pub mod cp_als;
+pub mod cp_apr;
 pub mod tucker;
 
 pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_progress};
+pub use cp_apr::{CpAprIter, CpAprModel, CpAprOptions, NonInteger, cp_apr, cp_apr_with_progress};
 pub use tucker::{TuckerModel, TuckerOptions, tucker_hooi, tucker_hooi_with_progress};
 
 use crate::engine::{Prepared, RunStats};

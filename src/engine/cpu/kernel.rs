@@ -48,7 +48,7 @@ pub(super) fn shares(hls: &HlsTensor, n: usize) -> Vec<Share> {
         .collect()
 }
 
-/// `op` (MTTKRP or TTMc) of `mode` into `out` (zeroed), on rayon's current pool.
+/// `op` of `mode` into `out` (zeroed), on rayon's current pool.
 pub(super) fn run(
     op: Op,
     hls: &HlsTensor,
@@ -68,23 +68,6 @@ pub(super) fn run(
     {
         return ttmc_by_rows(hls, mode, factors, out, workers);
     }
-    privatized(hls, out, pool, workers, |share, buf| {
-        walk_share(op, hls, mode, factors, share, buf, cols)
-    });
-}
-
-/// Walks `workers` shares of `hls` ([`shares`]) in parallel, `walk(share, buf)` writing
-/// the first share into `out` (zeroed) and every other into a private zeroed buffer of
-/// `out`'s size (from `pool`, kept across calls), then adds the private buffers into
-/// `out` row-parallel. Returns each walk's result, in share order.
-pub(super) fn privatized<T: Send>(
-    hls: &HlsTensor,
-    out: &mut Matrix,
-    pool: &Mutex<Vec<Vec<f32>>>,
-    workers: usize,
-    walk: impl Fn(&Share, &mut [f32]) -> T + Sync,
-) -> Vec<T> {
-    let cols = out.cols();
     let shares = shares(hls, workers);
     let (first, rest) = shares.split_first().expect("at least one share");
     // Private outputs come from a pool kept across calls: fresh allocations of this size
@@ -96,12 +79,9 @@ pub(super) fn privatized<T: Send>(
             .map(|_| free.pop().unwrap_or_default())
             .collect()
     };
-    let mut results: Vec<Option<T>> = (0..shares.len()).map(|_| None).collect();
-    let (res0, res_rest) = results.split_first_mut().expect("at least one share");
     rayon::scope(|s| {
         let out0 = out.data_mut();
-        let walk = &walk;
-        for ((share, buf), res) in rest.iter().zip(private.iter_mut()).zip(res_rest) {
+        for (share, buf) in rest.iter().zip(private.iter_mut()) {
             s.spawn(move |_| {
                 // Zeroed by the thread that walks into it, so its lines start in that
                 // core's cache rather than being pulled over from the zeroing core
@@ -111,13 +91,21 @@ pub(super) fn privatized<T: Send>(
                 // the allocator put next to it, which another core may be writing.
                 buf.clear();
                 buf.resize(PAD + len + PAD, 0.0);
-                *res = Some(walk(share, &mut buf[PAD..PAD + len]));
+                walk_share(
+                    op,
+                    hls,
+                    mode,
+                    factors,
+                    share,
+                    &mut buf[PAD..PAD + len],
+                    cols,
+                )
             });
         }
-        *res0 = Some(walk(first, out0));
+        walk_share(op, hls, mode, factors, first, out0, cols);
     });
     if !private.is_empty() {
-        let chunk = cols.max(1) * 256;
+        let chunk = cols * 256;
         out.data_mut()
             .par_chunks_mut(chunk)
             .enumerate()
@@ -133,10 +121,6 @@ pub(super) fn privatized<T: Send>(
     pool.lock()
         .unwrap_or_else(|e| e.into_inner())
         .extend(private);
-    results
-        .into_iter()
-        .map(|r| r.expect("every share was walked"))
-        .collect()
 }
 
 /// TTMc with the output rows cut into one range per worker, each of about the same

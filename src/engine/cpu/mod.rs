@@ -116,7 +116,7 @@ impl Backend for CpuBackend {
         zero(out);
         let hls = tensor.hls();
         if op == Op::Phi {
-            let log_term = phi::run(hls, mode, factors, opts.phi, out, &self.pool);
+            let log_term = phi::run(hls, mode, factors, opts.phi, out);
             return Ok(RunStats {
                 log_term,
                 ..RunStats::default()

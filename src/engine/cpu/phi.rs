@@ -2,28 +2,34 @@
 //! `π` of the other modes' factor rows, the model value `μ = B[i_n] · π`, and
 //! `Φ[i_n] += x / max(μ, ε) · π`.
 //!
-//! The work is split as for MTTKRP ([`super::kernel::privatized`]): each worker walks
-//! an equal share of the sparse part and of the dense tiles in key order into a private
-//! output, and the outputs are summed at the end; no locks or atomics. The walk keeps
-//! the products of the factor rows of every key level before the last (the target's
-//! level skipped) and rebuilds them only from the first level whose coordinate changed,
-//! so a sorted stream forms each `π` with one multiplication of rows. The weight
-//! `x / max(μ, ε)` depends on `B`, so unlike MTTKRP nothing below the target level can
-//! be summed before it is weighed. Values are widened from fp16 and multiplied by the
-//! tensor's scale per nonzero (`μ` is not linear in `x`); factors are used as given,
-//! without the per-column rescaling of MTTKRP (`μ` sums over the columns, and scaling
-//! `π`'s columns would change it). f32 arithmetic, f64 for the log term.
+//! The work is split as for MTTKRP ([`super::kernel`]'s shares): each worker walks an
+//! equal share of the sparse part and of the dense tiles in key order into a private
+//! output, and the outputs are summed at the end; no locks or atomics. Unlike MTTKRP's,
+//! the private outputs are f64, as are `μ` and the weight `x / μ`: CP-APR multiplies
+//! every factor by Φ ten times per outer iteration, so the rounding of an f32 sum over
+//! a long row (about `√n · 2⁻²⁴` relative) would be compounded into the model and the
+//! log-likelihood would drift from an f64 run by more than 1e-5 within 20 iterations
+//! (tests/peer_pyttb_cp_apr.rs). The result is rounded to f32 once.
+//!
+//! The walk keeps the products of the factor rows of every key level before the last
+//! (the target's level skipped) and rebuilds them only from the first level whose
+//! coordinate changed, so a sorted stream forms each `π` with one multiplication of
+//! rows (f32). The weight depends on `B`, so unlike MTTKRP nothing below the target
+//! level can be summed before it is weighed. Values are widened from fp16 and
+//! multiplied by the tensor's scale per nonzero (`μ` is not linear in `x`); factors are
+//! used as given, without the per-column rescaling of MTTKRP (`μ` sums over the
+//! columns, and scaling `π`'s columns would change it).
 
-use super::kernel::{Share, privatized, stream};
+use super::kernel::{Share, shares, stream};
 use super::subnormal::FlushSubnormals;
 use super::walk::{Sink, prefetch_row};
 use crate::engine::PhiParams;
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
-use std::sync::Mutex;
+use rayon::prelude::*;
 use wide::f32x8;
 
-/// Φ of `mode` into `out` (`I_n × R`, zeroed), `factors[mode]` being `B`; returns
+/// Φ of `mode` into `out` (`I_n × R`), `factors[mode]` being `B`; returns
 /// `Σ x · ln max(μ, ε)` when `params.log_term`.
 pub(super) fn run(
     hls: &HlsTensor,
@@ -31,18 +37,34 @@ pub(super) fn run(
     factors: &[Matrix],
     params: PhiParams,
     out: &mut Matrix,
-    pool: &Mutex<Vec<Vec<f32>>>,
 ) -> Option<f64> {
     let workers = rayon::current_num_threads().max(1);
     let workers = if hls.nnz() < 4096 { 1 } else { workers };
     let levels: Vec<usize> = hls.sparse().layout().levels().to_vec();
-    let sums = privatized(hls, out, pool, workers, |share: &Share, buf| {
-        let _flush = FlushSubnormals::new();
-        let mut w = PhiWalker::new(&levels, mode, factors, params, hls.scale(), buf);
-        stream(hls, share, &levels, &mut w);
-        w.log_sum
-    });
-    params.log_term.then(|| sums.iter().sum())
+    let len = out.data().len();
+    let parts: Vec<(Vec<f64>, f64)> = shares(hls, workers)
+        .par_iter()
+        .map(|share: &Share| {
+            let _flush = FlushSubnormals::new();
+            // Zeroed pages from the allocator, touched first by the worker that fills them.
+            let mut buf = vec![0f64; len];
+            let mut w = PhiWalker::new(&levels, mode, factors, params, hls.scale(), &mut buf);
+            stream(hls, share, &levels, &mut w);
+            let log_sum = w.log_sum;
+            (buf, log_sum)
+        })
+        .collect();
+    let chunk = out.cols().max(1) * 256;
+    out.data_mut()
+        .par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(k, dst)| {
+            let off = k * chunk;
+            for (j, d) in dst.iter_mut().enumerate() {
+                *d = parts.iter().map(|(b, _)| b[off + j]).sum::<f64>() as f32;
+            }
+        });
+    params.log_term.then(|| parts.iter().map(|(_, l)| l).sum())
 }
 
 /// Walks one stream of nonzeros for Φ into an output buffer.
@@ -55,8 +77,8 @@ struct PhiWalker<'a> {
     r: usize,
     /// One factor per level, row-major `I × r` (the target's is `B`).
     factors: Vec<&'a [f32]>,
-    out: &'a mut [f32],
-    eps: f32,
+    out: &'a mut [f64],
+    eps: f64,
     /// The tensor's value scale.
     scale: f32,
     log_term: bool,
@@ -80,7 +102,7 @@ impl<'a> PhiWalker<'a> {
         factors: &'a [Matrix],
         params: PhiParams,
         scale: f32,
-        out: &'a mut [f32],
+        out: &'a mut [f64],
     ) -> Self {
         let n = levels.len();
         let r = factors[mode].cols();
@@ -90,14 +112,14 @@ impl<'a> PhiWalker<'a> {
             .expect("mode checked against the order");
         let factors: Vec<&[f32]> = levels.iter().map(|&m| factors[m].data()).collect();
         const L2_BYTES: usize = 1 << 20;
-        let floats: usize = factors.iter().map(|f| f.len()).sum::<usize>() + out.len();
+        let floats: usize = factors.iter().map(|f| f.len()).sum::<usize>() + 2 * out.len();
         PhiWalker {
             t,
             n,
             r,
             factors,
             out,
-            eps: params.eps,
+            eps: f64::from(params.eps),
             scale,
             log_term: params.log_term,
             prefix: vec![0.0; n.saturating_sub(1).max(1) * r],
@@ -132,7 +154,7 @@ impl Sink for PhiWalker<'_> {
             if l == self.t
                 && let Some(row) = self.out.get(s..s + self.r)
             {
-                prefetch_row(row);
+                prefetch_row_f64(row);
             }
         }
     }
@@ -180,9 +202,9 @@ impl Sink for PhiWalker<'_> {
         let m = dot(b, pi);
         // NaN stays NaN (f32::max would turn it into ε), so a bad factor shows.
         let mu = if m.is_nan() { m } else { m.max(self.eps) };
-        let x = v * self.scale;
+        let x = f64::from(v) * f64::from(self.scale);
         if self.log_term {
-            self.log_sum += f64::from(x) * f64::from(mu).ln();
+            self.log_sum += x * mu.ln();
         }
         let s = c[t] as usize * r;
         axpy(&mut self.out[s..s + r], x / mu, pi);
@@ -211,34 +233,34 @@ fn mul(d: &mut [f32], a: &[f32], b: &[f32]) {
     }
 }
 
-/// `a · b`.
+/// `a · b`, in f64.
 #[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    if a.len().is_multiple_of(8) {
-        let mut acc = f32x8::ZERO;
-        for (a, b) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
-            acc = load(a).mul_add(load(b), acc);
-        }
-        acc.reduce_add()
-    } else {
-        a.iter().zip(b).fold(0.0, |s, (&a, &b)| a.mul_add(b, s))
+fn dot(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .fold(0.0, |s, (&a, &b)| s + f64::from(a) * f64::from(b))
+}
+
+/// `y += a · x`, in f64.
+#[inline(always)]
+fn axpy(y: &mut [f64], a: f64, x: &[f32]) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y += a * f64::from(x);
     }
 }
 
-/// `y += a · x`.
+/// [`prefetch_row`] for a row of f64.
 #[inline(always)]
-fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
-    if y.len().is_multiple_of(8) {
-        let av = f32x8::splat(a);
-        for (y, x) in y.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
-            let z = av.mul_add(load(x), load(y));
-            y.copy_from_slice(&z.to_array());
-        }
-    } else {
-        for (y, &x) in y.iter_mut().zip(x) {
-            *y = a.mul_add(x, *y);
-        }
+fn prefetch_row_f64(row: &[f64]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in row.chunks(8) {
+        // SAFETY: prefetching is a hint; the pointer comes from a live slice.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(line.as_ptr().cast(), std::arch::x86_64::_MM_HINT_T0)
+        };
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = row;
 }
 
 #[inline(always)]
