@@ -17,7 +17,9 @@ time, so timings are taken without --trace.
 Output (stdout), one JSON object:
   {"nnz": ..., "dims": [...], "rank": R, "iters": outer iterations run,
    "log_likelihood": final value (pyttb's output["obj"]),
-   "log_likelihoods": [after each iteration] (with --trace),
+   "log_likelihoods": [after each iteration, pyttb's tt_loglikelihood] (with --trace),
+   "log_likelihoods_floored": [the same with model values below eps counted as eps,
+                               as sptmc reports them] (with --trace),
    "kkt_violations": [...], "inner_iters": [...], "n_violations": [...],
    "seconds": wall time of cp_apr, "seconds_per_iter": seconds / iters}
 
@@ -37,6 +39,8 @@ import math
 import os
 import sys
 import time
+
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -58,6 +62,20 @@ def finite_or_name(v):
     return v
 
 
+def floored_loglikelihood(x, model, eps: float) -> float:
+    """sum x log max(m, eps) - sum m of the ktensor `model` (m its value; the first sum
+    over x's nonzeros, the second over every cell as a product of column sums): the
+    log-likelihood as sptmc reports it, where a model value below eps counts as eps
+    (pyttb's tt_loglikelihood takes the log unfloored, -inf where m is 0)."""
+    rows = np.tile(np.asarray(model.weights, dtype=np.float64), (x.nnz, 1))
+    for m, f in enumerate(model.factor_matrices):
+        rows *= f[x.subs[:, m], :]
+    mu = np.maximum(rows.sum(axis=1), eps)
+    data = float(np.sum(x.vals[:, 0] * np.log(mu)))
+    total = float(np.sum(np.prod([f.sum(axis=0) for f in model.factor_matrices], axis=0) * model.weights))
+    return data - total
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tns")
@@ -66,6 +84,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=1000, help="maxiters")
     ap.add_argument("--inner", type=int, default=10, help="maxinneriters")
     ap.add_argument("--tol", type=float, default=1e-4, help="stoptol")
+    ap.add_argument("--eps", type=float, default=1e-10, help="epsDivZero")
     ap.add_argument("--trace", action="store_true", help="log-likelihood per iteration")
     args = ap.parse_args()
 
@@ -79,10 +98,13 @@ def main() -> None:
     original = ttb.ktensor.normalize
     last_mode = x.ndims - 1
 
+    floored: list[float] = []
+
     def normalize_and_trace(self, *a, **kw):
         out = original(self, *a, **kw)
         if kw.get("mode") == last_mode and kw.get("normtype") == 1:
             traced.append(float(cp_apr_module.tt_loglikelihood(x, self.copy())))
+            floored.append(floored_loglikelihood(x, self, args.eps))
         return out
 
     if args.trace:
@@ -98,6 +120,7 @@ def main() -> None:
                 stoptol=args.tol,
                 maxiters=args.iters,
                 maxinneriters=args.inner,
+                epsDivZero=args.eps,
                 init=init,
                 printitn=1,
             )
@@ -119,6 +142,7 @@ def main() -> None:
     }
     if args.trace:
         out["log_likelihoods"] = traced
+        out["log_likelihoods_floored"] = floored
     # Strict JSON: a non-finite number (pyttb's log-likelihood is -inf when the model is
     # 0 at a nonzero) becomes its name as a string.
     json.dump(finite_or_name(out), sys.stdout, allow_nan=False)

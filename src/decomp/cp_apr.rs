@@ -461,6 +461,7 @@ pub fn cp_apr_with_progress(
         ..call
     };
 
+    let mut support = (Vec::new(), Matrix::zeros(0, 0));
     let start = Instant::now();
     let mut iters = Vec::new();
     let mut kkt = vec![0.0f64; order];
@@ -502,6 +503,11 @@ pub fn cp_apr_with_progress(
             normalize(&mut a[n], &sums);
             lambda.copy_from_slice(&sums);
             to_f32(&a[n], eng[n].data_mut());
+            // 5. Where the next iteration's inadmissible-zero test would read a Φ of 0
+            //    that f64 keeps positive (π underflowed in f32), mark it positive.
+            if opts.kappa > 0.0 && has_unsure_zero(&a[n], phis[n].data(), opts.kappa_tol) {
+                mark_support(engine, x, n, &a, &mut support, &mut phis[n], &mut clock)?;
+            }
         }
         let log_likelihood = log_likelihood(
             engine,
@@ -552,6 +558,57 @@ pub fn cp_apr_with_progress(
         converged,
         warnings,
     })
+}
+
+/// Whether some entry of `a` is below `kappa_tol` where `Φ` (f32) is 0: the entries
+/// whose inadmissible-zero test f32 underflow can decide.
+fn has_unsure_zero(a: &[f64], phi: &[f32], kappa_tol: f64) -> bool {
+    a.len() == phi.len()
+        && a.par_iter()
+            .zip(phi.par_iter())
+            .any(|(&a, &p)| a < kappa_tol && p == 0.0)
+}
+
+/// Sets to `f32::MIN_POSITIVE` every zero of `phi` (mode `n`'s last Φ) that is positive
+/// in exact arithmetic. Φ is positive wherever some nonzero of the row has every other
+/// mode's factor entry positive (its weight `x / max(μ, ε)` is), which is where the
+/// MTTKRP of the other factors' 0/1 patterns is positive. In f32 the product of a few
+/// small factor entries underflows to 0 where pyttb's f64 keeps it positive, and the
+/// inadmissible-zero rule would then add `κ` in one run and not in the other.
+fn mark_support(
+    engine: &Engine,
+    x: &Prepared,
+    n: usize,
+    a: &[Vec<f64>],
+    (pattern, out): &mut (Vec<Matrix>, Matrix),
+    phi: &mut Matrix,
+    clock: &mut Clock,
+) -> Result<()> {
+    let rank = phi.cols().max(1);
+    pattern.resize_with(a.len(), || Matrix::zeros(0, 0));
+    for (m, (p, f)) in pattern.iter_mut().zip(a).enumerate() {
+        if m == n {
+            *p = Matrix::zeros(0, 0);
+            continue;
+        }
+        if p.shape() != (f.len() / rank, rank) {
+            *p = Matrix::zeros(f.len() / rank, rank);
+        }
+        p.data_mut()
+            .par_iter_mut()
+            .zip(f.par_iter())
+            .for_each(|(p, &v)| *p = if v > 0.0 { 1.0 } else { 0.0 });
+    }
+    clock.kernel(|| engine.run_into(Op::Mttkrp, x, n, pattern, out))?;
+    phi.data_mut()
+        .par_iter_mut()
+        .zip(out.data().par_iter())
+        .for_each(|(p, &s)| {
+            if *p == 0.0 && s > 0.0 {
+                *p = f32::MIN_POSITIVE;
+            }
+        });
+    Ok(())
 }
 
 /// `Σ x log m − Σ m` of the model (`λ`, the normalized factors `a`, their f32 copies
