@@ -15,7 +15,7 @@
 //!    positive (inadmissible zeros: the update could never move them) get `κ` added;
 //! 2. `B = A_n diag(λ)`, `λ = 1` (the weights move into the mode);
 //! 3. up to `max_inner` times: `Φ = (X_(n) ⊘ max(B Πᵀ, ε)) Π` on the engine
-//!    ([`Op::Phi`](crate::Op::Phi): `Π` row-wise the Hadamard product of the other
+//!    ([`Op::Phi`]: `Π` row-wise the Hadamard product of the other
 //!    factors' rows, never formed); the mode's KKT violation `max |min(B, 1 − Φ)|`;
 //!    stop when it is below `tol`, else `B ← B ∗ Φ`;
 //! 4. the columns of `B` are divided by their sums into `λ` (a zero column is left).
@@ -47,7 +47,7 @@
 //! as `ε` in the log-likelihood (pyttb would report −∞).
 //!
 //! Initial factors, unless given: mode `m` is `Matrix::random(I_m, R, seed + m)`
-//! (uniform in `[0, 1)`), as for [`cp_als`](super::cp_als). Given ones must be finite,
+//! (uniform in `[0, 1)`), as for [`cp_als()`](super::cp_als()). Given ones must be finite,
 //! nonnegative and not all zero.
 //!
 //! The tensor's values (as stored) must be nonnegative: Poisson models counts. A value

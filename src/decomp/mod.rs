@@ -4,7 +4,7 @@
 //!   then a small `R × R` solve with the Hadamard product of the other factors' Grams.
 //! - [`tucker_hooi`]: Tucker by higher-order orthogonal iteration — per mode a TTMc on
 //!   the engine, then the leading left singular vectors of the (tall, thin) result.
-//! - [`cp_apr`]: nonnegative CP of count tensors under a Poisson likelihood, by
+//! - [`cp_apr()`]: nonnegative CP of count tensors under a Poisson likelihood, by
 //!   multiplicative updates — per mode and inner iteration a Φ on the engine. Its
 //!   iterations and stopping rule are pyttb's (see its module); the rest of this page
 //!   is about the two least-squares decompositions.
