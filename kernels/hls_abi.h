@@ -44,6 +44,7 @@ typedef unsigned long long uint64_t;
 /* Operation codes (HlsLaunchParams.op). */
 #define HLS_OP_MTTKRP 0
 #define HLS_OP_TTMC 1
+#define HLS_OP_PHI 2
 
 /* Everything one launch needs, passed by value as the only kernel argument. */
 typedef struct HlsLaunchParams {
@@ -91,6 +92,11 @@ typedef struct HlsLaunchParams {
     uint32_t op;        /* HLS_OP_MTTKRP or HLS_OP_TTMC */
     uint32_t out_cols;  /* output columns */
     float value_scale;  /* stored fp16 value * value_scale = tensor value */
+    /* Phi (kernels/phi.cu): the floor eps of the model value, and a double that
+       sum x ln max(mu, eps) is added to atomically (0: not wanted). The target mode's
+       factor slot holds B. */
+    float phi_eps;
+    uint64_t phi_log;
 } HlsLaunchParams;
 
 /* The CP-ALS update of one mode (kernels/cp_update.cu), by value as the only argument. */

@@ -24,6 +24,7 @@
  * the batch. Factors are fp32 as the caller holds them, read through the read-only path.
  * No shared memory.
  */
+#pragma once
 #include "hls_common.cuh"
 
 namespace hls {

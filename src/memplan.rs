@@ -274,6 +274,35 @@ impl MemoryPlan {
         p
     }
 
+    /// CP-APR of rank `rank` on a tensor of extents `dims`: the model's factors (f64),
+    /// their f32 copies for the engine, every mode's last Φ (f32) and the
+    /// log-likelihood's scratch.
+    pub fn cp_apr(dims: &[usize], rank: usize) -> Self {
+        let mut p = MemoryPlan::new(
+            format!("CP-APR rank {rank}"),
+            format!("lower --rank (the modes' lengths are {dims:?})"),
+        );
+        let r = rank as u128;
+        let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128));
+        let shortest = dims.iter().copied().min().unwrap_or(0) as u128;
+        p.add(
+            format!("the model's factors ({rows} rows × {rank}, f64 and f32)"),
+            rows.saturating_mul(r),
+            12,
+        )
+        .add(
+            format!("every mode's Φ ({rows} rows × {rank}, f32)"),
+            rows.saturating_mul(r),
+            4,
+        )
+        .add(
+            format!("the log-likelihood's scratch ({shortest} rows × {rank}, f32, twice)"),
+            shortest.saturating_mul(r),
+            8,
+        );
+        p
+    }
+
     /// Tucker-HOOI with `ranks` on a tensor of extents `dims`: factors, every mode's
     /// TTMc output (`I_n × Π_{m≠n} R_m`, f32), the largest mode's SVD or Gram
     /// eigendecomposition (f64) and the core.
@@ -337,7 +366,7 @@ impl MemoryPlan {
         out: bool,
     ) -> Self {
         let hint = match op {
-            Op::Mttkrp | Op::Completion => "lower --rank",
+            Op::Mttkrp | Op::Completion | Op::Phi => "lower --rank",
             Op::Ttmc => "lower --ranks",
         };
         let mut p = MemoryPlan::new(
@@ -349,8 +378,8 @@ impl MemoryPlan {
             .zip(ranks)
             .fold(0u128, |s, (&d, &r)| s.saturating_add(d as u128 * r as u128));
         let cols = match op {
-            Op::Mttkrp | Op::Completion => (0..dims.len())
-                .filter(|&m| m != mode)
+            Op::Mttkrp | Op::Phi | Op::Completion => (0..dims.len())
+                .filter(|&m| m != mode || op == Op::Phi)
                 .map(|m| ranks[m] as u128)
                 .max()
                 .unwrap_or(1),

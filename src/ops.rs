@@ -5,9 +5,14 @@
 //! - TTMc, mode n: `Y[i_n, c] = Σ x(i) Π_{m≠n} F_m[i_m, r_m]` where the column `c`
 //!   enumerates the tuples `(r_m)_{m≠n}` with modes in increasing order and the last
 //!   mode fastest (row-major Kronecker order), output `I_n × Π_{m≠n} R_m`.
+//! - Φ (CP-APR's multiplicative update), mode n: with `π(i)[r] = Π_{m≠n} F_m[i_m, r]`
+//!   and the model value `μ(i) = Σ_r F_n[i_n, r] π(i)[r]`,
+//!   `Φ[i_n, r] = Σ x(i) / max(μ(i), ε) · π(i)[r]` over the nonzeros, output `I_n × R`:
+//!   `(X_(n) ⊘ max(B Πᵀ, ε)) Π` with `B = F_n` (Chi & Kolda 2012).
 //!
-//! `factors` always has one matrix per mode; the target mode's matrix is ignored and
-//! may have any shape (an empty `0×0` matrix is fine).
+//! `factors` always has one matrix per mode. For MTTKRP and TTMc the target mode's
+//! matrix is ignored and may have any shape (an empty `0×0` matrix is fine); Φ reads
+//! it (`B`), so it must be `I_n × R` like the others.
 
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -29,11 +34,16 @@ pub enum Op {
     /// [`Engine::completion_session`]: crate::engine::Engine::completion_session
     /// [`Engine::run`]: crate::engine::Engine::run
     Completion,
+    /// CP-APR's `Φ = (X_(n) ⊘ max(B Πᵀ, ε)) Π`: an MTTKRP whose per-nonzero weight
+    /// `x / max(μ, ε)` depends on the target mode's own factor `B` (Poisson CP). Runs
+    /// on the form prepared for [`Op::Mttkrp`] (see [`Op::form`]).
+    Phi,
 }
 
 impl Op {
-    /// The operations [`crate::engine::Engine::run`] runs (the self-test, benches and
-    /// tuning iterate over these).
+    /// The two operations every tuning profile, benchmark and self-test covers. Φ runs
+    /// on MTTKRP's form and thresholds ([`Op::form`]); the completion kernels run in a
+    /// completion session.
     pub const ALL: [Op; 2] = [Op::Mttkrp, Op::Ttmc];
 
     /// Lower-case name, as used in profiles and on the command line.
@@ -42,6 +52,17 @@ impl Op {
             Op::Mttkrp => "mttkrp",
             Op::Ttmc => "ttmc",
             Op::Completion => "completion",
+            Op::Phi => "phi",
+        }
+    }
+
+    /// The op whose HLS form (key order and tuned tile threshold) this op runs on:
+    /// itself, except Φ, which walks the nonzeros as MTTKRP does, so one tensor
+    /// prepared for MTTKRP serves CP-ALS and CP-APR alike.
+    pub fn form(self) -> Op {
+        match self {
+            Op::Phi => Op::Mttkrp,
+            op => op,
         }
     }
 }
@@ -80,7 +101,7 @@ pub fn output_shape<T: Copy + Default>(
     let mut cols = 1usize;
     let mut rank = None;
     for (m, f) in factors.iter().enumerate() {
-        if m == mode {
+        if m == mode && op != Op::Phi {
             continue;
         }
         if f.rows() != dims[m] {
@@ -94,7 +115,7 @@ pub fn output_shape<T: Copy + Default>(
             return Err(Error::InvalidRank(format!("factor of mode {m} has rank 0")));
         }
         match op {
-            Op::Mttkrp => match rank {
+            Op::Mttkrp | Op::Phi => match rank {
                 None => rank = Some(f.cols()),
                 Some(r) if r != f.cols() => {
                     return Err(Error::shape(
@@ -113,12 +134,14 @@ pub fn output_shape<T: Copy + Default>(
             }
         }
     }
-    if order == 1 {
+    if order == 1 && op != Op::Phi {
         // No other mode: MTTKRP / TTMc degenerate to the tensor itself as a column.
         return Ok((dims[0], 1));
     }
     let cols = match op {
         Op::Mttkrp => rank.expect("order >= 2 has another mode"),
+        // Φ reads the target's own factor, so even order 1 has a rank (π is all ones).
+        Op::Phi => rank.expect("Φ checks the target's factor too"),
         Op::Ttmc | Op::Completion => cols,
     };
     Ok((dims[mode], cols))

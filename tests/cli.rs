@@ -30,6 +30,7 @@ fn kernels_check_against_the_reference() {
     for (op, extra) in [
         ("mttkrp", vec!["--rank", "16"]),
         ("ttmc", vec!["--ranks", "4,5,3"]),
+        ("phi", vec!["--rank", "16"]),
     ] {
         for mode in ["0", "1", "2"] {
             let mut args = vec![op, f.to_str().unwrap(), "--mode", mode, "--check", "--json"];
@@ -238,4 +239,85 @@ fn a_copied_binary_uses_and_names_the_compiled_in_profiles() {
         "{err}"
     );
     assert!(!err.contains("warning"), "{err}");
+}
+
+/// `sptmc cp-apr` on a small count tensor: JSON with the final log-likelihood and one
+/// entry per iteration, the model files, a resumed run from them, and the
+/// non-integer and rank-0 refusals as one line and a non-zero exit.
+#[test]
+fn cp_apr_runs_writes_its_model_and_refuses_bad_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = dir.join("counts.tns");
+    let mut text = String::new();
+    for k in 0..400u32 {
+        let (i, j, l) = (k % 17 + 1, (k * 7) % 13 + 1, (k * 5) % 11 + 1);
+        text.push_str(&format!("{i} {j} {l} {}\n", k % 4 + 1));
+    }
+    std::fs::write(&f, text).unwrap();
+    let file = f.to_str().unwrap();
+    let out = dir.join("model");
+    let o = sptmc(&[
+        "cp-apr",
+        file,
+        "--rank",
+        "3",
+        "--iters",
+        "4",
+        "--tol",
+        "0",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ll = v["log_likelihood"].as_f64().unwrap();
+    let iters = v["iterations"].as_array().unwrap();
+    assert_eq!(iters.len(), 4, "{v}");
+    assert_eq!(iters[3]["log_likelihood"].as_f64().unwrap(), ll);
+    assert!(ll < 0.0 && ll.is_finite(), "{v}");
+    for name in [
+        "factor-0.txt",
+        "factor-1.txt",
+        "factor-2.txt",
+        "weights.txt",
+        "model.json",
+    ] {
+        assert!(out.join(name).is_file(), "{name}");
+    }
+    let o = sptmc(&[
+        "cp-apr",
+        file,
+        "--rank",
+        "3",
+        "--iters",
+        "2",
+        "--init",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("final log-likelihood"));
+
+    let frac = dir.join("frac.tns");
+    std::fs::write(&frac, "1 1 1 2\n2 3 1 1.5\n3 2 2 4\n").unwrap();
+    let o = sptmc(&[
+        "cp-apr",
+        frac.to_str().unwrap(),
+        "--rank",
+        "2",
+        "--iters",
+        "2",
+    ]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("warning: 1 of 3 values are not integers"));
+    for args in [
+        vec!["cp-apr", frac.to_str().unwrap(), "--non-integer", "error"],
+        vec!["cp-apr", file, "--rank", "0"],
+    ] {
+        let o = sptmc(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("error:") && !err.contains("panicked"), "{err}");
+    }
 }

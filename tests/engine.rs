@@ -87,7 +87,7 @@ twin!(generated_tensors_every_regime_and_order, |engine| {
         let x = generate(&spec).unwrap();
         let order = x.order();
         let ranks = move |op: Op| match op {
-            Op::Mttkrp => vec![16; order],
+            Op::Mttkrp | Op::Phi => vec![16; order],
             Op::Ttmc => (0..order).map(|m| [3, 4, 5, 2, 3][m]).collect(),
             // Not in Op::ALL: its kernels run in a completion session (tests/completion.rs).
             Op::Completion => Vec::new(),

@@ -54,10 +54,15 @@ pub enum Command {
     Cp(CpArgs),
     /// Tucker decomposition by higher-order orthogonal iteration.
     Tucker(TuckerArgs),
+    /// Nonnegative Poisson CP of a count tensor (CP-APR, multiplicative updates).
+    CpApr(CpAprArgs),
     /// One sparse MTTKRP, optionally checked against the FP64 reference.
     Mttkrp(KernelArgs),
     /// One sparse TTM-chain, optionally checked against the FP64 reference.
     Ttmc(KernelArgs),
+    /// One CP-APR Φ (the target's factor is random too), optionally checked against the
+    /// FP64 reference.
+    Phi(KernelArgs),
     /// Dimensions, nonzeros, density and HLS statistics of a tensor.
     Info(InfoArgs),
     /// Every kernel on every mode against the FP64 reference; non-zero exit on failure.
@@ -221,6 +226,67 @@ pub struct CpArgs {
     /// Options of both decompositions.
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+/// `sptmc cp-apr`. Defaults are pyttb's `cp_apr(algorithm="mu")`.
+#[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
+pub struct CpAprArgs {
+    /// Tensor file (.tns, .tns.gz, .sptb) of counts; omitted: a built-in generated tensor.
+    pub file: Option<PathBuf>,
+    /// Rank of the model.
+    #[arg(long, short = 'r', default_value_t = 16)]
+    pub rank: usize,
+    /// Maximum outer iterations (pyttb maxiters).
+    #[arg(long, short = 'i', default_value_t = 1000)]
+    pub iters: usize,
+    /// Maximum multiplicative updates per mode and outer iteration (pyttb maxinneriters).
+    #[arg(long, default_value_t = 10)]
+    pub inner: usize,
+    /// KKT-violation tolerance (pyttb stoptol; 0 runs every iteration).
+    #[arg(long, default_value_t = 1e-4)]
+    pub tol: f64,
+    /// Stop after the iteration that ends this many seconds after the start (pyttb
+    /// stoptime).
+    #[arg(long, default_value_t = 1e6)]
+    pub stoptime: f64,
+    /// Floor of the model value in x / max(m, eps) (pyttb epsDivZero).
+    #[arg(long, default_value_t = 1e-10)]
+    pub eps: f64,
+    /// Added to inadmissible zeros (pyttb kappa).
+    #[arg(long, default_value_t = 0.01)]
+    pub kappa: f64,
+    /// Entries below this with a positive Φ are inadmissible zeros (pyttb kappatol).
+    #[arg(long, default_value_t = 1e-10)]
+    pub kappa_tol: f64,
+    /// Values that are not integers: a warning, or an error.
+    #[arg(long, value_enum, default_value_t = NonIntegerArg::Warn)]
+    pub non_integer: NonIntegerArg,
+    /// Seed of the random initial factors.
+    #[arg(long, default_value_t = 1, conflicts_with = "init")]
+    pub seed: u64,
+    /// Folder with nonnegative initial factors factor-<m>.txt (as written by --out).
+    #[arg(long)]
+    pub init: Option<PathBuf>,
+    /// Write the model (factors, weights.txt) as numpy.loadtxt-readable text, plus
+    /// model.json, into this folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Read a text tensor without the binary cache, and write no cache entry.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// What `sptmc cp-apr` does with values that are not integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NonIntegerArg {
+    /// Run, and say how many there are.
+    Warn,
+    /// Refuse the tensor.
+    Error,
 }
 
 /// `sptmc tucker`.

@@ -18,7 +18,7 @@ use std::time::Instant;
 /// Everything the run allocates checked first (`plan` plus the tensor's preparation),
 /// then `x` prepared for `workload`, saying which threshold it got and what precision
 /// its values lost.
-fn prepare(
+pub(super) fn prepare(
     engine: &Engine,
     x: &CooTensor,
     workload: Workload,
@@ -50,13 +50,13 @@ fn progress(quiet: bool) -> impl FnMut(&IterStats) {
     }
 }
 
-fn read_init(dir: Option<&Path>, order: usize) -> Result<Option<Vec<Matrix>>> {
+pub(super) fn read_init(dir: Option<&Path>, order: usize) -> Result<Option<Vec<Matrix>>> {
     dir.map(|d| read_factors(d, order)).transpose()
 }
 
 /// Fails with [`Error::NonFinite`] when `values` hold inf or NaN: never written or
 /// printed as a result.
-fn check_finite(what: &str, values: &[f64]) -> Result<()> {
+pub(super) fn check_finite(what: &str, values: &[f64]) -> Result<()> {
     match values.iter().position(|v| !v.is_finite()) {
         None => Ok(()),
         Some(p) => Err(Error::NonFinite(format!(
@@ -67,7 +67,7 @@ fn check_finite(what: &str, values: &[f64]) -> Result<()> {
 }
 
 /// Checks `--iters` and `--tol` by their names (the library's messages name its fields).
-fn check_model_options(iters: usize, tol: f64) -> Result<()> {
+pub(super) fn check_model_options(iters: usize, tol: f64) -> Result<()> {
     if iters == 0 {
         return Err(Error::InvalidOption("--iters must be at least 1".into()));
     }

@@ -44,10 +44,10 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     if let Some(m) = (0..x.order()).find(|&m| m != a.mode && ranks[m] == 0) {
         return Err(Error::InvalidRank(format!("rank of mode {m} is 0")));
     }
-    if op == Op::Mttkrp && a.ranks.is_some() {
-        return Err(Error::InvalidOption(
-            "mttkrp uses one rank for every factor: give --rank, not --ranks".into(),
-        ));
+    if op != Op::Ttmc && a.ranks.is_some() {
+        return Err(Error::InvalidOption(format!(
+            "{op} uses one rank for every factor: give --rank, not --ranks"
+        )));
     }
     let engine = engine(&a.common)?;
     eprintln!("sptmc: {}", loaded.note);

@@ -2,6 +2,7 @@
 
 pub mod args;
 mod complete;
+mod cp_apr;
 mod decomp;
 mod device;
 mod kernel;
@@ -21,8 +22,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Cp(a) => decomp::cp(a),
         Command::Tucker(a) => decomp::tucker(a),
+        Command::CpApr(a) => cp_apr::cp_apr(a),
         Command::Mttkrp(a) => kernel::kernel(sptmc::Op::Mttkrp, a),
         Command::Ttmc(a) => kernel::kernel(sptmc::Op::Ttmc, a),
+        Command::Phi(a) => kernel::kernel(sptmc::Op::Phi, a),
         Command::Info(a) => kernel::info(a),
         Command::Selftest(a) => device::selftest(a),
         Command::Bench(a) => device::bench(a),

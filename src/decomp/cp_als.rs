@@ -259,6 +259,7 @@ pub fn cp_als_with_control(
             let call = Call {
                 col_max: Some(&col_max),
                 check_finite: false,
+                ..Call::default()
             };
             clock.kernel(|| engine.run_into_with(Op::Mttkrp, x, n, &factors, &call, m))?;
             let m = &outputs[n];

@@ -6,8 +6,12 @@
 //!   the engine, then the leading left singular vectors of the (tall, thin) result.
 //! - [`completion`]: tensor completion (missing entries unknown, not zero) by ALS,
 //!   CCD++ or SGD, on the engine's completion kernels; its model, RMSEs and stopping
-//!   rule (on the validation RMSE) are described there. What follows is about the
-//!   first two.
+//!   rule (on the validation RMSE) are described there.
+//! - [`cp_apr()`]: nonnegative CP of count tensors under a Poisson likelihood, by
+//!   multiplicative updates — per mode and inner iteration a Φ on the engine. Its
+//!   iterations and stopping rule are pyttb's (see its module).
+//!
+//! What follows is about the first two (the least-squares decompositions).
 //!
 //! Both compute their fit `1 − ‖X − X̂‖ / ‖X‖` from `‖X‖²` (FP64, of the values as
 //! stored in fp16, which the kernels see) and quantities they already have, never by
@@ -26,12 +30,14 @@ mod dense;
 
 pub mod completion;
 pub mod cp_als;
+pub mod cp_apr;
 pub mod tucker;
 
 pub use completion::{
     CompletionModel, CompletionOptions, EpochStats, Solver, complete, complete_with_progress,
 };
 pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_control, cp_als_with_progress};
+pub use cp_apr::{CpAprIter, CpAprModel, CpAprOptions, NonInteger, cp_apr, cp_apr_with_progress};
 pub use tucker::{
     TuckerModel, TuckerOptions, tucker_hooi, tucker_hooi_with_control, tucker_hooi_with_progress,
 };

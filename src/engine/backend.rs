@@ -79,6 +79,35 @@ pub struct RunOptions<'a> {
     /// The caller's column maxima of the factors, when it knows them without a scan
     /// (see [`ColumnMax`]).
     pub col_max: Option<&'a ColumnMax>,
+    /// What [`Op::Phi`] needs besides the factors (other ops ignore it).
+    pub phi: PhiParams,
+}
+
+/// The parameters of [`Op::Phi`] (see [`crate::ops`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhiParams {
+    /// The floor `ε` of the model value: each nonzero weighs `x / max(μ, ε)`. Finite
+    /// and positive (the engine checks).
+    pub eps: f32,
+    /// Also sum `x · ln max(μ, ε)` over the nonzeros into [`RunStats::log_term`]: the
+    /// data term of the Poisson log-likelihood of the model the factors describe. Off
+    /// by default (a logarithm per nonzero costs more than the rest of the call).
+    pub log_term: bool,
+}
+
+impl PhiParams {
+    /// pyttb's and the MATLAB Tensor Toolbox's `epsDivZero`.
+    pub const DEFAULT_EPS: f32 = 1e-10;
+}
+
+impl Default for PhiParams {
+    /// `ε` = [`PhiParams::DEFAULT_EPS`], no log term.
+    fn default() -> Self {
+        PhiParams {
+            eps: Self::DEFAULT_EPS,
+            log_term: false,
+        }
+    }
 }
 
 /// What one [`Backend::run`] call measured.
@@ -92,6 +121,10 @@ pub struct RunStats {
     pub bytes_to_device: u64,
     /// Bytes copied from device to host by the call (the output).
     pub bytes_from_device: u64,
+    /// [`Op::Phi`] with [`PhiParams::log_term`]: `Σ x · ln max(μ, ε)` over the
+    /// nonzeros, summed in f64; `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_term: Option<f64>,
 }
 
 /// A measured device-to-device copy rate (the bandwidth a kernel can hope for).

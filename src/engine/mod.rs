@@ -14,7 +14,7 @@ pub mod profile;
 
 pub use backend::{
     Backend, BackendChoice, BackendKind, BackendTensor, ColumnMax, CopyRate, CpSession, CpStep,
-    Launch, RunOptions, RunStats, median,
+    Launch, PhiParams, RunOptions, RunStats, median,
 };
 pub use completion::{CompletionSession, SgdStep};
 
@@ -56,13 +56,21 @@ impl Prepared {
     pub fn norm_sq(&self) -> f64 {
         self.norm_sq
     }
-    /// The backend tensor used for `op`, if the tensor was prepared for it.
+    /// The backend tensor used for `op`, if the tensor was prepared for it (or, for an
+    /// op that runs on another op's form, such as [`Op::Phi`], for that op).
     pub fn part(&self, op: Op) -> Result<&dyn BackendTensor> {
-        self.parts
-            .iter()
-            .find(|(o, _)| *o == op)
+        let find = |op: Op| self.parts.iter().find(|(o, _)| *o == op);
+        find(op)
+            .or_else(|| find(op.form()))
             .map(|(_, t)| t.as_ref())
-            .ok_or_else(|| Error::InvalidOption(format!("the tensor was not prepared for {op}")))
+            .ok_or_else(|| {
+                let also = if op.form() == op {
+                    String::new()
+                } else {
+                    format!(" (nor for {}, whose form it runs on)", op.form())
+                };
+                Error::InvalidOption(format!("the tensor was not prepared for {op}{also}"))
+            })
     }
     /// The HLS form used for `op`.
     pub fn hls(&self, op: Op) -> Result<&HlsTensor> {
@@ -100,6 +108,8 @@ pub struct Call<'a> {
     /// Whether to scan the result for inf and NaN ([`Error::NonFinite`]); callers that
     /// scan it anyway (the decompositions, while widening it) turn this off.
     pub check_finite: bool,
+    /// The parameters of [`Op::Phi`] (ignored by the other ops).
+    pub phi: PhiParams,
 }
 
 impl Default for Call<'_> {
@@ -107,6 +117,7 @@ impl Default for Call<'_> {
         Call {
             col_max: None,
             check_finite: true,
+            phi: PhiParams::default(),
         }
     }
 }
@@ -217,10 +228,15 @@ impl Engine {
         &self.profiles
     }
 
-    /// The tile threshold for `w` on this engine's device, and where it came from.
+    /// The tile threshold for `w` on this engine's device, and where it came from (for
+    /// an op that runs on another op's form, that op's: [`Op::form`]).
     pub fn threshold(&self, w: Workload) -> ProfileChoice {
-        self.profiles
-            .threshold(self.backend.kind(), &self.backend.device_id(), w.op, w.rank)
+        self.profiles.threshold(
+            self.backend.kind(),
+            &self.backend.device_id(),
+            w.op.form(),
+            w.rank,
+        )
     }
 
     /// Prepares `x` for the given workloads with the device's tuned thresholds
@@ -252,7 +268,7 @@ impl Engine {
             if by_extent_is_mode_order {
                 KeyOrder::ByExtent
             } else {
-                KeyOrder::for_op(op)
+                KeyOrder::for_op(op.form())
             }
         };
         let mut parts: Vec<(Op, Arc<dyn BackendTensor>)> = Vec::with_capacity(with.len());
@@ -369,6 +385,12 @@ impl Engine {
         call: &Call<'_>,
         out: &mut Matrix,
     ) -> Result<RunStats> {
+        if op == Op::Phi && !(call.phi.eps.is_finite() && call.phi.eps > 0.0) {
+            return Err(Error::InvalidOption(format!(
+                "Φ's floor ε must be a finite number > 0, got {}",
+                call.phi.eps
+            )));
+        }
         if let Some(col_max) = call.col_max {
             let fits = col_max.max.len() == factors.len()
                 && col_max
@@ -388,7 +410,13 @@ impl Engine {
                 ));
             }
         }
-        let stats = self.run_into_checked(op, p, mode, factors, call.col_max, out)?;
+        let stats = self.run_into_checked(op, p, mode, factors, call, out)?;
+        if let Some(t) = stats.log_term.filter(|t| !t.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "Φ of mode {mode} gave a log term of {t}: the factors or the tensor's values \
+                 are too large for f32"
+            )));
+        }
         if call.check_finite
             && let Some(k) = first_non_finite(out.data())
         {
@@ -412,7 +440,7 @@ impl Engine {
         p: &Prepared,
         mode: usize,
         factors: &[Matrix],
-        col_max: Option<&ColumnMax>,
+        call: &Call<'_>,
         out: &mut Matrix,
     ) -> Result<RunStats> {
         let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
@@ -422,7 +450,8 @@ impl Engine {
         }
         let opts = RunOptions {
             launch: self.launch,
-            col_max,
+            col_max: call.col_max,
+            phi: call.phi,
         };
         self.backend.run(op, p.part(op)?, mode, factors, &opts, out)
     }
@@ -447,6 +476,31 @@ impl Engine {
     /// Sparse TTM-chain on `mode`: `I_n × Π_{m≠n} R_m`.
     pub fn ttmc(&self, p: &Prepared, mode: usize, factors: &[Matrix]) -> Result<Matrix> {
         self.run(Op::Ttmc, p, mode, factors)
+    }
+
+    /// CP-APR's `Φ` on `mode` (see [`crate::ops`]): `I_n × R`, with `factors[mode]` as
+    /// `B` and the floor `eps`; with it `Σ x · ln max(μ, ε)` over the nonzeros, the data
+    /// term of the model's Poisson log-likelihood. Runs on the form prepared for
+    /// [`Op::Mttkrp`] (or [`Op::Phi`]).
+    pub fn phi(
+        &self,
+        p: &Prepared,
+        mode: usize,
+        factors: &[Matrix],
+        eps: f32,
+    ) -> Result<(Matrix, f64)> {
+        let (rows, cols) = output_shape(Op::Phi, &p.dims, mode, factors)?;
+        crate::matrix::check_alloc("phi output", rows, cols, 4)?;
+        let mut out = Matrix::zeros(rows, cols);
+        let call = Call {
+            phi: PhiParams {
+                eps,
+                log_term: true,
+            },
+            ..Call::default()
+        };
+        let stats = self.run_into_with(Op::Phi, p, mode, factors, &call, &mut out)?;
+        Ok((out, stats.log_term.unwrap_or(0.0)))
     }
 }
 

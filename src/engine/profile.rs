@@ -201,7 +201,7 @@ impl Profiles {
             },
             None => ProfileChoice {
                 threshold: match op {
-                    Op::Mttkrp | Op::Completion => 78,
+                    Op::Mttkrp | Op::Completion | Op::Phi => 78,
                     Op::Ttmc => 61,
                 },
                 source: "no profile for this backend: the HLS paper's A100 values".into(),

@@ -49,7 +49,9 @@ impl KeyOrder {
     /// The order an op's kernels walk best.
     pub fn for_op(op: crate::ops::Op) -> Self {
         match op {
-            crate::ops::Op::Mttkrp | crate::ops::Op::Completion => KeyOrder::ByExtent,
+            crate::ops::Op::Mttkrp | crate::ops::Op::Completion | crate::ops::Op::Phi => {
+                KeyOrder::ByExtent
+            }
             crate::ops::Op::Ttmc => KeyOrder::Mode,
         }
     }

@@ -24,11 +24,12 @@ pub struct SelftestCase {
     pub factors: FactorKind,
 }
 
-/// The contract's runs: MTTKRP at ranks 8, 16, 32, 64 and TTMc at 8 and 16 (every
-/// other mode at that rank).
+/// The contract's runs: MTTKRP at ranks 8, 16, 32, 64, TTMc at 8 and 16 (every
+/// other mode at that rank) and CP-APR's Φ at 16 and 64.
 pub fn default_runs() -> Vec<(Op, usize)> {
     let mut r: Vec<(Op, usize)> = [8, 16, 32, 64].map(|k| (Op::Mttkrp, k)).to_vec();
     r.extend([8, 16].map(|k| (Op::Ttmc, k)));
+    r.extend([16, 64].map(|k| (Op::Phi, k)));
     r
 }
 
@@ -195,11 +196,12 @@ mod tests {
 
     #[test]
     fn cpu_selftest_passes_on_small_tensors_of_every_regime() {
-        let cases = generated_cases(40, 3000, &[(Op::Mttkrp, 8), (Op::Ttmc, 4)]).unwrap();
+        let runs = [(Op::Mttkrp, 8), (Op::Ttmc, 4), (Op::Phi, 8)];
+        let cases = generated_cases(40, 3000, &runs).unwrap();
         let report = run(&Engine::cpu(), &cases).unwrap();
         // 3 three-way and 1 four-way tensor, then block-dense and four-way again with
-        // log-uniform and with extreme factors; 2 runs each, one row per mode.
-        assert_eq!(report.rows.len(), (3 * 3 + 4) * 2 + 2 * (3 + 4) * 2);
+        // log-uniform and with extreme factors; 3 runs each, one row per mode.
+        assert_eq!(report.rows.len(), (3 * 3 + 4) * 3 + 2 * (3 + 4) * 3);
         assert!(report.passed(), "{}", report.table());
         assert!(report.table().contains("PASSED"));
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();

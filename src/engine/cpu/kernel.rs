@@ -244,7 +244,7 @@ fn walk_share(
     // (its forms are built in that order); any stream order is correct, a sorted one
     // shares the most work.
     let levels: Vec<usize> = match op {
-        Op::Mttkrp | Op::Completion => hls.sparse().layout().levels().to_vec(),
+        Op::Mttkrp | Op::Completion | Op::Phi => hls.sparse().layout().levels().to_vec(),
         Op::Ttmc => (0..order).collect(),
     };
     let target = levels
@@ -291,7 +291,7 @@ fn walk_share(
 /// tile and bitmap order. Values are widened from fp16, not scaled (the backend
 /// multiplies the result by the tensor's scale once). Coordinates are
 /// pushed in `levels` order (`c[k]` is the coordinate of mode `levels[k]`).
-fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mut impl Sink) {
+pub(super) fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mut impl Sink) {
     let sp = hls.sparse();
     let (s, e) = share.sparse;
     if s < e {

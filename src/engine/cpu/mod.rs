@@ -7,11 +7,12 @@
 //! end. TTMc outputs too wide to copy per worker (at least 1M floats) are instead cut
 //! into row ranges of equal nonzero counts, each worker writing its own rows. fp16
 //! values are widened to f32 and accumulated in f32, with subnormal results flushed to
-//! zero ([`subnormal`]).
+//! zero ([`subnormal`]). CP-APR's Φ walks the same shares with its own sink ([`phi`]).
 
 mod completion;
 mod fixed;
 mod kernel;
+mod phi;
 mod scaled;
 mod sgd;
 mod subnormal;
@@ -121,6 +122,13 @@ impl Backend for CpuBackend {
         }
         zero(out);
         let hls = tensor.hls();
+        if op == Op::Phi {
+            let log_term = phi::run(hls, mode, factors, opts.phi, out);
+            return Ok(RunStats {
+                log_term,
+                ..RunStats::default()
+            });
+        }
         let factors = scaled::Rescaled::new(factors, mode, opts.col_max);
         kernel::run(op, hls, mode, factors.factors(), out, &self.pool);
         factors.unscale(op, mode, hls.scale(), out);

@@ -94,7 +94,8 @@ impl<'a> Rescaled<'a> {
         let cols = out.cols();
         let mut col_scale = vec![f64::from(value_scale); cols];
         match op {
-            Op::Mttkrp | Op::Completion => {
+            // Φ is never rescaled (the CPU backend runs it unscaled).
+            Op::Mttkrp | Op::Phi | Op::Completion => {
                 for s in self.scales.iter().flatten() {
                     for (c, &x) in col_scale.iter_mut().zip(s) {
                         *c *= x as f64;

@@ -17,6 +17,7 @@ pub const HLS_CP_MAX_RANK: u32 = 64;
 pub const HLS_CP_TILE_ROWS: u32 = 16;
 pub const HLS_OP_MTTKRP: u32 = 0;
 pub const HLS_OP_TTMC: u32 = 1;
+pub const HLS_OP_PHI: u32 = 2;
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
 pub struct HlsLaunchParams {
@@ -51,10 +52,12 @@ pub struct HlsLaunchParams {
     pub op: u32,
     pub out_cols: u32,
     pub value_scale: f32,
+    pub phi_eps: f32,
+    pub phi_log: u64,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of HlsLaunchParams"][::core::mem::size_of::<HlsLaunchParams>() - 424usize];
+    ["Size of HlsLaunchParams"][::core::mem::size_of::<HlsLaunchParams>() - 432usize];
     [
         "Alignment of HlsLaunchParams",
     ][::core::mem::align_of::<HlsLaunchParams>() - 8usize];
@@ -151,6 +154,12 @@ const _: () = {
     [
         "Offset of field: HlsLaunchParams::value_scale",
     ][::core::mem::offset_of!(HlsLaunchParams, value_scale) - 416usize];
+    [
+        "Offset of field: HlsLaunchParams::phi_eps",
+    ][::core::mem::offset_of!(HlsLaunchParams, phi_eps) - 420usize];
+    [
+        "Offset of field: HlsLaunchParams::phi_log",
+    ][::core::mem::offset_of!(HlsLaunchParams, phi_log) - 424usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]

@@ -27,6 +27,7 @@ const SOURCES: &[(&str, &str)] = &[
         "cp_update.cu",
         include_str!("../../../kernels/cp_update.cu"),
     ),
+    ("phi.cu", include_str!("../../../kernels/phi.cu")),
     ("fused.cu", include_str!("../../../kernels/fused.cu")),
 ];
 
@@ -50,6 +51,11 @@ pub const TTMC_LAYOUTS: &[(u32, u32)] = &[(4, 1), (4, 2), (1, 1), (1, 2)];
 pub fn entry_name(fused: bool, op_name: &str, vec: u32, slots: u32) -> String {
     let kind = if fused { "fused" } else { "sparse" };
     format!("hls_{kind}_{op_name}_v{vec}s{slots}")
+}
+
+/// The entry of Φ's dense tiles alone for a lane layout (kernels/phi.cu).
+pub fn dense_phi_entry_name(vec: u32, slots: u32) -> String {
+    format!("hls_dense_phi_v{vec}s{slots}")
 }
 
 /// How the kernels were built, as build.rs recorded it.
@@ -249,7 +255,7 @@ mod tests {
     fn inlining_resolves_local_headers_once() {
         let s = inlined_source(ENTRY).unwrap();
         assert_eq!(s.matches("typedef struct HlsLaunchParams").count(), 1);
-        assert_eq!(s.matches("namespace hls {").count(), 5);
+        assert_eq!(s.matches("namespace hls {").count(), 6);
         assert!(!s.contains("#include \""));
         assert!(s.contains("#include <cuda_fp16.h>"));
         for entry in [DENSE_MTTKRP, DENSE_TTMC] {
@@ -272,6 +278,13 @@ mod tests {
             for &(v, sl) in TTMC_LAYOUTS {
                 let name = entry_name(fused, "ttmc", v, sl);
                 assert!(s.contains(&format!("({name}, ")), "{name}");
+            }
+            // Φ's entries: every MTTKRP layout (launch.rs picks Φ's as MTTKRP's).
+            for &(v, sl) in MTTKRP_LAYOUTS {
+                assert!(
+                    s.contains(&format!("HLS_PHI_ENTRIES({v}, {sl})")),
+                    "Φ v{v}s{sl}"
+                );
             }
         }
     }

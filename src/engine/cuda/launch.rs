@@ -4,14 +4,14 @@
 //! copy-rate measurement.
 
 use super::abi::{
-    HLS_BLOCK_THREADS, HLS_BLOCK_WARPS, HLS_MAX_ORDER, HLS_OP_MTTKRP, HLS_OP_TTMC,
+    HLS_BLOCK_THREADS, HLS_BLOCK_WARPS, HLS_MAX_ORDER, HLS_OP_MTTKRP, HLS_OP_PHI, HLS_OP_TTMC,
     HLS_SPARSE_TTMC_MAX_RANK, HLS_TTMC_MAX_RANK, HlsLaunchParams,
 };
 use super::cache::FactorCache;
 use super::device::cuda_err;
 use super::kernels;
 use super::upload::DeviceHls;
-use crate::engine::{CopyRate, Launch, RunStats};
+use crate::engine::{CopyRate, Launch, PhiParams, RunStats};
 use crate::error::{Error, Result};
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
@@ -308,11 +308,14 @@ pub fn run(
     tensor: &DeviceHls,
     mode: usize,
     factors: &[Matrix],
+    phi: PhiParams,
     out: &mut Matrix,
 ) -> Result<RunStats> {
     let stream = dev.stream;
     let order = hls.order();
     check_call(op, hls, mode, factors, out.cols())?;
+    // Φ reads the target's own factor (B); the other ops never do.
+    let reads = |m: usize| m != mode || op == Op::Phi;
     let out_cols = out.cols() as u32;
     let mut stats = RunStats::default();
 
@@ -320,7 +323,7 @@ pub fn run(
     state.factors.begin_call();
     let mut slots = [usize::MAX; HLS_MAX_ORDER as usize];
     for (m, f) in factors.iter().enumerate() {
-        if m == mode {
+        if !reads(m) {
             continue;
         }
         let data = f.data();
@@ -363,13 +366,23 @@ pub fn run(
 
     let mut factor_ptrs = [0u64; HLS_MAX_ORDER as usize];
     for m in 0..order {
-        if m != mode {
+        if reads(m) {
             factor_ptrs[m] = ptr(state.factors.buffer(slots[m]), stream);
         }
     }
     let ranks: Vec<usize> = factors.iter().map(Matrix::cols).collect();
     let out_ptr = ptr(out_dev, stream);
-    let seconds = launch_op(
+    // Φ's log term: one double the kernels add into atomically.
+    let log_dev = if op == Op::Phi && phi.log_term {
+        Some(
+            stream
+                .alloc_zeros::<f64>(1)
+                .map_err(|e| cuda_err("allocating the log term", e))?,
+        )
+    } else {
+        None
+    };
+    let seconds = launch_op_with(
         dev,
         launch,
         op,
@@ -378,7 +391,15 @@ pub fn run(
         &ranks,
         &factor_ptrs,
         (out_ptr, out_cols),
+        (phi.eps, log_dev.as_ref().map_or(0, |b| ptr(b, stream))),
     )?;
+    if let Some(b) = &log_dev {
+        let mut v = [0f64];
+        stream
+            .memcpy_dtoh(b, &mut v)
+            .map_err(|e| cuda_err("copying the log term back", e))?;
+        stats.log_term = Some(v[0]);
+    }
     copy_back(
         stream,
         &out_dev.slice(0..n_out),
@@ -400,11 +421,29 @@ pub fn launch_op(
     dev: &Device<'_>,
     launch: Launch,
     op: Op,
+    hls: (&HlsTensor, &DeviceHls),
+    mode: usize,
+    ranks: &[usize],
+    factors: &[u64; HLS_MAX_ORDER as usize],
+    out: (u64, u32),
+) -> Result<f64> {
+    let eps = PhiParams::DEFAULT_EPS;
+    launch_op_with(dev, launch, op, hls, mode, ranks, factors, out, (eps, 0))
+}
+
+/// [`launch_op`] with Φ's floor `ε` and the device address of the double its log term
+/// is added into (`phi.1`, 0: not wanted); for Φ, `factors[mode]` is `B`.
+#[allow(clippy::too_many_arguments)]
+fn launch_op_with(
+    dev: &Device<'_>,
+    launch: Launch,
+    op: Op,
     (hls, tensor): (&HlsTensor, &DeviceHls),
     mode: usize,
     ranks: &[usize],
     factors: &[u64; HLS_MAX_ORDER as usize],
     (out, out_cols): (u64, u32),
+    phi: (f32, u64),
 ) -> Result<f64> {
     let stream = dev.stream;
     let order = hls.order();
@@ -467,6 +506,27 @@ pub fn launch_op(
             let vec4 = last != mode && ranks[last].is_multiple_of(4);
             ("ttmc", sparse_layout(out_cols, vec4, 2))
         }
+        Op::Phi => {
+            p.op = HLS_OP_PHI;
+            p.factor[mode] = factors[mode];
+            p.ranks[mode] = ranks[mode] as u32;
+            p.phi_eps = phi.0;
+            p.phi_log = phi.1;
+            let sl = sparse_layout(out_cols, out_cols.is_multiple_of(4), 4);
+            // μ needs every column of the row at once: one pass (kernels/phi.cu).
+            if sl.cols_per_pass < out_cols {
+                return Err(Error::Unsupported(format!(
+                    "Φ on the GPU takes ranks ≤ {} ({}), got {out_cols}",
+                    sl.cols_per_pass,
+                    if sl.vec == 4 {
+                        "a multiple of 4"
+                    } else {
+                        "not a multiple of 4: ≤ 128"
+                    }
+                )));
+            }
+            ("phi", sl)
+        }
     };
     p.sp_lanes_log2 = sl.lanes_log2;
     p.sp_vec = sl.vec;
@@ -479,11 +539,15 @@ pub fn launch_op(
     let sparse = dev
         .kernels
         .get(&kernels::entry_name(false, op_name, sl.vec, sl.slots))?;
-    let dense = dev.kernels.get(match op {
-        Op::Mttkrp => kernels::DENSE_MTTKRP,
-        Op::Ttmc => kernels::DENSE_TTMC,
+    let dense = match op {
+        Op::Mttkrp => dev.kernels.get(kernels::DENSE_MTTKRP)?,
+        Op::Ttmc => dev.kernels.get(kernels::DENSE_TTMC)?,
         Op::Completion => return Err(completion_refused()),
-    })?;
+        // Φ's dense entry has the sparse part's lane layout (kernels/phi.cu).
+        Op::Phi => dev
+            .kernels
+            .get(&kernels::dense_phi_entry_name(sl.vec, sl.slots))?,
+    };
     // Batch size from how many warps of the sparse batches' kernel fit at once.
     let batch_kernel = if launch == Launch::Fused {
         &fused

@@ -206,6 +206,7 @@ impl Backend for CudaBackend {
             &t.dev,
             mode,
             factors,
+            opts.phi,
             out,
         )
     }

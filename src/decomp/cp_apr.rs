@@ -1,0 +1,800 @@
+//! CP-APR: a nonnegative rank-`R` CP model of a count tensor under a Poisson likelihood,
+//! by alternating Poisson regression with multiplicative updates ("MU"; E. C. Chi and
+//! T. G. Kolda, "On tensors, sparsity, and nonnegative factorizations", SIAM J. Matrix
+//! Anal. Appl. 33(4), 2012, Algorithm 3), with the options and defaults of pyttb's
+//! `cp_apr(..., algorithm="mu")`.
+//!
+//! The model is `M = Σ_r λ_r a⁽⁰⁾_r ∘ … ∘ a⁽ᴺ⁻¹⁾_r` with nonnegative factors whose
+//! columns sum to 1. It maximizes the log-likelihood `Σ x log m − Σ m` (without the
+//! constant `Σ log x!`), the first sum over the nonzeros, the second over every cell.
+//!
+//! Start: the initial factors' columns are divided by their sums into `λ` (`λ = 1`
+//! before). Outer iteration `k`, for each mode `n = 0, 1, …, N−1` in turn:
+//!
+//! 1. from `k = 1` on, entries with `A_n < κ_tol` whose last `Φ` of this mode was
+//!    positive (inadmissible zeros: the update could never move them) get `κ` added;
+//! 2. `B = A_n diag(λ)`, `λ = 1` (the weights move into the mode);
+//! 3. up to `max_inner` times: `Φ = (X_(n) ⊘ max(B Πᵀ, ε)) Π` on the engine
+//!    ([`Op::Phi`]: `Π` row-wise the Hadamard product of the other
+//!    factors' rows, never formed); the mode's KKT violation `max |min(B, 1 − Φ)|`;
+//!    stop when it is below `tol`, else `B ← B ∗ Φ`;
+//! 4. the columns of `B` are divided by their sums into `λ` (a zero column is left).
+//!
+//! After the sweep: the iteration's KKT violation (the largest of the modes'), the
+//! log-likelihood (one more Φ call gives `Σ x log m` from the engine; `Σ m =
+//! Σ_r λ_r Π_n Σ_i A_n[i, r]`, so the dense model is never formed), and the time. The
+//! run stops when no mode updated in an iteration (every mode's first KKT violation was
+//! below `tol`; `tol = 0` never stops early), after `max_iters` iterations, or once the
+//! run has taken more than `max_seconds`. The model returned has its components sorted
+//! by decreasing `λ`.
+//!
+//! | pyttb `cp_apr` (`algorithm="mu"`) | here | default |
+//! |---|---|---|
+//! | `rank` | [`CpAprOptions::rank`] | — |
+//! | `stoptol` | [`CpAprOptions::tol`] | 1e-4 |
+//! | `stoptime` | [`CpAprOptions::max_seconds`] | 1e6 |
+//! | `maxiters` | [`CpAprOptions::max_iters`] | 1000 |
+//! | `init` | [`CpAprOptions::init`] / [`CpAprOptions::seed`] | random |
+//! | `maxinneriters` | [`CpAprOptions::max_inner`] | 10 |
+//! | `epsDivZero` | [`CpAprOptions::eps`] | 1e-10 |
+//! | `printitn` | the progress callback of [`cp_apr_with_progress`] | every iteration |
+//! | `kappa` | [`CpAprOptions::kappa`] | 0.01 |
+//! | `kappatol` | [`CpAprOptions::kappa_tol`] | 1e-10 |
+//!
+//! Numbers: the factors, `λ`, the KKT violations and the log-likelihood are kept in
+//! f64 on the host; the engine computes Φ in f32 from f32 copies of the factors (on
+//! the CPU with f64 sums of the log term). A model value below `ε` at a nonzero counts
+//! as `ε` in the log-likelihood (pyttb would report −∞).
+//!
+//! Initial factors, unless given: mode `m` is `Matrix::random(I_m, R, seed + m)`
+//! (uniform in `[0, 1)`), as for [`cp_als()`](super::cp_als()). Given ones must be finite,
+//! nonnegative and not all zero.
+//!
+//! The tensor's values (as stored) must be nonnegative: Poisson models counts. A value
+//! that is not an integer is a warning in [`CpAprModel::warnings`] or an error, per
+//! [`CpAprOptions::non_integer`]. A tensor with no nonzero value gives the zero model
+//! (log-likelihood 0) with a warning.
+
+use super::check_common;
+use crate::engine::{Call, Engine, PhiParams, Prepared, RunStats};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use crate::ops::Op;
+use rayon::prelude::*;
+use std::time::Instant;
+
+/// What to do with tensor values that are not integers (Poisson assumes counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NonInteger {
+    /// Run, with a warning in [`CpAprModel::warnings`] saying how many there are.
+    #[default]
+    Warn,
+    /// Refuse the tensor ([`Error::InvalidTensor`]).
+    Error,
+}
+
+/// Options of [`cp_apr`], named after and defaulting to pyttb's (see the
+/// [module documentation](self)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpAprOptions {
+    /// Number of components `R` (≥ 1).
+    pub rank: usize,
+    /// Most outer iterations (≥ 1; pyttb `maxiters`).
+    pub max_iters: usize,
+    /// Most multiplicative updates of one mode per outer iteration (≥ 1; pyttb
+    /// `maxinneriters`).
+    pub max_inner: usize,
+    /// KKT-violation tolerance: a mode stops its updates once its violation is below
+    /// this, and the run once no mode updated (≥ 0; 0 runs every iteration; pyttb
+    /// `stoptol`).
+    pub tol: f64,
+    /// Stop after the first iteration that ends later than this many seconds after the
+    /// start (> 0; pyttb `stoptime`).
+    pub max_seconds: f64,
+    /// The floor `ε` of the model value in `x / max(m, ε)` (> 0, at least f32's
+    /// smallest normal number; pyttb `epsDivZero`).
+    pub eps: f64,
+    /// What is added to an inadmissible zero (≥ 0; pyttb `kappa`).
+    pub kappa: f64,
+    /// Entries below this whose `Φ` is positive are inadmissible zeros (≥ 0; pyttb
+    /// `kappatol`).
+    pub kappa_tol: f64,
+    /// Seed of the random initial factors (ignored when `init` is given).
+    pub seed: u64,
+    /// Initial factors, one nonnegative `I_m × R` matrix per mode; `None` draws them
+    /// from `seed`.
+    pub init: Option<Vec<Matrix>>,
+    /// What a value that is not an integer does.
+    pub non_integer: NonInteger,
+}
+
+impl Default for CpAprOptions {
+    /// pyttb's defaults with rank 10 and seed 0.
+    fn default() -> Self {
+        CpAprOptions {
+            rank: 10,
+            max_iters: 1000,
+            max_inner: 10,
+            tol: 1e-4,
+            max_seconds: 1e6,
+            eps: 1e-10,
+            kappa: 0.01,
+            kappa_tol: 1e-10,
+            seed: 0,
+            init: None,
+            non_integer: NonInteger::Warn,
+        }
+    }
+}
+
+impl CpAprOptions {
+    /// The defaults with the given rank.
+    pub fn with_rank(rank: usize) -> Self {
+        CpAprOptions {
+            rank,
+            ..Self::default()
+        }
+    }
+
+    /// Checks the options against a tensor with extents `dims`.
+    pub fn validate(&self, dims: &[usize]) -> Result<()> {
+        if self.rank == 0 {
+            return Err(Error::InvalidRank("CP-APR rank must be at least 1".into()));
+        }
+        if let Some(m) = dims.iter().position(|d| d.checked_mul(self.rank).is_none()) {
+            return Err(Error::InvalidRank(format!(
+                "rank {} times mode {m}'s length {} overflows",
+                self.rank, dims[m]
+            )));
+        }
+        check_common(self.max_iters, self.tol)?;
+        if !self.tol.is_finite() {
+            return Err(Error::InvalidOption(format!(
+                "tol must be finite, got {}",
+                self.tol
+            )));
+        }
+        if self.max_inner == 0 {
+            return Err(Error::InvalidOption("max_inner must be at least 1".into()));
+        }
+        if self.max_seconds.is_nan() || self.max_seconds <= 0.0 {
+            return Err(Error::InvalidOption(format!(
+                "max_seconds must be > 0, got {}",
+                self.max_seconds
+            )));
+        }
+        if !(self.eps.is_finite() && self.eps >= f64::from(f32::MIN_POSITIVE)) {
+            return Err(Error::InvalidOption(format!(
+                "eps must be a finite number ≥ {:e} (f32's smallest normal number), got {}",
+                f32::MIN_POSITIVE,
+                self.eps
+            )));
+        }
+        for (name, v) in [("kappa", self.kappa), ("kappa_tol", self.kappa_tol)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(Error::InvalidOption(format!(
+                    "{name} must be a finite number ≥ 0, got {v}"
+                )));
+            }
+        }
+        if let Some(init) = &self.init {
+            check_init(init, dims, self.rank)?;
+        }
+        Ok(())
+    }
+
+    /// The initial factors: `init` if given, otherwise `Matrix::random(I_m, R, seed + m)`
+    /// for every mode `m`.
+    pub fn initial_factors(&self, dims: &[usize]) -> Vec<Matrix> {
+        match &self.init {
+            Some(f) => f.clone(),
+            None => Matrix::random_factors(dims, &vec![self.rank; dims.len()], self.seed),
+        }
+    }
+}
+
+/// Checks user-given initial factors: one per mode of shape `dims[m] × rank`, finite,
+/// nonnegative, none all zero.
+fn check_init(init: &[Matrix], dims: &[usize], rank: usize) -> Result<()> {
+    if init.len() != dims.len() {
+        return Err(Error::shape(
+            "initial factors",
+            format!("{} matrices (one per mode)", dims.len()),
+            format!("{} matrices", init.len()),
+        ));
+    }
+    for (m, f) in init.iter().enumerate() {
+        if f.shape() != (dims[m], rank) {
+            return Err(Error::shape(
+                format!("initial factor of mode {m}"),
+                format!("{}×{rank}", dims[m]),
+                format!("{}×{}", f.rows(), f.cols()),
+            ));
+        }
+        let at = |p: usize| format!("entry ({}, {})", p / rank, p % rank);
+        if let Some(p) = f.data().iter().position(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "initial factor of mode {m}, {} is {}",
+                at(p),
+                f.data()[p]
+            )));
+        }
+        if let Some(p) = f.data().iter().position(|&v| v < 0.0) {
+            return Err(Error::InvalidOption(format!(
+                "initial factor of mode {m}, {} is {}: CP-APR's factors are nonnegative",
+                at(p),
+                f.data()[p]
+            )));
+        }
+        if f.data().iter().all(|&v| v == 0.0) {
+            return Err(Error::InvalidOption(format!(
+                "initial factor of mode {m} is all zero; the model would stay zero"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What one outer iteration did and cost.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CpAprIter {
+    /// 0-based iteration number.
+    pub iter: usize,
+    /// `Σ x log m − Σ m` of the model after this iteration.
+    pub log_likelihood: f64,
+    /// The largest of the modes' KKT violations `max |min(B, 1 − Φ)|`, each the last
+    /// one its inner loop computed.
+    pub kkt_violation: f64,
+    /// Multiplicative-update steps (Φ computations) of all modes in this iteration.
+    pub inner_iters: usize,
+    /// Modes in which inadmissible zeros were moved by `κ` in this iteration.
+    pub violations: usize,
+    /// Wall seconds of this iteration.
+    pub seconds: f64,
+    /// Seconds in engine calls (the Φ kernels and the log-likelihood's), including
+    /// result transfers.
+    pub seconds_kernel: f64,
+    /// Bytes the engine copied from host to device (0 on the CPU).
+    pub bytes_to_device: u64,
+    /// Bytes the engine copied from device to host (0 on the CPU).
+    pub bytes_from_device: u64,
+}
+
+/// A CP-APR model and how it was reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpAprModel {
+    /// `λ`, one weight per component, in decreasing order.
+    pub weights: Vec<f64>,
+    /// One `I_m × R` nonnegative factor per mode, columns summing to 1 (or zero).
+    pub factors: Vec<Matrix>,
+    /// The final log-likelihood `Σ x log m − Σ m`.
+    pub log_likelihood: f64,
+    /// Statistics of each outer iteration.
+    pub iters: Vec<CpAprIter>,
+    /// Whether the run stopped because no mode needed an update (the KKT tolerance was
+    /// met), rather than at `max_iters` or `max_seconds`.
+    pub converged: bool,
+    /// What the caller should tell the user (non-integer values, a zero tensor).
+    pub warnings: Vec<String>,
+}
+
+impl CpAprModel {
+    /// The number of components.
+    pub fn rank(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// The log-likelihood after each outer iteration.
+    pub fn log_likelihoods(&self) -> Vec<f64> {
+        self.iters.iter().map(|s| s.log_likelihood).collect()
+    }
+
+    /// The model's value at `coords`: `Σ_r λ_r Π_m A_m[i_m, r]`.
+    pub fn entry(&self, coords: &[usize]) -> Result<f64> {
+        if coords.len() != self.factors.len() {
+            return Err(Error::shape(
+                "coordinates",
+                self.factors.len(),
+                coords.len(),
+            ));
+        }
+        for (m, (&i, f)) in coords.iter().zip(&self.factors).enumerate() {
+            if i >= f.rows() {
+                return Err(Error::InvalidOption(format!(
+                    "index {i} in mode {m} is beyond its length {}",
+                    f.rows()
+                )));
+            }
+        }
+        Ok((0..self.rank())
+            .map(|r| {
+                coords
+                    .iter()
+                    .zip(&self.factors)
+                    .fold(self.weights[r], |acc, (&i, f)| acc * f.get(i, r) as f64)
+            })
+            .sum())
+    }
+}
+
+/// CP-APR of the prepared tensor `x` (prepared for [`Op::Mttkrp`] or [`Op::Phi`]) on
+/// `engine`; see the [module documentation](self) for the algorithm.
+pub fn cp_apr(engine: &Engine, x: &Prepared, opts: &CpAprOptions) -> Result<CpAprModel> {
+    cp_apr_with_progress(engine, x, opts, &mut |_| {})
+}
+
+/// How many stored values are negative and how many are not integers, with the first
+/// of each.
+#[derive(Debug, Default)]
+struct ValueCensus {
+    negative: usize,
+    first_negative: Option<f64>,
+    non_integer: usize,
+    first_non_integer: Option<f64>,
+    nonzero: usize,
+}
+
+/// Counts the tensor's values (as stored) that Poisson cannot take as counts.
+fn census(x: &Prepared) -> Result<ValueCensus> {
+    let hls = x.hls(Op::Phi)?;
+    let scale = f64::from(hls.scale());
+    let dense = hls.dense().map_or(&[][..], |d| d.values());
+    let mut c = ValueCensus::default();
+    for h in hls.sparse().values().iter().chain(dense) {
+        let v = f64::from(h.to_f32()) * scale;
+        if v != 0.0 {
+            c.nonzero += 1;
+        }
+        if v < 0.0 {
+            c.negative += 1;
+            c.first_negative.get_or_insert(v);
+        } else if v.fract() != 0.0 {
+            c.non_integer += 1;
+            c.first_non_integer.get_or_insert(v);
+        }
+    }
+    Ok(c)
+}
+
+/// The engine's state of the factors and the kernel time spent on it.
+struct Clock {
+    kernel: f64,
+    to_device: u64,
+    from_device: u64,
+}
+
+impl Clock {
+    fn kernel(&mut self, f: impl FnOnce() -> Result<RunStats>) -> Result<RunStats> {
+        let t = Instant::now();
+        let out = f();
+        self.kernel += t.elapsed().as_secs_f64();
+        let stats = out?;
+        self.to_device += stats.bytes_to_device;
+        self.from_device += stats.bytes_from_device;
+        Ok(stats)
+    }
+}
+
+/// [`cp_apr`], calling `progress` after every outer iteration.
+pub fn cp_apr_with_progress(
+    engine: &Engine,
+    x: &Prepared,
+    opts: &CpAprOptions,
+    progress: &mut dyn FnMut(&CpAprIter),
+) -> Result<CpAprModel> {
+    if x.order() < 2 {
+        return Err(Error::InvalidTensor(format!(
+            "a decomposition needs a tensor of order ≥ 2, got order {}",
+            x.order()
+        )));
+    }
+    let dims = x.dims().to_vec();
+    opts.validate(&dims)?;
+    crate::memplan::MemoryPlan::cp_apr(&dims, opts.rank).check()?;
+    let mut warnings = Vec::new();
+    let c = census(x)?;
+    if c.negative > 0 {
+        return Err(Error::InvalidTensor(format!(
+            "CP-APR models counts, but {} values are negative (the first: {}); a Poisson model needs values ≥ 0",
+            c.negative,
+            c.first_negative.unwrap_or(f64::NAN)
+        )));
+    }
+    if c.non_integer > 0 {
+        let what = format!(
+            "{} of {} values are not integers (the first: {}); CP-APR's Poisson model assumes counts",
+            c.non_integer,
+            x.nnz(),
+            c.first_non_integer.unwrap_or(f64::NAN)
+        );
+        match opts.non_integer {
+            NonInteger::Warn => warnings.push(what),
+            NonInteger::Error => return Err(Error::InvalidTensor(what)),
+        }
+    }
+    if c.nonzero == 0 {
+        warnings.push("the tensor has no nonzero value: the model is zero".into());
+    }
+
+    let order = dims.len();
+    let rank = opts.rank;
+    let eps = opts.eps as f32;
+    // The model in f64; the engine gets f32 copies (`eng[n]`: `B` while mode n updates,
+    // the normalized factor otherwise).
+    let init = opts.initial_factors(&dims);
+    let mut a: Vec<Vec<f64>> = init
+        .iter()
+        .map(|f| f.data().iter().map(|&v| f64::from(v)).collect())
+        .collect();
+    let mut lambda = vec![1.0f64; rank];
+    for f in &mut a {
+        let sums = column_sums(f, rank);
+        normalize(f, &sums);
+        for (l, s) in lambda.iter_mut().zip(&sums) {
+            *l *= s;
+        }
+    }
+    let mut eng: Vec<Matrix> = dims.iter().map(|&d| Matrix::zeros(d, rank)).collect();
+    for (e, f) in eng.iter_mut().zip(&a) {
+        to_f32(f, e.data_mut());
+    }
+    // The last Φ of each mode (for the inadmissible zeros), and the log-likelihood's
+    // scratch: its call runs on the shortest mode, whose output is smallest.
+    let mut phis: Vec<Matrix> = vec![Matrix::zeros(0, 0); order];
+    let ll_mode = (0..order).min_by_key(|&m| dims[m]).expect("order ≥ 2");
+    let mut ll_b = Matrix::zeros(dims[ll_mode], rank);
+    let mut ll_out = Matrix::zeros(0, 0);
+    let call = Call {
+        col_max: None,
+        check_finite: true,
+        phi: PhiParams {
+            eps,
+            log_term: false,
+        },
+    };
+    let ll_call = Call {
+        phi: PhiParams {
+            eps,
+            log_term: true,
+        },
+        ..call
+    };
+
+    let mut support = (Vec::new(), Matrix::zeros(0, 0));
+    let start = Instant::now();
+    let mut iters = Vec::new();
+    let mut kkt = vec![0.0f64; order];
+    let mut converged = false;
+    for it in 0..opts.max_iters {
+        let t0 = Instant::now();
+        let mut clock = Clock {
+            kernel: 0.0,
+            to_device: 0,
+            from_device: 0,
+        };
+        let mut all_met = true;
+        let mut inner_iters = 0;
+        let mut violations = 0;
+        for n in 0..order {
+            // 1. Inadmissible zeros: entries the update cannot move off zero.
+            if it > 0 && fix_inadmissible(&mut a[n], phis[n].data(), opts.kappa_tol, opts.kappa) {
+                violations += 1;
+            }
+            // 2. The weights into this mode.
+            scale_columns(&mut a[n], &lambda);
+            lambda.fill(1.0);
+            to_f32(&a[n], eng[n].data_mut());
+            // 3. Multiplicative updates.
+            for _ in 0..opts.max_inner {
+                inner_iters += 1;
+                let out = &mut phis[n];
+                clock.kernel(|| engine.run_into_with(Op::Phi, x, n, &eng, &call, out))?;
+                let violation = kkt_violation(&a[n], phis[n].data());
+                kkt[n] = violation;
+                if violation < opts.tol {
+                    break;
+                }
+                all_met = false;
+                update(&mut a[n], phis[n].data(), eng[n].data_mut());
+            }
+            // 4. The weights back out of this mode.
+            let sums = column_sums(&a[n], rank);
+            normalize(&mut a[n], &sums);
+            lambda.copy_from_slice(&sums);
+            to_f32(&a[n], eng[n].data_mut());
+            // 5. Where the next iteration's inadmissible-zero test would read a Φ of 0
+            //    that f64 keeps positive (π underflowed in f32), mark it positive.
+            if opts.kappa > 0.0 && has_unsure_zero(&a[n], phis[n].data(), opts.kappa_tol) {
+                mark_support(engine, x, n, &a, &mut support, &mut phis[n], &mut clock)?;
+            }
+        }
+        let log_likelihood = log_likelihood(
+            engine,
+            x,
+            &mut eng,
+            (ll_mode, &mut ll_b, &mut ll_out),
+            &a,
+            &lambda,
+            &ll_call,
+            &mut clock,
+        )?;
+        let stats = CpAprIter {
+            iter: it,
+            log_likelihood,
+            kkt_violation: kkt.iter().copied().fold(0.0, f64::max),
+            inner_iters,
+            violations,
+            seconds: t0.elapsed().as_secs_f64(),
+            seconds_kernel: clock.kernel,
+            bytes_to_device: clock.to_device,
+            bytes_from_device: clock.from_device,
+        };
+        iters.push(stats);
+        progress(&stats);
+        if all_met {
+            converged = true;
+            break;
+        }
+        if start.elapsed().as_secs_f64() > opts.max_seconds {
+            break;
+        }
+    }
+
+    // Components by decreasing weight (stable: ties keep their order).
+    let mut perm: Vec<usize> = (0..rank).collect();
+    perm.sort_by(|&i, &j| lambda[j].total_cmp(&lambda[i]));
+    let weights: Vec<f64> = perm.iter().map(|&p| lambda[p]).collect();
+    let factors = a
+        .iter()
+        .zip(&dims)
+        .map(|(f, &d)| Matrix::from_fn(d, rank, |i, j| f[i * rank + perm[j]] as f32))
+        .collect();
+    Ok(CpAprModel {
+        weights,
+        factors,
+        log_likelihood: iters.last().map_or(0.0, |s| s.log_likelihood),
+        iters,
+        converged,
+        warnings,
+    })
+}
+
+/// Whether some entry of `a` is below `kappa_tol` where `Φ` (f32) is 0: the entries
+/// whose inadmissible-zero test f32 underflow can decide.
+fn has_unsure_zero(a: &[f64], phi: &[f32], kappa_tol: f64) -> bool {
+    a.len() == phi.len()
+        && a.par_iter()
+            .zip(phi.par_iter())
+            .any(|(&a, &p)| a < kappa_tol && p == 0.0)
+}
+
+/// Sets to `f32::MIN_POSITIVE` every zero of `phi` (mode `n`'s last Φ) that is positive
+/// in exact arithmetic. Φ is positive wherever some nonzero of the row has every other
+/// mode's factor entry positive (its weight `x / max(μ, ε)` is), which is where the
+/// MTTKRP of the other factors' 0/1 patterns is positive. In f32 the product of a few
+/// small factor entries underflows to 0 where pyttb's f64 keeps it positive, and the
+/// inadmissible-zero rule would then add `κ` in one run and not in the other.
+fn mark_support(
+    engine: &Engine,
+    x: &Prepared,
+    n: usize,
+    a: &[Vec<f64>],
+    (pattern, out): &mut (Vec<Matrix>, Matrix),
+    phi: &mut Matrix,
+    clock: &mut Clock,
+) -> Result<()> {
+    let rank = phi.cols().max(1);
+    pattern.resize_with(a.len(), || Matrix::zeros(0, 0));
+    for (m, (p, f)) in pattern.iter_mut().zip(a).enumerate() {
+        if m == n {
+            *p = Matrix::zeros(0, 0);
+            continue;
+        }
+        if p.shape() != (f.len() / rank, rank) {
+            *p = Matrix::zeros(f.len() / rank, rank);
+        }
+        p.data_mut()
+            .par_iter_mut()
+            .zip(f.par_iter())
+            .for_each(|(p, &v)| *p = if v > 0.0 { 1.0 } else { 0.0 });
+    }
+    clock.kernel(|| engine.run_into(Op::Mttkrp, x, n, pattern, out))?;
+    phi.data_mut()
+        .par_iter_mut()
+        .zip(out.data().par_iter())
+        .for_each(|(p, &s)| {
+            if *p == 0.0 && s > 0.0 {
+                *p = f32::MIN_POSITIVE;
+            }
+        });
+    Ok(())
+}
+
+/// `Σ x log m − Σ m` of the model (`λ`, the normalized factors `a`, their f32 copies
+/// `eng`): the first sum from a Φ call on `ll.0` with `B = A diag(λ)` (`ll.1`, swapped
+/// into `eng` for the call and back, so the factor copies keep their versions), the
+/// second as `Σ_r λ_r Π_n Σ_i A_n[i, r]`.
+#[allow(clippy::too_many_arguments)]
+fn log_likelihood(
+    engine: &Engine,
+    x: &Prepared,
+    eng: &mut [Matrix],
+    (mode, b, out): (usize, &mut Matrix, &mut Matrix),
+    a: &[Vec<f64>],
+    lambda: &[f64],
+    call: &Call<'_>,
+    clock: &mut Clock,
+) -> Result<f64> {
+    let rank = lambda.len();
+    {
+        let dst = b.data_mut();
+        dst.par_chunks_mut(rank * 1024)
+            .zip(a[mode].par_chunks(rank * 1024))
+            .for_each(|(d, s)| {
+                for (row_d, row_s) in d.chunks_exact_mut(rank).zip(s.chunks_exact(rank)) {
+                    for ((d, &s), &l) in row_d.iter_mut().zip(row_s).zip(lambda) {
+                        *d = (s * l) as f32;
+                    }
+                }
+            });
+    }
+    std::mem::swap(&mut eng[mode], b);
+    let stats = clock.kernel(|| engine.run_into_with(Op::Phi, x, mode, eng, call, out));
+    std::mem::swap(&mut eng[mode], b);
+    let data = stats?.log_term.ok_or_else(|| {
+        Error::Unsupported(format!(
+            "the {} backend gave no log term for Φ",
+            engine.kind()
+        ))
+    })?;
+    let sums: Vec<Vec<f64>> = a.iter().map(|f| column_sums(f, rank)).collect();
+    let total: f64 = (0..rank)
+        .map(|r| sums.iter().fold(lambda[r], |p, s| p * s[r]))
+        .sum();
+    let ll = data - total;
+    if !ll.is_finite() {
+        return Err(Error::NonFinite(format!(
+            "the log-likelihood is {ll} (Σ x log m = {data}, Σ m = {total})"
+        )));
+    }
+    Ok(ll)
+}
+
+/// Rows per parallel chunk of the element-wise passes.
+const CHUNK_ROWS: usize = 4096;
+
+/// Column sums of a row-major `rows × rank` matrix, over fixed row blocks added in
+/// order (the same result whatever the thread count).
+fn column_sums(a: &[f64], rank: usize) -> Vec<f64> {
+    let parts: Vec<Vec<f64>> = a
+        .par_chunks(rank * CHUNK_ROWS)
+        .map(|block| {
+            let mut s = vec![0.0; rank];
+            for row in block.chunks_exact(rank) {
+                for (s, &v) in s.iter_mut().zip(row) {
+                    *s += v;
+                }
+            }
+            s
+        })
+        .collect();
+    let mut s = vec![0.0; rank];
+    for p in parts {
+        for (s, v) in s.iter_mut().zip(p) {
+            *s += v;
+        }
+    }
+    s
+}
+
+/// Divides every column by its sum (a column whose sum is 0 is left as it is).
+fn normalize(a: &mut [f64], sums: &[f64]) {
+    let inv: Vec<f64> = sums
+        .iter()
+        .map(|&s| if s > 0.0 { 1.0 / s } else { 1.0 })
+        .collect();
+    scale_columns(a, &inv);
+}
+
+/// Multiplies column `r` by `s[r]`.
+fn scale_columns(a: &mut [f64], s: &[f64]) {
+    let rank = s.len();
+    a.par_chunks_mut(rank * CHUNK_ROWS).for_each(|block| {
+        for row in block.chunks_exact_mut(rank) {
+            for (v, &s) in row.iter_mut().zip(s) {
+                *v *= s;
+            }
+        }
+    });
+}
+
+/// `dst = a` in f32.
+fn to_f32(a: &[f64], dst: &mut [f32]) {
+    dst.par_chunks_mut(1 << 16)
+        .zip(a.par_chunks(1 << 16))
+        .for_each(|(d, s)| {
+            for (d, &s) in d.iter_mut().zip(s) {
+                *d = s as f32;
+            }
+        });
+}
+
+/// Adds `kappa` to every entry below `kappa_tol` whose `Φ` is positive; whether any was.
+fn fix_inadmissible(a: &mut [f64], phi: &[f32], kappa_tol: f64, kappa: f64) -> bool {
+    if phi.len() != a.len() {
+        return false;
+    }
+    a.par_chunks_mut(1 << 16)
+        .zip(phi.par_chunks(1 << 16))
+        .map(|(a, p)| {
+            let mut any = false;
+            for (v, &p) in a.iter_mut().zip(p) {
+                if p > 0.0 && *v < kappa_tol {
+                    *v += kappa;
+                    any = true;
+                }
+            }
+            any
+        })
+        .reduce(|| false, |x, y| x | y)
+}
+
+/// `max |min(B, 1 − Φ)|`.
+fn kkt_violation(b: &[f64], phi: &[f32]) -> f64 {
+    b.par_chunks(1 << 16)
+        .zip(phi.par_chunks(1 << 16))
+        .map(|(b, p)| {
+            b.iter().zip(p).fold(0.0f64, |m, (&b, &p)| {
+                // f64::min would drop a NaN Φ; keep it.
+                let d = 1.0 - f64::from(p);
+                let v = if d.is_nan() { d } else { b.min(d).abs() };
+                // NaN wins, so a broken Φ is not read as converged.
+                if v.is_nan() || v > m { v } else { m }
+            })
+        })
+        .reduce(|| 0.0, |x, y| if x.is_nan() || x > y { x } else { y })
+}
+
+/// `B ← B ∗ Φ`, and its f32 copy.
+fn update(b: &mut [f64], phi: &[f32], copy: &mut [f32]) {
+    b.par_chunks_mut(1 << 16)
+        .zip(phi.par_chunks(1 << 16))
+        .zip(copy.par_chunks_mut(1 << 16))
+        .for_each(|((b, p), c)| {
+            for ((b, &p), c) in b.iter_mut().zip(p).zip(c) {
+                *b *= f64::from(p);
+                *c = *b as f32;
+            }
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kkt_violation_is_the_largest_complementarity_gap() {
+        // min(0.5, 1 - 0.2) = 0.5; min(0.1, 1 - 3) = -2 → 2; min(0, 1 - 1) = 0.
+        assert_eq!(kkt_violation(&[0.5, 0.1, 0.0], &[0.2, 3.0, 1.0]), 2.0);
+        assert!(kkt_violation(&[0.5], &[f32::NAN]).is_nan());
+        assert_eq!(kkt_violation(&[], &[]), 0.0);
+    }
+
+    #[test]
+    fn inadmissible_zeros_move_only_where_phi_is_positive() {
+        let mut a = vec![0.0, 0.0, 0.5, 1e-12];
+        assert!(fix_inadmissible(&mut a, &[1.0, 0.0, 2.0, 0.5], 1e-10, 0.01));
+        assert_eq!(a, vec![0.01, 0.0, 0.5, 0.01 + 1e-12]);
+        assert!(!fix_inadmissible(&mut a, &[0.0; 4], 1e-10, 0.01));
+    }
+
+    #[test]
+    fn zero_columns_stay_zero_when_normalized() {
+        let mut a = vec![1.0, 0.0, 3.0, 0.0];
+        let s = column_sums(&a, 2);
+        assert_eq!(s, vec![4.0, 0.0]);
+        normalize(&mut a, &s);
+        assert_eq!(a, vec![0.25, 0.0, 0.75, 0.0]);
+    }
+}

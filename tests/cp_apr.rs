@@ -1,0 +1,237 @@
+//! CP-APR (the library function) on generated count tensors and on bad input: the
+//! log-likelihood it reports is the FP64 reference's of the model it returns, and rank 0,
+//! negative or non-integer values, zero tensors and all-zero slices give typed errors or
+//! finite models, never NaN.
+
+use sptmc::decomp::{CpAprOptions, NonInteger, cp_apr};
+use sptmc::engine::{Engine, Prepared, Workload};
+use sptmc::tensor::generate::{GenSpec, Pattern, generate};
+use sptmc::{CooTensor, Error, Op, reference};
+
+fn prepare(engine: &Engine, x: &CooTensor, rank: usize) -> Prepared {
+    engine
+        .prepare(
+            x,
+            &[Workload {
+                op: Op::Mttkrp,
+                rank,
+            }],
+        )
+        .unwrap()
+}
+
+/// A generated tensor with values turned into counts `1..=9` (or kept as `f(v)`).
+fn tensor(dims: Vec<usize>, nnz: usize, f: impl Fn(f64) -> f64) -> CooTensor {
+    let (dims, idx, vals) = generate(&GenSpec {
+        dims,
+        nnz,
+        pattern: Pattern::PowerLaw { alpha: 0.9 },
+        seed: 7,
+    })
+    .unwrap()
+    .into_parts();
+    let vals = vals.iter().map(|&v| f(v)).collect();
+    CooTensor::new(dims, idx, vals).unwrap()
+}
+
+fn counts(v: f64) -> f64 {
+    (v.abs() * 9.0).ceil().clamp(1.0, 9.0)
+}
+
+/// Every number of the model is finite, the factors nonnegative.
+fn assert_finite(m: &sptmc::decomp::CpAprModel) {
+    assert!(m.log_likelihood.is_finite(), "{}", m.log_likelihood);
+    assert!(m.weights.iter().all(|w| w.is_finite() && *w >= 0.0));
+    for f in &m.factors {
+        assert!(f.data().iter().all(|v| v.is_finite() && *v >= 0.0));
+    }
+    for s in &m.iters {
+        assert!(s.log_likelihood.is_finite() && s.kkt_violation.is_finite());
+    }
+}
+
+#[test]
+fn the_reported_log_likelihood_is_the_references_of_the_model() {
+    let engine = Engine::cpu();
+    for dims in [vec![40, 30, 20], vec![15, 12, 10, 8]] {
+        let x = tensor(dims, 3000, counts);
+        let p = prepare(&engine, &x, 6);
+        let opts = CpAprOptions {
+            max_iters: 15,
+            tol: 0.0,
+            ..CpAprOptions::with_rank(6)
+        };
+        let m = cp_apr(&engine, &p, &opts).unwrap();
+        assert_finite(&m);
+        assert_eq!(m.iters.len(), 15);
+        let want = reference::log_likelihood(&x, &m.weights, &m.factors, 1e-10).unwrap();
+        assert!(
+            ((m.log_likelihood - want) / want).abs() < 1e-6,
+            "{} vs the reference's {want}",
+            m.log_likelihood
+        );
+        // The multiplicative updates raise the likelihood from the start.
+        let ll = m.log_likelihoods();
+        assert!(ll[14] > ll[0], "{ll:?}");
+        // Weights sorted, factor columns summing to 1.
+        assert!(m.weights.windows(2).all(|w| w[0] >= w[1]));
+        for f in &m.factors {
+            for c in 0..f.cols() {
+                let s: f64 = (0..f.rows()).map(|i| f.get(i, c) as f64).sum();
+                assert!((s - 1.0).abs() < 1e-5 || s == 0.0, "column sum {s}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_run_stops_once_no_mode_needs_an_update() {
+    // κ keeps moving inadmissible zeros, so MU rarely meets a tight KKT tolerance; at a
+    // tolerance above every violation of the first sweep no mode updates and the run
+    // stops after one iteration, as pyttb's does.
+    let engine = Engine::cpu();
+    let x = tensor(vec![30, 20, 10], 1500, counts);
+    let p = prepare(&engine, &x, 3);
+    let opts = CpAprOptions {
+        max_iters: 50,
+        tol: 1e6,
+        ..CpAprOptions::with_rank(3)
+    };
+    let m = cp_apr(&engine, &p, &opts).unwrap();
+    assert!(m.converged);
+    assert_eq!(m.iters.len(), 1);
+    assert_eq!(m.iters[0].inner_iters, 3, "one Φ per mode, no update");
+    assert_finite(&m);
+    let unbounded = CpAprOptions {
+        tol: 0.0,
+        max_iters: 3,
+        ..opts
+    };
+    let m = cp_apr(&engine, &p, &unbounded).unwrap();
+    assert!(!m.converged);
+    assert_eq!(m.iters.len(), 3);
+    assert_eq!(m.iters[0].inner_iters, 3 * 10);
+}
+
+#[test]
+fn bad_options_are_typed_errors() {
+    let engine = Engine::cpu();
+    let x = tensor(vec![20, 10, 5], 300, counts);
+    let p = prepare(&engine, &x, 4);
+    let e = cp_apr(&engine, &p, &CpAprOptions::with_rank(0)).unwrap_err();
+    assert!(matches!(e, Error::InvalidRank(_)), "{e}");
+    for opts in [
+        CpAprOptions {
+            max_inner: 0,
+            ..CpAprOptions::with_rank(2)
+        },
+        CpAprOptions {
+            eps: 0.0,
+            ..CpAprOptions::with_rank(2)
+        },
+        CpAprOptions {
+            kappa: f64::NAN,
+            ..CpAprOptions::with_rank(2)
+        },
+        CpAprOptions {
+            max_seconds: -1.0,
+            ..CpAprOptions::with_rank(2)
+        },
+    ] {
+        let e = cp_apr(&engine, &p, &opts).unwrap_err();
+        assert!(matches!(e, Error::InvalidOption(_)), "{opts:?}: {e}");
+    }
+    // Initial factors with a negative entry.
+    let mut init = CpAprOptions::with_rank(2).initial_factors(x.dims());
+    init[1].set(3, 1, -0.5);
+    let opts = CpAprOptions {
+        init: Some(init),
+        ..CpAprOptions::with_rank(2)
+    };
+    let e = cp_apr(&engine, &p, &opts).unwrap_err();
+    assert!(e.to_string().contains("nonnegative"), "{e}");
+}
+
+#[test]
+fn negative_values_are_refused_and_non_integers_warned_or_refused() {
+    let engine = Engine::cpu();
+    let neg = tensor(vec![20, 10, 5], 300, |v| -counts(v));
+    let p = prepare(&engine, &neg, 4);
+    let e = cp_apr(&engine, &p, &CpAprOptions::with_rank(4)).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidTensor(_)) && e.to_string().contains("negative"),
+        "{e}"
+    );
+
+    let frac = tensor(vec![20, 10, 5], 300, |v| counts(v) + 0.5);
+    let p = prepare(&engine, &frac, 4);
+    let opts = CpAprOptions {
+        max_iters: 5,
+        ..CpAprOptions::with_rank(4)
+    };
+    let m = cp_apr(&engine, &p, &opts).unwrap();
+    assert_finite(&m);
+    assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
+    assert!(m.warnings[0].contains("not integers"), "{:?}", m.warnings);
+    let strict = CpAprOptions {
+        non_integer: NonInteger::Error,
+        ..opts
+    };
+    let e = cp_apr(&engine, &p, &strict).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidTensor(_)) && e.to_string().contains("not integers"),
+        "{e}"
+    );
+}
+
+#[test]
+fn zero_tensors_and_empty_slices_give_finite_models() {
+    let engine = Engine::cpu();
+    // Every stored value zero.
+    let zero = tensor(vec![20, 10, 5], 300, |_| 0.0);
+    let p = prepare(&engine, &zero, 3);
+    let opts = CpAprOptions {
+        max_iters: 4,
+        ..CpAprOptions::with_rank(3)
+    };
+    let m = cp_apr(&engine, &p, &opts).unwrap();
+    assert_finite(&m);
+    assert!(
+        m.warnings.iter().any(|w| w.contains("no nonzero")),
+        "{:?}",
+        m.warnings
+    );
+
+    // Slices 0..10 of mode 0 and 0..3 of mode 2 hold no nonzero.
+    let x = tensor(vec![30, 20, 10], 2000, counts);
+    let (dims, idx, vals) = x.into_parts();
+    let keep: Vec<usize> = (0..vals.len())
+        .filter(|&k| idx[0][k] >= 10 && idx[2][k] >= 3)
+        .collect();
+    let idx: Vec<Vec<u32>> = idx
+        .iter()
+        .map(|col| keep.iter().map(|&k| col[k]).collect())
+        .collect();
+    let vals: Vec<f64> = keep.iter().map(|&k| vals[k]).collect();
+    let x = CooTensor::new(dims, idx, vals).unwrap();
+    let p = prepare(&engine, &x, 4);
+    let opts = CpAprOptions {
+        max_iters: 10,
+        tol: 0.0,
+        ..CpAprOptions::with_rank(4)
+    };
+    let m = cp_apr(&engine, &p, &opts).unwrap();
+    assert_finite(&m);
+    // The empty slices' rows of the model go to zero: nothing there to explain.
+    for i in 0..10 {
+        for c in 0..4 {
+            assert!(
+                m.factors[0].get(i, c) < 1e-6,
+                "row {i}: {}",
+                m.factors[0].get(i, c)
+            );
+        }
+    }
+    let want = reference::log_likelihood(&x, &m.weights, &m.factors, 1e-10).unwrap();
+    assert!(((m.log_likelihood - want) / want).abs() < 1e-6);
+}

@@ -1,0 +1,261 @@
+//! CP-APR's Φ on the engine against the FP64 reference: generated tensors of every
+//! regime and order, thresholds that put everything dense, mixed or everything sparse,
+//! ranks that fill and do not fill the vector lanes, the log term, and every mode of
+//! every shared tensor. Every body runs on the CPU and, as its CUDA twin, on the GPU
+//! (skipped visibly without one; see `common::twin`).
+
+mod common;
+
+use common::twin;
+use sptmc::accuracy::{SMAPE_TARGET_PERCENT, compare};
+use sptmc::engine::{Call, Engine, PhiParams, Workload};
+use sptmc::tensor::generate::{GenSpec, Pattern, generate};
+use sptmc::{CooTensor, Matrix, Op, reference};
+
+/// Nonnegative factors in `[0.05, 1)` (CP-APR's are nonnegative; the target's is `B`).
+fn factors(dims: &[usize], rank: usize, seed: u64) -> Vec<Matrix> {
+    Matrix::random_factors(dims, &vec![rank; dims.len()], seed)
+        .into_iter()
+        .map(|f| f.map(|u| 0.05 + 0.95 * u))
+        .collect()
+}
+
+/// The generated tensor `spec` with its values turned into counts 1..=9 (Poisson data;
+/// fp16 holds them exactly, so the reference sees the values the kernels see).
+fn counts(spec: &GenSpec) -> CooTensor {
+    let (dims, idx, vals) = generate(spec).unwrap().into_parts();
+    let vals = vals
+        .iter()
+        .map(|v| (v.abs() * 9.0).ceil().clamp(1.0, 9.0))
+        .collect();
+    CooTensor::new(dims, idx, vals).unwrap()
+}
+
+/// Φ on every mode against the reference (SMAPE within the contract, the log term
+/// within 1e-5 relative).
+fn check_modes(engine: &Engine, x: &CooTensor, threshold: Option<u32>, rank: usize, what: &str) {
+    let p = match threshold {
+        Some(t) => engine.prepare_with_thresholds(x, &[(Op::Phi, t)]).unwrap(),
+        None => engine
+            .prepare(
+                x,
+                &[Workload {
+                    op: Op::Mttkrp,
+                    rank,
+                }],
+            )
+            .unwrap(),
+    };
+    let f = factors(x.dims(), rank, 3 + rank as u64);
+    for mode in 0..x.order() {
+        let (got, log) = engine.phi(&p, mode, &f, 1e-10).unwrap();
+        let (want, want_log) = reference::phi(x, mode, &f, 1e-10).unwrap();
+        let acc = compare(&want, &got).unwrap();
+        assert!(
+            acc.smape_percent <= SMAPE_TARGET_PERCENT,
+            "{what}: Φ mode {mode} rank {rank} T={threshold:?}: {acc:?}"
+        );
+        let rel = (log - want_log).abs() / want_log.abs().max(1e-300);
+        assert!(
+            rel <= 1e-5,
+            "{what}: log term of mode {mode}: {log} vs {want_log}"
+        );
+    }
+}
+
+twin!(
+    phi_matches_the_reference_in_every_regime_and_order,
+    |engine| {
+        let seed = common::fresh_seed("phi_matches_the_reference_in_every_regime_and_order");
+        let cases: Vec<(Vec<usize>, usize, Pattern)> = vec![
+            (vec![37, 45, 29], 3000, Pattern::Uniform),
+            (vec![100, 80, 60], 6000, Pattern::PowerLaw { alpha: 1.1 }),
+            (
+                vec![70, 50, 40],
+                8000,
+                Pattern::BlockDense {
+                    tile_nnz: 300,
+                    dense_share: 0.7,
+                },
+            ),
+            (vec![17, 3], 40, Pattern::Uniform),
+            (vec![20, 13, 9, 7], 2500, Pattern::PowerLaw { alpha: 0.8 }),
+            (vec![9, 8, 7, 6, 5], 1500, Pattern::Uniform),
+        ];
+        for (k, (dims, nnz, pattern)) in cases.into_iter().enumerate() {
+            let spec = GenSpec {
+                dims,
+                nnz,
+                pattern,
+                seed: seed.wrapping_add(k as u64),
+            };
+            let x = counts(&spec);
+            for t in [Some(1), Some(40), Some(u32::MAX), None] {
+                for rank in [16, 5] {
+                    check_modes(engine, &x, t, rank, &format!("{spec:?}"));
+                }
+            }
+        }
+    }
+);
+
+// Ranks that need several vectors per lane (CUDA: 2 and 4 slots) and a tensor large
+// enough that the CPU splits it between workers.
+twin!(phi_at_wide_ranks_and_split_between_workers, |engine| {
+    let x = counts(&GenSpec {
+        dims: vec![300, 200, 150],
+        nnz: 60_000,
+        pattern: Pattern::BlockDense {
+            tile_nnz: 400,
+            dense_share: 0.4,
+        },
+        seed: 21,
+    });
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        for rank in [40, 64, 100, 256] {
+            check_modes(engine, &x, Some(100), rank, "block-dense 300×200×150");
+        }
+    });
+});
+
+// One prepare serves CP-ALS and CP-APR: Φ runs on the form prepared for MTTKRP, and
+// the default ε of `Engine::run` is pyttb's.
+twin!(phi_runs_on_the_mttkrp_form, |engine| {
+    let x = generate(&GenSpec {
+        dims: vec![40, 30, 20],
+        nnz: 2000,
+        pattern: Pattern::Uniform,
+        seed: 4,
+    })
+    .unwrap();
+    let p = engine
+        .prepare(
+            &x,
+            &[Workload {
+                op: Op::Mttkrp,
+                rank: 8,
+            }],
+        )
+        .unwrap();
+    let f = factors(x.dims(), 8, 1);
+    let got = engine.run(Op::Phi, &p, 1, &f).unwrap();
+    let want = reference::apply(Op::Phi, &x, 1, &f).unwrap();
+    assert!(compare(&want, &got).unwrap().within_contract());
+    // The MTTKRP of the same prepare still works alongside.
+    let m = engine.run(Op::Mttkrp, &p, 1, &f).unwrap();
+    assert!(
+        compare(&reference::mttkrp(&x, 1, &f).unwrap(), &m)
+            .unwrap()
+            .within_contract()
+    );
+    // Without the log term the call reports none.
+    let mut out = Matrix::zeros(0, 0);
+    let stats = engine.run_into(Op::Phi, &p, 1, &f, &mut out).unwrap();
+    assert_eq!(stats.log_term, None);
+    // A tensor prepared only for TTMc has no form for Φ.
+    let t = engine
+        .prepare_with_thresholds(&x, &[(Op::Ttmc, 61)])
+        .unwrap();
+    let e = engine.run(Op::Phi, &t, 0, &f).unwrap_err();
+    assert!(e.to_string().contains("not prepared for phi"), "{e}");
+});
+
+// Model values below ε are floored (no division by zero, no NaN); zero factors give a
+// zero Φ with the log term at ln ε; bad ε and shapes are errors, not panics.
+twin!(phi_floors_the_model_and_refuses_bad_arguments, |engine| {
+    let x = counts(&GenSpec {
+        dims: vec![30, 20, 10],
+        nnz: 500,
+        pattern: Pattern::Uniform,
+        seed: 8,
+    });
+    let p = engine
+        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 1)])
+        .unwrap();
+    let mut f = factors(x.dims(), 4, 2);
+    f[0] = Matrix::zeros(30, 4);
+    let (phi, log) = engine.phi(&p, 0, &f, 1e-10).unwrap();
+    let (want, want_log) = reference::phi(&x, 0, &f, 1e-10).unwrap();
+    assert!(compare(&want, &phi).unwrap().within_contract());
+    assert!(
+        ((log - want_log) / want_log).abs() < 1e-5,
+        "{log} vs {want_log}"
+    );
+    assert!(
+        phi.data()
+            .iter()
+            .all(|v| v.is_finite() && *v > 0.0 || *v == 0.0)
+    );
+    // Φ of mode 1 with mode 0 all zero: π is zero everywhere, so Φ is zero.
+    let (phi1, _) = engine.phi(&p, 1, &f, 1e-10).unwrap();
+    assert!(phi1.data().iter().all(|&v| v == 0.0));
+    for bad in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+        let call = Call {
+            phi: PhiParams {
+                eps: bad,
+                log_term: false,
+            },
+            ..Call::default()
+        };
+        let mut out = Matrix::zeros(0, 0);
+        let e = engine
+            .run_into_with(Op::Phi, &p, 0, &f, &call, &mut out)
+            .unwrap_err();
+        assert!(e.to_string().contains("ε"), "{e}");
+    }
+    // B of the wrong shape is named.
+    let mut g = factors(x.dims(), 4, 2);
+    g[2] = Matrix::zeros(10, 3);
+    let e = engine.phi(&p, 2, &g, 1e-10).unwrap_err();
+    assert!(e.to_string().contains("mode 2"), "{e}");
+});
+
+// The contract on real data: Φ on every mode of every shared tensor at rank 16, at the
+// tuned threshold and with every tile dense (threshold 1).
+twin!(
+    phi_on_the_shared_tensors_meets_the_accuracy_contract,
+    |engine| {
+        let Some(dir) = common::shared_data() else {
+            return;
+        };
+        for file in common::shared_files(&dir) {
+            let (x, _) = sptmc::tensor::tns::read(&file).unwrap();
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            let f = factors(x.dims(), 16, 11);
+            for p in [
+                engine
+                    .prepare(
+                        &x,
+                        &[Workload {
+                            op: Op::Mttkrp,
+                            rank: 16,
+                        }],
+                    )
+                    .unwrap(),
+                engine.prepare_with_thresholds(&x, &[(Op::Phi, 1)]).unwrap(),
+            ] {
+                for mode in 0..x.order() {
+                    let (got, log) = engine.phi(&p, mode, &f, 1e-10).unwrap();
+                    let (want, want_log) = reference::phi(&x, mode, &f, 1e-10).unwrap();
+                    let acc = compare(&want, &got).unwrap();
+                    eprintln!(
+                        "{name} Φ r16 mode {mode}: SMAPE {:.2e}%, log term {log:.9e} vs {want_log:.9e}",
+                        acc.smape_percent
+                    );
+                    assert!(
+                        acc.smape_percent <= SMAPE_TARGET_PERCENT,
+                        "{name} Φ mode {mode}: {acc:?}"
+                    );
+                    assert!(
+                        ((log - want_log) / want_log).abs() <= 1e-5,
+                        "{name} mode {mode}"
+                    );
+                }
+            }
+        }
+    }
+);
