@@ -223,15 +223,28 @@ fn a_copied_binary_uses_and_names_the_compiled_in_profiles() {
     let home = tempfile::tempdir().unwrap();
     let bin = place.path().join("sptmc");
     std::fs::copy(env!("CARGO_BIN_EXE_sptmc"), &bin).unwrap();
-    let o = std::process::Command::new(&bin)
-        .args(["cp", "--iters", "1", "--backend", "cpu"])
-        .current_dir(place.path())
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path())
-        .env("XDG_CACHE_HOME", home.path())
-        .env_remove("SPTMC_TUNING_DIR")
-        .output()
-        .expect("the copied binary runs");
+    // A test running beside this one may fork while the copy's write handle is open,
+    // and its child holds that handle until it execs: running the copy then fails with
+    // ETXTBSY ("text file busy") for a moment. Retry that error only.
+    const ETXTBSY: i32 = 26;
+    let mut tries = 0;
+    let o = loop {
+        match std::process::Command::new(&bin)
+            .args(["cp", "--iters", "1", "--backend", "cpu"])
+            .current_dir(place.path())
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path())
+            .env("XDG_CACHE_HOME", home.path())
+            .env_remove("SPTMC_TUNING_DIR")
+            .output()
+        {
+            Err(e) if e.raw_os_error() == Some(ETXTBSY) && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => break r.expect("the copied binary runs"),
+        }
+    };
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
