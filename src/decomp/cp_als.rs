@@ -147,29 +147,7 @@ impl CpModel {
 
     /// The model's value at `coords`: `Σ_r λ_r Π_m A_m[i_m, r]`.
     pub fn entry(&self, coords: &[usize]) -> Result<f64> {
-        if coords.len() != self.factors.len() {
-            return Err(Error::shape(
-                "coordinates",
-                self.factors.len(),
-                coords.len(),
-            ));
-        }
-        for (m, (&i, f)) in coords.iter().zip(&self.factors).enumerate() {
-            if i >= f.rows() {
-                return Err(Error::InvalidOption(format!(
-                    "index {i} in mode {m} is beyond its length {}",
-                    f.rows()
-                )));
-            }
-        }
-        Ok((0..self.rank())
-            .map(|r| {
-                coords
-                    .iter()
-                    .zip(&self.factors)
-                    .fold(self.weights[r], |acc, (&i, f)| acc * f.get(i, r) as f64)
-            })
-            .sum())
+        super::kruskal_entry(&self.weights, &self.factors, coords)
     }
 }
 

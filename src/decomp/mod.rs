@@ -131,6 +131,32 @@ impl IterClock {
     }
 }
 
+/// The value at `coords` of the CP (Kruskal) model `Σ_r λ_r Π_m A_m[i_m, r]`, with
+/// the coordinates checked against the factors (CP-ALS and CP-APR models).
+fn kruskal_entry(weights: &[f64], factors: &[Matrix], coords: &[usize]) -> Result<f64> {
+    if coords.len() != factors.len() {
+        return Err(Error::shape("coordinates", factors.len(), coords.len()));
+    }
+    for (m, (&i, f)) in coords.iter().zip(factors).enumerate() {
+        if i >= f.rows() {
+            return Err(Error::InvalidOption(format!(
+                "index {i} in mode {m} is beyond its length {}",
+                f.rows()
+            )));
+        }
+    }
+    Ok(weights
+        .iter()
+        .enumerate()
+        .map(|(r, &w)| {
+            coords
+                .iter()
+                .zip(factors)
+                .fold(w, |acc, (&i, f)| acc * f.get(i, r) as f64)
+        })
+        .sum())
+}
+
 /// Checks the options shared by both decompositions.
 fn check_common(max_iters: usize, tol: f64) -> Result<()> {
     if max_iters == 0 {
