@@ -190,6 +190,71 @@ twin!(
     }
 );
 
+twin!(
+    normal_equations_and_loss_of_every_rank_kernel_and_order_match_fp64,
+    |engine| {
+        if !has_completion_kernels(engine) {
+            return;
+        }
+        // The CPU builds each row's system with a kernel per rank (8, 16, 32, 64 and
+        // any other) and sums the loss over rows once the rows are grouped: every one of
+        // them, orders 1 to 5, a row with no nonzeros, rows with more than one chunk.
+        let seed = common::fresh_seed("completion ranks");
+        let shapes: [&[usize]; 5] = [
+            &[70],
+            &[60, 9],
+            &[33, 20, 6],
+            &[9, 8, 7, 6],
+            &[6, 5, 4, 4, 3],
+        ];
+        for (k, dims) in shapes.iter().enumerate() {
+            let x = generate(&GenSpec {
+                dims: dims.to_vec(),
+                nnz: 400.min(dims.iter().product::<usize>() / 2),
+                pattern: Pattern::PowerLaw { alpha: 0.7 },
+                seed: seed.wrapping_add(k as u64),
+            })
+            .unwrap();
+            let p = engine
+                .prepare_with_thresholds(&x, &[(Op::Completion, u32::MAX)])
+                .unwrap();
+            let x = in_session_order(&p);
+            for rank in [8, 16, 32, 64, 5] {
+                let what = format!("{dims:?} rank {rank}");
+                let mut f = Matrix::random_factors(x.dims(), &vec![rank; x.order()], seed ^ 5);
+                // Row 0 of mode 0 is never hit by a nonzero at index 0 for long modes
+                // after this shift; factors of mixed sign and size.
+                for v in f[0].data_mut() {
+                    *v = 2.0 * *v - 0.7;
+                }
+                let fw = wide(&f);
+                let offset = -0.5f32;
+                let mut s = engine.completion_session(&p, &f, offset).unwrap();
+                let want_loss = reference::loss(&x, &fw, offset.into()).unwrap();
+                let before = s.loss().unwrap();
+                let mut out = Matrix::zeros(1, 1);
+                for mode in 0..x.order() {
+                    s.normal_equations(mode, &mut out).unwrap();
+                    let want = reference::normal_equations(&x, mode, &fw, offset.into()).unwrap();
+                    assert_eq!(out.shape(), want.shape(), "{what}");
+                    assert_close(
+                        &format!("{what}: normal equations of mode {mode}"),
+                        want.data(),
+                        out.data(),
+                    );
+                }
+                let after = s.loss().unwrap();
+                for loss in [before, after] {
+                    assert!(
+                        (loss - want_loss).abs() <= 1e-5 * want_loss,
+                        "{what}: loss {loss} vs {want_loss}"
+                    );
+                }
+            }
+        }
+    }
+);
+
 twin!(sgd_steps_on_disjoint_rows_match_fp64, |engine| {
     if !has_completion_kernels(engine) {
         return;

@@ -440,3 +440,31 @@ fn every_solver_is_deterministic_for_a_seed_and_thread_count() {
         assert_ne!(a.factors, c.factors, "{solver}: the seed changes the start");
     }
 }
+
+#[test]
+fn als_without_regularization_solves_short_rows_by_the_pseudo_inverse() {
+    // λ = 0 and rows with fewer training entries than the rank: those rows' systems
+    // are singular and take the pseudo-inverse (counted), the rest Cholesky; ranks 8
+    // (solved four rows at a time) and 5 (one at a time). Nothing is NaN.
+    let (s, _) = low_rank(&[30, 25, 6], 2, 0.08, 0.01, 31);
+    let engine = Engine::cpu();
+    for rank in [8, 5] {
+        let p = prepare(&engine, &s.train, rank);
+        let o = CompletionOptions {
+            max_epochs: 3,
+            ..options(Solver::Als, rank, 0.0, 7)
+        };
+        let m = complete(&engine, &p, &s.validation, &o).unwrap();
+        assert!(m.pinv_solves > 0, "rank {rank}: no pseudo-inverse solve");
+        let solves: usize = (0..3).map(|n| s.train.dims()[n] - m.empty_rows[n]).sum();
+        assert!(
+            m.pinv_solves < solves * 3,
+            "rank {rank}: every solve singular"
+        );
+        for f in &m.factors {
+            assert!(f.data().iter().all(|v| v.is_finite()), "rank {rank}");
+        }
+        let r = m.rmse(&s.test).unwrap().unwrap();
+        assert!(r.is_finite(), "rank {rank}: {r}");
+    }
+}

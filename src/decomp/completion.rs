@@ -45,14 +45,14 @@
 //! entries are zeroed. Deterministic for a given seed, options, backend and thread
 //! count.
 
-use super::dense::{SolveKind, inverse_spd};
+use super::dense::{cholesky_solve_small, cholesky_solve_x4, inverse_spd};
 use crate::engine::{Engine, Prepared, SgdStep};
 use crate::error::{Error, Result};
 use crate::hls::values::dequantize;
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use crate::tensor::CooTensor;
-use faer::Mat;
+use faer::MatRef;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rayon::prelude::*;
@@ -286,14 +286,26 @@ fn predict_at(offset: f64, factors: &[Matrix], coords: &[u32]) -> Result<f64> {
 /// `Σ_r Π_m F_m[c_m, r]` in f64 (coordinates in range).
 fn model_at(factors: &[Matrix], c: &[u32]) -> f64 {
     let r = factors[0].cols();
-    (0..r)
-        .map(|k| {
-            factors
-                .iter()
-                .zip(c)
-                .fold(1.0f64, |p, (f, &i)| p * f64::from(f.get(i as usize, k)))
-        })
-        .sum()
+    let mut rows = factors.iter().zip(c).map(|(f, &i)| f.row(i as usize));
+    let first = rows.next().expect("at least one mode");
+    // Row by row (contiguous) into a stack buffer of products for the usual ranks.
+    let mut buf = [0f64; 64];
+    let mut heap = Vec::new();
+    let p: &mut [f64] = if r <= buf.len() {
+        &mut buf[..r]
+    } else {
+        heap.resize(r, 0.0);
+        &mut heap
+    };
+    for (pk, &a) in p.iter_mut().zip(first) {
+        *pk = f64::from(a);
+    }
+    for row in rows {
+        for (pk, &a) in p.iter_mut().zip(row) {
+            *pk *= f64::from(a);
+        }
+    }
+    p.iter().sum()
 }
 
 /// Checks that `x` has `dims.len()` modes and no index beyond `dims`.
@@ -718,30 +730,106 @@ fn sq_norm(factors: &[Matrix]) -> f64 {
 /// fallbacks.
 fn solve_rows(ne: &Matrix, r: usize, lambda: f64, counts: &[u32]) -> Result<(Matrix, usize)> {
     let rows = ne.rows();
-    let solved: Vec<(Vec<f32>, bool)> = (0..rows)
-        .into_par_iter()
-        .map(|i| {
-            if counts[i] == 0 {
-                return Ok((vec![0.0; r], false));
+    let mut out = Matrix::zeros(rows, r);
+    let pinv = out
+        .data_mut()
+        .par_chunks_mut(4 * r.max(1))
+        .enumerate()
+        .with_min_len(4)
+        .map(|(c, a)| -> Result<usize> {
+            let first = 4 * c;
+            let n = a.len() / r;
+            let solved = match r {
+                8 => solve_x4::<8>(ne, first, n, lambda, counts, a),
+                16 => solve_x4::<16>(ne, first, n, lambda, counts, a),
+                32 => solve_x4::<32>(ne, first, n, lambda, counts, a),
+                _ => [false; 4],
+            };
+            let mut pinv = 0;
+            for (l, a) in a.chunks_exact_mut(r).enumerate() {
+                let i = first + l;
+                if counts[i] > 0 && !solved[l] {
+                    pinv += usize::from(solve_one(ne.row(i), r, lambda, a)?);
+                }
+                if let Some(v) = a.iter().find(|v| !v.is_finite()) {
+                    return Err(Error::NonFinite(format!("ALS solve of row {i} gave {v}")));
+                }
             }
-            let row = ne.row(i);
-            let g = Mat::<f64>::from_fn(r, r, |a, b| {
-                f64::from(row[a * r + b]) + if a == b { lambda } else { 0.0 }
-            });
-            let (inv, kind) = inverse_spd(&g)?;
-            let b = &row[r * r..];
-            let a: Vec<f32> = (0..r)
-                .map(|x| (0..r).map(|y| inv[(x, y)] * f64::from(b[y])).sum::<f64>() as f32)
-                .collect();
-            if let Some(v) = a.iter().find(|v| !v.is_finite()) {
-                return Err(Error::NonFinite(format!("ALS solve of row {i} gave {v}")));
-            }
-            Ok((a, kind == SolveKind::PseudoInverse))
+            Ok(pinv)
         })
-        .collect::<Result<_>>()?;
-    let pinv = solved.iter().filter(|s| s.1).count();
-    let data = solved.into_iter().flat_map(|s| s.0).collect();
-    Ok((Matrix::new(rows, r, data)?, pinv))
+        .sum::<Result<usize>>()?;
+    Ok((out, pinv))
+}
+
+/// The `n ≤ 4` rows `first..first + n` of [`solve_rows`] for rank `R`, four at a time
+/// ([`cholesky_solve_x4`]) into `out` (`n × R`); per row, whether it is done (rows
+/// without entries are, at zero; a row whose system was not positive definite is not).
+fn solve_x4<const R: usize>(
+    ne: &Matrix,
+    first: usize,
+    n: usize,
+    lambda: f64,
+    counts: &[u32],
+    out: &mut [f32],
+) -> [bool; 4] {
+    let mut g = [[[0f64; 4]; R]; R];
+    let mut b = [[0f64; 4]; R];
+    for l in 0..4 {
+        if l >= n || counts[first + l] == 0 {
+            // A placeholder system, I x = 0.
+            for (p, gp) in g.iter_mut().enumerate() {
+                gp[p][l] = 1.0;
+            }
+            continue;
+        }
+        let row = ne.row(first + l);
+        for (p, gp) in g.iter_mut().enumerate() {
+            for (q, gpq) in gp.iter_mut().enumerate().skip(p) {
+                gpq[l] = f64::from(row[p * R + q]);
+            }
+            gp[p][l] += lambda;
+            b[p][l] = f64::from(row[R * R + p]);
+        }
+    }
+    let ok = cholesky_solve_x4(&mut g, &mut b);
+    let mut done = [false; 4];
+    for (l, a) in out.chunks_exact_mut(R).enumerate() {
+        if counts[first + l] == 0 {
+            done[l] = true;
+        } else if ok[l] {
+            for (v, bp) in a.iter_mut().zip(&b) {
+                *v = bp[l] as f32;
+            }
+            done[l] = true;
+        }
+    }
+    done
+}
+
+/// One row of [`solve_rows`]: `a = (G + λI)⁻¹ b` by Cholesky, or by the
+/// pseudo-inverse when `G + λI` is singular (only `λ = 0` allows it); whether it took
+/// the pseudo-inverse.
+fn solve_one(row: &[f32], r: usize, lambda: f64, a: &mut [f32]) -> Result<bool> {
+    let system = || {
+        let g: Vec<f64> = (0..r * r)
+            .map(|p| f64::from(row[p]) + if p / r == p % r { lambda } else { 0.0 })
+            .collect();
+        let x: Vec<f64> = row[r * r..].iter().map(|&v| f64::from(v)).collect();
+        (g, x)
+    };
+    let (mut g, mut x) = system();
+    let pinv = !cholesky_solve_small(&mut g, &mut x, r);
+    if pinv {
+        let (g, b) = system();
+        let (inv, _) = inverse_spd(&MatRef::from_row_major_slice(&g, r, r).to_owned())?;
+        for (p, xv) in x.iter_mut().enumerate() {
+            *xv = (0..r).map(|q| inv[(p, q)] * b[q]).sum();
+        }
+    }
+    for (v, &xv) in a.iter_mut().zip(&x) {
+        *v = xv as f32;
+    }
+    Ok(pinv)
 }
 
 /// CCD++: a column's new values `Σ ê k / (λ + Σ k²)` from its terms (`I × 2`); rows

@@ -1,8 +1,10 @@
 //! The completion kernels on the CPU ([`crate::engine::completion`]).
 //!
 //! The nonzeros are cut into one share per worker, as for MTTKRP (equal nonzero
-//! counts of the sparse part and of the dense tiles, [`shares`]). Kernels whose output
-//! is per row of a mode (the ALS normal equations, the CCD++ column terms) walk each
+//! counts of the sparse part and of the dense tiles, [`shares`]). The ALS normal
+//! equations group each mode's nonzeros by row once per session and build every row's
+//! system in registers ([`super::rows`]); once grouped, the loss walks mode 0's groups.
+//! The CCD++ column terms walk each
 //! share into a private output and sum the private outputs row-parallel at the end;
 //! kernels whose output is per nonzero (the CCD++ residual) write each share's own
 //! slice of it; the loss sums per share, in share order (so a result depends on the
@@ -11,6 +13,7 @@
 //! the loss is summed in f64.
 
 use super::kernel::{Share, dense_nonzeros, shares};
+use super::rows::RowGroups;
 use super::sgd::Strata;
 use super::subnormal::FlushSubnormals;
 use crate::engine::RunStats;
@@ -104,6 +107,8 @@ pub(super) struct CpuCompletion<'a> {
     private: Vec<Vec<f32>>,
     /// SGD's blocks, made on the first epoch.
     strata: Option<Strata>,
+    /// ALS's nonzeros grouped by row, per mode, made on the first normal equations.
+    groups: Option<Vec<RowGroups>>,
 }
 
 impl<'a> CpuCompletion<'a> {
@@ -124,6 +129,7 @@ impl<'a> CpuCompletion<'a> {
             shares: shares(hls, workers),
             private: Vec::new(),
             strata: None,
+            groups: None,
         })
     }
 
@@ -197,32 +203,15 @@ impl CompletionSession for CpuCompletion<'_> {
             crate::matrix::check_alloc("the normal equations", rows, width, 4)?;
             *out = Matrix::zeros(rows, width);
         }
-        let (hls, offset, factors) = (self.hls, self.offset, &self.factors);
-        let walk = |share: &Share, buf: &mut [f32]| {
-            let _flush = FlushSubnormals::new();
-            let mut k = vec![0f32; r];
-            visit(hls, share, offset, |_, c, x| {
-                k.fill(1.0);
-                for (m, f) in factors.iter().enumerate() {
-                    if m != mode {
-                        for (kr, &a) in k.iter_mut().zip(f.row(c[m] as usize)) {
-                            *kr *= a;
-                        }
-                    }
-                }
-                let row = c[mode] as usize * width;
-                let (gram, rhs) = buf[row..row + width].split_at_mut(r * r);
-                for (g, &kr) in gram.chunks_exact_mut(r).zip(&k) {
-                    for (gs, &ks) in g.iter_mut().zip(&k) {
-                        *gs = kr.mul_add(ks, *gs);
-                    }
-                }
-                for (b, &kr) in rhs.iter_mut().zip(&k) {
-                    *b = x.mul_add(kr, *b);
-                }
-            });
-        };
-        privatized(&self.shares, &mut self.private, out.data_mut(), walk);
+        if self.groups.is_none() {
+            self.groups = Some(RowGroups::build(self.hls, &self.shares, self.offset)?);
+        }
+        let groups = &self.groups.as_ref().expect("built above")[mode];
+        let others: Vec<&Matrix> = (self.factors.iter().enumerate())
+            .filter(|&(m, _)| m != mode)
+            .map(|(_, f)| f)
+            .collect();
+        groups.normal_equations(&others, r, out);
         finite(out.data(), || format!("normal equations of mode {mode}"))?;
         Ok(RunStats::default())
     }
@@ -339,6 +328,15 @@ impl CompletionSession for CpuCompletion<'_> {
 
     fn loss(&mut self) -> Result<f64> {
         let (hls, offset, factors, r) = (self.hls, self.offset, &self.factors, self.rank);
+        if let Some(groups) = &self.groups {
+            // ALS has the nonzeros grouped by row: walk mode 0's groups, contiguous.
+            let others: Vec<&Matrix> = factors[1..].iter().collect();
+            let loss = groups[0].loss(&factors[0], &others, r);
+            if !loss.is_finite() {
+                return Err(Error::NonFinite(format!("the completion loss is {loss}")));
+            }
+            return Ok(loss);
+        }
         let parts: Vec<f64> = self
             .shares
             .par_iter()

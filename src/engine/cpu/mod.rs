@@ -13,6 +13,7 @@ mod completion;
 mod fixed;
 mod kernel;
 mod phi;
+mod rows;
 mod scaled;
 mod sgd;
 mod subnormal;

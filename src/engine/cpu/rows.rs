@@ -1,0 +1,258 @@
+//! The ALS normal equations on the CPU, row by row.
+//!
+//! Each row `i` of the target mode needs `G_i = Σ k kᵀ` and `b_i = Σ x k` over its own
+//! nonzeros. Walking the nonzeros in the tensor's key order, as the other kernels do,
+//! scatters every nonzero's `R × R` update to a random row (for `R = 16` a kilobyte of
+//! read-modify-write per nonzero, into private copies of the whole output that are
+//! then summed). Here each mode's nonzeros are grouped by row once per session
+//! ([`RowGroups`], built from the HLS form: the other modes' indices and the value of
+//! every nonzero, ordered by the mode's index), and every row's system is built by one
+//! worker in registers: a chunk of the row's Khatri-Rao rows `k` is formed in a small
+//! buffer, then `G_i` is accumulated over the chunk a few rows of `G` at a time
+//! (accumulators that fit the vector registers: 64 floats, e.g. 4 rows of 16), so each
+//! update costs loads and FMAs, no stores. Rows are independent: no private outputs,
+//! no reduction, no atomics. Sums run in the row's nonzero order, chunk by chunk, so a
+//! result does not depend on the thread count.
+
+use super::completion::visit;
+use super::kernel::Share;
+use super::subnormal::FlushSubnormals;
+use crate::error::Result;
+use crate::hls::HlsTensor;
+use crate::matrix::{Matrix, check_alloc};
+use rayon::prelude::*;
+
+/// Khatri-Rao rows formed per chunk (a chunk of rank-32 rows is 4 KiB: L1-resident).
+const CHUNK: usize = 32;
+
+/// A row's kernel: its nonzeros' other indices and values in, its system out.
+type RowKernel<'a> = dyn Fn(&[u32], &[f32], &mut [f32]) + Sync + 'a;
+
+/// One mode's nonzeros grouped by row.
+pub(super) struct RowGroups {
+    /// Row `i`'s nonzeros are `ptr[i]..ptr[i + 1]`.
+    ptr: Vec<usize>,
+    /// Per nonzero, the indices of the other modes, in mode order (`order − 1` each).
+    others: Vec<u32>,
+    /// Per nonzero, its value minus the session's offset.
+    values: Vec<f32>,
+}
+
+impl RowGroups {
+    /// Groups the nonzeros of `hls` (visited share by share, values minus `offset`)
+    /// by their index in every mode: one [`RowGroups`] per mode.
+    pub(super) fn build(hls: &HlsTensor, shares: &[Share], offset: f32) -> Result<Vec<Self>> {
+        let (order, dims, nnz) = (hls.order(), hls.dims(), hls.nnz());
+        check_alloc("the row-grouped nonzeros of ALS", nnz, order * order, 4)?;
+        let mut counts: Vec<Vec<usize>> = dims.iter().map(|&d| vec![0; d + 1]).collect();
+        for share in shares {
+            visit(hls, share, offset, |_, c, _| {
+                for (cnt, &i) in counts.iter_mut().zip(c) {
+                    cnt[i as usize + 1] += 1;
+                }
+            });
+        }
+        let mut groups: Vec<RowGroups> = counts
+            .into_iter()
+            .map(|mut ptr| {
+                for i in 1..ptr.len() {
+                    ptr[i] += ptr[i - 1];
+                }
+                RowGroups {
+                    ptr,
+                    others: vec![0; nnz * (order - 1)],
+                    values: vec![0.0; nnz],
+                }
+            })
+            .collect();
+        let mut next: Vec<Vec<usize>> = groups.iter().map(|g| g.ptr.clone()).collect();
+        for share in shares {
+            visit(hls, share, offset, |_, c, x| {
+                for (mode, (g, nx)) in groups.iter_mut().zip(&mut next).enumerate() {
+                    let p = nx[c[mode] as usize];
+                    nx[c[mode] as usize] += 1;
+                    g.values[p] = x;
+                    let o = &mut g.others[p * (order - 1)..(p + 1) * (order - 1)];
+                    for (dst, (_, &ci)) in o
+                        .iter_mut()
+                        .zip(c.iter().enumerate().filter(|&(m, _)| m != mode))
+                    {
+                        *dst = ci;
+                    }
+                }
+            });
+        }
+        Ok(groups)
+    }
+
+    /// Writes every row's `G_i` (row-major `R × R`) and `b_i` into `out`
+    /// (`rows × (R² + R)`), `others` the factors of the other modes in mode order.
+    pub(super) fn normal_equations(&self, others: &[&Matrix], rank: usize, out: &mut Matrix) {
+        let facs: Vec<&[f32]> = others.iter().map(|m| m.data()).collect();
+        let width = rank * rank + rank;
+        let d = facs.len();
+        let rows = |f: &RowKernel, out: &mut Matrix| {
+            out.data_mut()
+                .par_chunks_mut(width)
+                .enumerate()
+                .with_min_len(4)
+                .for_each_init(FlushSubnormals::new, |_, (i, dst)| {
+                    let (s, e) = (self.ptr[i], self.ptr[i + 1]);
+                    f(&self.others[s * d..e * d], &self.values[s..e], dst);
+                });
+        };
+        match if d == 0 { 0 } else { rank } {
+            8 => rows(&|o, v, dst| row_system::<8, 8>(o, v, &facs, dst), out),
+            16 => rows(&|o, v, dst| row_system::<16, 4>(o, v, &facs, dst), out),
+            32 => rows(&|o, v, dst| row_system::<32, 2>(o, v, &facs, dst), out),
+            64 => rows(&|o, v, dst| row_system::<64, 1>(o, v, &facs, dst), out),
+            _ => rows(&|o, v, dst| row_system_any(rank, o, v, &facs, dst), out),
+        }
+    }
+}
+
+impl RowGroups {
+    /// `Σ (x − m(i))²` over every nonzero in f64, `own` the factor of this mode and
+    /// `others` those of the other modes in mode order. Rows are summed in fixed blocks
+    /// and the blocks in order, so the result does not depend on the thread count.
+    pub(super) fn loss(&self, own: &Matrix, others: &[&Matrix], rank: usize) -> f64 {
+        const ROWS: usize = 64;
+        let facs: Vec<&[f32]> = others.iter().map(|m| m.data()).collect();
+        let rows = self.ptr.len() - 1;
+        let block = |b: usize| -> f64 {
+            let _flush = FlushSubnormals::new();
+            let mut sum = 0f64;
+            for i in b * ROWS..((b + 1) * ROWS).min(rows) {
+                let (s, e) = (self.ptr[i], self.ptr[i + 1]);
+                let d = facs.len();
+                let (ix, vals) = (&self.others[s * d..e * d], &self.values[s..e]);
+                let a = own.row(i);
+                sum += match if d == 0 { 0 } else { rank } {
+                    8 => row_loss::<8>(a, ix, vals, &facs),
+                    16 => row_loss::<16>(a, ix, vals, &facs),
+                    32 => row_loss::<32>(a, ix, vals, &facs),
+                    _ => row_loss_any(a, ix, vals, &facs),
+                };
+            }
+            sum
+        };
+        let parts: Vec<f64> = (0..rows.div_ceil(ROWS))
+            .into_par_iter()
+            .map(block)
+            .collect();
+        parts.iter().sum()
+    }
+}
+
+/// One row's `Σ (x − a·k)²` for rank `R`.
+#[inline(always)]
+fn row_loss<const R: usize>(a: &[f32], others: &[u32], values: &[f32], facs: &[&[f32]]) -> f64 {
+    let d = facs.len();
+    let a: &[f32; R] = a.try_into().expect("a row of rank R");
+    let mut sum = 0f64;
+    for (ix, &x) in others.chunks_exact(d).zip(values) {
+        let mut k = *a;
+        for (f, &i) in facs.iter().zip(ix) {
+            for (kr, &v) in k.iter_mut().zip(&f[i as usize * R..][..R]) {
+                *kr *= v;
+            }
+        }
+        let e = f64::from(x - k.iter().sum::<f32>());
+        sum += e * e;
+    }
+    sum
+}
+
+/// [`row_loss`] for any rank and order.
+fn row_loss_any(a: &[f32], others: &[u32], values: &[f32], facs: &[&[f32]]) -> f64 {
+    let (d, r) = (facs.len(), a.len());
+    let mut k = vec![0f32; r];
+    let mut sum = 0f64;
+    for (j, &x) in values.iter().enumerate() {
+        k.copy_from_slice(a);
+        for (f, &i) in facs.iter().zip(&others[j * d..(j + 1) * d]) {
+            for (kr, &v) in k.iter_mut().zip(&f[i as usize * r..][..r]) {
+                *kr *= v;
+            }
+        }
+        let e = f64::from(x - k.iter().sum::<f32>());
+        sum += e * e;
+    }
+    sum
+}
+
+/// One row's system for rank `R`, `B` rows of `G` accumulated at a time (`R·B = 64`
+/// floats: 8 AVX registers). `others` holds `d = facs.len()` indices per nonzero.
+#[inline(always)]
+fn row_system<const R: usize, const B: usize>(
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]],
+    dst: &mut [f32],
+) {
+    let d = facs.len();
+    let mut g = [[0f32; R]; R];
+    let mut b = [0f32; R];
+    let mut k = [[0f32; R]; CHUNK];
+    for (idx, vals) in others.chunks(CHUNK * d).zip(values.chunks(CHUNK)) {
+        let n = vals.len();
+        for (j, (kj, &x)) in k.iter_mut().zip(vals).enumerate() {
+            let ix = &idx[j * d..(j + 1) * d];
+            kj.copy_from_slice(&facs[0][ix[0] as usize * R..][..R]);
+            for (f, &i) in facs.iter().zip(ix).skip(1) {
+                let row = &f[i as usize * R..][..R];
+                for (kr, &a) in kj.iter_mut().zip(row) {
+                    *kr *= a;
+                }
+            }
+            for (br, &kr) in b.iter_mut().zip(kj.iter()) {
+                *br = x.mul_add(kr, *br);
+            }
+        }
+        for a0 in (0..R).step_by(B) {
+            let mut acc = [[0f32; R]; B];
+            for kj in &k[..n] {
+                for (t, acc_t) in acc.iter_mut().enumerate() {
+                    let s = kj[a0 + t];
+                    for (c, &kc) in acc_t.iter_mut().zip(kj.iter()) {
+                        *c = s.mul_add(kc, *c);
+                    }
+                }
+            }
+            for (gt, acc_t) in g[a0..a0 + B].iter_mut().zip(&acc) {
+                for (x, &y) in gt.iter_mut().zip(acc_t) {
+                    *x += y;
+                }
+            }
+        }
+    }
+    for (o, gr) in dst.chunks_exact_mut(R).zip(&g) {
+        o.copy_from_slice(gr);
+    }
+    dst[R * R..].copy_from_slice(&b);
+}
+
+/// [`row_system`] for any rank and order (no register blocking).
+fn row_system_any(r: usize, others: &[u32], values: &[f32], facs: &[&[f32]], dst: &mut [f32]) {
+    let d = facs.len();
+    dst.fill(0.0);
+    let (g, b) = dst.split_at_mut(r * r);
+    let mut k = vec![0f32; r];
+    for (j, &x) in values.iter().enumerate() {
+        let ix = &others[j * d..(j + 1) * d];
+        k.fill(1.0);
+        for (f, &i) in facs.iter().zip(ix) {
+            for (kr, &a) in k.iter_mut().zip(&f[i as usize * r..][..r]) {
+                *kr *= a;
+            }
+        }
+        for (gr, &ka) in g.chunks_exact_mut(r).zip(&k) {
+            for (x, &kb) in gr.iter_mut().zip(&k) {
+                *x = ka.mul_add(kb, *x);
+            }
+        }
+        for (br, &kr) in b.iter_mut().zip(&k) {
+            *br = x.mul_add(kr, *br);
+        }
+    }
+}
