@@ -61,6 +61,42 @@ fn check_modes(engine: &Engine, x: &CooTensor, threshold: Option<u32>, rank: usi
             "{what}: log term of mode {mode}: {log} vs {want_log}"
         );
     }
+    // The same through a PhiRun (the Khatri-Rao rows kept between calls), where the
+    // backend has one: every mode, two targets B per fix, with and without the log
+    // term.
+    let Some(mut run) = engine.phi_run(&p, rank).unwrap() else {
+        return;
+    };
+    let mut out = Matrix::zeros(1, 1);
+    for mode in 0..x.order() {
+        run.fix(mode, &f).unwrap();
+        for (k, log_term) in [(0u64, false), (1, true)] {
+            let mut g = f.clone();
+            g[mode] = factors(x.dims(), rank, 40 + k)[mode].clone();
+            let params = PhiParams {
+                eps: 1e-10,
+                log_term,
+            };
+            let stats = run.phi(&g[mode], params, &mut out).unwrap();
+            let (want, want_log) = reference::phi(x, mode, &g, 1e-10).unwrap();
+            let acc = compare(&want, &out).unwrap();
+            assert!(
+                acc.smape_percent <= SMAPE_TARGET_PERCENT,
+                "{what}: PhiRun Φ mode {mode} rank {rank} B #{k}: {acc:?}"
+            );
+            match stats.log_term {
+                Some(log) => {
+                    assert!(log_term);
+                    let rel = (log - want_log).abs() / want_log.abs().max(1e-300);
+                    assert!(
+                        rel <= 1e-5,
+                        "{what}: PhiRun log term of mode {mode}: {log} vs {want_log}"
+                    );
+                }
+                None => assert!(!log_term, "{what}: no log term"),
+            }
+        }
+    }
 }
 
 twin!(
@@ -91,7 +127,7 @@ twin!(
             };
             let x = counts(&spec);
             for t in [Some(1), Some(40), Some(u32::MAX), None] {
-                for rank in [16, 5] {
+                for rank in [16, 5, 8, 32] {
                     check_modes(engine, &x, t, rank, &format!("{spec:?}"));
                 }
             }
@@ -212,6 +248,40 @@ twin!(phi_floors_the_model_and_refuses_bad_arguments, |engine| {
     g[2] = Matrix::zeros(10, 3);
     let e = engine.phi(&p, 2, &g, 1e-10).unwrap_err();
     assert!(e.to_string().contains("mode 2"), "{e}");
+    // A PhiRun: zero factors floored the same way; Φ before fix, bad ε and shapes are
+    // typed errors.
+    if let Some(mut run) = engine.phi_run(&p, 4).unwrap() {
+        let params = PhiParams {
+            eps: 1e-10,
+            log_term: true,
+        };
+        let mut out = Matrix::zeros(0, 0);
+        let e = run.phi(&f[0], params, &mut out).unwrap_err();
+        assert!(e.to_string().contains("fix a mode"), "{e}");
+        run.fix(0, &f).unwrap();
+        let log = run.phi(&f[0], params, &mut out).unwrap().log_term.unwrap();
+        assert!(compare(&want, &out).unwrap().within_contract());
+        assert!(
+            ((log - want_log) / want_log).abs() < 1e-5,
+            "{log} vs {want_log}"
+        );
+        for bad in [0.0, -1.0, f32::NAN] {
+            let e = run
+                .phi(&f[0], PhiParams { eps: bad, ..params }, &mut out)
+                .unwrap_err();
+            assert!(e.to_string().contains("ε"), "{e}");
+        }
+        let e = run
+            .phi(&Matrix::zeros(30, 3), params, &mut out)
+            .unwrap_err();
+        assert!(e.to_string().contains("mode 0"), "{e}");
+        // The target's own factor is not read by fix; another mode's must fit.
+        run.fix(2, &g).unwrap();
+        let e = run.fix(0, &g).unwrap_err();
+        assert!(e.to_string().contains("mode 2"), "{e}");
+        assert!(run.fix(3, &f).is_err());
+        assert!(engine.phi_run(&p, 0).is_err());
+    }
 });
 
 // The contract on real data: Φ on every mode of every shared tensor at rank 16, at the
@@ -254,6 +324,33 @@ twin!(
                         ((log - want_log) / want_log).abs() <= 1e-5,
                         "{name} mode {mode}"
                     );
+                }
+                // Through a PhiRun where the backend has one (long rows cut into pieces:
+                // MovieLens-100k's 31 weeks hold about 3000 ratings each).
+                if let Some(mut run) = engine.phi_run(&p, 16).unwrap() {
+                    let mut out = Matrix::zeros(1, 1);
+                    let params = PhiParams {
+                        eps: 1e-10,
+                        log_term: true,
+                    };
+                    for mode in 0..x.order() {
+                        run.fix(mode, &f).unwrap();
+                        let log = run
+                            .phi(&f[mode], params, &mut out)
+                            .unwrap()
+                            .log_term
+                            .unwrap();
+                        let (want, want_log) = reference::phi(&x, mode, &f, 1e-10).unwrap();
+                        let acc = compare(&want, &out).unwrap();
+                        assert!(
+                            acc.smape_percent <= SMAPE_TARGET_PERCENT,
+                            "{name} PhiRun Φ mode {mode}: {acc:?}"
+                        );
+                        assert!(
+                            ((log - want_log) / want_log).abs() <= 1e-5,
+                            "{name} PhiRun mode {mode}"
+                        );
+                    }
                 }
             }
         }

@@ -56,7 +56,7 @@
 //! (log-likelihood 0) with a warning.
 
 use super::check_common;
-use crate::engine::{Call, Engine, PhiParams, Prepared, RunStats};
+use crate::engine::{Call, Engine, PhiParams, PhiRun, Prepared, RunStats};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
@@ -420,7 +420,16 @@ pub fn cp_apr_with_progress(
     // The last Φ of each mode (for the inadmissible zeros), and the log-likelihood's
     // scratch: its call runs on the shortest mode, whose output is smallest.
     let mut phis: Vec<Matrix> = vec![Matrix::zeros(0, 0); order];
-    let ll_mode = (0..order).min_by_key(|&m| dims[m]).expect("order ≥ 2");
+    // Φ with the inner iterations' fixed Khatri-Rao rows kept between calls, where the
+    // backend offers it (the CPU); otherwise Op::Phi per call.
+    let mut phi_run = engine.phi_run(x, rank)?;
+    // With it, the log-likelihood runs on the last mode, whose fixed rows are the final
+    // factors of the others when the outer iteration ends: no new rows to form.
+    let ll_mode = if phi_run.is_some() {
+        order - 1
+    } else {
+        (0..order).min_by_key(|&m| dims[m]).expect("order ≥ 2")
+    };
     let mut ll_b = Matrix::zeros(dims[ll_mode], rank);
     let mut ll_out = Matrix::zeros(0, 0);
     let call = Call {
@@ -463,11 +472,17 @@ pub fn cp_apr_with_progress(
             scale_columns(&mut a[n], &lambda);
             lambda.fill(1.0);
             to_f32(&a[n], eng[n].data_mut());
-            // 3. Multiplicative updates.
+            // 3. Multiplicative updates (the other modes' factors fixed throughout).
+            if let Some(run) = &mut phi_run {
+                clock.kernel(|| run.fix(n, &eng))?;
+            }
             for _ in 0..opts.max_inner {
                 inner_iters += 1;
                 let out = &mut phis[n];
-                clock.kernel(|| engine.run_into_with(Op::Phi, x, n, &eng, &call, out))?;
+                clock.kernel(|| match &mut phi_run {
+                    Some(run) => run.phi(&eng[n], call.phi, out),
+                    None => engine.run_into_with(Op::Phi, x, n, &eng, &call, out),
+                })?;
                 let violation = kkt_violation(&a[n], phis[n].data());
                 kkt[n] = violation;
                 if violation < opts.tol {
@@ -495,6 +510,7 @@ pub fn cp_apr_with_progress(
             &a,
             &lambda,
             &ll_call,
+            phi_run.as_mut(),
             &mut clock,
         )?;
         let stats = CpAprIter {
@@ -602,6 +618,7 @@ fn log_likelihood(
     a: &[Vec<f64>],
     lambda: &[f64],
     call: &Call<'_>,
+    run: Option<&mut PhiRun<'_>>,
     clock: &mut Clock,
 ) -> Result<f64> {
     let rank = lambda.len();
@@ -617,9 +634,16 @@ fn log_likelihood(
                 }
             });
     }
-    std::mem::swap(&mut eng[mode], b);
-    let stats = clock.kernel(|| engine.run_into_with(Op::Phi, x, mode, eng, call, out));
-    std::mem::swap(&mut eng[mode], b);
+    let stats = match run {
+        // Its fixed mode is `mode`, with the other factors as they are now.
+        Some(run) => clock.kernel(|| run.phi(b, call.phi, out)),
+        None => {
+            std::mem::swap(&mut eng[mode], b);
+            let stats = clock.kernel(|| engine.run_into_with(Op::Phi, x, mode, eng, call, out));
+            std::mem::swap(&mut eng[mode], b);
+            stats
+        }
+    };
     let data = stats?.log_term.ok_or_else(|| {
         Error::Unsupported(format!(
             "the {} backend gave no log term for Φ",
@@ -718,18 +742,34 @@ fn fix_inadmissible(a: &mut [f64], phi: &[f32], kappa_tol: f64, kappa: f64) -> b
         .reduce(|| false, |x, y| x | y)
 }
 
-/// `max |min(B, 1 − Φ)|`.
+/// `max |min(B, 1 − Φ)|`; NaN when `B` or `Φ` holds a NaN (a broken Φ is not read as
+/// converged). Four running maxima per chunk, NaN tracked apart, so the loop vectorizes
+/// (it runs after every Φ of the inner iterations).
 fn kkt_violation(b: &[f64], phi: &[f32]) -> f64 {
     b.par_chunks(1 << 16)
         .zip(phi.par_chunks(1 << 16))
         .map(|(b, p)| {
-            b.iter().zip(p).fold(0.0f64, |m, (&b, &p)| {
-                // f64::min would drop a NaN Φ; keep it.
+            let mut m = [0f64; 4];
+            let mut nan = false;
+            let (b4, p4) = (b.chunks_exact(4), p.chunks_exact(4));
+            let tail = b4.remainder().iter().zip(p4.remainder());
+            for (b, p) in b4.zip(p4) {
+                for k in 0..4 {
+                    let d = 1.0 - f64::from(p[k]);
+                    nan |= d.is_nan() | b[k].is_nan();
+                    m[k] = m[k].max(b[k].min(d).abs());
+                }
+            }
+            for (&b, &p) in tail {
                 let d = 1.0 - f64::from(p);
-                let v = if d.is_nan() { d } else { b.min(d).abs() };
-                // NaN wins, so a broken Φ is not read as converged.
-                if v.is_nan() || v > m { v } else { m }
-            })
+                nan |= d.is_nan() | b.is_nan();
+                m[0] = m[0].max(b.min(d).abs());
+            }
+            if nan {
+                f64::NAN
+            } else {
+                m[0].max(m[1]).max(m[2].max(m[3]))
+            }
         })
         .reduce(|| 0.0, |x, y| if x.is_nan() || x > y { x } else { y })
 }
@@ -757,6 +797,13 @@ mod tests {
         assert_eq!(kkt_violation(&[0.5, 0.1, 0.0], &[0.2, 3.0, 1.0]), 2.0);
         assert!(kkt_violation(&[0.5], &[f32::NAN]).is_nan());
         assert_eq!(kkt_violation(&[], &[]), 0.0);
+        // Past the four lanes: the largest gap in the tail, then in a lane; NaN in B.
+        let b = [0.5, 0.1, 0.0, 0.3, 0.2, 0.7];
+        assert_eq!(kkt_violation(&b, &[0.2, 3.0, 1.0, 0.9, 5.0, 0.1]), 4.0);
+        assert_eq!(kkt_violation(&b, &[0.2, 0.0, 1.0, 9.0, 0.0, 0.1]), 8.0);
+        let mut b8 = [0.5; 8];
+        b8[6] = f64::NAN;
+        assert!(kkt_violation(&b8, &[0.5; 8]).is_nan());
     }
 
     #[test]

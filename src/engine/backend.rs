@@ -240,6 +240,16 @@ pub trait Backend: Send + Sync {
             self.kind()
         )))
     }
+    /// A Φ session on `tensor` for factors of rank `rank` ([`super::phi`]); `None` where
+    /// the backend has no such path or its buffers would not fit in memory.
+    fn phi_session<'a>(
+        &'a self,
+        tensor: &'a dyn BackendTensor,
+        rank: usize,
+    ) -> Result<Option<Box<dyn super::PhiSession + 'a>>> {
+        let _ = (tensor, rank);
+        Ok(None)
+    }
     /// Measures the device's copy rate by copying `bytes` (rounded down to whole
     /// 4-byte words, at most half the free memory) within device memory `reps` times;
     /// `Ok(None)` for backends without device memory (the CPU).

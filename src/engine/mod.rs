@@ -10,6 +10,7 @@ mod backend;
 pub mod completion;
 pub mod cpu;
 pub mod cuda;
+pub mod phi;
 pub mod profile;
 
 pub use backend::{
@@ -17,6 +18,7 @@ pub use backend::{
     Launch, PhiParams, RunOptions, RunStats, median,
 };
 pub use completion::{CompletionSession, SgdStep};
+pub use phi::{PhiRun, PhiSession};
 
 use crate::error::{Error, Result};
 use crate::hls::{HlsBuilder, HlsTensor, KeyOrder};

@@ -13,6 +13,7 @@ mod completion;
 mod fixed;
 mod kernel;
 mod phi;
+mod phi_rows;
 mod rows;
 mod scaled;
 mod sgd;
@@ -134,6 +135,14 @@ impl Backend for CpuBackend {
         kernel::run(op, hls, mode, factors.factors(), out, &self.pool);
         factors.unscale(op, mode, hls.scale(), out);
         Ok(RunStats::default())
+    }
+    fn phi_session<'a>(
+        &'a self,
+        tensor: &'a dyn BackendTensor,
+        rank: usize,
+    ) -> Result<Option<Box<dyn super::PhiSession + 'a>>> {
+        Ok(phi_rows::CpuPhi::new(tensor.hls(), rank)?
+            .map(|s| Box::new(s) as Box<dyn super::PhiSession + 'a>))
     }
     fn completion_session<'a>(
         &'a self,

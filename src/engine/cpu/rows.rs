@@ -39,6 +39,21 @@ pub(super) struct RowGroups {
 }
 
 impl RowGroups {
+    /// The rows' nonzero ranges: row `i`'s nonzeros are `ptr()[i]..ptr()[i + 1]`.
+    pub(super) fn ptr(&self) -> &[usize] {
+        &self.ptr
+    }
+
+    /// Per nonzero, the other modes' indices (`order − 1` each, in mode order).
+    pub(super) fn others(&self) -> &[u32] {
+        &self.others
+    }
+
+    /// Per nonzero, its value minus the offset it was built with.
+    pub(super) fn values(&self) -> &[f32] {
+        &self.values
+    }
+
     /// Groups the nonzeros of `hls` (visited share by share, values minus `offset`)
     /// by their index in every mode: one [`RowGroups`] per mode.
     pub(super) fn build(hls: &HlsTensor, shares: &[Share], offset: f32) -> Result<Vec<Self>> {

@@ -1,0 +1,274 @@
+//! CP-APR's Φ on the CPU for runs of calls with fixed other factors
+//! ([`crate::engine::phi`]).
+//!
+//! The nonzeros are grouped by row of every mode once per session ([`RowGroups`]).
+//! [`PhiSession::fix`] forms `π` (the product of the other modes' factor rows, f32 with
+//! subnormals flushed, as the walk of [`super::phi`] forms it) of every nonzero in the
+//! fixed mode's row order: `nnz × R` floats, written once and streamed by each of the
+//! inner iterations' calls. [`PhiSession::phi`] then walks the rows, cut into pieces
+//! of at most a few thousand nonzeros (so a mode of a few long rows still spreads over
+//! every worker): per nonzero, `μ = B[i] · π` in f64 (four interleaved partial sums,
+//! as the walk), `Φ[i] += x / max(μ, ε) · π` into f64 accumulators held for the whole
+//! piece; a row's pieces are then added in order and rounded to f32 once. No gathers,
+//! no private outputs of the whole Φ; the cut depends on the tensor only, so results
+//! do not depend on the thread count.
+//!
+//! The session is offered only where its buffers (the groups, about `N² · 4` bytes per
+//! nonzero, and `π`, `4R` bytes per nonzero) fit in half the available memory;
+//! elsewhere CP-APR runs [`crate::ops::Op::Phi`] per call.
+
+use super::kernel::shares;
+use super::rows::RowGroups;
+use super::subnormal::FlushSubnormals;
+use crate::engine::{PhiParams, PhiSession, RunStats};
+use crate::error::Result;
+use crate::hls::HlsTensor;
+use crate::matrix::Matrix;
+use rayon::prelude::*;
+
+/// Nonzeros per parallel task when forming `π`.
+const PI_CHUNK: usize = 1024;
+/// Most nonzeros of one piece of a row (longer rows are cut, so that a mode with a few
+/// long rows, e.g. 5 time steps or 31 weeks, still spreads over every worker).
+const PIECE: usize = 2048;
+/// Nonzeros per parallel task of Φ (consecutive pieces).
+const TASK: usize = 4096;
+
+/// How one mode's rows are cut for Φ: into pieces of at most [`PIECE`] nonzeros,
+/// consecutive pieces grouped into tasks of about [`TASK`]. Fixed by the tensor, not the
+/// thread count; each piece sums into its own f64 partial row, and a row's pieces are
+/// added in order, so results do not depend on the thread count.
+struct Plan {
+    /// Per piece: its row and its nonzeros `start..end` in the mode's row order.
+    pieces: Vec<(usize, usize, usize)>,
+    /// Row `i`'s pieces are `first[i]..first[i + 1]` (none for an empty row).
+    first: Vec<usize>,
+    /// Per task: its pieces `a..b`.
+    tasks: Vec<(usize, usize)>,
+}
+
+impl Plan {
+    fn new(ptr: &[usize]) -> Self {
+        let rows = ptr.len() - 1;
+        let (mut pieces, mut first, mut tasks) =
+            (Vec::new(), Vec::with_capacity(rows + 1), Vec::new());
+        for i in 0..rows {
+            first.push(pieces.len());
+            let mut s = ptr[i];
+            while s < ptr[i + 1] {
+                let e = (s + PIECE).min(ptr[i + 1]);
+                pieces.push((i, s, e));
+                s = e;
+            }
+        }
+        first.push(pieces.len());
+        let (mut a, mut n) = (0, 0);
+        for (k, &(_, s, e)) in pieces.iter().enumerate() {
+            n += e - s;
+            if n >= TASK {
+                tasks.push((a, k + 1));
+                (a, n) = (k + 1, 0);
+            }
+        }
+        if a < pieces.len() {
+            tasks.push((a, pieces.len()));
+        }
+        Plan {
+            pieces,
+            first,
+            tasks,
+        }
+    }
+}
+
+/// The CPU's Φ session.
+pub(super) struct CpuPhi {
+    groups: Vec<RowGroups>,
+    rank: usize,
+    /// The fixed mode (`usize::MAX` before the first fix).
+    mode: usize,
+    /// `π` of every nonzero of the fixed mode, in its row order (`nnz × R`).
+    pi: Vec<f32>,
+    /// Per mode, how its rows are cut (made on the first fix of the mode).
+    plans: Vec<Option<Plan>>,
+    /// One f64 row per piece of the fixed mode's plan.
+    partial: Vec<f64>,
+}
+
+impl CpuPhi {
+    /// A session on `hls` at rank `rank`, or `None` where its buffers would not fit in
+    /// half the available memory (or the tensor has one mode).
+    pub(super) fn new(hls: &HlsTensor, rank: usize) -> Result<Option<Self>> {
+        let (order, nnz) = (hls.order() as u64, hls.nnz() as u64);
+        if order < 2 {
+            return Ok(None);
+        }
+        let need = order * nnz * order * 4 + nnz * rank as u64 * 4;
+        let budget = crate::matrix::available_memory().map_or(u64::MAX, |a| a / 2);
+        if need > budget {
+            return Ok(None);
+        }
+        let workers = rayon::current_num_threads().max(1);
+        let groups = RowGroups::build(hls, &shares(hls, workers), 0.0)?;
+        Ok(Some(CpuPhi {
+            groups,
+            rank,
+            mode: usize::MAX,
+            pi: Vec::new(),
+            plans: (0..order).map(|_| None).collect(),
+            partial: Vec::new(),
+        }))
+    }
+}
+
+impl PhiSession for CpuPhi {
+    fn fix(&mut self, mode: usize, factors: &[Matrix]) -> Result<RunStats> {
+        let (g, r) = (&self.groups[mode], self.rank);
+        let others: Vec<&[f32]> = (factors.iter().enumerate())
+            .filter(|&(m, _)| m != mode)
+            .map(|(_, f)| f.data())
+            .collect();
+        let d = others.len();
+        let idx = g.others();
+        self.pi.clear();
+        self.pi.resize(g.values().len() * r, 0.0);
+        self.pi
+            .par_chunks_mut(PI_CHUNK * r.max(1))
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                let _flush = FlushSubnormals::new();
+                for (j, p) in chunk.chunks_exact_mut(r).enumerate() {
+                    let q = c * PI_CHUNK + j;
+                    let ix = &idx[q * d..(q + 1) * d];
+                    p.copy_from_slice(&others[0][ix[0] as usize * r..][..r]);
+                    for (f, &i) in others.iter().zip(ix).skip(1) {
+                        for (v, &a) in p.iter_mut().zip(&f[i as usize * r..][..r]) {
+                            *v *= a;
+                        }
+                    }
+                }
+            });
+        if self.plans[mode].is_none() {
+            self.plans[mode] = Some(Plan::new(g.ptr()));
+        }
+        self.mode = mode;
+        Ok(RunStats::default())
+    }
+
+    fn phi(&mut self, b: &Matrix, params: PhiParams, out: &mut Matrix) -> Result<RunStats> {
+        let (g, r) = (&self.groups[self.mode], self.rank);
+        let plan = self.plans[self.mode].as_ref().expect("made by fix");
+        let (x, pi) = (g.values(), &self.pi[..]);
+        let eps = f64::from(params.eps);
+        let log_term = params.log_term;
+        self.partial.resize(plan.pieces.len() * r, 0.0);
+        let mut rest = &mut self.partial[..];
+        let mut jobs = Vec::with_capacity(plan.tasks.len());
+        for &(a, e) in &plan.tasks {
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((e - a) * r);
+            rest = tail;
+            jobs.push((&plan.pieces[a..e], mine));
+        }
+        let logs: Vec<f64> = jobs
+            .into_par_iter()
+            .map(|(pieces, acc)| {
+                let _flush = FlushSubnormals::new();
+                let mut log = 0f64;
+                for (&(i, s, e), acc) in pieces.iter().zip(acc.chunks_exact_mut(r)) {
+                    let (p, xs, brow) = (&pi[s * r..e * r], &x[s..e], b.row(i));
+                    log += match (r, log_term) {
+                        (8, false) => row_phi::<8, false>(brow, p, xs, eps, acc),
+                        (16, false) => row_phi::<16, false>(brow, p, xs, eps, acc),
+                        (32, false) => row_phi::<32, false>(brow, p, xs, eps, acc),
+                        (8, true) => row_phi::<8, true>(brow, p, xs, eps, acc),
+                        (16, true) => row_phi::<16, true>(brow, p, xs, eps, acc),
+                        (32, true) => row_phi::<32, true>(brow, p, xs, eps, acc),
+                        _ => row_phi_any(brow, p, xs, eps, log_term, acc),
+                    };
+                }
+                log
+            })
+            .collect();
+        // Each row: its pieces' sums, in order, rounded to f32 once.
+        const ROWS: usize = 256;
+        let (first, partial) = (&plan.first, &self.partial);
+        out.data_mut()
+            .par_chunks_mut(ROWS * r)
+            .enumerate()
+            .for_each(|(blk, o)| {
+                for (k, orow) in o.chunks_exact_mut(r).enumerate() {
+                    let i = blk * ROWS + k;
+                    let ps = &partial[first[i] * r..first[i + 1] * r];
+                    for (c, v) in orow.iter_mut().enumerate() {
+                        *v = ps.iter().skip(c).step_by(r).sum::<f64>() as f32;
+                    }
+                }
+            });
+        Ok(RunStats {
+            log_term: log_term.then(|| logs.iter().sum()),
+            ..RunStats::default()
+        })
+    }
+}
+
+/// One row of Φ at rank `R`: `b` the row of `B`, `pi` its nonzeros' `π` (`n × R`), `x`
+/// their values; returns `Σ x · ln max(μ, ε)` when `LOG` (else 0). `LOG` is a
+/// constant so that the loop without the logarithm calls nothing and keeps its
+/// accumulators in vector registers.
+#[inline(always)]
+fn row_phi<const R: usize, const LOG: bool>(
+    b: &[f32],
+    pi: &[f32],
+    x: &[f32],
+    eps: f64,
+    out: &mut [f64],
+) -> f64 {
+    let b: [f64; R] = std::array::from_fn(|k| f64::from(b[k]));
+    let mut acc = [0f64; R];
+    let mut log = 0f64;
+    for (p, &x) in pi.chunks_exact(R).zip(x) {
+        let p: [f64; R] = std::array::from_fn(|k| f64::from(p[k]));
+        let mut m = [0f64; 4];
+        for k in 0..R {
+            m[k % 4] += b[k] * p[k];
+        }
+        let m = (m[0] + m[1]) + (m[2] + m[3]);
+        // NaN stays NaN (f64::max would turn it into ε), so a bad factor shows.
+        let mu = if m.is_nan() { m } else { m.max(eps) };
+        let x = f64::from(x);
+        if LOG {
+            log += x * mu.ln();
+        }
+        let w = x / mu;
+        for (a, &v) in acc.iter_mut().zip(&p) {
+            *a += w * v;
+        }
+    }
+    out.copy_from_slice(&acc);
+    log
+}
+
+/// [`row_phi`] for any rank.
+fn row_phi_any(b: &[f32], pi: &[f32], x: &[f32], eps: f64, log_term: bool, out: &mut [f64]) -> f64 {
+    let r = b.len();
+    let mut acc = vec![0f64; r];
+    let mut log = 0f64;
+    for (p, &x) in pi.chunks_exact(r.max(1)).zip(x) {
+        let mut m = [0f64; 4];
+        for (k, (&bk, &pk)) in b.iter().zip(p).enumerate() {
+            m[k % 4] += f64::from(bk) * f64::from(pk);
+        }
+        let m = (m[0] + m[1]) + (m[2] + m[3]);
+        let mu = if m.is_nan() { m } else { m.max(eps) };
+        let x = f64::from(x);
+        if log_term {
+            log += x * mu.ln();
+        }
+        let w = x / mu;
+        for (a, &v) in acc.iter_mut().zip(p) {
+            *a += w * f64::from(v);
+        }
+    }
+    out.copy_from_slice(&acc);
+    log
+}
