@@ -67,7 +67,10 @@ PY
     "$bin" cp-apr "$f" --rank "$rank" --iters 1 --tol 0 --init "$init" --backend cpu --json > /dev/null 2>&1 # warm the .sptb cache
     ours_all="["; peer_all="["
     for _ in $(seq "$rounds"); do
-        ours_all+="$("$bin" cp-apr "$f" --rank "$rank" --iters "$its" --tol 0 --init "$init" --backend cpu --threads 2 --json 2>/dev/null | "$py" -c 'import json,sys; d=json.load(sys.stdin); d.pop("weights"); print(json.dumps(d))'),"
+        # To a file first: a reader started beside it in a pipe (Python's start-up) would
+        # take one of the two cores while sptmc runs.
+        "$bin" cp-apr "$f" --rank "$rank" --iters "$its" --tol 0 --init "$init" --backend cpu --threads 2 --json > "$work/ours.json" 2>/dev/null
+        ours_all+="$("$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("weights"); print(json.dumps(d))' "$work/ours.json"),"
         peer_all+="$("$py" scripts/pyttb_cp_apr.py "$f" --rank "$rank" --iters "$its" --tol 0 --init "$init"),"
     done
     ours="${ours_all%,}]"; peer="${peer_all%,}]"

@@ -356,3 +356,83 @@ twin!(
         }
     }
 );
+
+// MU's inner iterations through a PhiRun (the CPU runs them row by row while a row's
+// Khatri-Rao rows are in cache, and again up to the stop when the stop comes early)
+// give the sequential loop's result to the bit: every mode (one with rows longer than a
+// piece), no stop, an early stop, and the next call after each.
+twin!(
+    mu_inner_iterations_match_the_sequential_loop_bit_for_bit,
+    |engine| {
+        let x = counts(&GenSpec {
+            dims: vec![400, 300, 4],
+            nnz: 30_000,
+            pattern: Pattern::PowerLaw { alpha: 0.9 },
+            seed: 17,
+        });
+        let p = engine
+            .prepare_with_thresholds(&x, &[(Op::Phi, u32::MAX)])
+            .unwrap();
+        let rank = 16;
+        let Some(mut run) = engine.phi_run(&p, rank).unwrap() else {
+            return;
+        };
+        let Some(mut seq) = engine.phi_run(&p, rank).unwrap() else {
+            unreachable!("the backend gave one PhiRun above");
+        };
+        let params = PhiParams {
+            eps: 1e-10,
+            log_term: false,
+        };
+        let f = factors(x.dims(), rank, 5);
+        for mode in 0..3 {
+            // The violation after three iterations: a tolerance just above it stops early.
+            seq.fix(mode, &f).unwrap();
+            let mut b: Vec<f64> = f[mode].data().iter().map(|&v| f64::from(v)).collect();
+            let mut b32 = f[mode].clone();
+            let mut out = Matrix::zeros(1, 1);
+            let probe = sptmc::engine::phi::mu_inner_seq(
+                |b32, out| seq.phi(b32, params, out),
+                &mut b,
+                &mut b32,
+                3,
+                0.0,
+                &mut out,
+            )
+            .unwrap();
+            for tol in [0.0, probe.violation * 1.0001, 0.0] {
+                let start: Vec<f64> = f[mode].data().iter().map(|&v| f64::from(v)).collect();
+                let (mut b1, mut b2) = (start.clone(), start);
+                let (mut c1, mut c2) = (f[mode].clone(), f[mode].clone());
+                let (mut o1, mut o2) = (Matrix::zeros(1, 1), Matrix::zeros(1, 1));
+                run.fix(mode, &f).unwrap();
+                let got = run
+                    .mu_inner(&mut b1, &mut c1, params, 10, tol, &mut o1)
+                    .unwrap();
+                seq.fix(mode, &f).unwrap();
+                let want = sptmc::engine::phi::mu_inner_seq(
+                    |b32, out| seq.phi(b32, params, out),
+                    &mut b2,
+                    &mut c2,
+                    10,
+                    tol,
+                    &mut o2,
+                )
+                .unwrap();
+                assert_eq!(got, want, "mode {mode} tol {tol}");
+                assert!(
+                    b1.iter().zip(&b2).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "mode {mode} tol {tol}: B differs"
+                );
+                assert_eq!(c1, c2, "mode {mode} tol {tol}: B's f32 copy differs");
+                assert_eq!(o1, o2, "mode {mode} tol {tol}: the last Φ differs");
+                if tol > 0.0 {
+                    assert!(
+                        got.evaluations < 10,
+                        "mode {mode}: no early stop at tol {tol}"
+                    );
+                }
+            }
+        }
+    }
+);

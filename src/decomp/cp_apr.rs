@@ -56,6 +56,7 @@
 //! (log-likelihood 0) with a warning.
 
 use super::check_common;
+use crate::engine::phi::{MuInner, mu_inner_seq};
 use crate::engine::{Call, Engine, PhiParams, PhiRun, Prepared, RunStats};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -352,6 +353,16 @@ impl Clock {
         self.from_device += stats.bytes_from_device;
         Ok(stats)
     }
+
+    fn kernel_of(&mut self, f: impl FnOnce() -> Result<MuInner>) -> Result<MuInner> {
+        let t = Instant::now();
+        let out = f();
+        self.kernel += t.elapsed().as_secs_f64();
+        let inner = out?;
+        self.to_device += inner.stats.bytes_to_device;
+        self.from_device += inner.stats.bytes_from_device;
+        Ok(inner)
+    }
 }
 
 /// [`cp_apr`], calling `progress` after every outer iteration.
@@ -476,20 +487,40 @@ pub fn cp_apr_with_progress(
             if let Some(run) = &mut phi_run {
                 clock.kernel(|| run.fix(n, &eng))?;
             }
-            for _ in 0..opts.max_inner {
-                inner_iters += 1;
-                let out = &mut phis[n];
-                clock.kernel(|| match &mut phi_run {
-                    Some(run) => run.phi(&eng[n], call.phi, out),
-                    None => engine.run_into_with(Op::Phi, x, n, &eng, &call, out),
-                })?;
-                let violation = kkt_violation(&a[n], phis[n].data());
-                kkt[n] = violation;
-                if violation < opts.tol {
-                    break;
+            let inner = match &mut phi_run {
+                Some(run) => clock.kernel_of(|| {
+                    run.mu_inner(
+                        &mut a[n],
+                        &mut eng[n],
+                        call.phi,
+                        opts.max_inner,
+                        opts.tol,
+                        &mut phis[n],
+                    )
+                })?,
+                None => {
+                    // B's f32 copy goes in and out of the factors around each Φ.
+                    let mut b32 = std::mem::replace(&mut eng[n], Matrix::zeros(0, 0));
+                    let phi = |b32: &mut Matrix, out: &mut Matrix| {
+                        std::mem::swap(&mut eng[n], b32);
+                        let stats = engine.run_into_with(Op::Phi, x, n, &eng, &call, out);
+                        std::mem::swap(&mut eng[n], b32);
+                        stats
+                    };
+                    let (b, out) = (&mut a[n], &mut phis[n]);
+                    let inner = clock.kernel_of(|| {
+                        mu_inner_seq(phi, b, &mut b32, opts.max_inner, opts.tol, out)
+                    });
+                    eng[n] = b32;
+                    inner?
                 }
+            };
+            inner_iters += inner.evaluations;
+            if inner.evaluations > 0 {
+                kkt[n] = inner.violation;
+            }
+            if inner.updated {
                 all_met = false;
-                update(&mut a[n], phis[n].data(), eng[n].data_mut());
             }
             // 4. The weights back out of this mode.
             let sums = column_sums(&a[n], rank);
@@ -742,69 +773,9 @@ fn fix_inadmissible(a: &mut [f64], phi: &[f32], kappa_tol: f64, kappa: f64) -> b
         .reduce(|| false, |x, y| x | y)
 }
 
-/// `max |min(B, 1 − Φ)|`; NaN when `B` or `Φ` holds a NaN (a broken Φ is not read as
-/// converged). Four running maxima per chunk, NaN tracked apart, so the loop vectorizes
-/// (it runs after every Φ of the inner iterations).
-fn kkt_violation(b: &[f64], phi: &[f32]) -> f64 {
-    b.par_chunks(1 << 16)
-        .zip(phi.par_chunks(1 << 16))
-        .map(|(b, p)| {
-            let mut m = [0f64; 4];
-            let mut nan = false;
-            let (b4, p4) = (b.chunks_exact(4), p.chunks_exact(4));
-            let tail = b4.remainder().iter().zip(p4.remainder());
-            for (b, p) in b4.zip(p4) {
-                for k in 0..4 {
-                    let d = 1.0 - f64::from(p[k]);
-                    nan |= d.is_nan() | b[k].is_nan();
-                    m[k] = m[k].max(b[k].min(d).abs());
-                }
-            }
-            for (&b, &p) in tail {
-                let d = 1.0 - f64::from(p);
-                nan |= d.is_nan() | b.is_nan();
-                m[0] = m[0].max(b.min(d).abs());
-            }
-            if nan {
-                f64::NAN
-            } else {
-                m[0].max(m[1]).max(m[2].max(m[3]))
-            }
-        })
-        .reduce(|| 0.0, |x, y| if x.is_nan() || x > y { x } else { y })
-}
-
-/// `B ← B ∗ Φ`, and its f32 copy.
-fn update(b: &mut [f64], phi: &[f32], copy: &mut [f32]) {
-    b.par_chunks_mut(1 << 16)
-        .zip(phi.par_chunks(1 << 16))
-        .zip(copy.par_chunks_mut(1 << 16))
-        .for_each(|((b, p), c)| {
-            for ((b, &p), c) in b.iter_mut().zip(p).zip(c) {
-                *b *= f64::from(p);
-                *c = *b as f32;
-            }
-        });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kkt_violation_is_the_largest_complementarity_gap() {
-        // min(0.5, 1 - 0.2) = 0.5; min(0.1, 1 - 3) = -2 → 2; min(0, 1 - 1) = 0.
-        assert_eq!(kkt_violation(&[0.5, 0.1, 0.0], &[0.2, 3.0, 1.0]), 2.0);
-        assert!(kkt_violation(&[0.5], &[f32::NAN]).is_nan());
-        assert_eq!(kkt_violation(&[], &[]), 0.0);
-        // Past the four lanes: the largest gap in the tail, then in a lane; NaN in B.
-        let b = [0.5, 0.1, 0.0, 0.3, 0.2, 0.7];
-        assert_eq!(kkt_violation(&b, &[0.2, 3.0, 1.0, 0.9, 5.0, 0.1]), 4.0);
-        assert_eq!(kkt_violation(&b, &[0.2, 0.0, 1.0, 9.0, 0.0, 0.1]), 8.0);
-        let mut b8 = [0.5; 8];
-        b8[6] = f64::NAN;
-        assert!(kkt_violation(&b8, &[0.5; 8]).is_nan());
-    }
 
     #[test]
     fn inadmissible_zeros_move_only_where_phi_is_positive() {

@@ -18,6 +18,48 @@ use super::{Engine, PhiParams, Prepared, RunStats, first_non_finite};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
+use rayon::prelude::*;
+
+/// What [`PhiRun::mu_inner`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MuInner {
+    /// Φ evaluations (the inner iterations run, the last one included).
+    pub evaluations: usize,
+    /// The KKT violation `max |min(B, 1 − Φ)|` of the last evaluation (0 when none).
+    pub violation: f64,
+    /// Whether `B` was updated at least once (some violation was at least `tol`).
+    pub updated: bool,
+    /// Bytes moved, summed over the evaluations.
+    pub stats: RunStats,
+}
+
+/// MU's inner iterations on one mode, one Φ evaluation at a time through `phi` (`Φ`
+/// of the f32 copy of `B` into `out`): up to `max_inner` times, Φ, its KKT violation
+/// (stop when below `tol`), then `B ← B ∗ Φ` and `B`'s f32 copy `b32` refreshed. `out`
+/// holds the last Φ.
+pub fn mu_inner_seq(
+    mut phi: impl FnMut(&mut Matrix, &mut Matrix) -> Result<RunStats>,
+    b: &mut [f64],
+    b32: &mut Matrix,
+    max_inner: usize,
+    tol: f64,
+    out: &mut Matrix,
+) -> Result<MuInner> {
+    let mut done = MuInner::default();
+    for _ in 0..max_inner {
+        done.evaluations += 1;
+        let stats = phi(b32, out)?;
+        done.stats.bytes_to_device += stats.bytes_to_device;
+        done.stats.bytes_from_device += stats.bytes_from_device;
+        done.violation = kkt_violation(b, out.data());
+        if done.violation < tol {
+            break;
+        }
+        done.updated = true;
+        mu_update(b, out.data(), b32.data_mut());
+    }
+    Ok(done)
+}
 
 /// A backend's Φ session (see the [module documentation](self)); the engine's
 /// [`PhiRun`] checks every argument before it reaches one.
@@ -28,6 +70,28 @@ pub trait PhiSession {
     /// Φ of the fixed mode with target factor `b` into `out` (already `I_n × R`; every
     /// entry is overwritten), with [`RunStats::log_term`] when `params.log_term`.
     fn phi(&mut self, b: &Matrix, params: PhiParams, out: &mut Matrix) -> Result<RunStats>;
+    /// MU's inner iterations on the fixed mode as [`mu_inner_seq`] runs them (`b` the
+    /// f64 factor, `b32` its f32 copy, both updated; `out` the last Φ), with the same
+    /// result to the bit; backends may run them in another order (the CPU: row by row,
+    /// see [`crate::engine::cpu`]).
+    fn mu_inner(
+        &mut self,
+        b: &mut [f64],
+        b32: &mut Matrix,
+        params: PhiParams,
+        max_inner: usize,
+        tol: f64,
+        out: &mut Matrix,
+    ) -> Result<MuInner> {
+        mu_inner_seq(
+            |b32, out| self.phi(b32, params, out),
+            b,
+            b32,
+            max_inner,
+            tol,
+            out,
+        )
+    }
 }
 
 /// Φ of one prepared tensor for runs of calls with a fixed mode and fixed other factors.
@@ -121,6 +185,64 @@ impl PhiRun<'_> {
     }
 }
 
+impl PhiRun<'_> {
+    /// MU's inner iterations on the fixed mode ([`mu_inner_seq`]'s, to the bit): `b` the
+    /// mode's factor in f64 (`I_n × R` row-major), `b32` its f32 copy, both updated;
+    /// `out` (resized to `I_n × R`) gets the last Φ. [`Error::NonFinite`] when Φ or `B`
+    /// is not finite at the end.
+    pub fn mu_inner(
+        &mut self,
+        b: &mut [f64],
+        b32: &mut Matrix,
+        params: PhiParams,
+        max_inner: usize,
+        tol: f64,
+        out: &mut Matrix,
+    ) -> Result<MuInner> {
+        let mode = self.mode.ok_or_else(|| {
+            Error::InvalidOption("Φ: fix a mode and its factors before computing Φ".into())
+        })?;
+        let shape = (self.dims[mode], self.rank);
+        if b32.shape() != shape || b.len() != shape.0 * shape.1 {
+            return Err(Error::shape(
+                format!("MU's factor B of mode {mode}"),
+                format!("{}×{}", shape.0, shape.1),
+                format!("{}×{} ({} f64 values)", b32.rows(), b32.cols(), b.len()),
+            ));
+        }
+        if !(params.eps.is_finite() && params.eps > 0.0) {
+            return Err(Error::InvalidOption(format!(
+                "Φ's floor ε must be a finite number > 0, got {}",
+                params.eps
+            )));
+        }
+        if out.shape() != shape {
+            crate::matrix::check_alloc("Φ output", shape.0, shape.1, 4)?;
+            *out = Matrix::zeros(shape.0, shape.1);
+        }
+        let params = PhiParams {
+            log_term: false,
+            ..params
+        };
+        let done = self.session.mu_inner(b, b32, params, max_inner, tol, out)?;
+        for (what, k) in [
+            ("Φ", first_non_finite(out.data())),
+            ("B", first_non_finite(b32.data())),
+        ] {
+            if let Some(k) = k {
+                let cols = out.cols().max(1);
+                return Err(Error::NonFinite(format!(
+                    "MU's {what} of mode {mode} holds a non-finite value at ({}, {}): the \
+                     factors or the tensor's values are too large for f32",
+                    k / cols,
+                    k % cols
+                )));
+            }
+        }
+        Ok(done)
+    }
+}
+
 impl Engine {
     /// A [`PhiRun`] on `p` (prepared for [`Op::Phi`] or [`Op::Mttkrp`]) for factors of
     /// rank `rank`; `None` where the backend has no such path (CUDA today) or the
@@ -138,5 +260,70 @@ impl Engine {
                 rank,
                 mode: None,
             }))
+    }
+}
+
+/// `max |min(B, 1 − Φ)|`; NaN when `B` or `Φ` holds a NaN (a broken Φ is not read as
+/// converged). Four running maxima per chunk, NaN tracked apart, so the loop vectorizes
+/// (it runs after every Φ of the inner iterations).
+pub(crate) fn kkt_violation(b: &[f64], phi: &[f32]) -> f64 {
+    b.par_chunks(1 << 16)
+        .zip(phi.par_chunks(1 << 16))
+        .map(|(b, p)| {
+            let mut m = [0f64; 4];
+            let mut nan = false;
+            let (b4, p4) = (b.chunks_exact(4), p.chunks_exact(4));
+            let tail = b4.remainder().iter().zip(p4.remainder());
+            for (b, p) in b4.zip(p4) {
+                for k in 0..4 {
+                    let d = 1.0 - f64::from(p[k]);
+                    nan |= d.is_nan() | b[k].is_nan();
+                    m[k] = m[k].max(b[k].min(d).abs());
+                }
+            }
+            for (&b, &p) in tail {
+                let d = 1.0 - f64::from(p);
+                nan |= d.is_nan() | b.is_nan();
+                m[0] = m[0].max(b.min(d).abs());
+            }
+            if nan {
+                f64::NAN
+            } else {
+                m[0].max(m[1]).max(m[2].max(m[3]))
+            }
+        })
+        .reduce(|| 0.0, |x, y| if x.is_nan() || x > y { x } else { y })
+}
+
+/// `B ← B ∗ Φ`, and its f32 copy.
+pub(crate) fn mu_update(b: &mut [f64], phi: &[f32], copy: &mut [f32]) {
+    b.par_chunks_mut(1 << 16)
+        .zip(phi.par_chunks(1 << 16))
+        .zip(copy.par_chunks_mut(1 << 16))
+        .for_each(|((b, p), c)| {
+            for ((b, &p), c) in b.iter_mut().zip(p).zip(c) {
+                *b *= f64::from(p);
+                *c = *b as f32;
+            }
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kkt_violation_is_the_largest_complementarity_gap() {
+        // min(0.5, 1 - 0.2) = 0.5; min(0.1, 1 - 3) = -2 → 2; min(0, 1 - 1) = 0.
+        assert_eq!(kkt_violation(&[0.5, 0.1, 0.0], &[0.2, 3.0, 1.0]), 2.0);
+        assert!(kkt_violation(&[0.5], &[f32::NAN]).is_nan());
+        assert_eq!(kkt_violation(&[], &[]), 0.0);
+        // Past the four lanes: the largest gap in the tail, then in a lane; NaN in B.
+        let b = [0.5, 0.1, 0.0, 0.3, 0.2, 0.7];
+        assert_eq!(kkt_violation(&b, &[0.2, 3.0, 1.0, 0.9, 5.0, 0.1]), 4.0);
+        assert_eq!(kkt_violation(&b, &[0.2, 0.0, 1.0, 9.0, 0.0, 0.1]), 8.0);
+        let mut b8 = [0.5; 8];
+        b8[6] = f64::NAN;
+        assert!(kkt_violation(&b8, &[0.5; 8]).is_nan());
     }
 }

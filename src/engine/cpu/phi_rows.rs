@@ -7,11 +7,18 @@
 //! fixed mode's row order: `nnz × R` floats, written once and streamed by each of the
 //! inner iterations' calls. [`PhiSession::phi`] then walks the rows, cut into pieces
 //! of at most a few thousand nonzeros (so a mode of a few long rows still spreads over
-//! every worker): per nonzero, `μ = B[i] · π` in f64 (four interleaved partial sums,
-//! as the walk), `Φ[i] += x / max(μ, ε) · π` into f64 accumulators held for the whole
+//! every worker): per nonzero, `μ = B[i] · π` in f64 (four interleaved partial sums
+//! of fused multiply-adds), `Φ[i] += x / max(μ, ε) · π` into f64 accumulators held for the whole
 //! piece; a row's pieces are then added in order and rounded to f32 once. No gathers,
 //! no private outputs of the whole Φ; the cut depends on the tensor only, so results
 //! do not depend on the thread count.
+//!
+//! MU's inner iterations ([`PhiSession::mu_inner`]) run row by row where no row of the
+//! mode was cut: each row does all its inner iterations (Φ of the row, its KKT
+//! violation, `B ← B ∗ Φ`) while its `π` is in cache. The stop is on the largest
+//! violation over all rows, known only at the end; when it comes early, the rows are
+//! run again from their starting values up to it, and the next call of that mode runs
+//! one Φ at a time. Either way the result is the sequential loop's to the bit.
 //!
 //! The session is offered only where its buffers (the groups, about `N² · 4` bytes per
 //! nonzero, and `π`, `4R` bytes per nonzero) fit in half the available memory;
@@ -20,6 +27,7 @@
 use super::kernel::shares;
 use super::rows::RowGroups;
 use super::subnormal::FlushSubnormals;
+use crate::engine::phi::{MuInner, mu_inner_seq};
 use crate::engine::{PhiParams, PhiSession, RunStats};
 use crate::error::Result;
 use crate::hls::HlsTensor;
@@ -45,6 +53,11 @@ struct Plan {
     first: Vec<usize>,
     /// Per task: its pieces `a..b`.
     tasks: Vec<(usize, usize)>,
+    /// Whether some row was cut (longer than [`PIECE`]).
+    cut: bool,
+    /// Tasks of whole rows `r0..r1` of about [`TASK`] nonzeros (every row, empty ones
+    /// included), for [`PhiSession::mu_inner`]'s row-by-row iterations.
+    row_tasks: Vec<(usize, usize)>,
 }
 
 impl Plan {
@@ -73,10 +86,20 @@ impl Plan {
         if a < pieces.len() {
             tasks.push((a, pieces.len()));
         }
+        let mut row_tasks = Vec::new();
+        let mut r0 = 0;
+        for i in 0..rows {
+            if ptr[i + 1] - ptr[r0] >= TASK || i + 1 == rows {
+                row_tasks.push((r0, i + 1));
+                r0 = i + 1;
+            }
+        }
         Plan {
+            cut: pieces.len() > first.windows(2).filter(|w| w[1] > w[0]).count(),
             pieces,
             first,
             tasks,
+            row_tasks,
         }
     }
 }
@@ -93,6 +116,9 @@ pub(super) struct CpuPhi {
     plans: Vec<Option<Plan>>,
     /// One f64 row per piece of the fixed mode's plan.
     partial: Vec<f64>,
+    /// Per mode, whether its last [`PhiSession::mu_inner`] ran every inner iteration
+    /// (then the next runs row by row).
+    full: Vec<bool>,
 }
 
 impl CpuPhi {
@@ -117,6 +143,7 @@ impl CpuPhi {
             pi: Vec::new(),
             plans: (0..order).map(|_| None).collect(),
             partial: Vec::new(),
+            full: vec![true; order as usize],
         }))
     }
 }
@@ -209,6 +236,207 @@ impl PhiSession for CpuPhi {
             ..RunStats::default()
         })
     }
+
+    fn mu_inner(
+        &mut self,
+        b: &mut [f64],
+        b32: &mut Matrix,
+        params: PhiParams,
+        max_inner: usize,
+        tol: f64,
+        out: &mut Matrix,
+    ) -> Result<MuInner> {
+        let mode = self.mode;
+        let cut = self.plans[mode].as_ref().expect("made by fix").cut;
+        if cut || !self.full[mode] || max_inner == 0 {
+            let done = mu_inner_seq(
+                |b32, out| self.phi(b32, params, out),
+                b,
+                b32,
+                max_inner,
+                tol,
+                out,
+            )?;
+            self.full[mode] = done.evaluations == max_inner && done.violation >= tol;
+            return Ok(done);
+        }
+        // Row by row: every inner iteration of a row while its π is in cache. Whether
+        // the sequential loop would have stopped early is known only at the end (the
+        // stop is on the largest violation over all rows): then the rows are run again
+        // from the start, up to that iteration.
+        let (b0, b32_0) = (b.to_vec(), b32.clone());
+        let viol = self.rows_mu(b, b32.data_mut(), params, max_inner, true, out.data_mut());
+        match viol.iter().position(|&v| v < tol) {
+            None => {
+                self.full[mode] = true;
+                Ok(MuInner {
+                    evaluations: max_inner,
+                    violation: viol[max_inner - 1],
+                    updated: true,
+                    stats: RunStats::default(),
+                })
+            }
+            Some(t) => {
+                b.copy_from_slice(&b0);
+                *b32 = b32_0;
+                self.rows_mu(b, b32.data_mut(), params, t + 1, false, out.data_mut());
+                self.full[mode] = false;
+                Ok(MuInner {
+                    evaluations: t + 1,
+                    violation: viol[t],
+                    updated: t > 0,
+                    stats: RunStats::default(),
+                })
+            }
+        }
+    }
+}
+
+impl CpuPhi {
+    /// `evals` inner iterations of every row of the fixed mode (no row cut), each row
+    /// on its own: Φ of the row from `b32`, its violation, `B ← B ∗ Φ` (after the last
+    /// evaluation only when `update_last`); `out` gets the last Φ. Returns the largest
+    /// violation of each evaluation over the rows (NaN if any is NaN).
+    fn rows_mu(
+        &self,
+        b: &mut [f64],
+        b32: &mut [f32],
+        params: PhiParams,
+        evals: usize,
+        update_last: bool,
+        out: &mut [f32],
+    ) -> Vec<f64> {
+        let (g, r) = (&self.groups[self.mode], self.rank);
+        let plan = self.plans[self.mode].as_ref().expect("made by fix");
+        let (ptr, x, pi) = (g.ptr(), g.values(), &self.pi[..]);
+        let eps = f64::from(params.eps);
+        let (mut b, mut b32, mut out) = (b, b32, out);
+        let mut jobs = Vec::with_capacity(plan.row_tasks.len());
+        for &(r0, r1) in &plan.row_tasks {
+            let n = (r1 - r0) * r;
+            let (b_t, b_rest) = std::mem::take(&mut b).split_at_mut(n);
+            let (c_t, c_rest) = std::mem::take(&mut b32).split_at_mut(n);
+            let (o_t, o_rest) = std::mem::take(&mut out).split_at_mut(n);
+            (b, b32, out) = (b_rest, c_rest, o_rest);
+            jobs.push((r0, r1, b_t, c_t, o_t));
+        }
+        let per_task: Vec<Vec<f64>> = jobs
+            .into_par_iter()
+            .map(|(r0, r1, b_t, c_t, o_t)| {
+                let _flush = FlushSubnormals::new();
+                let mut viol = vec![0f64; evals];
+                let rows = b_t
+                    .chunks_exact_mut(r)
+                    .zip(c_t.chunks_exact_mut(r))
+                    .zip(o_t.chunks_exact_mut(r));
+                for (i, ((bi, ci), oi)) in (r0..r1).zip(rows) {
+                    let (s, e) = (ptr[i], ptr[i + 1]);
+                    let (p, xs) = (&pi[s * r..e * r], &x[s..e]);
+                    let row = RowMu {
+                        pi: p,
+                        x: xs,
+                        eps,
+                        evals,
+                        update_last,
+                    };
+                    match r {
+                        8 => row.run::<8>(bi, ci, oi, &mut viol),
+                        16 => row.run::<16>(bi, ci, oi, &mut viol),
+                        32 => row.run::<32>(bi, ci, oi, &mut viol),
+                        _ => row.run_any(bi, ci, oi, &mut viol),
+                    }
+                }
+                viol
+            })
+            .collect();
+        (0..evals)
+            .map(|t| per_task.iter().map(|v| v[t]).fold(0.0, nan_max))
+            .collect()
+    }
+}
+
+/// The larger of two violations, NaN if either is.
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+/// One row's inner iterations ([`CpuPhi::rows_mu`]).
+struct RowMu<'a> {
+    pi: &'a [f32],
+    x: &'a [f32],
+    eps: f64,
+    evals: usize,
+    update_last: bool,
+}
+
+impl RowMu<'_> {
+    /// At rank `R`: `b`, `b32` the row of `B` (updated), `out` the row of the last Φ,
+    /// `viol[t]` raised to this row's violation at evaluation `t`. The same operations
+    /// in the same order as [`mu_inner_seq`] on this row.
+    #[inline(always)]
+    fn run<const R: usize>(
+        &self,
+        b: &mut [f64],
+        b32: &mut [f32],
+        out: &mut [f32],
+        viol: &mut [f64],
+    ) {
+        let mut acc = [0f64; R];
+        for (t, vt) in viol.iter_mut().enumerate().take(self.evals) {
+            row_phi::<R, false>(b32, self.pi, self.x, self.eps, &mut acc);
+            let phi: [f32; R] = std::array::from_fn(|k| acc[k] as f32);
+            *vt = nan_max(*vt, row_violation(b, &phi));
+            if t + 1 < self.evals || self.update_last {
+                for ((bk, ck), &p) in b.iter_mut().zip(b32.iter_mut()).zip(&phi) {
+                    *bk *= f64::from(p);
+                    *ck = *bk as f32;
+                }
+            }
+            if t + 1 == self.evals {
+                out.copy_from_slice(&phi);
+            }
+        }
+    }
+
+    /// [`RowMu::run`] at any rank.
+    fn run_any(&self, b: &mut [f64], b32: &mut [f32], out: &mut [f32], viol: &mut [f64]) {
+        let mut acc = vec![0f64; b.len()];
+        let mut phi = vec![0f32; b.len()];
+        for (t, vt) in viol.iter_mut().enumerate().take(self.evals) {
+            row_phi_any(b32, self.pi, self.x, self.eps, false, &mut acc);
+            for (p, &a) in phi.iter_mut().zip(&acc) {
+                *p = a as f32;
+            }
+            *vt = nan_max(*vt, row_violation(b, &phi));
+            if t + 1 < self.evals || self.update_last {
+                for ((bk, ck), &p) in b.iter_mut().zip(b32.iter_mut()).zip(&phi) {
+                    *bk *= f64::from(p);
+                    *ck = *bk as f32;
+                }
+            }
+            if t + 1 == self.evals {
+                out.copy_from_slice(&phi);
+            }
+        }
+    }
+}
+
+/// `max |min(B, 1 − Φ)|` of one row, NaN if `B` or `Φ` holds one (as
+/// [`crate::engine::phi`]'s KKT violation).
+#[inline(always)]
+fn row_violation(b: &[f64], phi: &[f32]) -> f64 {
+    let mut m = 0f64;
+    let mut nan = false;
+    for (&bk, &p) in b.iter().zip(phi) {
+        let d = 1.0 - f64::from(p);
+        nan |= d.is_nan() | bk.is_nan();
+        m = m.max(bk.min(d).abs());
+    }
+    if nan { f64::NAN } else { m }
 }
 
 /// One row of Φ at rank `R`: `b` the row of `B`, `pi` its nonzeros' `π` (`n × R`), `x`
@@ -228,9 +456,12 @@ fn row_phi<const R: usize, const LOG: bool>(
     let mut log = 0f64;
     for (p, &x) in pi.chunks_exact(R).zip(x) {
         let p: [f64; R] = std::array::from_fn(|k| f64::from(p[k]));
+        // Four lanes (columns k ≡ l mod 4 in lane l), fused multiply-adds: one vector.
         let mut m = [0f64; 4];
-        for k in 0..R {
-            m[k % 4] += b[k] * p[k];
+        for (bj, pj) in b.chunks_exact(4).zip(p.chunks_exact(4)) {
+            for l in 0..4 {
+                m[l] = bj[l].mul_add(pj[l], m[l]);
+            }
         }
         let m = (m[0] + m[1]) + (m[2] + m[3]);
         // NaN stays NaN (f64::max would turn it into ε), so a bad factor shows.
@@ -241,7 +472,7 @@ fn row_phi<const R: usize, const LOG: bool>(
         }
         let w = x / mu;
         for (a, &v) in acc.iter_mut().zip(&p) {
-            *a += w * v;
+            *a = w.mul_add(v, *a);
         }
     }
     out.copy_from_slice(&acc);
@@ -256,7 +487,7 @@ fn row_phi_any(b: &[f32], pi: &[f32], x: &[f32], eps: f64, log_term: bool, out: 
     for (p, &x) in pi.chunks_exact(r.max(1)).zip(x) {
         let mut m = [0f64; 4];
         for (k, (&bk, &pk)) in b.iter().zip(p).enumerate() {
-            m[k % 4] += f64::from(bk) * f64::from(pk);
+            m[k % 4] = f64::from(bk).mul_add(f64::from(pk), m[k % 4]);
         }
         let m = (m[0] + m[1]) + (m[2] + m[3]);
         let mu = if m.is_nan() { m } else { m.max(eps) };
@@ -266,7 +497,7 @@ fn row_phi_any(b: &[f32], pi: &[f32], x: &[f32], eps: f64, log_term: bool, out: 
         }
         let w = x / mu;
         for (a, &v) in acc.iter_mut().zip(p) {
-            *a += w * f64::from(v);
+            *a = w.mul_add(f64::from(v), *a);
         }
     }
     out.copy_from_slice(&acc);
