@@ -16,6 +16,8 @@
 #include "cp_update.cu"
 /* CP-APR's Phi: its own fused, sparse and dense entries (phi.cu). */
 #include "phi.cu"
+/* The tensor-completion kernels: their own entries (completion.cu). */
+#include "completion.cu"
 
 #define HLS_FUSED_ENTRY(name, dense, V, S, TTMC, MIN_BLOCKS)                         \
     extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS, MIN_BLOCKS)      \

@@ -113,4 +113,42 @@ typedef struct HlsCpParams {
     uint32_t pad;
 } HlsCpParams;
 
+/* Most nonzeros one warp of the completion normal equations holds at a time (their
+   Khatri-Rao rows in shared memory, kernels/completion.cu). */
+#define HLS_COMPLETION_CHUNK 32
+/* Dense tiles are cut into this many SGD work units (16 bitmap words each). */
+#define HLS_COMPLETION_TILE_PARTS 4
+
+/* The completion kernels (kernels/completion.cu), by value as the only argument. */
+typedef struct HlsCompletionParams {
+    /* The tensor as every op sees it (tile and sparse parts with their layouts, dims,
+       order, value_scale); factor[m] = every mode's factor, float[dims[m]][rank];
+       mode = the target mode; out = float[dims[mode]][rank * rank + rank] (normal
+       equations, zeroed). */
+    HlsLaunchParams t;
+    uint64_t residual;  /* float[nnz]: one per nonzero, in the session's order */
+    uint64_t acc;       /* double[dims[mode]][2] (column terms) or double[1] (loss); zeroed */
+    uint64_t flag;      /* uint32_t: set to 1 when a kernel writes inf or NaN; zeroed */
+    uint64_t counts;    /* uint32_t[sum dims]: nonzeros of every row, mode m from count_off[m] */
+    uint64_t count_off[HLS_MAX_ORDER];
+    uint64_t group_next; /* uint64_t[dims[mode]]: the next free slot of every row (grouping) */
+    uint64_t group_idx;  /* uint32_t[nnz][order - 1]: the other modes' indices, row by row */
+    uint64_t group_val;  /* float[nnz]: value - offset, row by row */
+    uint64_t seg_start;  /* const uint64_t[n_segs + 1]: segment k = slots seg_start[k] .. [k + 1] */
+    uint64_t seg_row;    /* const uint32_t[n_segs]: the row of segment k */
+    uint64_t n_segs;
+    uint64_t column;     /* const float[dims[mode]]: the new column (set_column) */
+    uint64_t sgd_units;  /* SGD work units: sparse batches, then HLS_COMPLETION_TILE_PARTS per tile */
+    uint32_t sgd_batch;  /* sparse nonzeros per SGD unit */
+    uint32_t perm_mul;   /* SGD: the u-th unit visited is (perm_mul u + perm_add) mod sgd_units */
+    uint32_t perm_add;
+    uint32_t rank;
+    uint32_t col;        /* the column of add_column, column_terms and set_column */
+    uint32_t chunk;      /* normal equations: nonzeros per chunk, 1 .. HLS_COMPLETION_CHUNK */
+    float offset;        /* the model's constant */
+    float sign;          /* add_column: +1 or -1 */
+    float learning_rate;
+    float lambda;
+} HlsCompletionParams;
+
 #endif /* SPTMC_HLS_ABI_H */

@@ -20,7 +20,7 @@ fn generate(root: &Path) -> Result<String, String> {
     let result = std::panic::catch_unwind(|| {
         bindgen::Builder::default()
             .header(header.to_string_lossy())
-            .allowlist_type("HlsLaunchParams|HlsCpParams")
+            .allowlist_type("HlsLaunchParams|HlsCpParams|HlsCompletionParams")
             .allowlist_var("HLS_.*")
             .use_core()
             .layout_tests(true)

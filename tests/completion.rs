@@ -22,9 +22,11 @@ fn in_session_order(p: &Prepared) -> CooTensor {
     CooTensor::from_entries(hls.dims().to_vec(), entries).unwrap()
 }
 
-/// Whether `engine` has completion kernels. The CUDA backend has none yet (issue 18:
-/// only the CPU side is done), so its twins skip visibly here, and fail under
-/// `SPTMC_REQUIRE_GPU=1` until the kernels exist.
+/// Whether `engine` has completion kernels. Both backends have them
+/// (`kernels/completion.cu` on CUDA), so this holds wherever a twin gets an engine: the
+/// CUDA twin skips visibly only when no device is usable ([`common::cuda_engine`]), and
+/// fails under `SPTMC_REQUIRE_GPU=1`. A backend that answers `Unsupported` skips the
+/// same way, and fails under `SPTMC_REQUIRE_GPU=1` too.
 fn has_completion_kernels(engine: &Engine) -> bool {
     let x = CooTensor::from_entries(vec![2, 2, 2], [([0u32, 0, 0], 1.0)]).unwrap();
     let p = engine

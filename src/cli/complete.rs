@@ -153,12 +153,14 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
     if let Some(dir) = &a.out {
         super::output::check_dir(dir)?;
     }
-    // The completion kernels run on the CPU only so far: `auto` takes it rather than
-    // failing on a machine with a GPU; `--backend cuda` gets the backend's error.
+    // The CUDA completion kernels have not yet passed their twin tests on a GPU:
+    // `auto` keeps completion on the CPU until they have; `--backend cuda` runs them.
     let mut common = a.common.clone();
     if common.backend == BackendArg::Auto {
         common.backend = BackendArg::Cpu;
-        eprintln!("sptmc: completion runs on the CPU backend (no CUDA completion kernels yet)");
+        eprintln!(
+            "sptmc: completion runs on the CPU backend (--backend cuda runs the CUDA completion kernels, not yet validated on a GPU)"
+        );
     }
     let engine = engine(&common)?;
     let (name, [train, validation, test], how) = entries(&a)?;

@@ -37,14 +37,20 @@ pub struct SgdStep {
     pub seed: u64,
     /// Visit the nonzeros in a seeded random order (`false`: in the session's nonzero
     /// order, where the backend's scheme allows; for tests against a sequential
-    /// reference).
+    /// reference). The CPU runs stratified blocks, in that order within each block;
+    /// CUDA runs Hogwild warps over a seeded permutation of work units (the identity
+    /// without shuffling), many units at once, so there a sequential result is only
+    /// reproduced where concurrent steps touch disjoint rows.
     pub shuffle: bool,
 }
 
 /// The completion kernels on one prepared tensor, with the factors kept by the backend.
 ///
 /// Every method checks its arguments and returns a typed error; a kernel whose result
-/// is not finite returns [`Error::NonFinite`].
+/// is not finite returns [`Error::NonFinite`]. Implementations: the CPU's (rayon,
+/// `engine/cpu/completion.rs`) and CUDA's (`engine/cuda/completion.rs`, kernels in
+/// `kernels/completion.cu`), whose sums may run in an order that changes from run to
+/// run (atomics).
 pub trait CompletionSession {
     /// The rank `R` of the model.
     fn rank(&self) -> usize;

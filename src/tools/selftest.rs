@@ -1,11 +1,18 @@
 //! Self-test: runs every op on every mode at several ranks on a set of tensors with
 //! the chosen engine and compares each result to the FP64 reference (DESIGN.md §6).
 //! `sptmc selftest` prints the [`SelftestReport`] table; the GPU tests use it too.
+//!
+//! [`Op::Completion`] runs its kernels in a completion session: per mode the ALS
+//! normal equations and the CCD++ column terms, then the residual (set, with a column
+//! taken out), the loss, and one SGD epoch on a diagonal tensor of the case's extents
+//! (whose steps touch disjoint rows, so any parallel scheme matches the sequential
+//! reference), each a row of the report with its kernel named.
 
 use super::cases::{self, FactorKind};
-use crate::accuracy::{SMAPE_TARGET_PERCENT, compare};
-use crate::engine::{Engine, Workload};
+use crate::accuracy::{Accuracy, SMAPE_TARGET_PERCENT, compare, compare_slices};
+use crate::engine::{Engine, Prepared, SgdStep, Workload};
 use crate::error::Result;
+use crate::matrix::Matrix;
 use crate::ops::Op;
 use crate::reference;
 use crate::tensor::CooTensor;
@@ -25,11 +32,14 @@ pub struct SelftestCase {
 }
 
 /// The contract's runs: MTTKRP at ranks 8, 16, 32, 64, TTMc at 8 and 16 (every
-/// other mode at that rank) and CP-APR's Φ at 16 and 64.
+/// other mode at that rank), CP-APR's Φ at 16 and 64 and the completion kernels at 16
+/// (on cases with uniform factors only: the completion kernels do not rescale, so
+/// factors of extreme range overflow their f32 sums on every backend).
 pub fn default_runs() -> Vec<(Op, usize)> {
     let mut r: Vec<(Op, usize)> = [8, 16, 32, 64].map(|k| (Op::Mttkrp, k)).to_vec();
     r.extend([8, 16].map(|k| (Op::Ttmc, k)));
     r.extend([16, 64].map(|k| (Op::Phi, k)));
+    r.push((Op::Completion, 16));
     r
 }
 
@@ -66,6 +76,10 @@ pub struct SelftestRow {
     pub tensor: String,
     /// The op.
     pub op: Op,
+    /// The kernel within the op, where the op has several ([`Op::Completion`]:
+    /// `normal-eq`, `column-terms`, `residual`, `add-column`, `loss`, `sgd`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<&'static str>,
     /// Target mode.
     pub mode: usize,
     /// Rank (MTTKRP) or rank of every other mode (TTMc).
@@ -83,6 +97,14 @@ pub struct SelftestRow {
 }
 
 impl SelftestRow {
+    /// The op, and the kernel where the op has several (`completion:loss`).
+    pub fn label(&self) -> String {
+        match self.kernel {
+            Some(k) => format!("{}:{k}", self.op.name()),
+            None => self.op.name().to_string(),
+        }
+    }
+
     /// Within the contract: no error and SMAPE ≤ [`SMAPE_TARGET_PERCENT`].
     pub fn passed(&self) -> bool {
         self.error.is_none()
@@ -116,15 +138,15 @@ impl SelftestReport {
     pub fn table(&self) -> String {
         let mut s = format!("backend: {}\n", self.backend);
         s += &format!(
-            "{:<24} {:<7} {:>4} {:>4} {:>10} {:>10} {:>10} {:>9}  status\n",
+            "{:<24} {:<23} {:>4} {:>4} {:>10} {:>10} {:>10} {:>9}  status\n",
             "tensor", "op", "mode", "rank", "smape%", "max rel", "rel frob", "ms"
         );
         let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2e}"));
         for r in &self.rows {
             s += &format!(
-                "{:<24} {:<7} {:>4} {:>4} {:>10} {:>10} {:>10} {:>9.3}  {}\n",
+                "{:<24} {:<23} {:>4} {:>4} {:>10} {:>10} {:>10} {:>9.3}  {}\n",
                 r.tensor,
-                r.op.name(),
+                r.label(),
                 r.mode,
                 r.rank,
                 f(r.smape_percent),
@@ -156,6 +178,12 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
         let x = &case.tensor;
         for &(op, rank) in &case.runs {
             let prepared = engine.prepare(x, &[Workload { op, rank }])?;
+            if op == Op::Completion {
+                if case.factors == FactorKind::Uniform {
+                    completion_rows(engine, &case.name, &prepared, rank, &mut rows)?;
+                }
+                continue;
+            }
             for mode in 0..x.order() {
                 let factors = case.factors.factors(x.dims(), rank, 17 + mode as u64);
                 let start = Instant::now();
@@ -173,6 +201,7 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
                 rows.push(SelftestRow {
                     tensor: case.name.clone(),
                     op,
+                    kernel: None,
                     mode,
                     rank,
                     smape_percent: a.as_ref().map(|a| a.smape_percent),
@@ -190,18 +219,190 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
     })
 }
 
+/// The tensor as a completion session sees it: its nonzeros in the session's order,
+/// with the values as stored (so that the fp16 rounding of the values is not counted
+/// as the kernels' error).
+fn in_session_order(p: &Prepared) -> Result<CooTensor> {
+    let hls = p.hls(Op::Completion)?;
+    let mut entries = Vec::with_capacity(hls.nnz());
+    hls.for_each_nonzero(|c, v| {
+        entries.push((c.to_vec(), crate::hls::values::dequantize(v, hls.scale())))
+    });
+    CooTensor::from_entries(hls.dims().to_vec(), entries)
+}
+
+/// Runs `f`, adding its milliseconds (after a device synchronization) to `ms`.
+fn timed<T>(engine: &Engine, ms: &mut f64, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let start = Instant::now();
+    let r = f();
+    let _ = engine.backend().synchronize();
+    *ms += start.elapsed().as_secs_f64() * 1e3;
+    r
+}
+
+/// One row of a completion kernel: `check` runs it (timing the kernel's call into the
+/// `f64` it is given, with [`timed`]) and compares with FP64.
+fn completion_row(
+    tensor: &str,
+    kernel: &'static str,
+    mode: usize,
+    rank: usize,
+    check: impl FnOnce(&mut f64) -> Result<Accuracy>,
+) -> SelftestRow {
+    let mut time_ms = 0.0;
+    let checked = check(&mut time_ms);
+    let (a, error) = match checked {
+        Ok(a) => (Some(a), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    SelftestRow {
+        tensor: tensor.to_string(),
+        op: Op::Completion,
+        kernel: Some(kernel),
+        mode,
+        rank,
+        smape_percent: a.as_ref().map(|a| a.smape_percent),
+        max_rel_err: a.as_ref().map(|a| a.max_rel_err),
+        rel_frobenius: a.as_ref().map(|a| a.rel_frobenius),
+        time_ms,
+        error,
+    }
+}
+
+/// The completion kernels on `prepared` at rank `rank` against FP64 (see the module
+/// docs), one row each. A session that cannot start fails every row.
+fn completion_rows(
+    engine: &Engine,
+    name: &str,
+    prepared: &Prepared,
+    rank: usize,
+    rows: &mut Vec<SelftestRow>,
+) -> Result<()> {
+    let x = in_session_order(prepared)?;
+    let factors = FactorKind::Uniform.factors(x.dims(), rank, 29);
+    let wide: Vec<Matrix<f64>> = factors.iter().map(Matrix::to_f64).collect();
+    let offset = 0.25f32;
+    let mut session = match engine.completion_session(prepared, &factors, offset) {
+        Ok(s) => s,
+        Err(e) => {
+            for kernel in ["normal-eq", "residual", "loss", "sgd"] {
+                let e = e.to_string();
+                rows.push(completion_row(name, kernel, 0, rank, |_| {
+                    Err(crate::Error::InvalidOption(e))
+                }));
+            }
+            return Ok(());
+        }
+    };
+    let mu = f64::from(offset);
+    let mut out = Matrix::zeros(1, 1);
+    for mode in 0..x.order() {
+        rows.push(completion_row(name, "normal-eq", mode, rank, |ms| {
+            timed(engine, ms, || session.normal_equations(mode, &mut out))?;
+            let want = reference::completion::normal_equations(&x, mode, &wide, mu)?;
+            compare(&want, &out)
+        }));
+    }
+    let mut res = Vec::new();
+    rows.push(completion_row(name, "residual", 0, rank, |ms| {
+        timed(engine, ms, || session.reset_residual())?;
+        res = reference::completion::residual(&x, &wide, mu)?;
+        compare_slices(&res, &session.residual()?)
+    }));
+    // Column `col` out of the model: the residual grows by its product.
+    let col = rank / 2;
+    rows.push(completion_row(name, "add-column", 0, rank, |ms| {
+        timed(engine, ms, || session.add_column(col, 1.0))?;
+        for (e, r) in res.iter_mut().enumerate() {
+            *r += (0..x.order())
+                .map(|m| wide[m].get(x.indices(m)[e] as usize, col))
+                .product::<f64>();
+        }
+        compare_slices(&res, &session.residual()?)
+    }));
+    for mode in 0..x.order() {
+        rows.push(completion_row(name, "column-terms", mode, rank, |ms| {
+            timed(engine, ms, || session.column_terms(mode, col, &mut out))?;
+            let want = reference::completion::column_terms(&x, &res, mode, col, &wide)?;
+            compare(&want, &out)
+        }));
+    }
+    rows.push(completion_row(name, "loss", 0, rank, |ms| {
+        let loss = timed(engine, ms, || session.loss())?;
+        compare_slices(&[reference::completion::loss(&x, &wide, mu)?], &[loss])
+    }));
+    drop(session);
+    rows.push(completion_row(name, "sgd", 0, rank, |ms| {
+        sgd_on_the_diagonal(engine, x.dims(), rank, ms)
+    }));
+    Ok(())
+}
+
+/// One SGD epoch on the diagonal `(i, i, …)` of a tensor of extents `dims`, whose
+/// steps touch disjoint rows, against the sequential FP64 epoch: every factor entry.
+fn sgd_on_the_diagonal(
+    engine: &Engine,
+    dims: &[usize],
+    rank: usize,
+    ms: &mut f64,
+) -> Result<Accuracy> {
+    let n = dims.iter().copied().min().unwrap_or(0) as u32;
+    let diag = CooTensor::from_entries(
+        dims.to_vec(),
+        (0..n).map(|i| (vec![i; dims.len()], 1.0 + f64::from(i % 7) / 4.0)),
+    )?;
+    let p = engine.prepare(
+        &diag,
+        &[Workload {
+            op: Op::Completion,
+            rank,
+        }],
+    )?;
+    let x = in_session_order(&p)?;
+    let f = FactorKind::Uniform.factors(dims, rank, 31);
+    let mut want: Vec<Matrix<f64>> = f.iter().map(Matrix::to_f64).collect();
+    let mut s = engine.completion_session(&p, &f, 0.5)?;
+    let step = SgdStep {
+        learning_rate: 0.05,
+        lambda: 0.1,
+        seed: 7,
+        shuffle: true,
+    };
+    timed(engine, ms, || s.sgd_epoch(&step))?;
+    reference::completion::sgd_epoch(&x, &mut want, 0.5, 0.05, 0.1)?;
+    let got: Vec<f32> = s
+        .factors()?
+        .iter()
+        .flat_map(|m| m.data().to_vec())
+        .collect();
+    let want: Vec<f64> = want.iter().flat_map(|m| m.data().to_vec()).collect();
+    compare_slices(&want, &got)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn cpu_selftest_passes_on_small_tensors_of_every_regime() {
-        let runs = [(Op::Mttkrp, 8), (Op::Ttmc, 4), (Op::Phi, 8)];
+        let runs = [
+            (Op::Mttkrp, 8),
+            (Op::Ttmc, 4),
+            (Op::Phi, 8),
+            (Op::Completion, 8),
+        ];
         let cases = generated_cases(40, 3000, &runs).unwrap();
         let report = run(&Engine::cpu(), &cases).unwrap();
         // 3 three-way and 1 four-way tensor, then block-dense and four-way again with
-        // log-uniform and with extreme factors; 3 runs each, one row per mode.
-        assert_eq!(report.rows.len(), (3 * 3 + 4) * 3 + 2 * (3 + 4) * 3);
+        // log-uniform and with extreme factors; 3 runs each, one row per mode; the
+        // completion kernels on the uniform ones: normal equations and column terms
+        // per mode, residual, add-column, loss and SGD.
+        let completion = 3 * (2 * 3 + 4) + (2 * 4 + 4);
+        assert_eq!(
+            report.rows.len(),
+            (3 * 3 + 4) * 3 + 2 * (3 + 4) * 3 + completion
+        );
+        assert!(report.table().contains("completion:normal-eq"));
         assert!(report.passed(), "{}", report.table());
         assert!(report.table().contains("PASSED"));
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
@@ -215,6 +416,7 @@ mod tests {
             rows: vec![SelftestRow {
                 tensor: "t".into(),
                 op: Op::Mttkrp,
+                kernel: None,
                 mode: 0,
                 rank: 8,
                 smape_percent: Some(0.5),

@@ -18,6 +18,8 @@ pub const HLS_CP_TILE_ROWS: u32 = 16;
 pub const HLS_OP_MTTKRP: u32 = 0;
 pub const HLS_OP_TTMC: u32 = 1;
 pub const HLS_OP_PHI: u32 = 2;
+pub const HLS_COMPLETION_CHUNK: u32 = 32;
+pub const HLS_COMPLETION_TILE_PARTS: u32 = 4;
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
 pub struct HlsLaunchParams {
@@ -209,4 +211,113 @@ const _: () = {
     [
         "Offset of field: HlsCpParams::pad",
     ][::core::mem::offset_of!(HlsCpParams, pad) - 60usize];
+};
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct HlsCompletionParams {
+    pub t: HlsLaunchParams,
+    pub residual: u64,
+    pub acc: u64,
+    pub flag: u64,
+    pub counts: u64,
+    pub count_off: [u64; 8usize],
+    pub group_next: u64,
+    pub group_idx: u64,
+    pub group_val: u64,
+    pub seg_start: u64,
+    pub seg_row: u64,
+    pub n_segs: u64,
+    pub column: u64,
+    pub sgd_units: u64,
+    pub sgd_batch: u32,
+    pub perm_mul: u32,
+    pub perm_add: u32,
+    pub rank: u32,
+    pub col: u32,
+    pub chunk: u32,
+    pub offset: f32,
+    pub sign: f32,
+    pub learning_rate: f32,
+    pub lambda: f32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of HlsCompletionParams",
+    ][::core::mem::size_of::<HlsCompletionParams>() - 632usize];
+    [
+        "Alignment of HlsCompletionParams",
+    ][::core::mem::align_of::<HlsCompletionParams>() - 8usize];
+    [
+        "Offset of field: HlsCompletionParams::t",
+    ][::core::mem::offset_of!(HlsCompletionParams, t) - 0usize];
+    [
+        "Offset of field: HlsCompletionParams::residual",
+    ][::core::mem::offset_of!(HlsCompletionParams, residual) - 432usize];
+    [
+        "Offset of field: HlsCompletionParams::acc",
+    ][::core::mem::offset_of!(HlsCompletionParams, acc) - 440usize];
+    [
+        "Offset of field: HlsCompletionParams::flag",
+    ][::core::mem::offset_of!(HlsCompletionParams, flag) - 448usize];
+    [
+        "Offset of field: HlsCompletionParams::counts",
+    ][::core::mem::offset_of!(HlsCompletionParams, counts) - 456usize];
+    [
+        "Offset of field: HlsCompletionParams::count_off",
+    ][::core::mem::offset_of!(HlsCompletionParams, count_off) - 464usize];
+    [
+        "Offset of field: HlsCompletionParams::group_next",
+    ][::core::mem::offset_of!(HlsCompletionParams, group_next) - 528usize];
+    [
+        "Offset of field: HlsCompletionParams::group_idx",
+    ][::core::mem::offset_of!(HlsCompletionParams, group_idx) - 536usize];
+    [
+        "Offset of field: HlsCompletionParams::group_val",
+    ][::core::mem::offset_of!(HlsCompletionParams, group_val) - 544usize];
+    [
+        "Offset of field: HlsCompletionParams::seg_start",
+    ][::core::mem::offset_of!(HlsCompletionParams, seg_start) - 552usize];
+    [
+        "Offset of field: HlsCompletionParams::seg_row",
+    ][::core::mem::offset_of!(HlsCompletionParams, seg_row) - 560usize];
+    [
+        "Offset of field: HlsCompletionParams::n_segs",
+    ][::core::mem::offset_of!(HlsCompletionParams, n_segs) - 568usize];
+    [
+        "Offset of field: HlsCompletionParams::column",
+    ][::core::mem::offset_of!(HlsCompletionParams, column) - 576usize];
+    [
+        "Offset of field: HlsCompletionParams::sgd_units",
+    ][::core::mem::offset_of!(HlsCompletionParams, sgd_units) - 584usize];
+    [
+        "Offset of field: HlsCompletionParams::sgd_batch",
+    ][::core::mem::offset_of!(HlsCompletionParams, sgd_batch) - 592usize];
+    [
+        "Offset of field: HlsCompletionParams::perm_mul",
+    ][::core::mem::offset_of!(HlsCompletionParams, perm_mul) - 596usize];
+    [
+        "Offset of field: HlsCompletionParams::perm_add",
+    ][::core::mem::offset_of!(HlsCompletionParams, perm_add) - 600usize];
+    [
+        "Offset of field: HlsCompletionParams::rank",
+    ][::core::mem::offset_of!(HlsCompletionParams, rank) - 604usize];
+    [
+        "Offset of field: HlsCompletionParams::col",
+    ][::core::mem::offset_of!(HlsCompletionParams, col) - 608usize];
+    [
+        "Offset of field: HlsCompletionParams::chunk",
+    ][::core::mem::offset_of!(HlsCompletionParams, chunk) - 612usize];
+    [
+        "Offset of field: HlsCompletionParams::offset",
+    ][::core::mem::offset_of!(HlsCompletionParams, offset) - 616usize];
+    [
+        "Offset of field: HlsCompletionParams::sign",
+    ][::core::mem::offset_of!(HlsCompletionParams, sign) - 620usize];
+    [
+        "Offset of field: HlsCompletionParams::learning_rate",
+    ][::core::mem::offset_of!(HlsCompletionParams, learning_rate) - 624usize];
+    [
+        "Offset of field: HlsCompletionParams::lambda",
+    ][::core::mem::offset_of!(HlsCompletionParams, lambda) - 628usize];
 };

@@ -28,6 +28,10 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../kernels/cp_update.cu"),
     ),
     ("phi.cu", include_str!("../../../kernels/phi.cu")),
+    (
+        "completion.cu",
+        include_str!("../../../kernels/completion.cu"),
+    ),
     ("fused.cu", include_str!("../../../kernels/fused.cu")),
 ];
 
@@ -41,6 +45,46 @@ pub const DENSE_TTMC: &str = "hls_dense_ttmc";
 pub const CP_UPDATE_ROWS: &str = "hls_cp_update_rows";
 /// Division of a factor's columns by their norms.
 pub const CP_NORMALIZE: &str = "hls_cp_normalize";
+/// The tensor-completion entry points (kernels/completion.cu), run by
+/// [`crate::engine::CompletionSession`]s of the CUDA backend.
+pub mod completion {
+    /// Every row's nonzero count, per mode.
+    pub const COUNT: &str = "hls_completion_count";
+    /// The nonzeros grouped by their row of the target mode.
+    pub const GROUP: &str = "hls_completion_group";
+    /// ALS: the normal equations of every row of the target mode.
+    pub const NORMAL_EQ: &str = "hls_completion_normal_eq";
+    /// CCD++: the residual with the current factors (scalar loads).
+    pub const RESIDUAL_V1: &str = "hls_completion_residual_v1";
+    /// CCD++: the residual with 16-byte factor loads (rank a multiple of 4).
+    pub const RESIDUAL_V4: &str = "hls_completion_residual_v4";
+    /// The loss (scalar loads).
+    pub const LOSS_V1: &str = "hls_completion_loss_v1";
+    /// The loss with 16-byte factor loads (rank a multiple of 4).
+    pub const LOSS_V4: &str = "hls_completion_loss_v4";
+    /// CCD++: a rank-one update of the residual.
+    pub const ADD_COLUMN: &str = "hls_completion_add_column";
+    /// CCD++: per row `Σ e k` and `Σ k²` of one column.
+    pub const COLUMN_TERMS: &str = "hls_completion_column_terms";
+    /// Writes one column of a factor.
+    pub const SET_COLUMN: &str = "hls_completion_set_column";
+    /// One SGD epoch.
+    pub const SGD: &str = "hls_completion_sgd";
+    /// Every completion entry point.
+    pub const ALL: [&str; 11] = [
+        COUNT,
+        GROUP,
+        NORMAL_EQ,
+        RESIDUAL_V1,
+        RESIDUAL_V4,
+        LOSS_V1,
+        LOSS_V4,
+        ADD_COLUMN,
+        COLUMN_TERMS,
+        SET_COLUMN,
+        SGD,
+    ];
+}
 /// The sparse lane layouts that have entry points: (vector width, slots per lane).
 pub const MTTKRP_LAYOUTS: &[(u32, u32)] = &[(4, 1), (4, 2), (4, 4), (1, 1), (1, 2), (1, 4)];
 /// The TTMc layouts (at most 2 slots: each slot keeps its factor columns in registers).
@@ -255,7 +299,7 @@ mod tests {
     fn inlining_resolves_local_headers_once() {
         let s = inlined_source(ENTRY).unwrap();
         assert_eq!(s.matches("typedef struct HlsLaunchParams").count(), 1);
-        assert_eq!(s.matches("namespace hls {").count(), 6);
+        assert_eq!(s.matches("namespace hls {").count(), 7);
         assert!(!s.contains("#include \""));
         assert!(s.contains("#include <cuda_fp16.h>"));
         for entry in [DENSE_MTTKRP, DENSE_TTMC] {
@@ -267,6 +311,12 @@ mod tests {
         for entry in [CP_UPDATE_ROWS, CP_NORMALIZE] {
             assert!(
                 s.contains(&format!("\n{entry}(const HlsCpParams p)")),
+                "{entry}"
+            );
+        }
+        for entry in completion::ALL {
+            assert!(
+                s.contains(&format!("\n{entry}(const HlsCompletionParams p)")),
                 "{entry}"
             );
         }

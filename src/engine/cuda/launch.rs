@@ -114,7 +114,10 @@ impl Kernels {
             kernels::DENSE_TTMC,
             kernels::CP_UPDATE_ROWS,
             kernels::CP_NORMALIZE,
-        ] {
+        ]
+        .into_iter()
+        .chain(kernels::completion::ALL)
+        {
             k.get(name)?;
         }
         for fused in [false, true] {
@@ -228,14 +231,14 @@ pub struct Device<'a> {
 }
 
 /// An event that records time (cudarc's default disables timing).
-fn timing_event(stream: &Arc<CudaStream>) -> Result<CudaEvent> {
+pub fn timing_event(stream: &Arc<CudaStream>) -> Result<CudaEvent> {
     stream
         .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
         .map_err(|e| cuda_err("recording a timing event", e))
 }
 
 /// Seconds between two recorded events (waits for the second).
-fn seconds_between(start: &CudaEvent, end: &CudaEvent) -> Result<f64> {
+pub fn seconds_between(start: &CudaEvent, end: &CudaEvent) -> Result<f64> {
     let ms = start
         .elapsed_ms(end)
         .map_err(|e| cuda_err("reading a timing event", e))?;
@@ -243,7 +246,7 @@ fn seconds_between(start: &CudaEvent, end: &CudaEvent) -> Result<f64> {
 }
 
 /// Device pointer of a slice (the slice outlives the launch; the stream orders uses).
-fn ptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
+pub fn ptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
     let (p, _sync) = s.device_ptr(stream);
     p
 }
@@ -431,6 +434,42 @@ pub fn launch_op(
     launch_op_with(dev, launch, op, hls, mode, ranks, factors, out, (eps, 0))
 }
 
+/// Fills the tensor's part of `p`: the device addresses of both HLS parts, their key
+/// layouts, the extents, the counts, the order and the value scale (the op, the mode,
+/// the factors and the output are the caller's).
+pub fn tensor_params(
+    p: &mut HlsLaunchParams,
+    hls: &HlsTensor,
+    tensor: &DeviceHls,
+    stream: &CudaStream,
+) {
+    p.tile_keys = ptr(&tensor.tile_keys, stream);
+    p.tile_bitmaps = ptr(&tensor.tile_bitmaps, stream);
+    p.tile_offsets = ptr(&tensor.tile_offsets, stream);
+    p.tile_values = ptr(&tensor.tile_values, stream);
+    p.sp_keys = ptr(&tensor.sp_keys, stream);
+    p.sp_values = ptr(&tensor.sp_values, stream);
+    p.sp_block_prefix = ptr(&tensor.sp_block_prefix, stream);
+    p.sp_block_offsets = ptr(&tensor.sp_block_offsets, stream);
+    let layout = hls.sparse().layout();
+    for m in 0..hls.order() {
+        p.dims[m] = hls.dims()[m] as u32;
+        p.sp_shift[m] = layout.shifts()[m];
+        p.sp_mask[m] = layout.mask(m);
+    }
+    if let Some(d) = hls.dense() {
+        for m in 0..3 {
+            p.tile_shift[m] = d.layout().shifts()[m];
+            p.tile_mask[m] = d.layout().mask(m) as u32;
+        }
+    }
+    p.n_tiles = hls.dense().map_or(0, |d| d.len()) as u64;
+    p.sp_nnz = hls.sparse().nnz() as u64;
+    p.sp_blocks = hls.sparse().block_prefix().len() as u64;
+    p.order = hls.order() as u32;
+    p.value_scale = hls.scale();
+}
+
 /// [`launch_op`] with Φ's floor `ε` and the device address of the double its log term
 /// is added into (`phi.1`, 0: not wanted); for Φ, `factors[mode]` is `B`.
 #[allow(clippy::too_many_arguments)]
@@ -461,35 +500,11 @@ fn launch_op_with(
         last.get_or_insert(m);
         p.factor[m] = factors[m];
     }
-    p.tile_keys = ptr(&tensor.tile_keys, stream);
-    p.tile_bitmaps = ptr(&tensor.tile_bitmaps, stream);
-    p.tile_offsets = ptr(&tensor.tile_offsets, stream);
-    p.tile_values = ptr(&tensor.tile_values, stream);
-    p.sp_keys = ptr(&tensor.sp_keys, stream);
-    p.sp_values = ptr(&tensor.sp_values, stream);
-    p.sp_block_prefix = ptr(&tensor.sp_block_prefix, stream);
-    p.sp_block_offsets = ptr(&tensor.sp_block_offsets, stream);
-    let layout = hls.sparse().layout();
-    for m in 0..order {
-        p.dims[m] = hls.dims()[m] as u32;
-        p.sp_shift[m] = layout.shifts()[m];
-        p.sp_mask[m] = layout.mask(m);
-    }
-    if let Some(d) = hls.dense() {
-        for m in 0..3 {
-            p.tile_shift[m] = d.layout().shifts()[m];
-            p.tile_mask[m] = d.layout().mask(m) as u32;
-        }
-    }
+    tensor_params(&mut p, hls, tensor, stream);
     p.out = out;
     let sp_nnz = hls.sparse().nnz();
-    p.n_tiles = n_tiles as u64;
-    p.sp_nnz = sp_nnz as u64;
-    p.sp_blocks = hls.sparse().block_prefix().len() as u64;
-    p.order = order as u32;
     p.mode = mode as u32;
     p.out_cols = out_cols;
-    p.value_scale = hls.scale();
     let (op_name, sl) = match op {
         Op::Mttkrp => {
             p.op = HLS_OP_MTTKRP;

@@ -19,12 +19,15 @@
 //! - `upload`: device copies of HLS tensors;
 //! - `cache`: which factors stay on the device;
 //! - `cp`: CP-ALS with the factors in device memory;
+//! - `completion`: the tensor-completion session (ALS, CCD++ and SGD kernels) with the
+//!   factors and the residual in device memory;
 //! - `launch`: launch parameters ([`abi::HlsLaunchParams`]), the launches, the copy back
 //!   and the copy-rate measurement.
 
 #[rustfmt::skip]
 pub mod abi;
 mod cache;
+mod completion;
 mod cp;
 mod device;
 pub mod kernels;
@@ -35,7 +38,8 @@ mod staging_model;
 mod upload;
 
 use super::{
-    Backend, BackendKind, BackendTensor, CopyRate, CpSession, Launch, RunOptions, RunStats,
+    Backend, BackendKind, BackendTensor, CompletionSession, CopyRate, CpSession, Launch,
+    RunOptions, RunStats,
 };
 use crate::error::Result;
 use crate::hls::HlsTensor;
@@ -245,6 +249,24 @@ impl Backend for CudaBackend {
         }
         Ok(cp::CudaCp::new(self, t, launch, factors)?
             .map(|s| Box::new(s) as Box<dyn CpSession + 'a>))
+    }
+    fn completion_session<'a>(
+        &'a self,
+        tensor: &'a dyn BackendTensor,
+        factors: &[Matrix],
+        offset: f32,
+    ) -> Result<Box<dyn CompletionSession + 'a>> {
+        let t = tensor
+            .as_any()
+            .downcast_ref::<CudaTensor>()
+            .ok_or_else(|| {
+                crate::Error::InvalidOption(
+                    "the tensor was prepared by another backend than CUDA".into(),
+                )
+            })?;
+        Ok(Box::new(completion::CudaCompletion::new(
+            self, t, factors, offset,
+        )?))
     }
     fn copy_rate(&self, bytes: usize, reps: usize) -> Result<Option<CopyRate>> {
         launch::copy_rate(&self.stream, bytes, reps).map(Some)

@@ -1,0 +1,876 @@
+//! The completion kernels on the CUDA backend ([`crate::engine::completion`]): a
+//! [`CompletionSession`] whose factors and residual live in device memory between
+//! calls. `kernels/completion.cu` holds the kernels and their thread mapping.
+//!
+//! What crosses the bus: the initial factors once; a replaced factor or column
+//! ([`CompletionSession::set_factor`], [`CompletionSession::set_column`]); the results
+//! each call returns (the normal equations, the column terms, the loss, the residual
+//! on request, the factors on request) and a flag word after kernels whose output stays
+//! on the device, which says whether they wrote inf or NaN. Every copy back is followed
+//! by a synchronization of the stream before the host reads it.
+//!
+//! Built lazily, once per session: every row's nonzero count (one pass over the tensor,
+//! for SGD's regularization and the grouping) and, per mode, the nonzeros grouped by
+//! row for the normal equations (one more pass, on the device; the host only sums the
+//! counts and cuts long rows into segments). The grouping fixes the order within a row
+//! by atomics, so sums over a row may run in a different order from one session to the
+//! next; so do the f64 atomics of the loss and of the column terms.
+//!
+//! SGD is Hogwild on the device (see `kernels/completion.cu`): the visiting order is a
+//! seeded permutation of work units, each run in the session's order, many at once.
+//! With [`SgdStep::shuffle`] off the permutation is the identity, but the units still
+//! run concurrently, so the result equals the sequential reference only where
+//! concurrent steps touch disjoint rows.
+
+use super::abi::{
+    HLS_BLOCK_THREADS, HLS_BLOCK_WARPS, HLS_COMPLETION_CHUNK, HLS_COMPLETION_TILE_PARTS,
+    HLS_MAX_ORDER, HlsCompletionParams,
+};
+use super::device::cuda_err;
+use super::kernels::completion as entries;
+use super::launch::{ptr, seconds_between, tensor_params, timing_event};
+use super::{CudaBackend, CudaTensor};
+use crate::engine::RunStats;
+use crate::engine::completion::{
+    CompletionSession, SgdStep, check_col, check_factors, check_mode, check_step,
+};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use rand::{Rng, SeedableRng};
+
+// SAFETY: HlsCompletionParams is a plain `repr(C)` struct of integers, floats and a
+// nested HlsLaunchParams generated from kernels/hls_abi.h, the exact layout the kernels
+// take by value.
+unsafe impl DeviceRepr for HlsCompletionParams {}
+
+/// Most nonzeros one warp of the normal equations takes of a row: longer rows are cut
+/// into segments that several warps sum into the row with atomics.
+const SEGMENT: u64 = 1024;
+/// Sparse nonzeros per SGD work unit.
+const SGD_BATCH: u32 = 256;
+/// Dynamic shared memory the normal equations may use per block (no opt-in needed).
+const NORMAL_EQ_SMEM: usize = 48 * 1024;
+
+/// Every row's nonzero count, on the device and on the host.
+struct Counts {
+    dev: CudaSlice<u32>,
+    host: Vec<u32>,
+    /// Where mode `m`'s counts start.
+    offsets: Vec<usize>,
+}
+
+/// One mode's nonzeros grouped by row, in device memory.
+struct Groups {
+    /// Per nonzero, the other modes' indices (`order − 1` each).
+    idx: CudaSlice<u32>,
+    /// Per nonzero, its value minus the offset.
+    val: CudaSlice<f32>,
+    /// Segment `k` holds slots `seg_start[k] .. seg_start[k + 1]`.
+    seg_start: CudaSlice<u64>,
+    /// The row of every segment.
+    seg_row: CudaSlice<u32>,
+    n_segs: usize,
+}
+
+/// A completion session on one tensor of the CUDA backend.
+pub struct CudaCompletion<'a> {
+    backend: &'a CudaBackend,
+    tensor: &'a CudaTensor,
+    offset: f32,
+    rank: usize,
+    dims: Vec<usize>,
+    nnz: usize,
+    /// Every mode's factor, row-major `I_n × R` (at least one element).
+    factors: Vec<CudaSlice<f32>>,
+    /// Per nonzero in the session's order, once [`CompletionSession::reset_residual`]
+    /// has run.
+    residual: Option<CudaSlice<f32>>,
+    counts: Option<Counts>,
+    groups: Vec<Option<Groups>>,
+    /// The normal equations' output, grown as needed.
+    out: Option<CudaSlice<f32>>,
+    /// f64 sums: the column terms or the loss, grown as needed.
+    acc: Option<CudaSlice<f64>>,
+    /// A new column on its way into a factor.
+    column: Option<CudaSlice<f32>>,
+    flag: CudaSlice<u32>,
+    /// Bytes of the initial factors, counted by the first call.
+    pending_up: u64,
+}
+
+impl<'a> CudaCompletion<'a> {
+    /// A session on `tensor` from `factors` (checked: one per mode, one rank, finite),
+    /// modelling `offset + CP`. [`Error::Unsupported`] for tensors of order above
+    /// [`HLS_MAX_ORDER`].
+    pub fn new(
+        backend: &'a CudaBackend,
+        tensor: &'a CudaTensor,
+        factors: &[Matrix],
+        offset: f32,
+    ) -> Result<Self> {
+        let hls = &tensor.hls;
+        let rank = check_factors(hls.dims(), factors)?;
+        if !offset.is_finite() {
+            return Err(Error::NonFinite(format!("completion offset {offset}")));
+        }
+        if hls.order() > HLS_MAX_ORDER as usize {
+            return Err(Error::Unsupported(format!(
+                "the CUDA completion kernels handle tensors of order ≤ {HLS_MAX_ORDER}, got {}",
+                hls.order()
+            )));
+        }
+        if u32::try_from(rank).is_err() || hls.dims().iter().any(|&d| u32::try_from(d).is_err()) {
+            return Err(Error::Unsupported(
+                "the CUDA completion kernels take ranks and extents below 2^32".into(),
+            ));
+        }
+        if u32::try_from(hls.sparse().block_prefix().len()).is_err() {
+            return Err(Error::Unsupported(
+                "more than 2^32 sparse key blocks".into(),
+            ));
+        }
+        let stream = &backend.stream;
+        let mut dev = Vec::with_capacity(factors.len());
+        let mut pending_up = 0;
+        for f in factors {
+            let mut buf = alloc::<f32>(backend, f.data().len(), "a completion factor")?;
+            if !f.data().is_empty() {
+                stream
+                    .memcpy_htod(f.data(), &mut buf)
+                    .map_err(|e| cuda_err("uploading a completion factor", e))?;
+            }
+            pending_up += (f.data().len() * 4) as u64;
+            dev.push(buf);
+        }
+        Ok(CudaCompletion {
+            backend,
+            tensor,
+            offset,
+            rank,
+            dims: hls.dims().to_vec(),
+            nnz: hls.nnz(),
+            factors: dev,
+            residual: None,
+            counts: None,
+            groups: (0..hls.order()).map(|_| None).collect(),
+            out: None,
+            acc: None,
+            column: None,
+            flag: alloc::<u32>(backend, 1, "the completion flag")?,
+            pending_up,
+        })
+    }
+
+    /// The launch parameters with the tensor, the factors and the session's constants.
+    fn params(&self, mode: usize) -> HlsCompletionParams {
+        let stream = &self.backend.stream;
+        let mut p = HlsCompletionParams::default();
+        tensor_params(&mut p.t, &self.tensor.hls, &self.tensor.dev, stream);
+        for (m, f) in self.factors.iter().enumerate() {
+            p.t.factor[m] = ptr(f, stream);
+            p.t.ranks[m] = self.rank as u32;
+        }
+        p.t.mode = mode as u32;
+        p.rank = self.rank as u32;
+        p.offset = self.offset;
+        p.flag = ptr(&self.flag, stream);
+        p
+    }
+
+    /// Blocks for a walk over every nonzero: a thread per sparse nonzero, a warp per
+    /// dense tile, at most a few waves (the kernels stride over the rest).
+    fn walk_blocks(&self) -> u32 {
+        let hls = &self.tensor.hls;
+        let threads = HLS_BLOCK_THREADS as usize;
+        let need = hls.sparse().nnz().div_ceil(threads).max(
+            hls.dense()
+                .map_or(0, |d| d.len())
+                .div_ceil(HLS_BLOCK_WARPS as usize),
+        );
+        need.clamp(1, self.backend.sm_count * 32) as u32
+    }
+
+    /// Launches `name` with `p` on `blocks` blocks and `smem` bytes of dynamic shared
+    /// memory, timed with events; returns the device seconds (waits for the kernel).
+    fn launch(&self, name: &str, p: &HlsCompletionParams, blocks: u32, smem: u32) -> Result<f64> {
+        let stream = &self.backend.stream;
+        let func = self.backend.kernels.get(name)?;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks.max(1), 1, 1),
+            block_dim: (HLS_BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: smem,
+        };
+        let start = timing_event(stream)?;
+        let mut builder = stream.launch_builder(&func);
+        builder.arg(p);
+        // SAFETY: every pointer in `p` is a live buffer of this session or of the
+        // uploaded tensor, on this one stream, with the extents the counts in `p`
+        // describe (the factors `dims[m] × rank`, the residual `nnz`, the outputs and
+        // the grouping as sized by the caller); the kernels stride over the grid and
+        // index within those extents (kernels/completion.cu).
+        unsafe { builder.launch(cfg) }.map_err(|e| cuda_err(&format!("launching {name}"), e))?;
+        let end = timing_event(stream)?;
+        stream
+            .context()
+            .check_err()
+            .map_err(|e| cuda_err(&format!("after {name}"), e))?;
+        seconds_between(&start, &end)
+    }
+
+    /// Clears the flag word before a kernel that may raise it.
+    fn clear_flag(&mut self) -> Result<()> {
+        self.backend
+            .stream
+            .memset_zeros(&mut self.flag)
+            .map_err(|e| cuda_err("clearing the completion flag", e))
+    }
+
+    /// Whether a kernel since [`Self::clear_flag`] wrote inf or NaN (waits for it).
+    fn flag_raised(&self) -> Result<bool> {
+        let stream = &self.backend.stream;
+        let mut f = [0u32];
+        stream
+            .memcpy_dtoh(&self.flag, &mut f)
+            .map_err(|e| cuda_err("copying the completion flag back", e))?;
+        stream
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for the completion flag", e))?;
+        Ok(f[0] != 0)
+    }
+
+    /// The stats of a call that ran kernels for `seconds`, counting the initial
+    /// factors' upload in the first call.
+    fn stats(&mut self, seconds: f64, up: u64, down: u64) -> RunStats {
+        RunStats {
+            kernel_seconds: Some(seconds),
+            bytes_to_device: std::mem::take(&mut self.pending_up) + up,
+            bytes_from_device: down,
+            log_term: None,
+        }
+    }
+
+    /// Every row's nonzero count, counted on the first call.
+    fn ensure_counts(&mut self) -> Result<f64> {
+        if self.counts.is_some() {
+            return Ok(0.0);
+        }
+        let mut offsets = Vec::with_capacity(self.dims.len());
+        let mut total = 0usize;
+        for &d in &self.dims {
+            offsets.push(total);
+            total += d;
+        }
+        let dev = alloc::<u32>(self.backend, total, "the row counts")?;
+        let mut p = self.params(0);
+        p.counts = ptr(&dev, &self.backend.stream);
+        for (m, &o) in offsets.iter().enumerate() {
+            p.count_off[m] = o as u64;
+        }
+        let seconds = self.launch(entries::COUNT, &p, self.walk_blocks(), 0)?;
+        let mut host = vec![0u32; total];
+        let stream = &self.backend.stream;
+        if total > 0 {
+            stream
+                .memcpy_dtoh(&dev.slice(0..total), host.as_mut_slice())
+                .map_err(|e| cuda_err("copying the row counts back", e))?;
+        }
+        stream
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for the row counts", e))?;
+        self.counts = Some(Counts { dev, host, offsets });
+        Ok(seconds)
+    }
+
+    /// Mode `mode`'s nonzeros grouped by row, grouped on the first call.
+    fn ensure_groups(&mut self, mode: usize) -> Result<f64> {
+        if self.groups[mode].is_some() {
+            return Ok(0.0);
+        }
+        let mut seconds = self.ensure_counts()?;
+        let rows = self.dims[mode];
+        let counts = self.counts.as_ref().expect("counted above");
+        let own = &counts.host[counts.offsets[mode]..counts.offsets[mode] + rows];
+        let (first, seg_start, seg_row) = row_segments(own, SEGMENT);
+        let n_segs = seg_row.len();
+        let d = self.dims.len() - 1;
+        let stream = &self.backend.stream;
+        let idx = alloc::<u32>(self.backend, self.nnz * d, "the row-grouped indices")?;
+        let val = alloc::<f32>(self.backend, self.nnz, "the row-grouped values")?;
+        let mut next = alloc::<u64>(self.backend, rows, "the grouping cursors")?;
+        let mut starts = alloc::<u64>(self.backend, seg_start.len(), "the row segments")?;
+        let mut srows = alloc::<u32>(self.backend, n_segs, "the segment rows")?;
+        let upload = |what: &str, r: std::result::Result<(), cudarc::driver::DriverError>| {
+            r.map_err(|e| cuda_err(&format!("uploading {what}"), e))
+        };
+        if rows > 0 {
+            upload(
+                "the grouping cursors",
+                stream.memcpy_htod(&first, &mut next),
+            )?;
+        }
+        upload(
+            "the row segments",
+            stream.memcpy_htod(&seg_start, &mut starts),
+        )?;
+        if n_segs > 0 {
+            upload("the segment rows", stream.memcpy_htod(&seg_row, &mut srows))?;
+        }
+        let mut p = self.params(mode);
+        p.group_next = ptr(&next, stream);
+        p.group_idx = ptr(&idx, stream);
+        p.group_val = ptr(&val, stream);
+        seconds += self.launch(entries::GROUP, &p, self.walk_blocks(), 0)?;
+        self.pending_up += ((first.len() + seg_start.len()) * 8 + seg_row.len() * 4) as u64;
+        drop(next);
+        self.groups[mode] = Some(Groups {
+            idx,
+            val,
+            seg_start: starts,
+            seg_row: srows,
+            n_segs,
+        });
+        Ok(seconds)
+    }
+
+    /// An f64 buffer of at least `n` entries, its first `n` cleared.
+    fn cleared_acc(&mut self, n: usize) -> Result<()> {
+        if self.acc.as_ref().is_none_or(|b| b.len() < n.max(1)) {
+            self.acc = None;
+            self.acc = Some(alloc::<f64>(self.backend, n, "the completion sums")?);
+        }
+        let acc = self.acc.as_mut().expect("allocated above");
+        self.backend
+            .stream
+            .memset_zeros(&mut acc.slice_mut(0..n.max(1)))
+            .map_err(|e| cuda_err("clearing the completion sums", e))
+    }
+
+    /// Copies the first `n` entries of a device buffer into `dst` and waits.
+    fn copy_back<T: DeviceRepr>(&self, src: &CudaSlice<T>, n: usize, dst: &mut [T]) -> Result<()> {
+        let stream = &self.backend.stream;
+        if n > 0 {
+            stream
+                .memcpy_dtoh(&src.slice(0..n), &mut dst[..n])
+                .map_err(|e| cuda_err("copying a completion result back", e))?;
+        }
+        stream
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for a completion result", e))
+    }
+
+    fn check_residual(&self) -> Result<()> {
+        if self.residual.is_none() {
+            return Err(Error::InvalidOption(
+                "the residual is not set: call reset_residual first".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The launch parameters of a kernel that reads or writes the residual.
+    fn residual_params(&self, mode: usize) -> Result<HlsCompletionParams> {
+        let mut p = self.params(mode);
+        let res = self.residual.as_ref().ok_or_else(|| {
+            Error::InvalidOption("the residual is not set: call reset_residual first".into())
+        })?;
+        p.residual = ptr(res, &self.backend.stream);
+        Ok(p)
+    }
+}
+
+/// A device buffer of `n` elements (at least one, so every pointer is valid), zeroed,
+/// after checking that it fits in free device memory.
+fn alloc<T: DeviceRepr + ValidAsZeroBits>(
+    backend: &CudaBackend,
+    n: usize,
+    what: &str,
+) -> Result<CudaSlice<T>> {
+    let stream = &backend.stream;
+    let bytes = n.max(1).saturating_mul(std::mem::size_of::<T>());
+    let (free, _total) = stream
+        .context()
+        .mem_get_info()
+        .map_err(|e| cuda_err("querying free device memory", e))?;
+    if bytes > free {
+        return Err(Error::DeviceMemory {
+            what: what.to_string(),
+            needed: bytes as u64,
+            available: free as u64,
+        });
+    }
+    stream
+        .alloc_zeros::<T>(n.max(1))
+        .map_err(|e| cuda_err(&format!("allocating {what}"), e))
+}
+
+/// [`Error::NonFinite`] naming `what` when `values` hold inf or NaN.
+fn finite(values: &[f32], what: impl FnOnce() -> String) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(p) => Err(Error::NonFinite(format!(
+            "{} entry {p} is {}",
+            what(),
+            values[p]
+        ))),
+    }
+}
+
+/// The grouping of rows with `counts` nonzeros each: every row's first slot, and the
+/// rows cut into segments of at most `segment` slots, as the segments' first slots (and
+/// the end) and their rows. Rows without nonzeros have no segment.
+fn row_segments(counts: &[u32], segment: u64) -> (Vec<u64>, Vec<u64>, Vec<u32>) {
+    let mut first = Vec::with_capacity(counts.len());
+    let mut seg_start = Vec::new();
+    let mut seg_row = Vec::new();
+    let mut at = 0u64;
+    for (i, &c) in counts.iter().enumerate() {
+        first.push(at);
+        let c = u64::from(c);
+        let mut s = 0;
+        while s < c {
+            seg_start.push(at + s);
+            seg_row.push(i as u32);
+            s += segment;
+        }
+        at += c;
+    }
+    seg_start.push(at);
+    (first, seg_start, seg_row)
+}
+
+/// Greatest common divisor.
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The SGD visiting order of `units` work units as `(mul, add)`: unit
+/// `(mul · u + add) mod units` runs `u`-th. A seeded bijection (`mul` coprime with
+/// `units`) when shuffling, else the identity.
+fn unit_permutation(units: u64, seed: u64, shuffle: bool) -> (u32, u32) {
+    if !shuffle || units <= 1 {
+        return (1, 0);
+    }
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut mul = rng.random_range(1..units);
+    while gcd(mul, units) != 1 {
+        mul = if mul + 1 < units { mul + 1 } else { 1 };
+    }
+    let add = rng.random_range(0..units);
+    (mul as u32, add as u32)
+}
+
+impl CompletionSession for CudaCompletion<'_> {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn factors(&mut self) -> Result<Vec<Matrix>> {
+        let mut out = Vec::with_capacity(self.dims.len());
+        for (f, &d) in self.factors.iter().zip(&self.dims) {
+            let mut data = vec![0f32; d * self.rank];
+            self.copy_back(f, data.len(), &mut data)?;
+            out.push(Matrix::new(d, self.rank, data)?);
+        }
+        Ok(out)
+    }
+
+    fn set_factor(&mut self, mode: usize, factor: &Matrix) -> Result<RunStats> {
+        check_mode(mode, self.dims.len())?;
+        if factor.shape() != (self.dims[mode], self.rank) {
+            return Err(Error::shape(
+                format!("completion factor of mode {mode}"),
+                format!("{}×{}", self.dims[mode], self.rank),
+                format!("{}×{}", factor.rows(), factor.cols()),
+            ));
+        }
+        if let Some(v) = factor.data().iter().find(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "completion factor of mode {mode} holds {v}"
+            )));
+        }
+        if !factor.data().is_empty() {
+            self.backend
+                .stream
+                .memcpy_htod(factor.data(), &mut self.factors[mode])
+                .map_err(|e| cuda_err("uploading a completion factor", e))?;
+        }
+        Ok(self.stats(0.0, (factor.data().len() * 4) as u64, 0))
+    }
+
+    fn set_column(&mut self, mode: usize, col: usize, values: &[f32]) -> Result<RunStats> {
+        check_mode(mode, self.dims.len())?;
+        check_col(col, self.rank)?;
+        let rows = self.dims[mode];
+        if values.len() != rows {
+            return Err(Error::shape(
+                format!("column of mode {mode}"),
+                rows,
+                values.len(),
+            ));
+        }
+        if let Some(v) = values.iter().find(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "column {col} of mode {mode} holds {v}"
+            )));
+        }
+        if rows == 0 {
+            return Ok(self.stats(0.0, 0, 0));
+        }
+        if self.column.as_ref().is_none_or(|b| b.len() < rows) {
+            self.column = None;
+            self.column = Some(alloc::<f32>(self.backend, rows, "a completion column")?);
+        }
+        let stream = &self.backend.stream;
+        let buf = self.column.as_mut().expect("allocated above");
+        stream
+            .memcpy_htod(values, buf)
+            .map_err(|e| cuda_err("uploading a completion column", e))?;
+        let mut p = self.params(mode);
+        p.col = col as u32;
+        p.column = ptr(self.column.as_ref().expect("allocated above"), stream);
+        let blocks = rows
+            .div_ceil(HLS_BLOCK_THREADS as usize)
+            .min(self.backend.sm_count * 8) as u32;
+        let seconds = self.launch(entries::SET_COLUMN, &p, blocks, 0)?;
+        Ok(self.stats(seconds, (rows * 4) as u64, 0))
+    }
+
+    fn normal_equations(&mut self, mode: usize, out: &mut Matrix) -> Result<RunStats> {
+        check_mode(mode, self.dims.len())?;
+        let (r, rows) = (self.rank, self.dims[mode]);
+        let width = r * r + r;
+        // Per warp a chunk of Khatri-Rao rows and their values: `chunk × (R + 1)` floats.
+        let per_nonzero = HLS_BLOCK_WARPS as usize * (r + 1) * 4;
+        let chunk = (NORMAL_EQ_SMEM / per_nonzero).min(HLS_COMPLETION_CHUNK as usize);
+        if chunk == 0 {
+            return Err(Error::Unsupported(format!(
+                "the CUDA normal equations take ranks ≤ {}, got {r}",
+                NORMAL_EQ_SMEM / (HLS_BLOCK_WARPS as usize * 4) - 1
+            )));
+        }
+        if out.shape() != (rows, width) {
+            crate::matrix::check_alloc("the normal equations", rows, width, 4)?;
+            *out = Matrix::zeros(rows, width);
+        }
+        let mut seconds = self.ensure_groups(mode)?;
+        let n_out = rows * width;
+        if self.out.as_ref().is_none_or(|b| b.len() < n_out.max(1)) {
+            self.out = None;
+            self.out = Some(alloc::<f32>(self.backend, n_out, "the normal equations")?);
+        }
+        let stream = &self.backend.stream;
+        let dev_out = self.out.as_mut().expect("allocated above");
+        stream
+            .memset_zeros(&mut dev_out.slice_mut(0..n_out.max(1)))
+            .map_err(|e| cuda_err("clearing the normal equations", e))?;
+        let g = self.groups[mode].as_ref().expect("grouped above");
+        let mut p = self.params(mode);
+        p.t.out = ptr(self.out.as_ref().expect("allocated above"), stream);
+        p.group_idx = ptr(&g.idx, stream);
+        p.group_val = ptr(&g.val, stream);
+        p.seg_start = ptr(&g.seg_start, stream);
+        p.seg_row = ptr(&g.seg_row, stream);
+        p.n_segs = g.n_segs as u64;
+        p.chunk = chunk as u32;
+        let blocks = g
+            .n_segs
+            .div_ceil(HLS_BLOCK_WARPS as usize)
+            .clamp(1, self.backend.sm_count * 16) as u32;
+        let smem = (chunk * per_nonzero) as u32;
+        seconds += self.launch(entries::NORMAL_EQ, &p, blocks, smem)?;
+        let dev_out = self.out.as_ref().expect("allocated above");
+        self.copy_back(dev_out, n_out, out.data_mut())?;
+        finite(out.data(), || format!("normal equations of mode {mode}"))?;
+        Ok(self.stats(seconds, 0, (n_out * 4) as u64))
+    }
+
+    fn reset_residual(&mut self) -> Result<RunStats> {
+        if self.residual.is_none() {
+            self.residual = Some(alloc::<f32>(self.backend, self.nnz, "the residual")?);
+        }
+        self.clear_flag()?;
+        let p = self.residual_params(0)?;
+        let name = if self.rank.is_multiple_of(4) {
+            entries::RESIDUAL_V4
+        } else {
+            entries::RESIDUAL_V1
+        };
+        let seconds = self.launch(name, &p, self.walk_blocks(), 0)?;
+        if self.flag_raised()? {
+            return Err(Error::NonFinite(
+                "the residual holds inf or NaN".to_string(),
+            ));
+        }
+        Ok(self.stats(seconds, 0, 4))
+    }
+
+    fn add_column(&mut self, col: usize, sign: f32) -> Result<RunStats> {
+        check_col(col, self.rank)?;
+        self.check_residual()?;
+        self.clear_flag()?;
+        let mut p = self.residual_params(0)?;
+        p.col = col as u32;
+        p.sign = sign;
+        let seconds = self.launch(entries::ADD_COLUMN, &p, self.walk_blocks(), 0)?;
+        if self.flag_raised()? {
+            return Err(Error::NonFinite(format!(
+                "the residual after column {col} holds inf or NaN"
+            )));
+        }
+        Ok(self.stats(seconds, 0, 4))
+    }
+
+    fn column_terms(&mut self, mode: usize, col: usize, out: &mut Matrix) -> Result<RunStats> {
+        check_mode(mode, self.dims.len())?;
+        check_col(col, self.rank)?;
+        self.check_residual()?;
+        let rows = self.dims[mode];
+        if out.shape() != (rows, 2) {
+            *out = Matrix::zeros(rows, 2);
+        }
+        self.cleared_acc(2 * rows)?;
+        let mut p = self.residual_params(mode)?;
+        p.col = col as u32;
+        p.acc = ptr(
+            self.acc.as_ref().expect("cleared above"),
+            &self.backend.stream,
+        );
+        let seconds = self.launch(entries::COLUMN_TERMS, &p, self.walk_blocks(), 0)?;
+        let mut sums = vec![0f64; 2 * rows];
+        self.copy_back(
+            self.acc.as_ref().expect("cleared above"),
+            2 * rows,
+            &mut sums,
+        )?;
+        for (o, s) in out.data_mut().iter_mut().zip(&sums) {
+            *o = *s as f32;
+        }
+        finite(out.data(), || {
+            format!("CCD++ terms of mode {mode}, column {col}")
+        })?;
+        Ok(self.stats(seconds, 0, (rows * 16) as u64))
+    }
+
+    fn residual(&mut self) -> Result<Vec<f32>> {
+        self.check_residual()?;
+        let mut v = vec![0f32; self.nnz];
+        self.copy_back(self.residual.as_ref().expect("checked"), self.nnz, &mut v)?;
+        Ok(v)
+    }
+
+    fn sgd_epoch(&mut self, step: &SgdStep) -> Result<RunStats> {
+        check_step(step)?;
+        let mut seconds = self.ensure_counts()?;
+        let hls = &self.tensor.hls;
+        let sp_units = hls.sparse().nnz().div_ceil(SGD_BATCH as usize) as u64;
+        let tiles = hls.dense().map_or(0, |d| d.len()) as u64;
+        let units = sp_units + HLS_COMPLETION_TILE_PARTS as u64 * tiles;
+        if units == 0 {
+            return Ok(self.stats(seconds, 0, 0));
+        }
+        if u32::try_from(units).is_err() {
+            return Err(Error::Unsupported(format!(
+                "{units} SGD work units (2^32 or more) in one epoch"
+            )));
+        }
+        let (mul, add) = unit_permutation(units, step.seed, step.shuffle);
+        self.clear_flag()?;
+        let counts = self.counts.as_ref().expect("counted above");
+        let mut p = self.params(0);
+        p.counts = ptr(&counts.dev, &self.backend.stream);
+        for (m, &o) in counts.offsets.iter().enumerate() {
+            p.count_off[m] = o as u64;
+        }
+        p.sgd_units = units;
+        p.sgd_batch = SGD_BATCH;
+        p.perm_mul = mul;
+        p.perm_add = add;
+        p.learning_rate = step.learning_rate;
+        p.lambda = step.lambda;
+        // One warp per unit, at most the warps that are resident at once (8 blocks of 4
+        // warps per SM): more would only add staleness.
+        let blocks = (units as usize)
+            .div_ceil(HLS_BLOCK_WARPS as usize)
+            .clamp(1, self.backend.sm_count * 8) as u32;
+        seconds += self.launch(entries::SGD, &p, blocks, 0)?;
+        if self.flag_raised()? {
+            return Err(Error::NonFinite(
+                "an SGD step left inf or NaN in a factor".to_string(),
+            ));
+        }
+        Ok(self.stats(seconds, 0, 4))
+    }
+
+    fn loss(&mut self) -> Result<f64> {
+        self.cleared_acc(1)?;
+        let mut p = self.params(0);
+        p.acc = ptr(
+            self.acc.as_ref().expect("cleared above"),
+            &self.backend.stream,
+        );
+        let name = if self.rank.is_multiple_of(4) {
+            entries::LOSS_V4
+        } else {
+            entries::LOSS_V1
+        };
+        self.launch(name, &p, self.walk_blocks(), 0)?;
+        let mut loss = [0f64];
+        self.copy_back(self.acc.as_ref().expect("cleared above"), 1, &mut loss)?;
+        if !loss[0].is_finite() {
+            return Err(Error::NonFinite(format!(
+                "the completion loss is {}",
+                loss[0]
+            )));
+        }
+        Ok(loss[0])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hls::{HlsBuilder, HlsTensor};
+    use crate::tensor::generate::{GenSpec, Pattern, generate};
+
+    #[test]
+    fn segments_tile_every_row_in_pieces_of_at_most_the_segment() {
+        let counts = [3u32, 0, 10, 1, 0, 7];
+        let (first, starts, rows) = row_segments(&counts, 4);
+        assert_eq!(first, [0, 3, 3, 13, 14, 14]);
+        assert_eq!(rows, [0, 2, 2, 2, 3, 5, 5]);
+        assert_eq!(starts, [0, 3, 7, 11, 13, 14, 18, 21]);
+        let (_, starts, rows) = row_segments(&[0, 0], 4);
+        assert_eq!((starts, rows), (vec![0], vec![]));
+    }
+
+    /// A 3rd-order tensor with dense tiles and a sparse part.
+    fn tiled() -> HlsTensor {
+        let x = generate(&GenSpec {
+            dims: vec![40, 35, 50],
+            nnz: 6000,
+            pattern: Pattern::BlockDense {
+                tile_nnz: 300,
+                dense_share: 0.6,
+            },
+            seed: 8,
+        })
+        .unwrap();
+        let hls = HlsBuilder::new(16).build(&x).unwrap();
+        assert!(hls.dense().is_some_and(|d| d.len() > 2) && hls.sparse().nnz() > 0);
+        hls
+    }
+
+    /// The dense tiles in the session's order, as `(position, coordinates, value)`.
+    fn session_dense(hls: &HlsTensor) -> Vec<(usize, [u32; 3], u16)> {
+        let mut v = Vec::new();
+        let mut q = 0;
+        hls.for_each_nonzero(|c, x| {
+            if q >= hls.sparse().nnz() {
+                v.push((q, [c[0], c[1], c[2]], x.to_bits()));
+            }
+            q += 1;
+        });
+        v
+    }
+
+    /// The index arithmetic of `for_each_nonzero`'s dense walk in kernels/completion.cu
+    /// (lane l owns bitmap words 2l and 2l + 1, an exclusive scan of their popcounts
+    /// gives its first slot) gives every dense nonzero the session's position,
+    /// coordinates and value.
+    #[test]
+    fn the_kernels_lane_walk_of_a_tile_visits_the_session_order() {
+        let hls = tiled();
+        let d = hls.dense().unwrap();
+        let sp = hls.sparse().nnz();
+        let mut got = Vec::new();
+        for t in 0..d.len() {
+            let o = d.tile_origin(t);
+            let bm = &d.bitmaps()[t];
+            let mut incl = 0usize;
+            for lane in 0..32 {
+                let (w0, w1) = (bm[2 * lane], bm[2 * lane + 1]);
+                let count = (w0.count_ones() + w1.count_ones()) as usize;
+                incl += count;
+                let mut slot = d.offsets()[t] as usize + incl - count;
+                for (k, w) in [w0, w1].into_iter().enumerate() {
+                    let mut bits = w;
+                    while bits != 0 {
+                        let pos = (2 * lane + k) as u32 * 64 + bits.trailing_zeros();
+                        bits &= bits - 1;
+                        let c = [
+                            o[0] + (pos >> 8),
+                            o[1] + ((pos >> 4) & 15),
+                            o[2] + (pos & 15),
+                        ];
+                        got.push((sp + slot, c, d.values()[slot].to_bits()));
+                        slot += 1;
+                    }
+                }
+            }
+        }
+        got.sort_by_key(|g| g.0);
+        assert_eq!(got, session_dense(&hls));
+    }
+
+    /// The same for SGD's units: a tile in HLS_COMPLETION_TILE_PARTS parts of 16 words,
+    /// each starting at the popcount of the words before it.
+    #[test]
+    fn the_kernels_sgd_parts_of_a_tile_visit_the_session_order() {
+        let hls = tiled();
+        let d = hls.dense().unwrap();
+        let sp = hls.sparse().nnz();
+        let parts = HLS_COMPLETION_TILE_PARTS as usize;
+        let words = crate::hls::BITMAP_WORDS / parts;
+        let mut got = Vec::new();
+        for t in 0..d.len() {
+            let o = d.tile_origin(t);
+            let bm = &d.bitmaps()[t];
+            for part in 0..parts {
+                let mut slot = d.offsets()[t] as usize
+                    + bm[..part * words]
+                        .iter()
+                        .map(|w| w.count_ones() as usize)
+                        .sum::<usize>();
+                for (w, &word) in bm.iter().enumerate().skip(part * words).take(words) {
+                    let mut bits = word;
+                    while bits != 0 {
+                        let pos = w as u32 * 64 + bits.trailing_zeros();
+                        bits &= bits - 1;
+                        let c = [
+                            o[0] + (pos >> 8),
+                            o[1] + ((pos >> 4) & 15),
+                            o[2] + (pos & 15),
+                        ];
+                        got.push((sp + slot, c, d.values()[slot].to_bits()));
+                        slot += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            got,
+            session_dense(&hls),
+            "parts in order give the session order"
+        );
+    }
+
+    #[test]
+    fn unit_permutations_are_bijections() {
+        for units in [1u64, 2, 3, 7, 12, 64, 97, 1000] {
+            for seed in 0..20 {
+                let (mul, add) = unit_permutation(units, seed, true);
+                let mut seen = vec![false; units as usize];
+                for u in 0..units {
+                    let v = (u64::from(mul) * u + u64::from(add)) % units;
+                    assert!(!seen[v as usize], "units {units}, seed {seed}");
+                    seen[v as usize] = true;
+                }
+            }
+            assert_eq!(unit_permutation(units, 5, false), (1, 0));
+        }
+    }
+}
