@@ -157,22 +157,20 @@ impl PhiSession for CpuPhi {
             .collect();
         let d = others.len();
         let idx = g.others();
-        self.pi.clear();
+        // Every entry is written below: keep the buffer (no zeroing of 4R bytes per
+        // nonzero at every fix), only its length follows the mode's nonzero count.
         self.pi.resize(g.values().len() * r, 0.0);
         self.pi
             .par_chunks_mut(PI_CHUNK * r.max(1))
             .enumerate()
             .for_each(|(c, chunk)| {
                 let _flush = FlushSubnormals::new();
-                for (j, p) in chunk.chunks_exact_mut(r).enumerate() {
-                    let q = c * PI_CHUNK + j;
-                    let ix = &idx[q * d..(q + 1) * d];
-                    p.copy_from_slice(&others[0][ix[0] as usize * r..][..r]);
-                    for (f, &i) in others.iter().zip(ix).skip(1) {
-                        for (v, &a) in p.iter_mut().zip(&f[i as usize * r..][..r]) {
-                            *v *= a;
-                        }
-                    }
+                let ix = &idx[c * PI_CHUNK * d..];
+                match r {
+                    8 => pi_rows::<8>(chunk, ix, &others),
+                    16 => pi_rows::<16>(chunk, ix, &others),
+                    32 => pi_rows::<32>(chunk, ix, &others),
+                    _ => pi_rows_any(r, chunk, ix, &others),
                 }
             });
         if self.plans[mode].is_none() {
@@ -437,6 +435,40 @@ fn row_violation(b: &[f64], phi: &[f32]) -> f64 {
         m = m.max(bk.min(d).abs());
     }
     if nan { f64::NAN } else { m }
+}
+
+/// `π` of the nonzeros of `out` (`n × R`): each the product of its rows of `others`
+/// (`idx`: `others.len()` indices per nonzero), at rank `R`.
+#[inline(always)]
+fn pi_rows<const R: usize>(out: &mut [f32], idx: &[u32], others: &[&[f32]]) {
+    let d = others.len();
+    for (p, ix) in out.chunks_exact_mut(R).zip(idx.chunks_exact(d)) {
+        let mut v: [f32; R] = others[0][ix[0] as usize * R..][..R]
+            .try_into()
+            .expect("a row of rank R");
+        for (f, &i) in others[1..].iter().zip(&ix[1..]) {
+            let row: &[f32; R] = f[i as usize * R..][..R]
+                .try_into()
+                .expect("a row of rank R");
+            for (a, &b) in v.iter_mut().zip(row) {
+                *a *= b;
+            }
+        }
+        p.copy_from_slice(&v);
+    }
+}
+
+/// [`pi_rows`] for any rank.
+fn pi_rows_any(r: usize, out: &mut [f32], idx: &[u32], others: &[&[f32]]) {
+    let d = others.len();
+    for (p, ix) in out.chunks_exact_mut(r).zip(idx.chunks_exact(d)) {
+        p.copy_from_slice(&others[0][ix[0] as usize * r..][..r]);
+        for (f, &i) in others[1..].iter().zip(&ix[1..]) {
+            for (v, &a) in p.iter_mut().zip(&f[i as usize * r..][..r]) {
+                *v *= a;
+            }
+        }
+    }
 }
 
 /// One row of Φ at rank `R`: `b` the row of `B`, `pi` its nonzeros' `π` (`n × R`), `x`
