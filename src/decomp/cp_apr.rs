@@ -613,7 +613,8 @@ fn mark_support(
     pattern.resize_with(a.len(), || Matrix::zeros(0, 0));
     for (m, (p, f)) in pattern.iter_mut().zip(a).enumerate() {
         if m == n {
-            *p = Matrix::zeros(0, 0);
+            // Not read by the MTTKRP of mode n; kept for the next mode's call, so no
+            // pattern is allocated and zeroed again every mode.
             continue;
         }
         if p.shape() != (f.len() / rank, rank) {
