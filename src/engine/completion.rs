@@ -122,6 +122,58 @@ pub fn check_factors(dims: &[usize], factors: &[Matrix]) -> Result<usize> {
     Ok(rank)
 }
 
+/// Checks a new factor for `mode` of a session on extents `dims` at rank `rank` (for
+/// [`CompletionSession::set_factor`]): a mode in range, shape `dims[mode] × rank`,
+/// every entry finite.
+pub(crate) fn check_new_factor(
+    dims: &[usize],
+    rank: usize,
+    mode: usize,
+    factor: &Matrix,
+) -> Result<()> {
+    check_mode(mode, dims.len())?;
+    if factor.shape() != (dims[mode], rank) {
+        return Err(Error::shape(
+            format!("completion factor of mode {mode}"),
+            format!("{}×{}", dims[mode], rank),
+            format!("{}×{}", factor.rows(), factor.cols()),
+        ));
+    }
+    if let Some(v) = factor.data().iter().find(|v| !v.is_finite()) {
+        return Err(Error::NonFinite(format!(
+            "completion factor of mode {mode} holds {v}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a new column `col` of `mode` (for [`CompletionSession::set_column`]): mode
+/// and column in range, `dims[mode]` values, every one finite.
+pub(crate) fn check_new_column(
+    dims: &[usize],
+    rank: usize,
+    mode: usize,
+    col: usize,
+    values: &[f32],
+) -> Result<()> {
+    check_mode(mode, dims.len())?;
+    check_col(col, rank)?;
+    let rows = dims[mode];
+    if values.len() != rows {
+        return Err(Error::shape(
+            format!("column of mode {mode}"),
+            rows,
+            values.len(),
+        ));
+    }
+    if let Some(v) = values.iter().find(|v| !v.is_finite()) {
+        return Err(Error::NonFinite(format!(
+            "column {col} of mode {mode} holds {v}"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks a mode number against the order.
 pub(crate) fn check_mode(mode: usize, order: usize) -> Result<()> {
     if mode >= order {

@@ -18,7 +18,8 @@ use super::sgd::Strata;
 use super::subnormal::FlushSubnormals;
 use crate::engine::RunStats;
 use crate::engine::completion::{
-    CompletionSession, SgdStep, check_col, check_factors, check_mode, check_step,
+    CompletionSession, SgdStep, check_col, check_factors, check_mode, check_new_column,
+    check_new_factor, check_step,
 };
 use crate::error::{Error, Result};
 use crate::hls::{HlsTensor, LOW_KEY_BITS};
@@ -153,40 +154,13 @@ impl CompletionSession for CpuCompletion<'_> {
     }
 
     fn set_factor(&mut self, mode: usize, factor: &Matrix) -> Result<RunStats> {
-        check_mode(mode, self.hls.order())?;
-        let dims = self.hls.dims();
-        if factor.shape() != (dims[mode], self.rank) {
-            return Err(Error::shape(
-                format!("completion factor of mode {mode}"),
-                format!("{}×{}", dims[mode], self.rank),
-                format!("{}×{}", factor.rows(), factor.cols()),
-            ));
-        }
-        if let Some(v) = factor.data().iter().find(|v| !v.is_finite()) {
-            return Err(Error::NonFinite(format!(
-                "completion factor of mode {mode} holds {v}"
-            )));
-        }
+        check_new_factor(self.hls.dims(), self.rank, mode, factor)?;
         self.factors[mode] = factor.clone();
         Ok(RunStats::default())
     }
 
     fn set_column(&mut self, mode: usize, col: usize, values: &[f32]) -> Result<RunStats> {
-        check_mode(mode, self.hls.order())?;
-        check_col(col, self.rank)?;
-        let rows = self.hls.dims()[mode];
-        if values.len() != rows {
-            return Err(Error::shape(
-                format!("column of mode {mode}"),
-                rows,
-                values.len(),
-            ));
-        }
-        if let Some(v) = values.iter().find(|v| !v.is_finite()) {
-            return Err(Error::NonFinite(format!(
-                "column {col} of mode {mode} holds {v}"
-            )));
-        }
+        check_new_column(self.hls.dims(), self.rank, mode, col, values)?;
         let r = self.rank;
         let data = self.factors[mode].data_mut();
         for (i, &v) in values.iter().enumerate() {

@@ -32,7 +32,8 @@ use super::launch::{ptr, seconds_between, tensor_params, timing_event};
 use super::{CudaBackend, CudaTensor};
 use crate::engine::RunStats;
 use crate::engine::completion::{
-    CompletionSession, SgdStep, check_col, check_factors, check_mode, check_step,
+    CompletionSession, SgdStep, check_col, check_factors, check_mode, check_new_column,
+    check_new_factor, check_step,
 };
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -479,19 +480,7 @@ impl CompletionSession for CudaCompletion<'_> {
     }
 
     fn set_factor(&mut self, mode: usize, factor: &Matrix) -> Result<RunStats> {
-        check_mode(mode, self.dims.len())?;
-        if factor.shape() != (self.dims[mode], self.rank) {
-            return Err(Error::shape(
-                format!("completion factor of mode {mode}"),
-                format!("{}×{}", self.dims[mode], self.rank),
-                format!("{}×{}", factor.rows(), factor.cols()),
-            ));
-        }
-        if let Some(v) = factor.data().iter().find(|v| !v.is_finite()) {
-            return Err(Error::NonFinite(format!(
-                "completion factor of mode {mode} holds {v}"
-            )));
-        }
+        check_new_factor(&self.dims, self.rank, mode, factor)?;
         if !factor.data().is_empty() {
             self.backend
                 .stream
@@ -502,21 +491,8 @@ impl CompletionSession for CudaCompletion<'_> {
     }
 
     fn set_column(&mut self, mode: usize, col: usize, values: &[f32]) -> Result<RunStats> {
-        check_mode(mode, self.dims.len())?;
-        check_col(col, self.rank)?;
+        check_new_column(&self.dims, self.rank, mode, col, values)?;
         let rows = self.dims[mode];
-        if values.len() != rows {
-            return Err(Error::shape(
-                format!("column of mode {mode}"),
-                rows,
-                values.len(),
-            ));
-        }
-        if let Some(v) = values.iter().find(|v| !v.is_finite()) {
-            return Err(Error::NonFinite(format!(
-                "column {col} of mode {mode} holds {v}"
-            )));
-        }
         if rows == 0 {
             return Ok(self.stats(0.0, 0, 0));
         }
