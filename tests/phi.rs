@@ -325,8 +325,8 @@ twin!(
                         "{name} mode {mode}"
                     );
                 }
-                // Through a PhiRun where the backend has one (long rows cut into pieces:
-                // MovieLens-100k's 31 weeks hold about 3000 ratings each).
+                // Through a PhiRun where the backend has one (the longest rows of the
+                // larger tensors cut into pieces).
                 if let Some(mut run) = engine.phi_run(&p, 16).unwrap() {
                     let mut out = Matrix::zeros(1, 1);
                     let params = PhiParams {
@@ -364,9 +364,11 @@ twin!(
 twin!(
     mu_inner_iterations_match_the_sequential_loop_bit_for_bit,
     |engine| {
+        // Mode 2's three rows hold 60,000 nonzeros: at least one is longer than a piece
+        // (8192), so that mode runs one Φ at a time, the others row by row.
         let x = counts(&GenSpec {
-            dims: vec![400, 300, 4],
-            nnz: 30_000,
+            dims: vec![400, 300, 3],
+            nnz: 60_000,
             pattern: Pattern::PowerLaw { alpha: 0.9 },
             seed: 17,
         });
