@@ -387,11 +387,8 @@ impl Engine {
         call: &Call<'_>,
         out: &mut Matrix,
     ) -> Result<RunStats> {
-        if op == Op::Phi && !(call.phi.eps.is_finite() && call.phi.eps > 0.0) {
-            return Err(Error::InvalidOption(format!(
-                "Φ's floor ε must be a finite number > 0, got {}",
-                call.phi.eps
-            )));
+        if op == Op::Phi {
+            phi::check_eps(call.phi.eps)?;
         }
         if let Some(col_max) = call.col_max {
             let fits = col_max.max.len() == factors.len()

@@ -102,7 +102,24 @@ pub struct PhiRun<'a> {
     mode: Option<usize>,
 }
 
+/// [`Error::InvalidOption`] unless Φ's floor `ε` is a finite number > 0.
+pub(crate) fn check_eps(eps: f32) -> Result<()> {
+    if !(eps.is_finite() && eps > 0.0) {
+        return Err(Error::InvalidOption(format!(
+            "Φ's floor ε must be a finite number > 0, got {eps}"
+        )));
+    }
+    Ok(())
+}
+
 impl PhiRun<'_> {
+    /// The mode of the last [`PhiRun::fix`], or the error that asks for one.
+    fn fixed_mode(&self) -> Result<usize> {
+        self.mode.ok_or_else(|| {
+            Error::InvalidOption("Φ: fix a mode and its factors before computing Φ".into())
+        })
+    }
+
     /// The rank `R` of every factor.
     pub fn rank(&self) -> usize {
         self.rank
@@ -142,15 +159,8 @@ impl PhiRun<'_> {
     /// `I_n × R`), as [`Op::Phi`] computes it; [`Error::NonFinite`] when Φ or its log
     /// term is not finite.
     pub fn phi(&mut self, b: &Matrix, params: PhiParams, out: &mut Matrix) -> Result<RunStats> {
-        let mode = self.mode.ok_or_else(|| {
-            Error::InvalidOption("Φ: fix a mode and its factors before computing Φ".into())
-        })?;
-        if !(params.eps.is_finite() && params.eps > 0.0) {
-            return Err(Error::InvalidOption(format!(
-                "Φ's floor ε must be a finite number > 0, got {}",
-                params.eps
-            )));
-        }
+        let mode = self.fixed_mode()?;
+        check_eps(params.eps)?;
         let shape = (self.dims[mode], self.rank);
         if b.shape() != shape {
             return Err(Error::shape(
@@ -199,9 +209,7 @@ impl PhiRun<'_> {
         tol: f64,
         out: &mut Matrix,
     ) -> Result<MuInner> {
-        let mode = self.mode.ok_or_else(|| {
-            Error::InvalidOption("Φ: fix a mode and its factors before computing Φ".into())
-        })?;
+        let mode = self.fixed_mode()?;
         let shape = (self.dims[mode], self.rank);
         if b32.shape() != shape || b.len() != shape.0 * shape.1 {
             return Err(Error::shape(
@@ -210,12 +218,7 @@ impl PhiRun<'_> {
                 format!("{}×{} ({} f64 values)", b32.rows(), b32.cols(), b.len()),
             ));
         }
-        if !(params.eps.is_finite() && params.eps > 0.0) {
-            return Err(Error::InvalidOption(format!(
-                "Φ's floor ε must be a finite number > 0, got {}",
-                params.eps
-            )));
-        }
+        check_eps(params.eps)?;
         if out.shape() != shape {
             crate::matrix::check_alloc("Φ output", shape.0, shape.1, 4)?;
             *out = Matrix::zeros(shape.0, shape.1);
