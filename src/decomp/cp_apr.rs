@@ -42,8 +42,10 @@
 //! | `kappatol` | [`CpAprOptions::kappa_tol`] | 1e-10 |
 //!
 //! Numbers: the factors, `λ`, the KKT violations and the log-likelihood are kept in
-//! f64 on the host; the engine computes Φ in f32 from f32 copies of the factors (on
-//! the CPU with f64 sums of the log term). A model value below `ε` at a nonzero counts
+//! f64. Where the backend offers a [`PhiRun`] (the CPU) Φ is computed in f64 too, as
+//! pyttb computes it: MU amplifies rounding, and f32 factors put movielens-100k's
+//! log-likelihood 1e-5 away from pyttb's after ten outer iterations. Elsewhere (CUDA
+//! today) [`Op::Phi`] computes Φ in f32 from f32 copies of the factors. A model value below `ε` at a nonzero counts
 //! as `ε` in the log-likelihood (pyttb would report −∞).
 //!
 //! Initial factors, unless given: mode `m` is `Matrix::random(I_m, R, seed + m)`
@@ -409,8 +411,8 @@ pub fn cp_apr_with_progress(
     let order = dims.len();
     let rank = opts.rank;
     let eps = opts.eps as f32;
-    // The model in f64; the engine gets f32 copies (`eng[n]`: `B` while mode n updates,
-    // the normalized factor otherwise).
+    // The model in f64 (what a PhiRun reads); Op::Phi and the support's MTTKRP get f32
+    // copies (`eng[n]`: `B` while mode n updates, the normalized factor otherwise).
     let init = opts.initial_factors(&dims);
     let mut a: Vec<Vec<f64>> = init
         .iter()
@@ -428,9 +430,10 @@ pub fn cp_apr_with_progress(
     for (e, f) in eng.iter_mut().zip(&a) {
         to_f32(f, e.data_mut());
     }
-    // The last Φ of each mode (for the inadmissible zeros), and the log-likelihood's
-    // scratch: its call runs on the shortest mode, whose output is smallest.
-    let mut phis: Vec<Matrix> = vec![Matrix::zeros(0, 0); order];
+    // The last Φ of each mode (for the inadmissible zeros; f64, from Op::Phi's f32 Φ
+    // `phi32` where there is no PhiRun).
+    let mut phis: Vec<Vec<f64>> = vec![Vec::new(); order];
+    let mut phi32 = Matrix::zeros(0, 0);
     // Φ with the inner iterations' fixed Khatri-Rao rows kept between calls, where the
     // backend offers it (the CPU); otherwise Op::Phi per call.
     let mut phi_run = engine.phi_run(x, rank)?;
@@ -443,6 +446,7 @@ pub fn cp_apr_with_progress(
     };
     let mut ll_b = Matrix::zeros(dims[ll_mode], rank);
     let mut ll_out = Matrix::zeros(0, 0);
+    let (mut ll_b64, mut ll_out64) = (Vec::new(), Vec::new());
     let call = Call {
         col_max: None,
         check_finite: true,
@@ -476,7 +480,7 @@ pub fn cp_apr_with_progress(
         let mut violations = 0;
         for n in 0..order {
             // 1. Inadmissible zeros: entries the update cannot move off zero.
-            if it > 0 && fix_inadmissible(&mut a[n], phis[n].data(), opts.kappa_tol, opts.kappa) {
+            if it > 0 && fix_inadmissible(&mut a[n], &phis[n], opts.kappa_tol, opts.kappa) {
                 violations += 1;
             }
             // 2. The weights into this mode.
@@ -484,20 +488,14 @@ pub fn cp_apr_with_progress(
             lambda.fill(1.0);
             to_f32(&a[n], eng[n].data_mut());
             // 3. Multiplicative updates (the other modes' factors fixed throughout).
-            if let Some(run) = &mut phi_run {
-                clock.kernel(|| run.fix(n, &eng))?;
-            }
             let inner = match &mut phi_run {
-                Some(run) => clock.kernel_of(|| {
-                    run.mu_inner(
-                        &mut a[n],
-                        &mut eng[n],
-                        call.phi,
-                        opts.max_inner,
-                        opts.tol,
-                        &mut phis[n],
-                    )
-                })?,
+                Some(run) => {
+                    let all: Vec<&[f64]> = a.iter().map(Vec::as_slice).collect();
+                    clock.kernel(|| run.fix(n, &all))?;
+                    clock.kernel_of(|| {
+                        run.mu_inner(&mut a[n], call.phi, opts.max_inner, opts.tol, &mut phis[n])
+                    })?
+                }
                 None => {
                     // B's f32 copy goes in and out of the factors around each Φ.
                     let mut b32 = std::mem::replace(&mut eng[n], Matrix::zeros(0, 0));
@@ -507,7 +505,7 @@ pub fn cp_apr_with_progress(
                         std::mem::swap(&mut eng[n], b32);
                         stats
                     };
-                    let (b, out) = (&mut a[n], &mut phis[n]);
+                    let (b, out) = (&mut a[n], &mut phi32);
                     let inner = clock.kernel_of(|| {
                         mu_inner_seq(phi, b, &mut b32, opts.max_inner, opts.tol, out)
                     });
@@ -527,17 +525,27 @@ pub fn cp_apr_with_progress(
             normalize(&mut a[n], &sums);
             lambda.copy_from_slice(&sums);
             to_f32(&a[n], eng[n].data_mut());
-            // 5. Where the next iteration's inadmissible-zero test would read a Φ of 0
-            //    that f64 keeps positive (π underflowed in f32), mark it positive.
-            if opts.kappa > 0.0 && has_unsure_zero(&a[n], phis[n].data(), opts.kappa_tol) {
-                mark_support(engine, x, n, &a, &mut support, &mut phis[n], &mut clock)?;
+            // 5. With Op::Phi's f32 Φ: where the next iteration's inadmissible-zero test
+            //    would read a Φ of 0 that f64 keeps positive (π underflowed in f32), mark
+            //    it positive.
+            if phi_run.is_none() {
+                if opts.kappa > 0.0 && has_unsure_zero(&a[n], phi32.data(), opts.kappa_tol) {
+                    mark_support(engine, x, n, &a, &mut support, &mut phi32, &mut clock)?;
+                }
+                phis[n].clear();
+                phis[n].extend(phi32.data().iter().map(|&v| f64::from(v)));
             }
         }
         let log_likelihood = log_likelihood(
             engine,
             x,
             &mut eng,
-            (ll_mode, &mut ll_b, &mut ll_out),
+            (
+                ll_mode,
+                &mut ll_b,
+                &mut ll_out,
+                (&mut ll_b64, &mut ll_out64),
+            ),
             &a,
             &lambda,
             &ll_call,
@@ -638,15 +646,17 @@ fn mark_support(
 }
 
 /// `Σ x log m − Σ m` of the model (`λ`, the normalized factors `a`, their f32 copies
-/// `eng`): the first sum from a Φ call on `ll.0` with `B = A diag(λ)` (`ll.1`, swapped
-/// into `eng` for the call and back, so the factor copies keep their versions), the
-/// second as `Σ_r λ_r Π_n Σ_i A_n[i, r]`.
+/// `eng`): the first sum from a Φ call on `ll.0` with `B = A diag(λ)`, the second as
+/// `Σ_r λ_r Π_n Σ_i A_n[i, r]`. With a [`PhiRun`] (fixed on `ll.0`, the other factors
+/// as they are now) `B` and Φ are the f64 buffers `ll.3`; otherwise the f32 `B` (`ll.1`)
+/// is swapped into `eng` for an [`Op::Phi`] call into `ll.2` and back, so the factor
+/// copies keep their versions.
 #[allow(clippy::too_many_arguments)]
 fn log_likelihood(
     engine: &Engine,
     x: &Prepared,
     eng: &mut [Matrix],
-    (mode, b, out): (usize, &mut Matrix, &mut Matrix),
+    (mode, b, out, (b64, out64)): LlScratch<'_>,
     a: &[Vec<f64>],
     lambda: &[f64],
     call: &Call<'_>,
@@ -654,22 +664,21 @@ fn log_likelihood(
     clock: &mut Clock,
 ) -> Result<f64> {
     let rank = lambda.len();
-    {
-        let dst = b.data_mut();
-        dst.par_chunks_mut(rank * 1024)
-            .zip(a[mode].par_chunks(rank * 1024))
-            .for_each(|(d, s)| {
-                for (row_d, row_s) in d.chunks_exact_mut(rank).zip(s.chunks_exact(rank)) {
-                    for ((d, &s), &l) in row_d.iter_mut().zip(row_s).zip(lambda) {
-                        *d = (s * l) as f32;
-                    }
+    // B = A diag(λ) of the mode, in f64.
+    b64.resize(a[mode].len(), 0.0);
+    b64.par_chunks_mut(rank * 1024)
+        .zip(a[mode].par_chunks(rank * 1024))
+        .for_each(|(d, s)| {
+            for (row_d, row_s) in d.chunks_exact_mut(rank).zip(s.chunks_exact(rank)) {
+                for ((d, &s), &l) in row_d.iter_mut().zip(row_s).zip(lambda) {
+                    *d = s * l;
                 }
-            });
-    }
+            }
+        });
     let stats = match run {
-        // Its fixed mode is `mode`, with the other factors as they are now.
-        Some(run) => clock.kernel(|| run.phi(b, call.phi, out)),
+        Some(run) => clock.kernel(|| run.phi(b64, call.phi, out64)),
         None => {
+            to_f32(b64, b.data_mut());
             std::mem::swap(&mut eng[mode], b);
             let stats = clock.kernel(|| engine.run_into_with(Op::Phi, x, mode, eng, call, out));
             std::mem::swap(&mut eng[mode], b);
@@ -694,6 +703,15 @@ fn log_likelihood(
     }
     Ok(ll)
 }
+
+/// The log-likelihood's Φ call: its mode, the f32 `B` and Φ of an [`Op::Phi`] call, and
+/// the f64 ones of a [`PhiRun`] call.
+type LlScratch<'s> = (
+    usize,
+    &'s mut Matrix,
+    &'s mut Matrix,
+    (&'s mut Vec<f64>, &'s mut Vec<f64>),
+);
 
 /// Rows per parallel chunk of the element-wise passes.
 const CHUNK_ROWS: usize = 4096;
@@ -755,7 +773,7 @@ fn to_f32(a: &[f64], dst: &mut [f32]) {
 }
 
 /// Adds `kappa` to every entry below `kappa_tol` whose `Φ` is positive; whether any was.
-fn fix_inadmissible(a: &mut [f64], phi: &[f32], kappa_tol: f64, kappa: f64) -> bool {
+fn fix_inadmissible(a: &mut [f64], phi: &[f64], kappa_tol: f64, kappa: f64) -> bool {
     if phi.len() != a.len() {
         return false;
     }

@@ -2,14 +2,13 @@
 //! ([`crate::engine::phi`]).
 //!
 //! The nonzeros are grouped by row of every mode once per session ([`RowGroups`]).
-//! [`PhiSession::fix`] forms `π` (the product of the other modes' factor rows, f32 with
-//! subnormals flushed, as the walk of [`super::phi`] forms it) of every nonzero in the
-//! fixed mode's row order: `nnz × R` floats, written once and streamed by each of the
-//! inner iterations' calls. [`PhiSession::phi`] then walks the rows, cut into pieces
+//! [`PhiSession::fix`] forms `π` (the product of the other modes' factor rows, in f64)
+//! of every nonzero in the fixed mode's row order: `nnz × R` doubles, written once and
+//! streamed by each of the inner iterations' calls. [`PhiSession::phi`] then walks the rows, cut into pieces
 //! of at most a few thousand nonzeros (so a mode of a few long rows still spreads over
 //! every worker): per nonzero, `μ = B[i] · π` in f64 (four interleaved partial sums
 //! of fused multiply-adds), `Φ[i] += x / max(μ, ε) · π` into f64 accumulators held for the whole
-//! piece; a row's pieces are then added in order and rounded to f32 once. No gathers,
+//! piece; a row's pieces are then added in order. No gathers,
 //! no private outputs of the whole Φ; the cut depends on the tensor only, so results
 //! do not depend on the thread count.
 //!
@@ -21,17 +20,16 @@
 //! one Φ at a time. Either way the result is the sequential loop's to the bit.
 //!
 //! The session is offered only where its buffers (the groups, about `N² · 4` bytes per
-//! nonzero, and `π`, `4R` bytes per nonzero) fit in half the available memory;
+//! nonzero, and `π`, `8R` bytes per nonzero) fit in half the available memory;
 //! elsewhere CP-APR runs [`crate::ops::Op::Phi`] per call.
 
 use super::kernel::shares;
 use super::rows::RowGroups;
 use super::subnormal::FlushSubnormals;
-use crate::engine::phi::{MuInner, mu_inner_seq};
+use crate::engine::phi::{MuInner, mu_inner_seq_f64};
 use crate::engine::{PhiParams, PhiSession, RunStats};
 use crate::error::Result;
 use crate::hls::HlsTensor;
-use crate::matrix::Matrix;
 use rayon::prelude::*;
 
 /// Nonzeros per parallel task when forming `π`.
@@ -114,7 +112,7 @@ pub(super) struct CpuPhi {
     /// The fixed mode (`usize::MAX` before the first fix).
     mode: usize,
     /// `π` of every nonzero of the fixed mode, in its row order (`nnz × R`).
-    pi: Vec<f32>,
+    pi: Vec<f64>,
     /// Per mode, how its rows are cut (made on the first fix of the mode).
     plans: Vec<Option<Plan>>,
     /// One f64 row per piece of the fixed mode's plan.
@@ -132,7 +130,7 @@ impl CpuPhi {
         if order < 2 {
             return Ok(None);
         }
-        let need = order * nnz * order * 4 + nnz * rank as u64 * 4;
+        let need = order * nnz * order * 4 + nnz * rank as u64 * 8;
         let budget = crate::matrix::available_memory().map_or(u64::MAX, |a| a / 2);
         if need > budget {
             return Ok(None);
@@ -152,15 +150,15 @@ impl CpuPhi {
 }
 
 impl PhiSession for CpuPhi {
-    fn fix(&mut self, mode: usize, factors: &[Matrix]) -> Result<RunStats> {
+    fn fix(&mut self, mode: usize, factors: &[&[f64]]) -> Result<RunStats> {
         let (g, r) = (&self.groups[mode], self.rank);
-        let others: Vec<&[f32]> = (factors.iter().enumerate())
+        let others: Vec<&[f64]> = (factors.iter().enumerate())
             .filter(|&(m, _)| m != mode)
-            .map(|(_, f)| f.data())
+            .map(|(_, f)| *f)
             .collect();
         let d = others.len();
         let idx = g.others();
-        // Every entry is written below: keep the buffer (no zeroing of 4R bytes per
+        // Every entry is written below: keep the buffer (no zeroing of 8R bytes per
         // nonzero at every fix), only its length follows the mode's nonzero count.
         self.pi.resize(g.values().len() * r, 0.0);
         self.pi
@@ -183,7 +181,7 @@ impl PhiSession for CpuPhi {
         Ok(RunStats::default())
     }
 
-    fn phi(&mut self, b: &Matrix, params: PhiParams, out: &mut Matrix) -> Result<RunStats> {
+    fn phi(&mut self, b: &[f64], params: PhiParams, out: &mut [f64]) -> Result<RunStats> {
         let (g, r) = (&self.groups[self.mode], self.rank);
         let plan = self.plans[self.mode].as_ref().expect("made by fix");
         let (x, pi) = (g.values(), &self.pi[..]);
@@ -203,7 +201,7 @@ impl PhiSession for CpuPhi {
                 let _flush = FlushSubnormals::new();
                 let mut log = 0f64;
                 for (&(i, s, e), acc) in pieces.iter().zip(acc.chunks_exact_mut(r)) {
-                    let (p, xs, brow) = (&pi[s * r..e * r], &x[s..e], b.row(i));
+                    let (p, xs, brow) = (&pi[s * r..e * r], &x[s..e], &b[i * r..][..r]);
                     log += match (r, log_term) {
                         (8, false) => row_phi::<8, false>(brow, p, xs, eps, acc),
                         (16, false) => row_phi::<16, false>(brow, p, xs, eps, acc),
@@ -217,18 +215,17 @@ impl PhiSession for CpuPhi {
                 log
             })
             .collect();
-        // Each row: its pieces' sums, in order, rounded to f32 once.
+        // Each row: its pieces' sums, in order.
         const ROWS: usize = 256;
         let (first, partial) = (&plan.first, &self.partial);
-        out.data_mut()
-            .par_chunks_mut(ROWS * r)
+        out.par_chunks_mut(ROWS * r)
             .enumerate()
             .for_each(|(blk, o)| {
                 for (k, orow) in o.chunks_exact_mut(r).enumerate() {
                     let i = blk * ROWS + k;
                     let ps = &partial[first[i] * r..first[i + 1] * r];
                     for (c, v) in orow.iter_mut().enumerate() {
-                        *v = ps.iter().skip(c).step_by(r).sum::<f64>() as f32;
+                        *v = ps.iter().skip(c).step_by(r).sum::<f64>();
                     }
                 }
             });
@@ -241,23 +238,15 @@ impl PhiSession for CpuPhi {
     fn mu_inner(
         &mut self,
         b: &mut [f64],
-        b32: &mut Matrix,
         params: PhiParams,
         max_inner: usize,
         tol: f64,
-        out: &mut Matrix,
+        out: &mut [f64],
     ) -> Result<MuInner> {
         let mode = self.mode;
         let cut = self.plans[mode].as_ref().expect("made by fix").cut;
         if cut || !self.full[mode] || max_inner == 0 {
-            let done = mu_inner_seq(
-                |b32, out| self.phi(b32, params, out),
-                b,
-                b32,
-                max_inner,
-                tol,
-                out,
-            )?;
+            let done = mu_inner_seq_f64(|b, out| self.phi(b, params, out), b, max_inner, tol, out)?;
             self.full[mode] = done.evaluations == max_inner && done.violation >= tol;
             return Ok(done);
         }
@@ -265,8 +254,8 @@ impl PhiSession for CpuPhi {
         // the sequential loop would have stopped early is known only at the end (the
         // stop is on the largest violation over all rows): then the rows are run again
         // from the start, up to that iteration.
-        let (b0, b32_0) = (b.to_vec(), b32.clone());
-        let viol = self.rows_mu(b, b32.data_mut(), params, max_inner, true, out.data_mut());
+        let b0 = b.to_vec();
+        let viol = self.rows_mu(b, params, max_inner, true, out);
         match viol.iter().position(|&v| v < tol) {
             None => {
                 self.full[mode] = true;
@@ -279,8 +268,7 @@ impl PhiSession for CpuPhi {
             }
             Some(t) => {
                 b.copy_from_slice(&b0);
-                *b32 = b32_0;
-                self.rows_mu(b, b32.data_mut(), params, t + 1, false, out.data_mut());
+                self.rows_mu(b, params, t + 1, false, out);
                 self.full[mode] = false;
                 Ok(MuInner {
                     evaluations: t + 1,
@@ -295,42 +283,37 @@ impl PhiSession for CpuPhi {
 
 impl CpuPhi {
     /// `evals` inner iterations of every row of the fixed mode (no row cut), each row
-    /// on its own: Φ of the row from `b32`, its violation, `B ← B ∗ Φ` (after the last
+    /// on its own: Φ of the row from `b`, its violation, `B ← B ∗ Φ` (after the last
     /// evaluation only when `update_last`); `out` gets the last Φ. Returns the largest
     /// violation of each evaluation over the rows (NaN if any is NaN).
     fn rows_mu(
         &self,
         b: &mut [f64],
-        b32: &mut [f32],
         params: PhiParams,
         evals: usize,
         update_last: bool,
-        out: &mut [f32],
+        out: &mut [f64],
     ) -> Vec<f64> {
         let (g, r) = (&self.groups[self.mode], self.rank);
         let plan = self.plans[self.mode].as_ref().expect("made by fix");
         let (ptr, x, pi) = (g.ptr(), g.values(), &self.pi[..]);
         let eps = f64::from(params.eps);
-        let (mut b, mut b32, mut out) = (b, b32, out);
+        let (mut b, mut out) = (b, out);
         let mut jobs = Vec::with_capacity(plan.row_tasks.len());
         for &(r0, r1) in &plan.row_tasks {
             let n = (r1 - r0) * r;
             let (b_t, b_rest) = std::mem::take(&mut b).split_at_mut(n);
-            let (c_t, c_rest) = std::mem::take(&mut b32).split_at_mut(n);
             let (o_t, o_rest) = std::mem::take(&mut out).split_at_mut(n);
-            (b, b32, out) = (b_rest, c_rest, o_rest);
-            jobs.push((r0, r1, b_t, c_t, o_t));
+            (b, out) = (b_rest, o_rest);
+            jobs.push((r0, r1, b_t, o_t));
         }
         let per_task: Vec<Vec<f64>> = jobs
             .into_par_iter()
-            .map(|(r0, r1, b_t, c_t, o_t)| {
+            .map(|(r0, r1, b_t, o_t)| {
                 let _flush = FlushSubnormals::new();
                 let mut viol = vec![0f64; evals];
-                let rows = b_t
-                    .chunks_exact_mut(r)
-                    .zip(c_t.chunks_exact_mut(r))
-                    .zip(o_t.chunks_exact_mut(r));
-                for (i, ((bi, ci), oi)) in (r0..r1).zip(rows) {
+                let rows = b_t.chunks_exact_mut(r).zip(o_t.chunks_exact_mut(r));
+                for (i, (bi, oi)) in (r0..r1).zip(rows) {
                     let (s, e) = (ptr[i], ptr[i + 1]);
                     let (p, xs) = (&pi[s * r..e * r], &x[s..e]);
                     let row = RowMu {
@@ -341,10 +324,10 @@ impl CpuPhi {
                         update_last,
                     };
                     match r {
-                        8 => row.run::<8>(bi, ci, oi, &mut viol),
-                        16 => row.run::<16>(bi, ci, oi, &mut viol),
-                        32 => row.run::<32>(bi, ci, oi, &mut viol),
-                        _ => row.run_any(bi, ci, oi, &mut viol),
+                        8 => row.run::<8>(bi, oi, &mut viol),
+                        16 => row.run::<16>(bi, oi, &mut viol),
+                        32 => row.run::<32>(bi, oi, &mut viol),
+                        _ => row.run_any(bi, oi, &mut viol),
                     }
                 }
                 viol
@@ -367,7 +350,7 @@ fn nan_max(a: f64, b: f64) -> f64 {
 
 /// One row's inner iterations ([`CpuPhi::rows_mu`]).
 struct RowMu<'a> {
-    pi: &'a [f32],
+    pi: &'a [f64],
     x: &'a [f32],
     eps: f64,
     evals: usize,
@@ -375,52 +358,33 @@ struct RowMu<'a> {
 }
 
 impl RowMu<'_> {
-    /// At rank `R`: `b`, `b32` the row of `B` (updated), `out` the row of the last Φ,
+    /// At rank `R`: `b` the row of `B` (updated), `out` the row of the last Φ,
     /// `viol[t]` raised to this row's violation at evaluation `t`. The same operations
-    /// in the same order as [`mu_inner_seq`] on this row.
+    /// in the same order as [`mu_inner_seq_f64`] on this row.
     #[inline(always)]
-    fn run<const R: usize>(
-        &self,
-        b: &mut [f64],
-        b32: &mut [f32],
-        out: &mut [f32],
-        viol: &mut [f64],
-    ) {
-        let mut acc = [0f64; R];
+    fn run<const R: usize>(&self, b: &mut [f64], out: &mut [f64], viol: &mut [f64]) {
+        let mut phi = [0f64; R];
         for (t, vt) in viol.iter_mut().enumerate().take(self.evals) {
-            row_phi::<R, false>(b32, self.pi, self.x, self.eps, &mut acc);
-            let phi: [f32; R] = std::array::from_fn(|k| acc[k] as f32);
+            row_phi::<R, false>(b, self.pi, self.x, self.eps, &mut phi);
             *vt = nan_max(*vt, row_violation(b, &phi));
             if t + 1 < self.evals || self.update_last {
-                for ((bk, ck), &p) in b.iter_mut().zip(b32.iter_mut()).zip(&phi) {
-                    *bk *= f64::from(p);
-                    *ck = *bk as f32;
+                for (bk, &p) in b.iter_mut().zip(&phi) {
+                    *bk *= p;
                 }
             }
-            if t + 1 == self.evals {
-                out.copy_from_slice(&phi);
-            }
         }
+        out.copy_from_slice(&phi);
     }
 
     /// [`RowMu::run`] at any rank.
-    fn run_any(&self, b: &mut [f64], b32: &mut [f32], out: &mut [f32], viol: &mut [f64]) {
-        let mut acc = vec![0f64; b.len()];
-        let mut phi = vec![0f32; b.len()];
+    fn run_any(&self, b: &mut [f64], out: &mut [f64], viol: &mut [f64]) {
         for (t, vt) in viol.iter_mut().enumerate().take(self.evals) {
-            row_phi_any(b32, self.pi, self.x, self.eps, false, &mut acc);
-            for (p, &a) in phi.iter_mut().zip(&acc) {
-                *p = a as f32;
-            }
-            *vt = nan_max(*vt, row_violation(b, &phi));
+            row_phi_any(b, self.pi, self.x, self.eps, false, out);
+            *vt = nan_max(*vt, row_violation(b, out));
             if t + 1 < self.evals || self.update_last {
-                for ((bk, ck), &p) in b.iter_mut().zip(b32.iter_mut()).zip(&phi) {
-                    *bk *= f64::from(p);
-                    *ck = *bk as f32;
+                for (bk, &p) in b.iter_mut().zip(&*out) {
+                    *bk *= p;
                 }
-            }
-            if t + 1 == self.evals {
-                out.copy_from_slice(&phi);
             }
         }
     }
@@ -429,11 +393,11 @@ impl RowMu<'_> {
 /// `max |min(B, 1 − Φ)|` of one row, NaN if `B` or `Φ` holds one (as
 /// [`crate::engine::phi`]'s KKT violation).
 #[inline(always)]
-fn row_violation(b: &[f64], phi: &[f32]) -> f64 {
+fn row_violation(b: &[f64], phi: &[f64]) -> f64 {
     let mut m = 0f64;
     let mut nan = false;
     for (&bk, &p) in b.iter().zip(phi) {
-        let d = 1.0 - f64::from(p);
+        let d = 1.0 - p;
         nan |= d.is_nan() | bk.is_nan();
         m = m.max(bk.min(d).abs());
     }
@@ -443,14 +407,14 @@ fn row_violation(b: &[f64], phi: &[f32]) -> f64 {
 /// `π` of the nonzeros of `out` (`n × R`): each the product of its rows of `others`
 /// (`idx`: `others.len()` indices per nonzero), at rank `R`.
 #[inline(always)]
-fn pi_rows<const R: usize>(out: &mut [f32], idx: &[u32], others: &[&[f32]]) {
+fn pi_rows<const R: usize>(out: &mut [f64], idx: &[u32], others: &[&[f64]]) {
     let d = others.len();
     for (p, ix) in out.chunks_exact_mut(R).zip(idx.chunks_exact(d)) {
-        let mut v: [f32; R] = others[0][ix[0] as usize * R..][..R]
+        let mut v: [f64; R] = others[0][ix[0] as usize * R..][..R]
             .try_into()
             .expect("a row of rank R");
         for (f, &i) in others[1..].iter().zip(&ix[1..]) {
-            let row: &[f32; R] = f[i as usize * R..][..R]
+            let row: &[f64; R] = f[i as usize * R..][..R]
                 .try_into()
                 .expect("a row of rank R");
             for (a, &b) in v.iter_mut().zip(row) {
@@ -462,7 +426,7 @@ fn pi_rows<const R: usize>(out: &mut [f32], idx: &[u32], others: &[&[f32]]) {
 }
 
 /// [`pi_rows`] for any rank.
-fn pi_rows_any(r: usize, out: &mut [f32], idx: &[u32], others: &[&[f32]]) {
+fn pi_rows_any(r: usize, out: &mut [f64], idx: &[u32], others: &[&[f64]]) {
     let d = others.len();
     for (p, ix) in out.chunks_exact_mut(r).zip(idx.chunks_exact(d)) {
         p.copy_from_slice(&others[0][ix[0] as usize * r..][..r]);
@@ -480,17 +444,17 @@ fn pi_rows_any(r: usize, out: &mut [f32], idx: &[u32], others: &[&[f32]]) {
 /// accumulators in vector registers.
 #[inline(always)]
 fn row_phi<const R: usize, const LOG: bool>(
-    b: &[f32],
-    pi: &[f32],
+    b: &[f64],
+    pi: &[f64],
     x: &[f32],
     eps: f64,
     out: &mut [f64],
 ) -> f64 {
-    let b: [f64; R] = std::array::from_fn(|k| f64::from(b[k]));
+    let b: &[f64; R] = b.try_into().expect("a row of rank R");
     let mut acc = [0f64; R];
     let mut log = 0f64;
     for (p, &x) in pi.chunks_exact(R).zip(x) {
-        let p: [f64; R] = std::array::from_fn(|k| f64::from(p[k]));
+        let p: &[f64; R] = p.try_into().expect("a row of rank R");
         // Four lanes (columns k ≡ l mod 4 in lane l), fused multiply-adds: one vector.
         let mut m = [0f64; 4];
         for (bj, pj) in b.chunks_exact(4).zip(p.chunks_exact(4)) {
@@ -506,7 +470,7 @@ fn row_phi<const R: usize, const LOG: bool>(
             log += x * mu.ln();
         }
         let w = x / mu;
-        for (a, &v) in acc.iter_mut().zip(&p) {
+        for (a, &v) in acc.iter_mut().zip(p) {
             *a = w.mul_add(v, *a);
         }
     }
@@ -515,14 +479,14 @@ fn row_phi<const R: usize, const LOG: bool>(
 }
 
 /// [`row_phi`] for any rank.
-fn row_phi_any(b: &[f32], pi: &[f32], x: &[f32], eps: f64, log_term: bool, out: &mut [f64]) -> f64 {
+fn row_phi_any(b: &[f64], pi: &[f64], x: &[f32], eps: f64, log_term: bool, out: &mut [f64]) -> f64 {
     let r = b.len();
-    let mut acc = vec![0f64; r];
+    out.fill(0.0);
     let mut log = 0f64;
     for (p, &x) in pi.chunks_exact(r.max(1)).zip(x) {
         let mut m = [0f64; 4];
         for (k, (&bk, &pk)) in b.iter().zip(p).enumerate() {
-            m[k % 4] = f64::from(bk).mul_add(f64::from(pk), m[k % 4]);
+            m[k % 4] = bk.mul_add(pk, m[k % 4]);
         }
         let m = (m[0] + m[1]) + (m[2] + m[3]);
         let mu = if m.is_nan() { m } else { m.max(eps) };
@@ -531,10 +495,9 @@ fn row_phi_any(b: &[f32], pi: &[f32], x: &[f32], eps: f64, log_term: bool, out: 
             log += x * mu.ln();
         }
         let w = x / mu;
-        for (a, &v) in acc.iter_mut().zip(p) {
-            *a = w.mul_add(f64::from(v), *a);
+        for (a, &v) in out.iter_mut().zip(p) {
+            *a = w.mul_add(v, *a);
         }
     }
-    out.copy_from_slice(&acc);
     log
 }
