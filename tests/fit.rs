@@ -48,9 +48,14 @@ fn tucker_fit(x: &CooTensor) -> f64 {
 #[test]
 fn an_exact_rank_one_tensor_fits_to_rounding() {
     let x = rank_one();
+    // ⟨X, X̂⟩ comes from an f32 MTTKRP: relative rounding up to about 4 · 2⁻²⁴ per term
+    // (x times three factor entries), so ‖X − X̂‖² of an exact model is 0 within about
+    // 5e-7 · ‖X‖², and the fit 1 within √5e-7 ≈ 7e-4: the bound. (The row-by-row
+    // kernel's rounding gives 0.99988 after 2 iterations; the walk's happened to stay
+    // above 0.9999, which is below what f32 can promise.)
     for iters in [1, 2, 5] {
         let fit = cp_fit(&x, iters);
-        assert!(fit > 0.9999 && fit <= 1.0, "{iters} iterations: fit {fit}");
+        assert!(fit > 0.999 && fit <= 1.0, "{iters} iterations: fit {fit}");
     }
     let fit = tucker_fit(&x);
     assert!(fit > 0.9999 && fit <= 1.0, "Tucker fit {fit}");

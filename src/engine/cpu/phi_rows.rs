@@ -24,7 +24,7 @@
 //! elsewhere CP-APR runs [`crate::ops::Op::Phi`] per call.
 
 use super::kernel::shares;
-use super::rows::RowGroups;
+use super::rows::{Plan, RowGroups};
 use super::subnormal::FlushSubnormals;
 use crate::engine::phi::{MuInner, mu_inner_seq_f64};
 use crate::engine::{PhiParams, PhiSession, RunStats};
@@ -34,77 +34,6 @@ use rayon::prelude::*;
 
 /// Nonzeros per parallel task when forming `π`.
 const PI_CHUNK: usize = 1024;
-/// Most nonzeros of one piece of a row (longer rows are cut, so that a mode with a few
-/// long rows, e.g. 5 time steps, still spreads over the workers). A mode whose rows
-/// are all shorter runs MU's inner iterations row by row, so the cut is not made
-/// finer than it must be: with 8192 instead of 2048, movielens-100k's 31 weeks and
-/// most of movielens-10m-tags-4d run row by row (2 % fewer instructions on 10m-tags).
-const PIECE: usize = 8192;
-/// Nonzeros per parallel task of Φ (consecutive pieces).
-const TASK: usize = 4096;
-
-/// How one mode's rows are cut for Φ: into pieces of at most [`PIECE`] nonzeros,
-/// consecutive pieces grouped into tasks of about [`TASK`]. Fixed by the tensor, not the
-/// thread count; each piece sums into its own f64 partial row, and a row's pieces are
-/// added in order, so results do not depend on the thread count.
-struct Plan {
-    /// Per piece: its row and its nonzeros `start..end` in the mode's row order.
-    pieces: Vec<(usize, usize, usize)>,
-    /// Row `i`'s pieces are `first[i]..first[i + 1]` (none for an empty row).
-    first: Vec<usize>,
-    /// Per task: its pieces `a..b`.
-    tasks: Vec<(usize, usize)>,
-    /// Whether some row was cut (longer than [`PIECE`]).
-    cut: bool,
-    /// Tasks of whole rows `r0..r1` of about [`TASK`] nonzeros (every row, empty ones
-    /// included), for [`PhiSession::mu_inner`]'s row-by-row iterations.
-    row_tasks: Vec<(usize, usize)>,
-}
-
-impl Plan {
-    fn new(ptr: &[usize]) -> Self {
-        let rows = ptr.len() - 1;
-        let (mut pieces, mut first, mut tasks) =
-            (Vec::new(), Vec::with_capacity(rows + 1), Vec::new());
-        for i in 0..rows {
-            first.push(pieces.len());
-            let mut s = ptr[i];
-            while s < ptr[i + 1] {
-                let e = (s + PIECE).min(ptr[i + 1]);
-                pieces.push((i, s, e));
-                s = e;
-            }
-        }
-        first.push(pieces.len());
-        let (mut a, mut n) = (0, 0);
-        for (k, &(_, s, e)) in pieces.iter().enumerate() {
-            n += e - s;
-            if n >= TASK {
-                tasks.push((a, k + 1));
-                (a, n) = (k + 1, 0);
-            }
-        }
-        if a < pieces.len() {
-            tasks.push((a, pieces.len()));
-        }
-        let mut row_tasks = Vec::new();
-        let mut r0 = 0;
-        for i in 0..rows {
-            if ptr[i + 1] - ptr[r0] >= TASK || i + 1 == rows {
-                row_tasks.push((r0, i + 1));
-                r0 = i + 1;
-            }
-        }
-        Plan {
-            cut: pieces.len() > first.windows(2).filter(|w| w[1] > w[0]).count(),
-            pieces,
-            first,
-            tasks,
-            row_tasks,
-        }
-    }
-}
-
 /// The CPU's Φ session.
 pub(super) struct CpuPhi {
     groups: Vec<RowGroups>,
