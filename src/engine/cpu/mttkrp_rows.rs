@@ -177,9 +177,10 @@ mod tests {
     use crate::hls::HlsBuilder;
     use crate::tensor::generate::{GenSpec, Pattern, generate};
 
-    /// The row-by-row MTTKRP against the FP64 reference at every specialized rank and
-    /// one other, orders 2 to 5, with and without dense tiles, on 1 and 3 workers; the
-    /// last case has a mode of three rows, each longer than a piece (cut).
+    /// The row-by-row MTTKRP, and the key-order walk beside it, against the FP64
+    /// reference at every specialized rank and one other, orders 2 to 5, with and
+    /// without dense tiles, on 1 and 3 workers; the last case has a mode of three rows,
+    /// each longer than a piece (cut).
     #[test]
     fn rows_match_the_reference_at_every_rank_and_order() {
         let cases: Vec<(Vec<usize>, usize, Pattern, u32)> = vec![
@@ -229,6 +230,24 @@ mod tests {
                             assert!(
                                 acc.within_contract(),
                                 "{dims:?} rank {rank} mode {mode} {threads} threads: {acc:?}"
+                            );
+                            // The walk it replaced stays the fallback (no room for the
+                            // groups, or SPTMC_CPU_MTTKRP=walk): kept under test here.
+                            let mut walk = Matrix::zeros(dims[mode], rank);
+                            let pool = std::sync::Mutex::new(Vec::new());
+                            super::super::kernel::run(
+                                crate::ops::Op::Mttkrp,
+                                &hls,
+                                mode,
+                                &f,
+                                &mut walk,
+                                &pool,
+                            );
+                            let walk = walk.map(|v| v * hls.scale());
+                            let acc = compare(&want, &walk).unwrap();
+                            assert!(
+                                acc.within_contract(),
+                                "walk {dims:?} rank {rank} mode {mode} {threads} threads: {acc:?}"
                             );
                         }
                     }
