@@ -72,13 +72,7 @@ impl RowMttkrp {
         };
         if !plan.cut {
             // Whole rows per task, written straight into the output.
-            let mut rest = out.data_mut();
-            let mut jobs = Vec::with_capacity(plan.row_tasks.len());
-            for &(r0, r1) in &plan.row_tasks {
-                let (mine, tail) = std::mem::take(&mut rest).split_at_mut((r1 - r0) * r);
-                rest = tail;
-                jobs.push((r0, r1, mine));
-            }
+            let jobs = plan.row_jobs(out.data_mut(), r);
             jobs.into_par_iter().for_each(|(r0, r1, dst)| {
                 let _flush = FlushSubnormals::new();
                 for (i, o) in (r0..r1).zip(dst.chunks_exact_mut(r.max(1))) {
@@ -89,36 +83,14 @@ impl RowMttkrp {
         }
         // Pieces into partial rows, then each row the sum of its pieces in order.
         let mut partial = vec![0f32; plan.pieces.len() * r];
-        let mut rest = &mut partial[..];
-        let mut jobs = Vec::with_capacity(plan.tasks.len());
-        for &(a, e) in &plan.tasks {
-            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((e - a) * r);
-            rest = tail;
-            jobs.push((&plan.pieces[a..e], mine));
-        }
+        let jobs = plan.piece_jobs(&mut partial, r);
         jobs.into_par_iter().for_each(|(pieces, dst)| {
             let _flush = FlushSubnormals::new();
             for (&(_, s, e), o) in pieces.iter().zip(dst.chunks_exact_mut(r.max(1))) {
                 row(s, e, o);
             }
         });
-        const ROWS: usize = 256;
-        let first = &plan.first;
-        out.data_mut()
-            .par_chunks_mut(ROWS * r.max(1))
-            .enumerate()
-            .for_each(|(blk, o)| {
-                let _flush = FlushSubnormals::new();
-                for (k, orow) in o.chunks_exact_mut(r.max(1)).enumerate() {
-                    let i = blk * ROWS + k;
-                    orow.fill(0.0);
-                    for p in partial[first[i] * r..first[i + 1] * r].chunks_exact(r) {
-                        for (a, &b) in orow.iter_mut().zip(p) {
-                            *a += b;
-                        }
-                    }
-                }
-            });
+        plan.add_pieces(&partial, r, out.data_mut());
     }
 }
 

@@ -117,13 +117,7 @@ impl PhiSession for CpuPhi {
         let eps = f64::from(params.eps);
         let log_term = params.log_term;
         self.partial.resize(plan.pieces.len() * r, 0.0);
-        let mut rest = &mut self.partial[..];
-        let mut jobs = Vec::with_capacity(plan.tasks.len());
-        for &(a, e) in &plan.tasks {
-            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((e - a) * r);
-            rest = tail;
-            jobs.push((&plan.pieces[a..e], mine));
-        }
+        let jobs = plan.piece_jobs(&mut self.partial, r);
         let logs: Vec<f64> = jobs
             .into_par_iter()
             .map(|(pieces, acc)| {
@@ -145,19 +139,7 @@ impl PhiSession for CpuPhi {
             })
             .collect();
         // Each row: its pieces' sums, in order.
-        const ROWS: usize = 256;
-        let (first, partial) = (&plan.first, &self.partial);
-        out.par_chunks_mut(ROWS * r)
-            .enumerate()
-            .for_each(|(blk, o)| {
-                for (k, orow) in o.chunks_exact_mut(r).enumerate() {
-                    let i = blk * ROWS + k;
-                    let ps = &partial[first[i] * r..first[i + 1] * r];
-                    for (c, v) in orow.iter_mut().enumerate() {
-                        *v = ps.iter().skip(c).step_by(r).sum::<f64>();
-                    }
-                }
-            });
+        plan.add_pieces(&self.partial, r, out);
         Ok(RunStats {
             log_term: log_term.then(|| logs.iter().sum()),
             ..RunStats::default()
@@ -227,18 +209,14 @@ impl CpuPhi {
         let plan = self.plans[self.mode].as_ref().expect("made by fix");
         let (ptr, x, pi) = (g.ptr(), g.values(), &self.pi[..]);
         let eps = f64::from(params.eps);
-        let (mut b, mut out) = (b, out);
-        let mut jobs = Vec::with_capacity(plan.row_tasks.len());
-        for &(r0, r1) in &plan.row_tasks {
-            let n = (r1 - r0) * r;
-            let (b_t, b_rest) = std::mem::take(&mut b).split_at_mut(n);
-            let (o_t, o_rest) = std::mem::take(&mut out).split_at_mut(n);
-            (b, out) = (b_rest, o_rest);
-            jobs.push((r0, r1, b_t, o_t));
-        }
+        let jobs: Vec<_> = plan
+            .row_jobs(b, r)
+            .into_iter()
+            .zip(plan.row_jobs(out, r))
+            .collect();
         let per_task: Vec<Vec<f64>> = jobs
             .into_par_iter()
-            .map(|(r0, r1, b_t, o_t)| {
+            .map(|((r0, r1, b_t), (_, _, o_t))| {
                 let _flush = FlushSubnormals::new();
                 let mut viol = vec![0f64; evals];
                 let rows = b_t.chunks_exact_mut(r).zip(o_t.chunks_exact_mut(r));

@@ -37,6 +37,9 @@ pub(super) const PIECE: usize = 8192;
 /// Nonzeros per parallel task (consecutive pieces, or whole rows).
 pub(super) const TASK: usize = 4096;
 
+/// One worker's pieces (row, start, end) and their partial rows.
+pub(super) type PieceJob<'a, T> = (&'a [(usize, usize, usize)], &'a mut [T]);
+
 /// How one mode's rows are cut for the row-by-row kernels (Φ, MTTKRP): into pieces of
 /// at most [`PIECE`] nonzeros, consecutive pieces grouped into tasks of about [`TASK`].
 /// Fixed by the tensor, not the thread count; each piece sums into its own partial
@@ -98,6 +101,64 @@ impl Plan {
             tasks,
             row_tasks,
         }
+    }
+
+    /// `partial` (one `r`-wide row per piece) cut into each task's pieces and their
+    /// partial rows, for the workers.
+    pub(super) fn piece_jobs<'a, T>(
+        &'a self,
+        partial: &'a mut [T],
+        r: usize,
+    ) -> Vec<PieceJob<'a, T>> {
+        let mut rest = partial;
+        let mut jobs = Vec::with_capacity(self.tasks.len());
+        for &(a, e) in &self.tasks {
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((e - a) * r);
+            rest = tail;
+            jobs.push((&self.pieces[a..e], mine));
+        }
+        jobs
+    }
+
+    /// `rows` (the mode's `r`-wide rows) cut into each whole-row task's range `r0..r1`
+    /// and its rows, for the workers.
+    pub(super) fn row_jobs<'a, T>(
+        &self,
+        rows: &'a mut [T],
+        r: usize,
+    ) -> Vec<(usize, usize, &'a mut [T])> {
+        let mut rest = rows;
+        let mut jobs = Vec::with_capacity(self.row_tasks.len());
+        for &(r0, r1) in &self.row_tasks {
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((r1 - r0) * r);
+            rest = tail;
+            jobs.push((r0, r1, mine));
+        }
+        jobs
+    }
+
+    /// Row `i` of `out` (`r` wide) = the sum of its pieces' rows of `partial`, added in
+    /// piece order (0 for a row with none), rows in parallel.
+    pub(super) fn add_pieces<T>(&self, partial: &[T], r: usize, out: &mut [T])
+    where
+        T: Copy + Default + std::ops::AddAssign + Send + Sync,
+    {
+        const ROWS: usize = 256;
+        let first = &self.first;
+        out.par_chunks_mut(ROWS * r.max(1))
+            .enumerate()
+            .for_each(|(blk, o)| {
+                let _flush = FlushSubnormals::new();
+                for (k, orow) in o.chunks_exact_mut(r.max(1)).enumerate() {
+                    let i = blk * ROWS + k;
+                    orow.fill(T::default());
+                    for p in partial[first[i] * r..first[i + 1] * r].chunks_exact(r) {
+                        for (a, &b) in orow.iter_mut().zip(p) {
+                            *a += b;
+                        }
+                    }
+                }
+            });
     }
 }
 
