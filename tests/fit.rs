@@ -1,19 +1,22 @@
-//! The fit near 1: `‖X‖²` and `⟨X, X̂⟩` come from the same (stored) values, so an exact
-//! model reports a fit of 1 up to rounding, whatever fp16 did to the values and
-//! whether the input repeated coordinates.
+//! The fit near 1: the decompositions take a residual that is lost in the rounding of
+//! their f32 kernels again in f64 from the stored values, so the fit reported is that
+//! of the model returned against the values the kernels saw (fp16), to f64 rounding:
+//! 1 for an exact model, the stored tensor's own best fit where fp16 rounding left it
+//! short of rank one, and the same whether the input repeated coordinates. Each test
+//! runs on the CPU and, as its CUDA twin, on the GPU (`common::twin`), where the
+//! tensor-core kernels' fp16 factors leave the model further from the optimum (but its
+//! fit, taken in f64, never above it).
 
+mod common;
+
+use common::twin;
 use sptmc::decomp::{CpOptions, TuckerOptions, cp_als, tucker_hooi};
-use sptmc::engine::Engine;
+use sptmc::engine::{BackendKind, Engine};
 use sptmc::tensor::CooTensor;
 use sptmc::{Error, Op};
 
-/// `a ∘ b ∘ c` with values fp16 cannot hold exactly.
-fn rank_one() -> CooTensor {
-    let (a, b, c) = (
-        [1.3, 2.1, 0.7, 1.9],
-        [0.5, 1.1, 2.3],
-        [1.7, 0.9, 1.2, 0.4, 2.2],
-    );
+/// `a ∘ b ∘ c` on a 4 × 3 × 5 grid.
+fn outer(a: [f64; 4], b: [f64; 3], c: [f64; 5]) -> CooTensor {
     let mut entries = Vec::new();
     for (i, x) in a.iter().enumerate() {
         for (j, y) in b.iter().enumerate() {
@@ -25,8 +28,88 @@ fn rank_one() -> CooTensor {
     CooTensor::from_entries(vec![4, 3, 5], entries).unwrap()
 }
 
-fn cp_fit(x: &CooTensor, iters: usize) -> f64 {
+/// A rank-one tensor whose values fp16 cannot hold exactly: stored, it is rank one
+/// plus rounding of about 2⁻¹² relative per value.
+fn rank_one() -> CooTensor {
+    outer(
+        [1.3, 2.1, 0.7, 1.9],
+        [0.5, 1.1, 2.3],
+        [1.7, 0.9, 1.2, 0.4, 2.2],
+    )
+}
+
+/// A rank-one tensor whose values fp16 holds exactly (products of short binary
+/// fractions, at most 9 significant bits).
+fn exact_rank_one() -> CooTensor {
+    outer(
+        [1.5, 2.0, 0.75, 1.25],
+        [0.5, 1.0, 2.5],
+        [1.75, 0.25, 1.5, 0.5, 2.25],
+    )
+}
+
+/// The best rank-one fit of `x` as stored for the CP kernels, by 500 rank-one ALS
+/// sweeps in f64 on the dense 4 × 3 × 5 array (converged far below 1e-12).
+fn best_rank_one_fit_of_stored(x: &CooTensor) -> f64 {
     let e = Engine::cpu();
+    let p = e.prepare_with_thresholds(x, &[(Op::Mttkrp, 78)]).unwrap();
+    let stored = p.hls(Op::Mttkrp).unwrap().to_coo();
+    let mut t = [[[0.0f64; 5]; 3]; 4];
+    for k in 0..stored.nnz() {
+        let c = stored.coords(k);
+        t[c[0] as usize][c[1] as usize][c[2] as usize] = stored.values()[k];
+    }
+    let (mut u, mut v, mut w) = ([1.0f64; 4], [1.0f64; 3], [1.0f64; 5]);
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    for _ in 0..500 {
+        let s = dot(&v, &v) * dot(&w, &w);
+        for i in 0..4 {
+            u[i] = (0..3)
+                .flat_map(|j| (0..5).map(move |k| (j, k)))
+                .map(|(j, k)| t[i][j][k] * v[j] * w[k])
+                .sum::<f64>()
+                / s;
+        }
+        let s = dot(&u, &u) * dot(&w, &w);
+        for j in 0..3 {
+            v[j] = (0..4)
+                .flat_map(|i| (0..5).map(move |k| (i, k)))
+                .map(|(i, k)| t[i][j][k] * u[i] * w[k])
+                .sum::<f64>()
+                / s;
+        }
+        let s = dot(&u, &u) * dot(&v, &v);
+        for k in 0..5 {
+            w[k] = (0..4)
+                .flat_map(|i| (0..3).map(move |j| (i, j)))
+                .map(|(i, j)| t[i][j][k] * u[i] * v[j])
+                .sum::<f64>()
+                / s;
+        }
+    }
+    let (mut r2, mut n2) = (0.0, 0.0);
+    for i in 0..4 {
+        for j in 0..3 {
+            for k in 0..5 {
+                let d = t[i][j][k] - u[i] * v[j] * w[k];
+                r2 += d * d;
+                n2 += t[i][j][k] * t[i][j][k];
+            }
+        }
+    }
+    1.0 - (r2 / n2).sqrt()
+}
+
+/// How far from the optimum a fit may be on `e`: f64 rounding of an f32 model on the
+/// CPU; ten times the kernels' relative error on the GPU.
+fn slack(e: &Engine) -> f64 {
+    match e.kind() {
+        BackendKind::Cpu => 1e-8,
+        BackendKind::Cuda => 10.0 * e.backend().relative_error(),
+    }
+}
+
+fn cp_fit(e: &Engine, x: &CooTensor, iters: usize) -> f64 {
     let p = e.prepare_with_thresholds(x, &[(Op::Mttkrp, 78)]).unwrap();
     let opts = CpOptions {
         rank: 1,
@@ -34,64 +117,96 @@ fn cp_fit(x: &CooTensor, iters: usize) -> f64 {
         tol: 0.0,
         ..CpOptions::default()
     };
-    cp_als(&e, &p, &opts).unwrap().fit().unwrap()
+    cp_als(e, &p, &opts).unwrap().fit().unwrap()
 }
 
-fn tucker_fit(x: &CooTensor) -> f64 {
-    let e = Engine::cpu();
+fn tucker_fit(e: &Engine, x: &CooTensor) -> f64 {
     let p = e.prepare_with_thresholds(x, &[(Op::Ttmc, 61)]).unwrap();
     let mut opts = TuckerOptions::with_ranks(vec![1; x.order()]);
     opts.max_iters = 3;
-    tucker_hooi(&e, &p, &opts).unwrap().fit().unwrap()
+    tucker_hooi(e, &p, &opts).unwrap().fit().unwrap()
 }
 
-#[test]
-fn an_exact_rank_one_tensor_fits_to_rounding() {
-    let x = rank_one();
-    // ⟨X, X̂⟩ comes from an f32 MTTKRP: relative rounding up to about 4 · 2⁻²⁴ per term
-    // (x times three factor entries), so ‖X − X̂‖² of an exact model is 0 within about
-    // 5e-7 · ‖X‖², and the fit 1 within √5e-7 ≈ 7e-4: the bound. (The row-by-row
-    // kernel's rounding gives 0.99988 after 2 iterations; the walk's happened to stay
-    // above 0.9999, which is below what f32 can promise.)
+twin!(an_exact_rank_one_tensor_fits_to_rounding, |e| {
+    // An f32 model of it misses by about 2⁻²⁴ relative per value, so its fit is 1
+    // within about 1e-7; from the kernel's f32 inner product alone it would be 1 only
+    // within √(4 · 2⁻²⁴) ≈ 5e-4.
+    let x = exact_rank_one();
+    let tol = slack(e).max(1e-6);
     for iters in [1, 2, 5] {
-        let fit = cp_fit(&x, iters);
-        assert!(fit > 0.999 && fit <= 1.0, "{iters} iterations: fit {fit}");
+        let fit = cp_fit(e, &x, iters);
+        assert!(
+            fit > 1.0 - tol && fit <= 1.0,
+            "{iters} iterations: fit {fit}"
+        );
     }
-    let fit = tucker_fit(&x);
-    assert!(fit > 0.9999 && fit <= 1.0, "Tucker fit {fit}");
-}
+    let fit = tucker_fit(e, &x);
+    assert!(fit > 1.0 - tol && fit <= 1.0, "Tucker fit {fit}");
+});
 
-#[test]
-fn a_single_value_fits_exactly() {
+twin!(fp16_rounding_of_the_values_is_part_of_the_residual, |e| {
+    // Stored, the tensor is no longer rank one: its best rank-one fit is about
+    // 0.99984. The fit reported is that best fit (ALS reaches it within a few
+    // iterations) and never above it.
+    let x = rank_one();
+    let best = best_rank_one_fit_of_stored(&x);
+    assert!(best < 0.9999 && best > 0.999, "best rank-one fit {best}");
+    for iters in [1, 2, 5] {
+        let fit = cp_fit(e, &x, iters);
+        assert!(
+            fit <= best + 1e-9 && fit > best - slack(e).max(1e-4),
+            "{iters} iterations: fit {fit}, best {best}"
+        );
+    }
+    let fit = cp_fit(e, &x, 5);
+    assert!(
+        (fit - best).abs() < slack(e),
+        "5 iterations: fit {fit}, best {best}"
+    );
+    let fit = tucker_fit(e, &x);
+    assert!(
+        fit <= best + 1e-9 && fit > best - slack(e),
+        "Tucker fit {fit}, best {best}"
+    );
+});
+
+twin!(a_single_value_fits_exactly, |e| {
     for v in [3.7, 1e-3, 12345.678, -0.3] {
         let x = CooTensor::from_entries(vec![1, 1, 1], [([0u32, 0, 0], v)]).unwrap();
         for iters in [1, 3] {
-            let fit = cp_fit(&x, iters);
+            let fit = cp_fit(e, &x, iters);
             assert!(
                 fit > 0.9999 && fit <= 1.0,
                 "{v}, {iters} iterations: fit {fit}"
             );
         }
-        let fit = tucker_fit(&x);
+        let fit = tucker_fit(e, &x);
         assert!(fit > 0.9999 && fit <= 1.0, "{v}: Tucker fit {fit}");
     }
-}
+});
 
-#[test]
-fn repeated_coordinates_in_the_input_do_not_change_the_fit() {
-    // The rank-one tensor with every value split into two entries at the same cell,
-    // 2v and −v: the squares of the entries sum to 5v², not v².
-    let x = rank_one();
-    let mut entries = Vec::new();
-    for k in 0..x.nnz() {
-        let c = x.coords(k);
-        entries.push((c.clone(), 2.0 * x.values()[k]));
-        entries.push((c, -x.values()[k]));
+twin!(
+    repeated_coordinates_in_the_input_do_not_change_the_fit,
+    |e| {
+        // The rank-one tensor with every value split into two entries at the same cell,
+        // 2v and −v: the squares of the entries sum to 5v², not v².
+        let x = rank_one();
+        let mut entries = Vec::new();
+        for k in 0..x.nnz() {
+            let c = x.coords(k);
+            entries.push((c.clone(), 2.0 * x.values()[k]));
+            entries.push((c, -x.values()[k]));
+        }
+        let split = CooTensor::from_entries(x.dims().to_vec(), entries).unwrap();
+        let (fit, whole) = (cp_fit(e, &split, 3), cp_fit(e, &x, 3));
+        assert!((fit - whole).abs() < 1e-12, "fit {fit}, unsplit {whole}");
+        let best = best_rank_one_fit_of_stored(&x);
+        assert!(
+            fit <= best + 1e-9 && fit > best - slack(e).max(1e-4),
+            "fit {fit}, best {best}"
+        );
     }
-    let split = CooTensor::from_entries(x.dims().to_vec(), entries).unwrap();
-    let fit = cp_fit(&split, 3);
-    assert!(fit > 0.9999 && fit <= 1.0, "fit {fit}");
-}
+);
 
 #[test]
 fn a_tensor_whose_values_all_vanish_in_fp16_has_no_fit() {

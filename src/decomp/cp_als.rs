@@ -16,8 +16,10 @@
 //! `‖X̂‖² = λᵀ (∗_m A_mᵀA_m) λ` and `⟨X, X̂⟩ = Σ_r λ_r Σ_i M[i, r] A_{N−1}[i, r]` (`M` the
 //! last mode's MTTKRP), so `fit = 1 − sqrt(‖X‖² + ‖X̂‖² − 2⟨X, X̂⟩) / ‖X‖`, with `‖X‖²`
 //! of the values as stored (those the MTTKRP saw; a residual below zero by rounding
-//! counts as zero)
-//! without rebuilding anything.
+//! counts as zero), without rebuilding anything. Where that residual is within ten
+//! times the backend's rounding of zero (an excellent fit, whose residual the f32
+//! inner product cannot resolve), it is taken again in f64 from the stored values
+//! (one pass over the nonzeros; see `residual`).
 //!
 //! The returned model is arranged: every column scaled to unit 2-norm (the scale folded
 //! into `λ`) and components sorted by decreasing `λ`. That changes neither `X̂` nor the
@@ -30,7 +32,7 @@
 
 use super::dense::{SolveKind, gram, gram_seq, inverse_spd, row_blocks};
 use super::{
-    IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from,
+    IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from, residual,
     residual_rounding,
 };
 use crate::engine::{Call, ColumnMax, Engine, Prepared};
@@ -264,12 +266,24 @@ pub fn cp_als_with_control(
                 inner = update.inner;
             }
         }
-        let fit = fit_from(
-            norm_sq,
-            cp_residual(norm_sq, &weights, &grams, &inner),
-            residual_rounding(engine),
-            || format!("CP-ALS iteration {it}"),
-        )?;
+        let rounding = residual_rounding(engine);
+        let mut resid_sq = cp_residual(norm_sq, &weights, &grams, &inner);
+        if resid_sq < residual::REFINE_WITHIN * rounding * norm_sq {
+            // The residual is lost in the rounding of the kernel's inner product: take
+            // it again from the stored values in f64 (one pass over the nonzeros).
+            let host;
+            let f = match session.as_mut() {
+                Some(s) => {
+                    host = s.factors()?;
+                    &host
+                }
+                None => &factors,
+            };
+            resid_sq = residual::cp(x.hls(Op::Mttkrp)?, &weights, f);
+        }
+        let fit = fit_from(norm_sq, resid_sq, rounding, || {
+            format!("CP-ALS iteration {it}")
+        })?;
         let delta = fit - fit_old;
         let stats = clock.finish(it, fit, delta);
         fits.push(fit);
@@ -492,14 +506,7 @@ fn normalize_columns(a: &mut Matrix<f64>, two_norm: bool) -> Vec<f64> {
 /// `inner[r] = Σ_i M[i, r] A[i, r]` of the last mode (its MTTKRP `M` and normalized
 /// factor `A`).
 fn cp_residual(norm_sq: f64, weights: &[f64], grams: &[Mat<f64>], inner: &[f64]) -> f64 {
-    let r = weights.len();
-    let mut model_sq = 0.0;
-    for i in 0..r {
-        for j in 0..r {
-            let g: f64 = grams.iter().map(|g| g[(i, j)]).product();
-            model_sq += weights[i] * weights[j] * g;
-        }
-    }
+    let model_sq = residual::cp_model_norm_sq(weights, grams);
     let inner: f64 = inner.iter().zip(weights).map(|(c, w)| c * w).sum();
     norm_sq + model_sq - 2.0 * inner
 }

@@ -249,6 +249,76 @@ impl HlsTensor {
         }
     }
 
+    /// `Σ f(scratch, coords, value)` over every stored nonzero, in parallel, in f64,
+    /// for `K` sums at once; `scratch` makes each chunk's working memory once. The
+    /// nonzeros are cut into fixed chunks whose partial sums are added in order, so the
+    /// result does not depend on the number of threads.
+    pub fn par_sum_nonzeros<S, const K: usize>(
+        &self,
+        scratch: impl Fn() -> S + Sync,
+        f: impl Fn(&mut S, &[u32], f16) -> [f64; K] + Sync,
+    ) -> [f64; K] {
+        use rayon::prelude::*;
+        const CHUNK: usize = 1 << 14;
+        const TILES: usize = 16;
+        let order = self.order();
+        let sp = &self.sparse;
+        let add = |sum: &mut [f64; K], t: [f64; K]| {
+            for (s, t) in sum.iter_mut().zip(t) {
+                *s += t;
+            }
+        };
+        let sparse: Vec<[f64; K]> = (0..sp.nnz().div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|c| {
+                let (s, e) = (c * CHUNK, ((c + 1) * CHUNK).min(sp.nnz()));
+                let mut coords = vec![0u32; order];
+                let mut b = sp.block_of(s);
+                let mut sum = [0.0; K];
+                let mut st = scratch();
+                for p in s..e {
+                    while sp.block_offsets[b + 1] as usize <= p {
+                        b += 1;
+                    }
+                    sp.layout.decode_all(sp.full_key(b, p), &mut coords);
+                    add(&mut sum, f(&mut st, &coords, sp.values[p]));
+                }
+                sum
+            })
+            .collect();
+        let dense: Vec<[f64; K]> = match &self.dense {
+            None => Vec::new(),
+            Some(d) => (0..d.len().div_ceil(TILES))
+                .into_par_iter()
+                .map(|c| {
+                    let mut sum = [0.0; K];
+                    let mut st = scratch();
+                    for t in c * TILES..((c + 1) * TILES).min(d.len()) {
+                        let o = d.tile_origin(t);
+                        let vals = d.tile_values(t);
+                        let mut v = 0;
+                        for (w, &word) in d.bitmaps[t].iter().enumerate() {
+                            let mut bits = word;
+                            while bits != 0 {
+                                let p = (w as u32) * 64 + bits.trailing_zeros();
+                                bits &= bits - 1;
+                                let c = [o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)];
+                                add(&mut sum, f(&mut st, &c, vals[v]));
+                                v += 1;
+                            }
+                        }
+                    }
+                    sum
+                })
+                .collect(),
+        };
+        let mut total = [0.0; K];
+        for &t in sparse.iter().chain(&dense) {
+            add(&mut total, t);
+        }
+        total
+    }
+
     /// Back to COO, sorted lexicographically, with the fp16-rounded values. Converting
     /// a COO tensor to HLS and back gives the same coordinates.
     pub fn to_coo(&self) -> CooTensor {
