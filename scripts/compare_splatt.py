@@ -134,9 +134,12 @@ def main():
              "sptmc_mttkrp": [], "splatt_mttkrp": [], "sptmc_cp": [], "splatt_cp": [],
              "sptmc_prepare": [], "pyttb_mttkrp": [], "pyttb_cp": []}
         for k in range(a.rounds):
-            # Alternate which side goes first in each round.
-            sides = [("sptmc", "splatt"), ("splatt", "sptmc")][k % 2]
-            for side in sides:
+            # Alternate which side goes first in each round; pyttb, where it runs, is
+            # measured every round too, at the other end from sptmc, so a phase of
+            # this machine's speed (it swings by up to 2x for minutes) falls on all
+            # sides alike.
+            sides = ["sptmc", "splatt"] + (["pyttb"] if with_pyttb else [])
+            for side in sides if k % 2 == 0 else reversed(sides):
                 if side == "sptmc":
                     t, prep = sptmc_mttkrp(a, f)
                     r["sptmc_mttkrp"].append(t)
@@ -144,14 +147,14 @@ def main():
                     t, fit = sptmc_cp(a, f, iters)
                     r["sptmc_cp"].append(t)
                     r["sptmc_fit"] = fit
-                else:
+                elif side == "splatt":
                     r["splatt_mttkrp"].append(splatt_mttkrp(a, f))
                     t, fit = splatt_cp(a, f, iters)
                     r["splatt_cp"].append(t)
                     r["splatt_fit"] = fit
-            if with_pyttb and k == 0:
-                r["pyttb_mttkrp"].append(pyttb_mttkrp(a, f))
-                r["pyttb_cp"].append(pyttb_cp(a, f, min(iters, 5)))
+                else:
+                    r["pyttb_mttkrp"].append(pyttb_mttkrp(a, f))
+                    r["pyttb_cp"].append(pyttb_cp(a, f, min(iters, 5)))
         for key in ["sptmc_mttkrp", "splatt_mttkrp", "sptmc_cp", "splatt_cp", "sptmc_prepare",
                     "pyttb_mttkrp", "pyttb_cp"]:
             r[key + "_median"] = statistics.median(r[key]) if r[key] else None
@@ -222,9 +225,11 @@ def main():
 - sptmc: {meta['sptmc_version']} (repository commit {meta['sptmc_commit']})
 - SPLATT: {meta['splatt']}, built from its public source in a scratch folder
 - Load average before: {' '.join(load_before)}; after: {' '.join(load_after)}
-- {a.rounds} rounds per tensor, the two sides alternating (the first side swaps each
-  round); each cell is the median over rounds. MTTKRP: all modes, rank 32, {a.reps}
-  repetitions per run. CP-ALS: rank 16, tol 0, seconds of the whole run / iterations.
+- {a.rounds} rounds per tensor, the sides alternating (sptmc, SPLATT, pyttb where
+  it runs, then the reverse order the next round); each cell is the median over
+  rounds. MTTKRP: all modes, rank 32, {a.reps} repetitions per run (pyttb: 3).
+  CP-ALS: rank 16, tol 0, seconds of the whole run / iterations (pyttb: 5
+  iterations, or fewer where the others run fewer).
 
 ## Command
 
