@@ -40,8 +40,13 @@ ENV = dict(os.environ, RAYON_NUM_THREADS="2", OMP_NUM_THREADS="2",
 SPLATT_RESOLUTION_S = 0.005
 
 
+SETTLE_S = 0.0
+
+
 def run(cmd):
-    """Runs `cmd`, returning its stdout; fails loudly with its stderr."""
+    """Runs `cmd` after `SETTLE_S` seconds idle, returning its stdout; fails loudly with
+    its stderr."""
+    time.sleep(SETTLE_S)
     p = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     if p.returncode != 0:
         sys.exit(f"command failed ({p.returncode}): {' '.join(map(str, cmd))}\n{p.stderr[-2000:]}")
@@ -116,8 +121,14 @@ def main():
     ap.add_argument("--reps", type=int, default=7, help="MTTKRP repetitions per run, each side")
     ap.add_argument("--cp-seconds", type=float, default=2.0,
                     help="aim each CP run at about this long (iterations chosen from a first run)")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds idle before every run: on a VM whose two-thread runs slow "
+                         "down under sustained load (a CPU quota), this gives every side the "
+                         "same rested machine")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
+    global SETTLE_S
+    SETTLE_S = a.settle
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     load_before = open("/proc/loadavg").read().split()[:3]
@@ -229,7 +240,8 @@ def main():
   it runs, then the reverse order the next round); each cell is the median over
   rounds. MTTKRP: all modes, rank 32, {a.reps} repetitions per run (pyttb: 3).
   CP-ALS: rank 16, tol 0, seconds of the whole run / iterations (pyttb: 5
-  iterations, or fewer where the others run fewer).
+  iterations, or fewer where the others run fewer). {a.settle} s idle before every
+  run.
 
 ## Command
 
