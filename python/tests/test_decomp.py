@@ -33,7 +33,9 @@ def X():
 
 def test_cp_recovers_an_exact_low_rank_tensor():
     T, full = exact_cp((12, 10, 8), 3, seed=2)
-    m = sptmc.cp_als(T, 3, iters=300, tol=1e-6)
+    # ALS crosses a swamp here: its fit still rises by 1e-5 per iteration at 300 and
+    # settles (change < 1e-6) after about 650.
+    m = sptmc.cp_als(T, 3, iters=3000, tol=1e-6)
     assert m.fit > 0.99
     assert m.weights.shape == (3,) and np.all(np.diff(m.weights) <= 0)
     assert [f.shape for f in m.factors] == [(12, 3), (10, 3), (8, 3)]
