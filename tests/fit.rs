@@ -59,34 +59,26 @@ fn best_rank_one_fit_of_stored(x: &CooTensor) -> f64 {
         let c = stored.coords(k);
         t[c[0] as usize][c[1] as usize][c[2] as usize] = stored.values()[k];
     }
-    let (mut u, mut v, mut w) = ([1.0f64; 4], [1.0f64; 3], [1.0f64; 5]);
-    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let mut f = [vec![1.0f64; 4], vec![1.0; 3], vec![1.0; 5]];
+    let norm_sq = |a: &[f64]| a.iter().map(|x| x * x).sum::<f64>();
     for _ in 0..500 {
-        let s = dot(&v, &v) * dot(&w, &w);
-        for i in 0..4 {
-            u[i] = (0..3)
-                .flat_map(|j| (0..5).map(move |k| (j, k)))
-                .map(|(j, k)| t[i][j][k] * v[j] * w[k])
-                .sum::<f64>()
-                / s;
-        }
-        let s = dot(&u, &u) * dot(&w, &w);
-        for j in 0..3 {
-            v[j] = (0..4)
-                .flat_map(|i| (0..5).map(move |k| (i, k)))
-                .map(|(i, k)| t[i][j][k] * u[i] * w[k])
-                .sum::<f64>()
-                / s;
-        }
-        let s = dot(&u, &u) * dot(&v, &v);
-        for k in 0..5 {
-            w[k] = (0..4)
-                .flat_map(|i| (0..3).map(move |j| (i, j)))
-                .map(|(i, j)| t[i][j][k] * u[i] * v[j])
-                .sum::<f64>()
-                / s;
+        for m in 0..3 {
+            // f[m] = X_(m) (f[o2] ⊙ f[o1]) / (‖f[o1]‖² ‖f[o2]‖²), o1 and o2 the others.
+            let (o1, o2) = ((m + 1) % 3, (m + 2) % 3);
+            let s = norm_sq(&f[o1]) * norm_sq(&f[o2]);
+            let mut next = vec![0.0; f[m].len()];
+            for (i, row) in t.iter().enumerate() {
+                for (j, fiber) in row.iter().enumerate() {
+                    for (k, &x) in fiber.iter().enumerate() {
+                        let c = [i, j, k];
+                        next[c[m]] += x * f[o1][c[o1]] * f[o2][c[o2]] / s;
+                    }
+                }
+            }
+            f[m] = next;
         }
     }
+    let (u, v, w) = (&f[0], &f[1], &f[2]);
     let (mut r2, mut n2) = (0.0, 0.0);
     for i in 0..4 {
         for j in 0..3 {

@@ -98,6 +98,23 @@ impl DenseTiles {
     pub fn tile_values(&self, t: usize) -> &[f16] {
         &self.values[self.offsets[t] as usize..self.offsets[t + 1] as usize]
     }
+    /// Calls `f(coords, value)` for every nonzero of tile `t`, in bitmap order.
+    pub fn for_each_in_tile(&self, t: usize, mut f: impl FnMut(&[u32; 3], f16)) {
+        let o = self.tile_origin(t);
+        let mut vals = self.tile_values(t).iter();
+        for (w, &word) in self.bitmaps[t].iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let p = (w as u32) * 64 + bits.trailing_zeros();
+                bits &= bits - 1;
+                let v = *vals.next().expect("a tile holds one value per set bit");
+                f(
+                    &[o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)],
+                    v,
+                );
+            }
+        }
+    }
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.keys.len() * (8 + std::mem::size_of::<Bitmap>() + 4) + 4 + self.values.len() * 2
@@ -230,21 +247,7 @@ impl HlsTensor {
         }
         if let Some(d) = &self.dense {
             for t in 0..d.len() {
-                let o = d.tile_origin(t);
-                let vals = d.tile_values(t);
-                let mut v = 0;
-                for (w, &word) in d.bitmaps[t].iter().enumerate() {
-                    let mut bits = word;
-                    while bits != 0 {
-                        let p = (w as u32) * 64 + bits.trailing_zeros();
-                        bits &= bits - 1;
-                        f(
-                            &[o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)],
-                            vals[v],
-                        );
-                        v += 1;
-                    }
-                }
+                d.for_each_in_tile(t, |c, v| f(c, v));
             }
         }
     }
@@ -294,19 +297,7 @@ impl HlsTensor {
                     let mut sum = [0.0; K];
                     let mut st = scratch();
                     for t in c * TILES..((c + 1) * TILES).min(d.len()) {
-                        let o = d.tile_origin(t);
-                        let vals = d.tile_values(t);
-                        let mut v = 0;
-                        for (w, &word) in d.bitmaps[t].iter().enumerate() {
-                            let mut bits = word;
-                            while bits != 0 {
-                                let p = (w as u32) * 64 + bits.trailing_zeros();
-                                bits &= bits - 1;
-                                let c = [o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)];
-                                add(&mut sum, f(&mut st, &c, vals[v]));
-                                v += 1;
-                            }
-                        }
+                        d.for_each_in_tile(t, |c, v| add(&mut sum, f(&mut st, c, v)));
                     }
                     sum
                 })
