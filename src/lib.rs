@@ -7,8 +7,9 @@
 //! (format) → [`engine`] (backends, tuning profiles) → [`decomp`] (CP-ALS,
 //! Tucker-HOOI), on the base types [`error`], [`matrix`], [`ops`], [`memplan`] and
 //! [`model_io`]; [`mod@reference`] and [`accuracy`] check any result against FP64.
-//! Above the core, [`tools`] (self-test, benchmarks, tuning) measure it, and the
-//! `sptmc` command line drives both.
+//! Above the core, [`driver`] is the one path every front end (the `sptmc` command
+//! line, the Python package) takes from a request to a reported model; [`tools`]
+//! (self-test, benchmarks, tuning) measure the core.
 
 // The core.
 pub mod accuracy;
@@ -23,7 +24,8 @@ pub mod ops;
 pub mod reference;
 pub mod tensor;
 
-// The tools.
+// Above the core: the front ends' driver and the tools.
+pub mod driver;
 pub mod tools;
 
 pub use error::{Error, Result};

@@ -138,9 +138,18 @@ fn bad_options_give_one_line_and_a_nonzero_exit() {
     let garbage = dir.join("garbage.tns");
     std::fs::write(&garbage, "1 2 3 4\n1 2 x 4\n").unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["cp", fs, "--rank", "0"], "rank"),
-        (vec!["tucker", fs, "--ranks", "8,8"], "3 modes"),
-        (vec!["tucker", fs, "--ranks", "8,0,8"], "rank"),
+        (
+            vec!["cp", fs, "--rank", "0"],
+            "rank must be at least 1, got 0",
+        ),
+        (
+            vec!["tucker", fs, "--ranks", "8,8"],
+            "2 ranks for a tensor of order 3",
+        ),
+        (
+            vec!["tucker", fs, "--ranks", "8,0,8"],
+            "ranks[1] must be at least 1",
+        ),
         (vec!["cp", "/no/such/file.tns"], "no such file"),
         (vec!["cp", unreadable.to_str().unwrap()], "dir.tns"),
         (vec!["cp", garbage.to_str().unwrap()], "garbage.tns:2"),

@@ -96,14 +96,32 @@ fn negative_numbers_reach_the_check_that_names_the_option() {
     let f = common::small_tns(dir.path());
     let fs = f.to_str().unwrap();
     for (args, words) in [
-        (vec!["cp", fs, "--tol", "-1"], vec!["--tol", "-1"]),
-        (vec!["tucker", fs, "--tol", "-0.5"], vec!["--tol"]),
-        (vec!["cp", fs, "--iters", "0"], vec!["--iters"]),
-        (vec!["tucker", fs, "--iters", "0"], vec!["--iters"]),
+        (vec!["cp", fs, "--tol", "-1"], vec!["tol must be", "-1"]),
+        (
+            vec!["tucker", fs, "--tol", "-0.5"],
+            vec!["tol must be", "-0.5"],
+        ),
+        (
+            vec!["cp", fs, "--iters", "0"],
+            vec!["iters must be at least 1"],
+        ),
+        (
+            vec!["tucker", fs, "--iters", "0"],
+            vec!["iters must be at least 1"],
+        ),
+        (
+            vec!["cp-apr", fs, "--inner", "0"],
+            vec!["inner must be at least 1"],
+        ),
     ] {
         let o = run(dir.path(), &args);
         assert_one_error_line(&o, &words);
-        assert!(!String::from_utf8_lossy(&o.stderr).contains("max_iters"));
+        // The names users give, not the library's fields.
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !err.contains("max_iters") && !err.contains("max_inner"),
+            "{err}"
+        );
     }
     // Options that take no negative number say so, without suggesting `-- -1`.
     for args in [

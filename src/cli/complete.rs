@@ -1,29 +1,17 @@
 //! `sptmc complete` and `sptmc predict`.
 
 use super::args::{BackendArg, CompleteArgs, PredictArgs, SolverArg};
-use super::load::{load, report_precision};
-use super::{engine, print_json};
+use super::load::load;
+use super::{Told, engine, print_json};
 use serde_json::json;
 use sptmc::decomp::completion::{Baselines, split};
-use sptmc::decomp::{
-    CompletionModel, CompletionOptions, EpochStats, Solver, complete_with_progress,
-};
-use sptmc::engine::Workload;
-use sptmc::memplan::MemoryPlan;
+use sptmc::decomp::{CompletionModel, EpochStats, Solver};
+use sptmc::driver::{self, CompletionRequest, NoForms};
 use sptmc::model_io::{read_factors, write_factors};
-use sptmc::{CooTensor, Error, Op, Result};
+use sptmc::{CooTensor, Error, Result};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Instant;
-
-/// The default λ of each solver (`--lambda`).
-fn default_lambda(solver: Solver) -> f64 {
-    match solver {
-        Solver::Als | Solver::Ccd => 15.0,
-        Solver::Sgd => 10.0,
-    }
-}
 
 /// `x` with the extents `dims` (each at least `x`'s own).
 fn with_dims(x: CooTensor, dims: &[usize]) -> Result<CooTensor> {
@@ -110,24 +98,20 @@ fn entries(a: &CompleteArgs) -> Result<(String, [CooTensor; 3], String)> {
     Ok((tr.name, [train, validation, test], how))
 }
 
-/// One progress line per epoch on stderr, unless the output is JSON.
-fn progress(quiet: bool) -> impl FnMut(&EpochStats) {
-    move |s| {
-        if !quiet {
-            let lr = s
-                .learning_rate
-                .map(|r| format!("  lr {r:.3e}{}", if s.undone { " (undone)" } else { "" }))
-                .unwrap_or_default();
-            eprintln!(
-                "  epoch {:3} ({:.3}s, kernels {:.3}s)  train RMSE {:.5}  validation RMSE {:.5}{lr}",
-                s.epoch + 1,
-                s.seconds,
-                s.seconds_kernel,
-                s.train_rmse,
-                s.validation_rmse
-            );
-        }
-    }
+/// The progress line of an epoch.
+fn progress_line(s: &EpochStats) -> String {
+    let lr = s
+        .learning_rate
+        .map(|r| format!("  lr {r:.3e}{}", if s.undone { " (undone)" } else { "" }))
+        .unwrap_or_default();
+    format!(
+        "  epoch {:3} ({:.3}s, kernels {:.3}s)  train RMSE {:.5}  validation RMSE {:.5}{lr}",
+        s.epoch + 1,
+        s.seconds,
+        s.seconds_kernel,
+        s.train_rmse,
+        s.validation_rmse
+    )
 }
 
 /// `sptmc complete`.
@@ -137,19 +121,18 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
         SolverArg::Ccd => Solver::Ccd,
         SolverArg::Sgd => Solver::Sgd,
     };
-    let opts = CompletionOptions {
+    let request = CompletionRequest {
         rank: a.rank,
         solver,
-        lambda: a.lambda.unwrap_or(default_lambda(solver)),
-        max_epochs: a.epochs,
+        lambda: a.lambda,
+        epochs: a.epochs,
         patience: a.patience,
         seed: a.seed,
         learning_rate: a.learning_rate,
         ccd_inner: a.ccd_inner,
-        init: None,
         center: !a.no_center,
     };
-    opts.validate()?;
+    request.check()?;
     if let Some(dir) = &a.out {
         super::output::check_dir(dir)?;
     }
@@ -170,40 +153,23 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
         validation.nnz(),
         test.nnz()
     );
-    if train.nnz() == 0 {
-        return Err(Error::InvalidOption("no training entries".into()));
-    }
-    let workload = Workload {
-        op: Op::Completion,
-        rank: a.rank,
+    let job = request.validate(&train, &validation)?;
+    let opts = &job.options;
+    let mut told = Told {
+        quiet: a.common.json,
+        header: &|_| {
+            format!(
+                "completion ({solver}) rank {} λ {} on {:?}",
+                opts.rank,
+                opts.lambda,
+                train.dims()
+            )
+        },
+        line: progress_line,
     };
-    let mut plan = MemoryPlan::cp(train.dims(), a.rank);
-    plan.add_prepare(
-        train.nnz(),
-        train.order(),
-        1,
-        engine.threshold(workload).threshold,
-    );
-    plan.check()?;
-    let prepared = engine.prepare(&train, &[workload])?;
-    super::say_thresholds(&prepared);
-    report_precision(prepared.hls(Op::Completion)?.stats());
+    let report = driver::run(&job, &engine, &train, &NoForms, &mut told)?;
+    let (model, seconds) = (&report.model, report.seconds);
     let baselines = Baselines::fit(&train)?;
-    eprintln!(
-        "sptmc: completion ({solver}) rank {} λ {} on {:?}",
-        opts.rank,
-        opts.lambda,
-        train.dims()
-    );
-    let start = Instant::now();
-    let model = complete_with_progress(
-        &engine,
-        &prepared,
-        &validation,
-        &opts,
-        &mut progress(a.common.json),
-    )?;
-    let seconds = start.elapsed().as_secs_f64();
     let best = *model.best().expect("at least one epoch ran");
     let test_rmse = model.rmse(&test)?;
     let empty: usize = model.empty_rows.iter().sum();
@@ -228,7 +194,7 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
         "train_nnz": train.nnz(),
         "validation_nnz": validation.nnz(),
         "test_nnz": test.nnz(),
-        "backend": engine.backend().describe(),
+        "backend": report.backend,
         "train_rmse": best.train_rmse,
         "validation_rmse": best.validation_rmse,
         "test_rmse": test_rmse,

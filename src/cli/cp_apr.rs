@@ -2,27 +2,48 @@
 //! (per-iteration lines on stderr, `--out`, `--json`).
 
 use super::args::{CpAprArgs, NonIntegerArg};
-use super::decomp::{check_finite, check_model_options, prepare, read_init};
+use super::decomp::read_init;
 use super::load::load;
-use super::{engine, print_json};
-use serde_json::json;
-use sptmc::decomp::{CpAprIter, CpAprOptions, NonInteger, cp_apr_with_progress};
-use sptmc::engine::Workload;
-use sptmc::memplan::MemoryPlan;
+use super::{Told, engine, print_json};
+use sptmc::decomp::{CpAprIter, NonInteger};
+use sptmc::driver::{self, CpAprRequest, NoForms};
 use sptmc::model_io::{write_factors, write_matrix};
-use sptmc::{Error, Matrix, Op, Result};
+use sptmc::{Error, Matrix, Result};
 use std::process::ExitCode;
-use std::time::Instant;
+
+/// The progress line of an outer iteration.
+fn progress_line(s: &CpAprIter) -> String {
+    format!(
+        "  its = {:3} ({:.3}s: kernel {:.3}s)  log-likelihood = {:.6e}  kkt = {:.4e}  inner = {}  κ-modes = {}",
+        s.iter + 1,
+        s.seconds,
+        s.seconds_kernel,
+        s.log_likelihood,
+        s.kkt_violation,
+        s.inner_iters,
+        s.violations
+    )
+}
 
 /// CP-APR.
 pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
-    check_model_options(a.iters, a.tol)?;
-    if a.rank == 0 {
-        return Err(Error::InvalidRank("--rank must be at least 1".into()));
-    }
-    if a.inner == 0 {
-        return Err(Error::InvalidOption("--inner must be at least 1".into()));
-    }
+    let mut request = CpAprRequest {
+        rank: a.rank,
+        iters: a.iters,
+        inner: a.inner,
+        tol: a.tol,
+        stoptime: a.stoptime,
+        eps: a.eps,
+        kappa: a.kappa,
+        kappa_tol: a.kappa_tol,
+        seed: a.seed,
+        init: None,
+        non_integer: match a.non_integer {
+            NonIntegerArg::Warn => NonInteger::Warn,
+            NonIntegerArg::Error => NonInteger::Error,
+        },
+    };
+    request.check()?;
     if let Some(dir) = &a.out {
         super::output::check_dir(dir)?;
     }
@@ -30,70 +51,27 @@ pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
     let loaded = load(a.file.as_deref(), !a.no_cache)?;
     eprintln!("sptmc: {}", loaded.note);
     let x = &loaded.tensor;
-    let opts = CpAprOptions {
-        rank: a.rank,
-        max_iters: a.iters,
-        max_inner: a.inner,
-        tol: a.tol,
-        max_seconds: a.stoptime,
-        eps: a.eps,
-        kappa: a.kappa,
-        kappa_tol: a.kappa_tol,
-        seed: a.seed,
-        init: read_init(a.init.as_deref(), x.order())?,
-        non_integer: match a.non_integer {
-            NonIntegerArg::Warn => NonInteger::Warn,
-            NonIntegerArg::Error => NonInteger::Error,
+    request.init = read_init(a.init.as_deref(), x.order())?;
+    let job = request.validate(x)?;
+    let mut told = Told {
+        quiet: a.common.json,
+        header: &|p| {
+            format!(
+                "CP-APR rank {} on {:?}, {} nonzeros (prepared in {:.3}s)",
+                a.rank,
+                x.dims(),
+                x.nnz(),
+                p.build_time().as_secs_f64(),
+            )
         },
+        line: progress_line,
     };
-    opts.validate(x.dims())?;
-    let workload = Workload {
-        op: Op::Mttkrp,
-        rank: a.rank,
-    };
-    let prepared = prepare(&engine, x, workload, MemoryPlan::cp_apr(x.dims(), a.rank))?;
-    eprintln!(
-        "sptmc: CP-APR rank {} on {:?}, {} nonzeros (prepared in {:.3}s)",
-        a.rank,
-        x.dims(),
-        x.nnz(),
-        prepared.build_time().as_secs_f64(),
-    );
-    let quiet = a.common.json;
-    let mut progress = |s: &CpAprIter| {
-        if !quiet {
-            eprintln!(
-                "  its = {:3} ({:.3}s: kernel {:.3}s)  log-likelihood = {:.6e}  kkt = {:.4e}  inner = {}  κ-modes = {}",
-                s.iter + 1,
-                s.seconds,
-                s.seconds_kernel,
-                s.log_likelihood,
-                s.kkt_violation,
-                s.inner_iters,
-                s.violations
-            );
-        }
-    };
-    let start = Instant::now();
-    let model = cp_apr_with_progress(&engine, &prepared, &opts, &mut progress)?;
-    let total = start.elapsed().as_secs_f64();
+    let report = driver::run(&job, &engine, x, &NoForms, &mut told)?;
+    let model = &report.model;
     for w in &model.warnings {
         eprintln!("sptmc: warning: {w}");
     }
-    check_finite("CP-APR weights", &model.weights)?;
-    check_finite("CP-APR log-likelihoods", &model.log_likelihoods())?;
-    let summary = json!({
-        "kind": "cp-apr", "tensor": loaded.name, "dims": x.dims(), "nnz": x.nnz(),
-        "rank": a.rank, "backend": engine.backend().describe(),
-        "log_likelihood": model.log_likelihood, "converged": model.converged,
-        "seconds": total, "seconds_per_iter": total / model.iters.len().max(1) as f64,
-        "weights": model.weights, "warnings": model.warnings,
-        "options": {
-            "iters": a.iters, "inner": a.inner, "tol": a.tol, "stoptime": a.stoptime,
-            "eps": a.eps, "kappa": a.kappa, "kappa_tol": a.kappa_tol,
-        },
-        "iterations": model.iters,
-    });
+    let summary = report.summary(&job, &loaded.name, x.dims(), x.nnz());
     if let Some(dir) = &a.out {
         write_factors(dir, &model.factors)?;
         let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
@@ -110,6 +88,7 @@ pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
             dir.display()
         );
     }
+    let total = report.seconds;
     if a.common.json {
         print_json(&summary);
     } else {

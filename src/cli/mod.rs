@@ -11,10 +11,11 @@ mod output;
 mod tune;
 
 use args::{BackendArg, Cli, Command, Common};
+use sptmc::driver::{Events, Preparation};
 use sptmc::engine::profile::Profiles;
-use sptmc::engine::{BackendChoice, Engine};
+use sptmc::engine::{BackendChoice, Engine, Prepared};
 use sptmc::{Error, Result};
-use std::path::PathBuf;
+use std::ops::ControlFlow;
 use std::process::ExitCode;
 
 /// Runs the parsed command line.
@@ -67,22 +68,12 @@ pub fn engine(common: &Common) -> Result<Engine> {
     Ok(engine)
 }
 
-/// The compiled-in tuning profiles, then those of `./tuning`, of
-/// `$XDG_CONFIG_HOME/sptmc/tuning` (else `~/.config/sptmc/tuning`) and of
-/// `$SPTMC_TUNING_DIR`, each folder where it exists, later ones winning. A file that
-/// cannot be read or parsed is skipped with a warning naming it.
+/// The tuning profiles every front end reads ([`sptmc::driver::tuning::profiles`]), a
+/// file that cannot be read or parsed skipped with a warning naming it.
 fn profiles() -> Profiles {
-    let mut profiles = Profiles::builtin();
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .map(|c| c.join("sptmc").join("tuning"));
-    let env = std::env::var_os("SPTMC_TUNING_DIR").map(PathBuf::from);
-    let folders = [Some(PathBuf::from("tuning")), config, env];
-    for dir in folders.into_iter().flatten().filter(|d| d.is_dir()) {
-        for e in profiles.add_dir(&dir) {
-            eprintln!("sptmc: warning: tuning profile skipped: {e}");
-        }
+    let (profiles, skipped) = sptmc::driver::tuning::profiles();
+    for why in skipped {
+        eprintln!("sptmc: warning: tuning profile skipped: {why}");
     }
     profiles
 }
@@ -91,6 +82,35 @@ fn profiles() -> Profiles {
 pub fn say_thresholds(p: &sptmc::engine::Prepared) {
     for (op, c) in p.thresholds() {
         eprintln!("sptmc: {op} tile threshold {} ({})", c.threshold, c.source);
+    }
+}
+
+/// What a model's command tells on stderr while the driver runs it: the thresholds
+/// and precision of the preparation, then `header` (given the prepared tensor), then
+/// `line` of every step unless `quiet` (the output is JSON).
+pub struct Told<'a, S> {
+    /// No step lines.
+    pub quiet: bool,
+    /// The line saying what runs on what, after the preparation.
+    pub header: &'a dyn Fn(&Prepared) -> String,
+    /// The progress line of a step.
+    pub line: fn(&S) -> String,
+}
+
+impl<S> Events<S> for Told<'_, S> {
+    fn prepared(&mut self, p: &Preparation) {
+        say_thresholds(&p.prepared);
+        if let Ok(stats) = p.stats() {
+            load::report_precision(stats);
+        }
+        eprintln!("sptmc: {}", (self.header)(&p.prepared));
+    }
+
+    fn step(&mut self, s: &S) -> ControlFlow<()> {
+        if !self.quiet {
+            eprintln!("{}", (self.line)(s));
+        }
+        ControlFlow::Continue(())
     }
 }
 

@@ -1,0 +1,294 @@
+//! The fit of each job and what it reports: the model, the seconds it took and the
+//! device it ran on, with the summary the command line's `--json` prints.
+
+use super::options::{CompletionJob, CpAprJob, CpJob, TuckerJob};
+use super::{Events, Job, check_finite};
+use crate::decomp::{
+    CompletionModel, CpAprIter, CpAprModel, CpModel, EpochStats, IterStats, TuckerModel,
+    complete_with_progress, cp_als_with_control, cp_apr_with_progress, tucker_hooi_with_control,
+};
+use crate::engine::{Engine, Prepared, Workload};
+use crate::error::Result;
+use crate::memplan::MemoryPlan;
+use crate::ops::Op;
+use serde_json::{Value, json};
+use std::time::Instant;
+
+/// A CP-ALS model and how the run went.
+#[derive(Debug, Clone)]
+pub struct CpReport {
+    /// The model (weights finite).
+    pub model: CpModel,
+    /// Seconds of the fit (the preparation not included).
+    pub seconds: f64,
+    /// The device it ran on, in words.
+    pub backend: String,
+}
+
+/// A Tucker-HOOI model and how the run went.
+#[derive(Debug, Clone)]
+pub struct TuckerReport {
+    /// The model (core finite).
+    pub model: TuckerModel,
+    /// Seconds of the fit.
+    pub seconds: f64,
+    /// The device it ran on, in words.
+    pub backend: String,
+}
+
+/// A CP-APR model and how the run went.
+#[derive(Debug, Clone)]
+pub struct CpAprReport {
+    /// The model (weights and log-likelihoods finite).
+    pub model: CpAprModel,
+    /// Seconds of the fit.
+    pub seconds: f64,
+    /// The device it ran on, in words.
+    pub backend: String,
+}
+
+/// A completion model and how the run went.
+#[derive(Debug, Clone)]
+pub struct CompletionReport {
+    /// The model.
+    pub model: CompletionModel,
+    /// Seconds of the fit.
+    pub seconds: f64,
+    /// The device it ran on, in words.
+    pub backend: String,
+}
+
+/// What CP-ALS and Tucker-HOOI summaries share: the tensor (`name`, `dims`, `nnz`),
+/// the device, the final fit, the seconds and every iteration's statistics.
+fn iterations_summary(
+    name: &str,
+    dims: &[usize],
+    nnz: usize,
+    backend: &str,
+    fit: Option<f64>,
+    seconds: f64,
+    iters: &[IterStats],
+) -> Value {
+    json!({
+        "tensor": name, "dims": dims, "nnz": nnz,
+        "backend": backend, "final_fit": fit, "seconds": seconds,
+        "seconds_per_iter": seconds / iters.len().max(1) as f64,
+        "iterations": iters.iter().map(|s| json!({
+            "iter": s.iter, "fit": s.fit, "delta": s.delta,
+            "seconds_kernel": s.seconds_kernel, "seconds_linalg": s.seconds_linalg,
+            "seconds_other": s.seconds_other, "bytes_to_device": s.bytes_to_device,
+            "bytes_from_device": s.bytes_from_device,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+impl CpReport {
+    /// The run as JSON (`kind`, the tensor named `name`, `rank`, `weights`, fit,
+    /// seconds and iterations).
+    pub fn summary(&self, name: &str, dims: &[usize], nnz: usize) -> Value {
+        let m = &self.model;
+        let mut v = iterations_summary(
+            name,
+            dims,
+            nnz,
+            &self.backend,
+            m.fit(),
+            self.seconds,
+            &m.iters,
+        );
+        v["kind"] = json!("cp");
+        v["rank"] = json!(m.rank());
+        v["weights"] = json!(m.weights);
+        v
+    }
+}
+
+impl TuckerReport {
+    /// The run as JSON (`kind`, the tensor named `name`, the `ranks` of `job`,
+    /// `core_dims`, fit, seconds and iterations).
+    pub fn summary(&self, job: &TuckerJob, name: &str, dims: &[usize], nnz: usize) -> Value {
+        let m = &self.model;
+        let mut v = iterations_summary(
+            name,
+            dims,
+            nnz,
+            &self.backend,
+            m.fit(),
+            self.seconds,
+            &m.iters,
+        );
+        v["kind"] = json!("tucker");
+        v["ranks"] = json!(job.options.ranks);
+        v["core_dims"] = json!(m.core_dims);
+        v
+    }
+}
+
+impl CpAprReport {
+    /// The run as JSON: the tensor named `name`, the model's log-likelihood, weights
+    /// and warnings, the options of `job` under the command line's names, every
+    /// iteration.
+    pub fn summary(&self, job: &CpAprJob, name: &str, dims: &[usize], nnz: usize) -> Value {
+        let (m, o) = (&self.model, &job.options);
+        json!({
+            "kind": "cp-apr", "tensor": name, "dims": dims, "nnz": nnz,
+            "rank": o.rank, "backend": self.backend,
+            "log_likelihood": m.log_likelihood, "converged": m.converged,
+            "seconds": self.seconds, "seconds_per_iter": self.seconds / m.iters.len().max(1) as f64,
+            "weights": m.weights, "warnings": m.warnings,
+            "options": {
+                "iters": o.max_iters, "inner": o.max_inner, "tol": o.tol,
+                "stoptime": o.max_seconds, "eps": o.eps, "kappa": o.kappa,
+                "kappa_tol": o.kappa_tol,
+            },
+            "iterations": m.iters,
+        })
+    }
+}
+
+/// The time and device of a fit.
+fn timed<T>(engine: &Engine, f: impl FnOnce() -> Result<T>) -> Result<(T, f64, String)> {
+    // Asked on the thread that runs the fit: the CPU backend describes its thread
+    // count by the pool the fit runs in.
+    let backend = engine.backend().describe();
+    let start = Instant::now();
+    let value = f()?;
+    Ok((value, start.elapsed().as_secs_f64(), backend))
+}
+
+impl Job for CpJob {
+    type Step = IterStats;
+    type Report = CpReport;
+
+    fn workload(&self) -> Workload {
+        Workload {
+            op: Op::Mttkrp,
+            rank: self.options.rank,
+        }
+    }
+
+    fn memory(&self) -> MemoryPlan {
+        MemoryPlan::cp(&self.dims, self.options.rank)
+    }
+
+    fn fit(
+        &self,
+        engine: &Engine,
+        prepared: &Prepared,
+        events: &mut dyn Events<IterStats>,
+    ) -> Result<CpReport> {
+        let (model, seconds, backend) = timed(engine, || {
+            cp_als_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
+        })?;
+        check_finite("CP weights", &model.weights)?;
+        Ok(CpReport {
+            model,
+            seconds,
+            backend,
+        })
+    }
+}
+
+impl Job for TuckerJob {
+    type Step = IterStats;
+    type Report = TuckerReport;
+
+    fn workload(&self) -> Workload {
+        // The tile threshold is tuned by the largest rank a TTMc multiplies by.
+        let rank = self.options.ranks.iter().copied().max().unwrap_or(1);
+        Workload { op: Op::Ttmc, rank }
+    }
+
+    fn memory(&self) -> MemoryPlan {
+        MemoryPlan::tucker(&self.dims, &self.options.ranks)
+    }
+
+    fn fit(
+        &self,
+        engine: &Engine,
+        prepared: &Prepared,
+        events: &mut dyn Events<IterStats>,
+    ) -> Result<TuckerReport> {
+        let (model, seconds, backend) = timed(engine, || {
+            tucker_hooi_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
+        })?;
+        check_finite("the Tucker core", &model.core)?;
+        Ok(TuckerReport {
+            model,
+            seconds,
+            backend,
+        })
+    }
+}
+
+impl Job for CpAprJob {
+    type Step = CpAprIter;
+    type Report = CpAprReport;
+
+    fn workload(&self) -> Workload {
+        Workload {
+            op: Op::Mttkrp,
+            rank: self.options.rank,
+        }
+    }
+
+    fn memory(&self) -> MemoryPlan {
+        MemoryPlan::cp_apr(&self.dims, self.options.rank)
+    }
+
+    fn fit(
+        &self,
+        engine: &Engine,
+        prepared: &Prepared,
+        events: &mut dyn Events<CpAprIter>,
+    ) -> Result<CpAprReport> {
+        // CP-APR's loop cannot be stopped from outside: every step continues.
+        let (model, seconds, backend) = timed(engine, || {
+            cp_apr_with_progress(engine, prepared, &self.options, &mut |s| {
+                let _ = events.step(s);
+            })
+        })?;
+        check_finite("CP-APR weights", &model.weights)?;
+        check_finite("CP-APR log-likelihoods", &model.log_likelihoods())?;
+        Ok(CpAprReport {
+            model,
+            seconds,
+            backend,
+        })
+    }
+}
+
+impl Job for CompletionJob<'_> {
+    type Step = EpochStats;
+    type Report = CompletionReport;
+
+    fn workload(&self) -> Workload {
+        Workload {
+            op: Op::Completion,
+            rank: self.options.rank,
+        }
+    }
+
+    fn memory(&self) -> MemoryPlan {
+        MemoryPlan::cp(&self.dims, self.options.rank)
+    }
+
+    fn fit(
+        &self,
+        engine: &Engine,
+        prepared: &Prepared,
+        events: &mut dyn Events<EpochStats>,
+    ) -> Result<CompletionReport> {
+        // Completion's loop cannot be stopped from outside: every epoch continues.
+        let (model, seconds, backend) = timed(engine, || {
+            complete_with_progress(engine, prepared, self.validation, &self.options, &mut |s| {
+                let _ = events.step(s);
+            })
+        })?;
+        Ok(CompletionReport {
+            model,
+            seconds,
+            backend,
+        })
+    }
+}

@@ -1,0 +1,428 @@
+//! The requests of each model under the names users give their options, and their one
+//! validation. The messages name an option as the Python keyword does (`rank`, `iters`,
+//! `ranks[1]`); the command line's flag is the same word (`--rank`), and both front
+//! ends print the message as it is.
+
+use crate::decomp::{
+    CompletionOptions, CpAprOptions, CpOptions, NonInteger, Solver, TuckerOptions,
+};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use crate::tensor::CooTensor;
+
+/// `value` of the integer option `name` as a count. A front end whose integers may be
+/// negative (Python's) converts them here; the command line's parser refuses them
+/// itself.
+pub fn count(name: &str, value: i64) -> Result<usize> {
+    usize::try_from(value)
+        .map_err(|_| Error::InvalidOption(format!("{name} must not be negative, got {value}")))
+}
+
+/// `name must be at least least, got value`, as a rank error.
+fn rank_at_least(name: &str, value: usize) -> Result<()> {
+    if value == 0 {
+        return Err(Error::InvalidRank(format!(
+            "{name} must be at least 1, got {value}"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a zero count for the option `name`.
+fn at_least_one(name: &str, value: usize) -> Result<()> {
+    if value == 0 {
+        return Err(Error::InvalidOption(format!(
+            "{name} must be at least 1, got {value}"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a tolerance below 0 or NaN.
+fn check_tol(tol: f64) -> Result<()> {
+    if tol.is_nan() || tol < 0.0 {
+        return Err(Error::InvalidOption(format!(
+            "tol must be a number ≥ 0 (0 runs every iteration), got {tol}"
+        )));
+    }
+    Ok(())
+}
+
+/// A CP-ALS run as a user asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpRequest {
+    /// The number of components.
+    pub rank: usize,
+    /// The most iterations.
+    pub iters: usize,
+    /// The change of fit that stops the run (0 runs every iteration).
+    pub tol: f64,
+    /// The seed of the random initial factors.
+    pub seed: u64,
+    /// Initial factors, one `I_m × rank` matrix per mode, instead of random ones.
+    pub init: Option<Vec<Matrix>>,
+}
+
+/// A validated CP-ALS run.
+#[derive(Debug, Clone)]
+pub struct CpJob {
+    /// The options of the model's loop.
+    pub options: CpOptions,
+    pub(super) dims: Vec<usize>,
+}
+
+impl CpRequest {
+    /// The checks that need no tensor (a front end may run them before reading one;
+    /// [`CpRequest::validate`] runs them too).
+    pub fn check(&self) -> Result<()> {
+        rank_at_least("rank", self.rank)?;
+        at_least_one("iters", self.iters)?;
+        check_tol(self.tol)
+    }
+
+    /// Every check of the request against `x`; the run to do.
+    pub fn validate(self, x: &CooTensor) -> Result<CpJob> {
+        self.check()?;
+        if self.rank > x.nnz() {
+            return Err(Error::InvalidRank(format!(
+                "rank {} exceeds the tensor's {} nonzeros: a CP model of that many components already fits it exactly",
+                self.rank,
+                x.nnz()
+            )));
+        }
+        let options = CpOptions {
+            rank: self.rank,
+            max_iters: self.iters,
+            tol: self.tol,
+            seed: self.seed,
+            init: self.init,
+        };
+        options.validate(x.dims())?;
+        Ok(CpJob {
+            options,
+            dims: x.dims().to_vec(),
+        })
+    }
+}
+
+/// A Tucker-HOOI run as a user asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuckerRequest {
+    /// One rank per mode.
+    pub ranks: Vec<usize>,
+    /// The most iterations.
+    pub iters: usize,
+    /// The change of fit that stops the run (0 runs every iteration).
+    pub tol: f64,
+    /// The seed of the random initial factors.
+    pub seed: u64,
+    /// Initial factors, one `I_m × ranks[m]` matrix per mode, instead of random ones.
+    pub init: Option<Vec<Matrix>>,
+}
+
+/// A validated Tucker-HOOI run.
+#[derive(Debug, Clone)]
+pub struct TuckerJob {
+    /// The options of the model's loop.
+    pub options: TuckerOptions,
+    pub(super) dims: Vec<usize>,
+}
+
+impl TuckerRequest {
+    /// The checks that need no tensor.
+    pub fn check(&self) -> Result<()> {
+        for (m, &r) in self.ranks.iter().enumerate() {
+            rank_at_least(&format!("ranks[{m}]"), r)?;
+        }
+        at_least_one("iters", self.iters)?;
+        check_tol(self.tol)
+    }
+
+    /// Every check of the request against `x`; the run to do.
+    pub fn validate(self, x: &CooTensor) -> Result<TuckerJob> {
+        self.check()?;
+        let options = TuckerOptions {
+            ranks: self.ranks,
+            max_iters: self.iters,
+            tol: self.tol,
+            seed: self.seed,
+            init: self.init,
+        };
+        options.validate(x.dims())?;
+        Ok(TuckerJob {
+            options,
+            dims: x.dims().to_vec(),
+        })
+    }
+}
+
+/// A CP-APR (Poisson CP) run as a user asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpAprRequest {
+    /// The number of components.
+    pub rank: usize,
+    /// The most outer iterations.
+    pub iters: usize,
+    /// The most inner iterations per mode.
+    pub inner: usize,
+    /// The KKT tolerance that ends the run.
+    pub tol: f64,
+    /// The most seconds to run.
+    pub stoptime: f64,
+    /// The smallest value a factor entry may take.
+    pub eps: f64,
+    /// How far inadmissible zeros are moved off zero.
+    pub kappa: f64,
+    /// How close to zero an entry counts as a zero.
+    pub kappa_tol: f64,
+    /// The seed of the random initial factors.
+    pub seed: u64,
+    /// Initial factors, one `I_m × rank` matrix per mode, instead of random ones.
+    pub init: Option<Vec<Matrix>>,
+    /// What a non-integer value of the tensor does.
+    pub non_integer: NonInteger,
+}
+
+/// A validated CP-APR run.
+#[derive(Debug, Clone)]
+pub struct CpAprJob {
+    /// The options of the model's loop.
+    pub options: CpAprOptions,
+    pub(super) dims: Vec<usize>,
+}
+
+impl CpAprRequest {
+    /// The checks that need no tensor.
+    pub fn check(&self) -> Result<()> {
+        rank_at_least("rank", self.rank)?;
+        at_least_one("iters", self.iters)?;
+        check_tol(self.tol)?;
+        at_least_one("inner", self.inner)?;
+        if self.stoptime.is_nan() || self.stoptime <= 0.0 {
+            return Err(Error::InvalidOption(format!(
+                "stoptime must be > 0, got {}",
+                self.stoptime
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every check of the request against `x`; the run to do.
+    pub fn validate(self, x: &CooTensor) -> Result<CpAprJob> {
+        self.check()?;
+        let options = CpAprOptions {
+            rank: self.rank,
+            max_iters: self.iters,
+            max_inner: self.inner,
+            tol: self.tol,
+            max_seconds: self.stoptime,
+            eps: self.eps,
+            kappa: self.kappa,
+            kappa_tol: self.kappa_tol,
+            seed: self.seed,
+            init: self.init,
+            non_integer: self.non_integer,
+        };
+        options.validate(x.dims())?;
+        Ok(CpAprJob {
+            options,
+            dims: x.dims().to_vec(),
+        })
+    }
+}
+
+/// A tensor completion run as a user asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionRequest {
+    /// The number of components.
+    pub rank: usize,
+    /// The solver.
+    pub solver: Solver,
+    /// The regularization `λ`; `None`: the solver's default (15 for ALS and CCD++, 10
+    /// for SGD).
+    pub lambda: Option<f64>,
+    /// The most epochs.
+    pub epochs: usize,
+    /// Epochs without a lower validation RMSE that stop the run.
+    pub patience: usize,
+    /// The seed of the initial factors and of SGD's order.
+    pub seed: u64,
+    /// SGD's initial learning rate.
+    pub learning_rate: f64,
+    /// CCD++'s sweeps per column.
+    pub ccd_inner: usize,
+    /// Whether the model adds the training mean.
+    pub center: bool,
+}
+
+/// A validated completion run: its options and the validation entries it stops on.
+#[derive(Debug, Clone)]
+pub struct CompletionJob<'a> {
+    /// The options of the model's loop.
+    pub options: CompletionOptions,
+    pub(super) dims: Vec<usize>,
+    pub(super) validation: &'a CooTensor,
+}
+
+impl CompletionRequest {
+    /// The default `λ` of `solver`.
+    pub fn default_lambda(solver: Solver) -> f64 {
+        match solver {
+            Solver::Als | Solver::Ccd => 15.0,
+            Solver::Sgd => 10.0,
+        }
+    }
+
+    /// The options of the model's loop (without initial factors).
+    fn options(&self) -> CompletionOptions {
+        CompletionOptions {
+            rank: self.rank,
+            solver: self.solver,
+            lambda: self.lambda.unwrap_or(Self::default_lambda(self.solver)),
+            max_epochs: self.epochs,
+            patience: self.patience,
+            seed: self.seed,
+            learning_rate: self.learning_rate,
+            ccd_inner: self.ccd_inner,
+            init: None,
+            center: self.center,
+        }
+    }
+
+    /// The checks that need no tensor.
+    pub fn check(&self) -> Result<()> {
+        rank_at_least("rank", self.rank)?;
+        at_least_one("epochs", self.epochs)?;
+        at_least_one("patience", self.patience)?;
+        at_least_one("ccd_inner", self.ccd_inner)?;
+        // λ and the learning rate, in the model's own words.
+        self.options().validate()
+    }
+
+    /// Every check of the request against the training entries `train`; the run to
+    /// do, stopping on the RMSE over `validation`.
+    pub fn validate<'a>(
+        &self,
+        train: &CooTensor,
+        validation: &'a CooTensor,
+    ) -> Result<CompletionJob<'a>> {
+        self.check()?;
+        if train.nnz() == 0 {
+            return Err(Error::InvalidOption("no training entries".into()));
+        }
+        Ok(CompletionJob {
+            options: self.options(),
+            dims: train.dims().to_vec(),
+            validation,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tensor() -> CooTensor {
+        CooTensor::new(
+            vec![4, 3, 2],
+            vec![vec![0, 1, 3], vec![0, 2, 1], vec![1, 0, 1]],
+            vec![1.0, 2.0, 3.0],
+        )
+        .unwrap()
+    }
+
+    fn cp(rank: usize, iters: usize, tol: f64) -> CpRequest {
+        CpRequest {
+            rank,
+            iters,
+            tol,
+            seed: 1,
+            init: None,
+        }
+    }
+
+    #[test]
+    fn each_bad_option_is_named_as_users_give_it() {
+        let x = tensor();
+        let msg = |r: Result<CpJob>| r.unwrap_err().to_string();
+        assert_eq!(
+            msg(cp(0, 5, 0.0).validate(&x)),
+            "invalid rank: rank must be at least 1, got 0"
+        );
+        assert_eq!(
+            msg(cp(2, 0, 0.0).validate(&x)),
+            "invalid option: iters must be at least 1, got 0"
+        );
+        assert_eq!(
+            msg(cp(2, 5, -1.0).validate(&x)),
+            "invalid option: tol must be a number ≥ 0 (0 runs every iteration), got -1"
+        );
+        assert!(msg(cp(4, 5, 0.0).validate(&x)).contains("rank 4 exceeds the tensor's 3 nonzeros"));
+        assert!(cp(3, 5, 0.0).validate(&x).is_ok());
+        let tucker = |ranks: Vec<usize>| TuckerRequest {
+            ranks,
+            iters: 3,
+            tol: 0.0,
+            seed: 1,
+            init: None,
+        };
+        let err = tucker(vec![2, 0, 2]).validate(&x).unwrap_err().to_string();
+        assert_eq!(err, "invalid rank: ranks[1] must be at least 1, got 0");
+        let err = tucker(vec![2, 2]).validate(&x).unwrap_err().to_string();
+        assert!(err.contains("2 ranks for a tensor of order 3"), "{err}");
+        assert_eq!(
+            count("seed", -2).unwrap_err().to_string(),
+            "invalid option: seed must not be negative, got -2"
+        );
+        assert_eq!(count("seed", 7).unwrap(), 7);
+    }
+
+    #[test]
+    fn cp_apr_and_completion_name_their_own_options() {
+        let x = tensor();
+        let apr = CpAprRequest {
+            rank: 2,
+            iters: 3,
+            inner: 0,
+            tol: 1e-4,
+            stoptime: 10.0,
+            eps: 1e-10,
+            kappa: 0.01,
+            kappa_tol: 1e-10,
+            seed: 0,
+            init: None,
+            non_integer: NonInteger::Warn,
+        };
+        let err = apr.clone().validate(&x).unwrap_err().to_string();
+        assert!(err.contains("inner must be at least 1, got 0"), "{err}");
+        let err = CpAprRequest {
+            inner: 2,
+            stoptime: 0.0,
+            ..apr
+        }
+        .validate(&x)
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("stoptime must be > 0, got 0"), "{err}");
+        let completion = CompletionRequest {
+            rank: 2,
+            solver: Solver::Als,
+            lambda: None,
+            epochs: 0,
+            patience: 5,
+            seed: 0,
+            learning_rate: 0.05,
+            ccd_inner: 1,
+            center: true,
+        };
+        let err = completion.validate(&x, &x).unwrap_err().to_string();
+        assert!(err.contains("epochs must be at least 1, got 0"), "{err}");
+        let job = CompletionRequest {
+            epochs: 3,
+            ..completion
+        }
+        .validate(&x, &x)
+        .unwrap();
+        assert_eq!(job.options.lambda, 15.0);
+    }
+}
