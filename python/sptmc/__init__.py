@@ -226,19 +226,27 @@ def tensor(X: TensorLike) -> Tensor:
 
 def _check_int(name: str, value: Any, least: int) -> int:
     """``value`` as an int, checked to be an integer (not a bool) ``>= least``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InputError(f"{name} must be an integer, got {value!r}")
+    value = _integer(name, value)
     if value < least:
         raise InputError(f"{name} must be at least {least}, got {value}")
+    return value
+
+
+def _integer(name: str, value: Any) -> int:
+    """``value`` as an int, checked to be an integer (not a bool). Its range is checked
+    by the library, with the words the command line uses."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{name} must be an integer, got {value!r}")
     return int(value)
 
 
 def _check_run_options(iters: Any, tol: Any, seed: Any, threads: Any) -> None:
-    """Raises :class:`InputError` for options out of their range, naming the option."""
-    _check_int("iters", iters, 1)
-    if not isinstance(tol, numbers.Real) or math.isnan(tol) or tol < 0:
-        raise InputError(f"tol must be a number >= 0 (0 runs every iteration), got {tol!r}")
-    _check_int("seed", seed, 0)
+    """Raises :class:`InputError` for options of the wrong type, naming the option (the
+    library checks their values)."""
+    _integer("iters", iters)
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
+        raise InputError(f"tol must be a number, got {tol!r}")
+    _integer("seed", seed)
     if threads is not None:
         _check_int("threads", threads, 1)
 
@@ -463,7 +471,7 @@ def cp_als(
         a :class:`CPResult`.
     """
     T = tensor(X)
-    rank = _check_int("rank", rank, 1)
+    rank = _integer("rank", rank)
     _check_run_options(iters, tol, seed, threads)
     start = time.perf_counter()
     _say(verbose, f"sptmc: CP-ALS rank {rank} on {list(T.shape)}, {T.nnz} nonzeros")
@@ -528,7 +536,7 @@ def tucker_hooi(
             raise InputError(
                 f"ranks must be an integer or one integer per mode, got {ranks!r}"
             ) from None
-    ranks = [_check_int(f"ranks[{m}]", r, 1) for m, r in enumerate(per_mode)]
+    ranks = [_integer(f"ranks[{m}]", r) for m, r in enumerate(per_mode)]
     _check_run_options(iters, tol, seed, threads)
     start = time.perf_counter()
     _say(verbose, f"sptmc: Tucker-HOOI ranks {ranks} on {list(T.shape)}, {T.nnz} nonzeros")

@@ -1,6 +1,8 @@
-//! CP-ALS and Tucker-HOOI for Python: options checked, the tensor prepared (or its
-//! kept form reused), the run watched ([`crate::run::watched`]), the model returned as
-//! a dict of numpy arrays for `sptmc/__init__.py` to wrap.
+//! CP-ALS and Tucker-HOOI for Python: the arguments as a request to
+//! [`sptmc::driver`] (the command line's driver: its validation, memory check,
+//! preparation and fit), run watched ([`crate::run::watched`]) with the tensor's kept
+//! forms reused, the report returned as a dict of numpy arrays for
+//! `sptmc/__init__.py` to wrap.
 
 use crate::Tensor;
 use crate::convert::matrix;
@@ -9,11 +11,9 @@ use crate::run::{backend_choice, engine, pool, watched};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use sptmc::decomp::{
-    CpOptions, IterStats, TuckerOptions, cp_als_with_control, tucker_hooi_with_control,
-};
-use sptmc::memplan::MemoryPlan;
-use sptmc::{Matrix, Op};
+use sptmc::Matrix;
+use sptmc::decomp::IterStats;
+use sptmc::driver::{self, CpRequest, TuckerRequest, count};
 
 /// Initial factors from Python (one 2-D float array per mode).
 fn init_factors(
@@ -27,6 +27,12 @@ fn init_factors(
             .collect()
     })
     .transpose()
+}
+
+/// The integer option `name` as a count ([`count`]: a negative value is refused by
+/// name).
+fn counted(py: Python<'_>, name: &str, value: i64) -> PyResult<usize> {
+    count(name, value).map_err(|e| to_py(py, e))
 }
 
 /// A factor as a new float64 `rows × cols` array.
@@ -86,46 +92,40 @@ fn common<'py>(
 pub fn _cp_als<'py>(
     py: Python<'py>,
     tensor: &Bound<'py, Tensor>,
-    rank: usize,
-    iters: usize,
+    rank: i64,
+    iters: i64,
     tol: f64,
-    seed: u64,
+    seed: i64,
     init: Option<Vec<Bound<'py, PyAny>>>,
     backend: &str,
     threads: Option<i64>,
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let t = tensor.get();
-    let opts = CpOptions {
-        rank,
-        max_iters: iters,
+    let request = CpRequest {
+        rank: counted(py, "rank", rank)?,
+        iters: counted(py, "iters", iters)?,
         tol,
-        seed,
+        seed: counted(py, "seed", seed)? as u64,
         init: init_factors(py, init)?,
     };
-    // Bad options before any HLS is built.
-    opts.validate(t.x.dims()).map_err(|e| to_py(py, e))?;
-    // The run's own memory (factors, Grams) before the HLS form is built for it.
-    MemoryPlan::cp(t.x.dims(), rank)
-        .check()
-        .map_err(|e| to_py(py, e))?;
+    // Bad options before any engine is made or HLS built.
+    let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
     let engine = engine(py, backend_choice(py, backend)?)?;
     let pool = pool(py, threads)?;
-    let prepared = t.prepared(py, &engine, &pool, Op::Mttkrp, rank)?;
-    let (model, watch) = watched(py, &pool, progress.as_ref(), |control| {
-        cp_als_with_control(&engine, &prepared, &opts, control)
+    let (report, watch) = watched(py, &pool, progress.as_ref(), |mut control| {
+        driver::run(&job, &engine, &t.x, t, &mut control)
     })?;
     let d = PyDict::new(py);
-    d.set_item("weights", PyArray1::from_slice(py, &model.weights))?;
-    d.set_item("pinv_solves", model.pinv_solves)?;
-    let backend = pool.install(|| engine.backend().describe());
+    d.set_item("weights", PyArray1::from_slice(py, &report.model.weights))?;
+    d.set_item("pinv_solves", report.model.pinv_solves)?;
     common(
         py,
         &d,
-        &model.factors,
-        &model.iters,
+        &report.model.factors,
+        &report.model.iters,
         watch.stopped_by_callback,
-        backend,
+        report.backend,
     )?;
     Ok(d)
 }
@@ -138,46 +138,44 @@ pub fn _cp_als<'py>(
 pub fn _tucker_hooi<'py>(
     py: Python<'py>,
     tensor: &Bound<'py, Tensor>,
-    ranks: Vec<usize>,
-    iters: usize,
+    ranks: Vec<i64>,
+    iters: i64,
     tol: f64,
-    seed: u64,
+    seed: i64,
     init: Option<Vec<Bound<'py, PyAny>>>,
     backend: &str,
     threads: Option<i64>,
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let t = tensor.get();
-    let opts = TuckerOptions {
-        ranks: ranks.clone(),
-        max_iters: iters,
+    let request = TuckerRequest {
+        ranks: ranks
+            .iter()
+            .enumerate()
+            .map(|(m, &r)| counted(py, &format!("ranks[{m}]"), r))
+            .collect::<PyResult<_>>()?,
+        iters: counted(py, "iters", iters)?,
         tol,
-        seed,
+        seed: counted(py, "seed", seed)? as u64,
         init: init_factors(py, init)?,
     };
-    opts.validate(t.x.dims()).map_err(|e| to_py(py, e))?;
-    MemoryPlan::tucker(t.x.dims(), &ranks)
-        .check()
-        .map_err(|e| to_py(py, e))?;
+    let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
     let engine = engine(py, backend_choice(py, backend)?)?;
     let pool = pool(py, threads)?;
-    // The tile threshold is tuned by the largest rank a TTMc multiplies by.
-    let rank = ranks.iter().copied().max().unwrap_or(1);
-    let prepared = t.prepared(py, &engine, &pool, Op::Ttmc, rank)?;
-    let (model, watch) = watched(py, &pool, progress.as_ref(), |control| {
-        tucker_hooi_with_control(&engine, &prepared, &opts, control)
+    let (report, watch) = watched(py, &pool, progress.as_ref(), |mut control| {
+        driver::run(&job, &engine, &t.x, t, &mut control)
     })?;
     let d = PyDict::new(py);
+    let model = &report.model;
     let core = PyArray1::from_slice(py, &model.core).reshape(model.core_dims.clone())?;
     d.set_item("core", core)?;
-    let backend = pool.install(|| engine.backend().describe());
     common(
         py,
         &d,
         &model.factors,
         &model.iters,
         watch.stopped_by_callback,
-        backend,
+        report.backend.clone(),
     )?;
     Ok(d)
 }

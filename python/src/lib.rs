@@ -17,6 +17,7 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use run::{backend_choice, engine, in_pool, lock, pool};
+use sptmc::driver;
 use sptmc::engine::{Engine, Prepared, Workload};
 use sptmc::hls::HlsBuilder;
 use sptmc::memplan::MemoryPlan;
@@ -72,35 +73,16 @@ impl Tensor {
         op: Op,
         rank: usize,
     ) -> PyResult<Arc<Prepared>> {
-        let w = Workload { op, rank };
-        // The CPU backend's profiles are matched by thread count: ask in the pool.
-        let threshold = pool.install(|| engine.threshold(w).threshold);
-        let key = Arc::as_ptr(engine) as usize;
-        let found = lock(&self.forms)
-            .iter()
-            .find(|f| f.engine == key && f.op == op && f.threshold == threshold)
-            .map(|f| f.prepared.clone());
-        if let Some(p) = found {
-            return Ok(p);
-        }
         let x = &self.x;
-        let prepared = in_pool(py, pool, || {
-            let mut plan = MemoryPlan::new(
-                format!("the HLS form of {} nonzeros", x.nnz()),
-                "the tensor is too large for this machine",
-            );
-            plan.add_prepare(x.nnz(), x.order(), 1, threshold);
-            plan.check()?;
-            engine.prepare(x, &[w])
-        })?;
-        let prepared = Arc::new(prepared);
-        lock(&self.forms).push(Form {
-            engine: key,
-            op,
-            threshold,
-            prepared: prepared.clone(),
-        });
-        Ok(prepared)
+        let plan = MemoryPlan::new(
+            format!("the HLS form of {} nonzeros", x.nnz()),
+            "the tensor is too large for this machine",
+        );
+        // In the pool: the CPU backend's profiles are matched by its thread count.
+        let w = Workload { op, rank };
+        in_pool(py, pool, || {
+            Ok(driver::prepare(engine, x, w, plan, self)?.prepared)
+        })
     }
 
     /// The factor list of a kernel call: one matrix per mode, `None` allowed for the
@@ -177,6 +159,27 @@ impl Tensor {
         let out = in_pool(py, &pool, || engine.run(op, &prepared, mode, &fs))?;
         let (rows, cols) = out.shape();
         PyArray1::from_vec(py, out.into_data()).reshape([rows, cols])
+    }
+}
+
+/// The prepared forms a tensor keeps, by engine (its address: engines live for the
+/// process), op and tile threshold.
+impl driver::Forms for Tensor {
+    fn find(&self, engine: &Engine, op: Op, threshold: u32) -> Option<Arc<Prepared>> {
+        let key = engine as *const Engine as usize;
+        lock(&self.forms)
+            .iter()
+            .find(|f| f.engine == key && f.op == op && f.threshold == threshold)
+            .map(|f| f.prepared.clone())
+    }
+
+    fn keep(&self, engine: &Engine, op: Op, threshold: u32, prepared: &Arc<Prepared>) {
+        lock(&self.forms).push(Form {
+            engine: engine as *const Engine as usize,
+            op,
+            threshold,
+            prepared: prepared.clone(),
+        });
     }
 }
 

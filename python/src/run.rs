@@ -6,11 +6,9 @@ use crate::errors::{input_error, settle};
 use pyo3::prelude::*;
 use rayon::{ThreadPool, ThreadPoolBuilder};
 use sptmc::decomp::IterStats;
-use sptmc::engine::profile::Profiles;
 use sptmc::engine::{BackendChoice, Engine};
 use std::ops::ControlFlow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -33,8 +31,8 @@ pub fn backend_choice(py: Python<'_>, name: &str) -> PyResult<BackendChoice> {
 }
 
 /// The engine for `choice`, made on first use and kept (a CUDA engine holds a device
-/// context; "auto" decides once per process). Tuning profiles as the command line
-/// reads them; a profile file that cannot be read becomes a Python warning.
+/// context; "auto" decides once per process). Tuning profiles from the folders every
+/// front end reads ([`sptmc::driver::tuning::profiles`]); a profile file that cannot be read becomes a Python warning.
 pub fn engine(py: Python<'_>, choice: BackendChoice) -> PyResult<Arc<Engine>> {
     static ENGINES: Mutex<Vec<(BackendChoice, Arc<Engine>)>> = Mutex::new(Vec::new());
     if let Some((_, e)) = lock(&ENGINES).iter().find(|(c, _)| *c == choice) {
@@ -42,7 +40,7 @@ pub fn engine(py: Python<'_>, choice: BackendChoice) -> PyResult<Arc<Engine>> {
     }
     let made = py.detach(|| {
         catch_unwind(|| {
-            let (profiles, skipped) = user_profiles();
+            let (profiles, skipped) = sptmc::driver::tuning::profiles();
             Engine::choose(choice).map(|e| (e.with_profiles(profiles), skipped))
         })
     });
@@ -64,28 +62,6 @@ pub fn engine(py: Python<'_>, choice: BackendChoice) -> PyResult<Arc<Engine>> {
     }
     cache.push((choice, engine.clone()));
     Ok(engine)
-}
-
-/// The compiled-in tuning profiles, then those of `./tuning`, of
-/// `$XDG_CONFIG_HOME/sptmc/tuning` (else `~/.config/sptmc/tuning`) and of
-/// `$SPTMC_TUNING_DIR`, later ones winning: the folders and order of the `sptmc`
-/// command line. Returns the profiles and the files skipped, with their reasons.
-fn user_profiles() -> (Profiles, Vec<String>) {
-    let mut profiles = Profiles::builtin();
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .map(|c| c.join("sptmc").join("tuning"));
-    let env = std::env::var_os("SPTMC_TUNING_DIR").map(PathBuf::from);
-    let mut skipped = Vec::new();
-    for dir in [Some(PathBuf::from("tuning")), config, env]
-        .into_iter()
-        .flatten()
-        .filter(|d| d.is_dir())
-    {
-        skipped.extend(profiles.add_dir(&dir).iter().map(|e| e.to_string()));
-    }
-    (profiles, skipped)
 }
 
 /// The rayon pool of `threads` workers (`None`: `RAYON_NUM_THREADS`, else one per

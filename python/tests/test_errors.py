@@ -138,9 +138,9 @@ def test_rank_mode_and_factor_errors(X):
 def test_option_errors(X):
     with raises(ValueError, "iters must be at least 1, got 0"):
         sptmc.cp_als(X, 2, iters=0)
-    with raises(ValueError, "tol must be a number >= 0"):
+    with raises(ValueError, "tol must be a number ≥ 0"):
         sptmc.cp_als(X, 2, tol=-1.0)
-    with raises(ValueError, "tol must be a number >= 0"):
+    with raises(ValueError, "tol must be a number ≥ 0"):
         sptmc.tucker_hooi(X, 2, tol=float("nan"))
     with raises(ValueError, "threads must be at least 1, got 0"):
         sptmc.cp_als(X, 2, threads=0)
@@ -185,7 +185,9 @@ def test_no_cuda_is_a_device_error_or_runs(X):
 
 def test_runs_too_large_for_memory_raise_memory_error():
     """The run's memory plan is checked before anything is allocated for it."""
-    huge = sptmc.from_coo(np.array([[0, 0, 0], [5, 5, 5]]), np.ones(2), shape=(2**31, 2**31, 10))
+    # As many nonzeros as components: fewer would be refused by the rank check first.
+    subs = np.stack([np.arange(1000), np.arange(1000), np.arange(1000) % 10], axis=1)
+    huge = sptmc.from_coo(subs, np.ones(1000), shape=(2**31, 2**31, 10))
     with raises(MemoryError, "not enough memory: CP-ALS rank 1000 needs"):
         sptmc.cp_als(huge, 1000)
     with raises(MemoryError, r"not enough memory: Tucker-HOOI ranks \[100, 100, 10\] needs"):
