@@ -102,3 +102,6 @@ fn check_finite(what: &str, values: &[f64]) -> Result<()> {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests;
