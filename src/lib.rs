@@ -15,6 +15,7 @@
 pub mod accuracy;
 pub mod decomp;
 pub mod engine;
+pub mod environment;
 pub mod error;
 pub mod hls;
 pub mod matrix;

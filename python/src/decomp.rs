@@ -7,7 +7,7 @@
 use crate::Tensor;
 use crate::convert::matrix;
 use crate::errors::to_py;
-use crate::run::{backend_choice, engine, pool, watched};
+use crate::run::{backend_choice, engine, watched};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -111,9 +111,8 @@ pub fn _cp_als<'py>(
     };
     // Bad options before any engine is made or HLS built.
     let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
-    let engine = engine(py, backend_choice(py, backend)?)?;
-    let pool = pool(py, threads)?;
-    let (report, watch) = watched(py, &pool, progress.as_ref(), |mut control| {
+    let engine = engine(py, backend_choice(py, backend)?, threads)?;
+    let (report, watch) = watched(py, &engine, progress.as_ref(), |mut control| {
         driver::run(&job, &engine, &t.x, t, &mut control)
     })?;
     let d = PyDict::new(py);
@@ -160,9 +159,8 @@ pub fn _tucker_hooi<'py>(
         init: init_factors(py, init)?,
     };
     let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
-    let engine = engine(py, backend_choice(py, backend)?)?;
-    let pool = pool(py, threads)?;
-    let (report, watch) = watched(py, &pool, progress.as_ref(), |mut control| {
+    let engine = engine(py, backend_choice(py, backend)?, threads)?;
+    let (report, watch) = watched(py, &engine, progress.as_ref(), |mut control| {
         driver::run(&job, &engine, &t.x, t, &mut control)
     })?;
     let d = PyDict::new(py);

@@ -16,9 +16,9 @@ use errors::{input_error, settle};
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use run::{backend_choice, engine, in_pool, lock, pool};
+use run::{backend_choice, engine, in_engine, lock};
 use sptmc::driver;
-use sptmc::engine::{Engine, Prepared, Workload};
+use sptmc::engine::{BackendChoice, Engine, Prepared, Workload};
 use sptmc::hls::HlsBuilder;
 use sptmc::memplan::MemoryPlan;
 use sptmc::tensor::cache::{Cache, LoadSource};
@@ -64,12 +64,11 @@ impl Tensor {
     }
 
     /// The form of this tensor for `op` at `rank` on `engine`, built (with the GIL
-    /// released, on `pool`) unless an earlier call left one.
+    /// released, inside the engine) unless an earlier call left one.
     fn prepared(
         &self,
         py: Python<'_>,
         engine: &Arc<Engine>,
-        pool: &rayon::ThreadPool,
         op: Op,
         rank: usize,
     ) -> PyResult<Arc<Prepared>> {
@@ -78,9 +77,8 @@ impl Tensor {
             format!("the HLS form of {} nonzeros", x.nnz()),
             "the tensor is too large for this machine",
         );
-        // In the pool: the CPU backend's profiles are matched by its thread count.
         let w = Workload { op, rank };
-        in_pool(py, pool, || {
+        in_engine(py, engine, || {
             Ok(driver::prepare(engine, x, w, plan, self)?.prepared)
         })
     }
@@ -143,8 +141,7 @@ impl Tensor {
             }
         };
         let fs = self.kernel_factors(py, &factors, mode)?;
-        let engine = engine(py, backend_choice(py, backend)?)?;
-        let pool = pool(py, threads)?;
+        let engine = engine(py, backend_choice(py, backend)?, threads)?;
         // The rank the tile threshold is tuned for: MTTKRP's rank, TTMc's largest.
         let rank = fs
             .iter()
@@ -155,8 +152,8 @@ impl Tensor {
             .unwrap_or(1);
         // Shapes checked before any HLS is built for them.
         sptmc::ops::output_shape(op, self.x.dims(), mode, &fs).map_err(|e| errors::to_py(py, e))?;
-        let prepared = self.prepared(py, &engine, &pool, op, rank)?;
-        let out = in_pool(py, &pool, || engine.run(op, &prepared, mode, &fs))?;
+        let prepared = self.prepared(py, &engine, op, rank)?;
+        let out = in_engine(py, &engine, || engine.run(op, &prepared, mode, &fs))?;
         let (rows, cols) = out.shape();
         PyArray1::from_vec(py, out.into_data()).reshape([rows, cols])
     }
@@ -324,16 +321,17 @@ impl Tensor {
                 sptmc::Error::InvalidRank("rank must be at least 1".into()),
             ));
         }
-        let pool = pool(py, threads)?;
         let (stats, source) = match threshold {
             Some(t) => {
+                // Built on the workers of a CPU engine of that many threads.
+                let cpu = engine(py, BackendChoice::Cpu, threads)?;
                 let x = &self.x;
-                let hls = in_pool(py, &pool, || HlsBuilder::new(t).build(x))?;
+                let hls = in_engine(py, &cpu, || HlsBuilder::new(t).build(x))?;
                 (hls.stats().clone(), "given".to_string())
             }
             None => {
-                let engine = engine(py, backend_choice(py, backend)?)?;
-                let p = self.prepared(py, &engine, &pool, op, rank)?;
+                let engine = engine(py, backend_choice(py, backend)?, threads)?;
+                let p = self.prepared(py, &engine, op, rank)?;
                 let stats = p.hls(op).map_err(|e| errors::to_py(py, e))?.stats().clone();
                 let source = p
                     .thresholds()
@@ -507,9 +505,8 @@ fn _from_index_arrays(
 #[pyfunction]
 #[pyo3(signature = (backend = "auto", *, threads = None))]
 fn backend_info(py: Python<'_>, backend: &str, threads: Option<i64>) -> PyResult<String> {
-    let engine = engine(py, backend_choice(py, backend)?)?;
-    let pool = pool(py, threads)?;
-    let describe = pool.install(|| engine.backend().describe());
+    let engine = engine(py, backend_choice(py, backend)?, threads)?;
+    let describe = engine.backend().describe();
     Ok(match engine.notice() {
         Some(n) => format!("{describe} ({n})"),
         None => describe,

@@ -1,10 +1,10 @@
-//! Where and how the engine runs for Python: one engine per backend choice and one
-//! rayon pool per thread count (both kept for the process), work done with the GIL
-//! released, and a decomposition's loop that Python can watch and stop.
+//! Where and how the engine runs for Python: one engine per backend choice and thread
+//! count (kept for the process; the CPU backend owns a thread pool of that size), work
+//! done inside the engine with the GIL released, and a decomposition's loop that Python
+//! can watch and stop.
 
 use crate::errors::{input_error, settle};
 use pyo3::prelude::*;
-use rayon::{ThreadPool, ThreadPoolBuilder};
 use sptmc::decomp::IterStats;
 use sptmc::engine::{BackendChoice, Engine};
 use std::ops::ControlFlow;
@@ -30,18 +30,41 @@ pub fn backend_choice(py: Python<'_>, name: &str) -> PyResult<BackendChoice> {
     }
 }
 
-/// The engine for `choice`, made on first use and kept (a CUDA engine holds a device
-/// context; "auto" decides once per process). Tuning profiles from the folders every
-/// front end reads ([`sptmc::driver::tuning::profiles`]); a profile file that cannot be read becomes a Python warning.
-pub fn engine(py: Python<'_>, choice: BackendChoice) -> PyResult<Arc<Engine>> {
-    static ENGINES: Mutex<Vec<(BackendChoice, Arc<Engine>)>> = Mutex::new(Vec::new());
-    if let Some((_, e)) = lock(&ENGINES).iter().find(|(c, _)| *c == choice) {
+/// The engine for `choice` whose CPU backend runs `threads` workers (`None`:
+/// `RAYON_NUM_THREADS`, else one per core), made on first use and kept (a CUDA engine
+/// holds a device context; "auto" decides once per thread count). The backends'
+/// switches come from the environment ([`sptmc::environment`]); tuning profiles from
+/// the folders every front end reads ([`sptmc::driver::tuning::profiles`]), a profile
+/// file that cannot be read becoming a Python warning.
+pub fn engine(
+    py: Python<'_>,
+    choice: BackendChoice,
+    threads: Option<i64>,
+) -> PyResult<Arc<Engine>> {
+    type Engines = Vec<((BackendChoice, Option<usize>), Arc<Engine>)>;
+    static ENGINES: Mutex<Engines> = Mutex::new(Vec::new());
+    let threads = match threads {
+        None => None,
+        Some(n) => match usize::try_from(n) {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                return Err(input_error(
+                    py,
+                    format!("threads must be at least 1 (or None), got {n}"),
+                ));
+            }
+        },
+    };
+    let key = (choice, threads);
+    if let Some((_, e)) = lock(&ENGINES).iter().find(|(k, _)| *k == key) {
         return Ok(e.clone());
     }
     let made = py.detach(|| {
         catch_unwind(|| {
             let (profiles, skipped) = sptmc::driver::tuning::profiles();
-            Engine::choose(choice).map(|e| (e.with_profiles(profiles), skipped))
+            let mut opts = sptmc::environment::engine_options();
+            opts.cpu.threads = threads;
+            Engine::choose_with(choice, &opts).map(|e| (e.with_profiles(profiles), skipped))
         })
     });
     let (engine, skipped) = settle(py, made)?;
@@ -57,41 +80,11 @@ pub fn engine(py: Python<'_>, choice: BackendChoice) -> PyResult<Arc<Engine>> {
     let engine = Arc::new(engine);
     let mut cache = lock(&ENGINES);
     // Another thread may have made one meanwhile: keep the first.
-    if let Some((_, e)) = cache.iter().find(|(c, _)| *c == choice) {
+    if let Some((_, e)) = cache.iter().find(|(k, _)| *k == key) {
         return Ok(e.clone());
     }
-    cache.push((choice, engine.clone()));
+    cache.push((key, engine.clone()));
     Ok(engine)
-}
-
-/// The rayon pool of `threads` workers (`None`: `RAYON_NUM_THREADS`, else one per
-/// core), made on first use and kept.
-pub fn pool(py: Python<'_>, threads: Option<i64>) -> PyResult<Arc<ThreadPool>> {
-    static POOLS: Mutex<Vec<(usize, Arc<ThreadPool>)>> = Mutex::new(Vec::new());
-    let n = match threads {
-        None => 0,
-        Some(n) => match usize::try_from(n) {
-            Ok(n) if n >= 1 => n,
-            _ => {
-                return Err(input_error(
-                    py,
-                    format!("threads must be at least 1 (or None), got {n}"),
-                ));
-            }
-        },
-    };
-    let mut pools = lock(&POOLS);
-    if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {
-        return Ok(p.clone());
-    }
-    let p = ThreadPoolBuilder::new()
-        .num_threads(n)
-        .thread_name(|i| format!("sptmc-{i}"))
-        .build()
-        .map_err(|e| input_error(py, format!("threads={n}: {e}")))?;
-    let p = Arc::new(p);
-    pools.push((n, p.clone()));
-    Ok(p)
 }
 
 /// Locks `m`, whether or not a panic poisoned it (the data are caches of finished
@@ -100,14 +93,14 @@ pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Runs `f` on `pool` with the GIL released; a library error or a panic becomes a
-/// Python exception.
-pub fn in_pool<T: Send>(
+/// Runs `f` inside `engine` ([`Engine::install`]: on the CPU backend's workers) with
+/// the GIL released; a library error or a panic becomes a Python exception.
+pub fn in_engine<T: Send>(
     py: Python<'_>,
-    pool: &ThreadPool,
+    engine: &Engine,
     f: impl FnOnce() -> sptmc::Result<T> + Send,
 ) -> PyResult<T> {
-    let r = py.detach(|| catch_unwind(AssertUnwindSafe(|| pool.install(f))));
+    let r = py.detach(|| catch_unwind(AssertUnwindSafe(|| engine.install(f))));
     settle(py, r)
 }
 
@@ -117,7 +110,7 @@ pub struct Watch {
     pub stopped_by_callback: bool,
 }
 
-/// Runs a decomposition `f` on `pool` with the GIL released, handing it a control
+/// Runs a decomposition `f` inside `engine` with the GIL released, handing it a control
 /// callback. This thread waits, waking every [`SIGNAL_POLL`] to run Python's signal
 /// handlers (only the main thread can): Ctrl-C asks the run to stop after the
 /// iteration under way and then raises `KeyboardInterrupt`. When `progress` is given,
@@ -126,7 +119,7 @@ pub struct Watch {
 /// and is raised. Without `progress` the iterations cost no round trip to this thread.
 pub fn watched<T: Send>(
     py: Python<'_>,
-    pool: &ThreadPool,
+    engine: &Engine,
     progress: Option<&Bound<'_, PyAny>>,
     f: impl FnOnce(&mut dyn FnMut(&IterStats) -> ControlFlow<()>) -> sptmc::Result<T> + Send,
 ) -> PyResult<(T, Watch)> {
@@ -153,7 +146,7 @@ pub fn watched<T: Send>(
                 }
                 reply_rx.recv().unwrap_or(ControlFlow::Break(()))
             };
-            let r = catch_unwind(AssertUnwindSafe(|| pool.install(|| f(&mut control))));
+            let r = catch_unwind(AssertUnwindSafe(|| engine.install(|| f(&mut control))));
             // Dropping the sender (owned by `control`) ends the waiting loop below.
             drop(control);
             r

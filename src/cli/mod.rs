@@ -37,30 +37,27 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// Sets up threads and the backend; prints the engine's notice (e.g. why not CUDA) on
-/// stderr unless JSON was asked for.
+/// Sets up the backend (its switches from the environment, the CPU's threads from
+/// `--threads`); prints the engine's notice (e.g. why not CUDA) on stderr unless JSON
+/// was asked for.
 pub fn engine(common: &Common) -> Result<Engine> {
     if common.threads == Some(0) {
         return Err(Error::InvalidOption("--threads must be at least 1".into()));
     }
-    // The main thread joins the pool (so `--threads 2` is the main thread and one
-    // worker): a kernel call then starts on the calling thread at once instead of
-    // being handed to a worker that may be asleep, whose wake-up can cost as much as a
-    // small kernel (bench/results/2026-11-22-cpu-call-overheads). Without --threads,
-    // RAYON_NUM_THREADS or the core count.
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(common.threads.unwrap_or(0))
-        .use_current_thread()
-        .build_global();
-    if let (Err(e), Some(_)) = (pool, common.threads) {
-        return Err(Error::InvalidOption(format!("--threads: {e}")));
-    }
+    let mut opts = sptmc::environment::engine_options();
+    // Without --threads, RAYON_NUM_THREADS or the core count. The main thread joins the
+    // CPU backend's pool (so `--threads 2` is the main thread and one worker): a kernel
+    // call then starts on the calling thread at once instead of being handed to a
+    // worker that may be asleep, whose wake-up can cost as much as a small kernel
+    // (bench/results/2026-11-22-cpu-call-overheads).
+    opts.cpu.threads = common.threads;
+    opts.cpu.use_current_thread = true;
     let choice = match common.backend {
         BackendArg::Auto => BackendChoice::Auto,
         BackendArg::Cpu => BackendChoice::Cpu,
         BackendArg::Cuda => BackendChoice::Cuda,
     };
-    let engine = Engine::choose(choice)?.with_profiles(profiles());
+    let engine = Engine::choose_with(choice, &opts)?.with_profiles(profiles());
     if let Some(n) = engine.notice() {
         eprintln!("sptmc: {n}");
     }

@@ -148,8 +148,7 @@ impl CpAprReport {
 
 /// The time and device of a fit.
 fn timed<T>(engine: &Engine, f: impl FnOnce() -> Result<T>) -> Result<(T, f64, String)> {
-    // Asked on the thread that runs the fit: the CPU backend describes its thread
-    // count by the pool the fit runs in.
+    // The CPU backend describes the thread count of its own pool.
     let backend = engine.backend().describe();
     let start = Instant::now();
     let value = f()?;

@@ -1,11 +1,12 @@
-//! The backend trait and the small types that cross it: which backend, how a call is
+//! The backend enum, the prepared tensor enum and the small types that cross it: which backend, how a call is
 //! launched, what a call measured, the device copy rate, the caller's column maxima.
 
+use super::cpu::{CpuBackend, CpuTensor};
+use super::cuda::{CudaBackend, CudaTensor};
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
 use crate::ops::Op;
-use std::any::Any;
 use std::sync::Arc;
 
 /// Which kind of backend.
@@ -45,7 +46,7 @@ pub enum BackendChoice {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Launch {
-    /// One grid: the first blocks run dense tiles, the rest sparse batches (DESIGN.md §4).
+    /// One grid: the first blocks run dense tiles, the rest sparse batches.
     #[default]
     Fused,
     /// Two launches on one stream, the dense tiles first, then the sparse batches: the
@@ -156,106 +157,162 @@ pub fn median(xs: &[f64]) -> f64 {
     }
 }
 
-/// A tensor as a backend holds it (on the host for the CPU, in device memory for CUDA).
-pub trait BackendTensor: Send + Sync {
-    /// The host-side HLS form it was made from.
-    fn hls(&self) -> &HlsTensor;
-    /// Bytes the backend holds for it (device memory for CUDA).
-    fn bytes(&self) -> usize;
-    /// For the backend to get its own type back.
-    fn as_any(&self) -> &dyn Any;
+/// A tensor as a backend holds it: on the host for the CPU, in device memory for
+/// CUDA (which keeps the host HLS form beside it).
+pub enum BackendTensor {
+    /// Held by the CPU backend.
+    Cpu(CpuTensor),
+    /// Held by the CUDA backend (boxed: its device buffers make it the larger).
+    Cuda(Box<CudaTensor>),
 }
 
-/// A backend of the engine. Implementations: [`super::cpu::CpuBackend`],
-/// [`super::cuda::CudaBackend`].
-pub trait Backend: Send + Sync {
+impl BackendTensor {
+    /// The host-side HLS form it was made from.
+    pub fn hls(&self) -> &HlsTensor {
+        match self {
+            BackendTensor::Cpu(t) => t.hls(),
+            BackendTensor::Cuda(t) => t.hls(),
+        }
+    }
+    /// Bytes the backend holds for it (device memory for CUDA).
+    pub fn bytes(&self) -> usize {
+        match self {
+            BackendTensor::Cpu(t) => t.bytes(),
+            BackendTensor::Cuda(t) => t.bytes(),
+        }
+    }
+    /// Which kind of backend holds it.
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            BackendTensor::Cpu(_) => BackendKind::Cpu,
+            BackendTensor::Cuda(_) => BackendKind::Cuda,
+        }
+    }
+}
+
+/// [`crate::Error::InvalidOption`] for a tensor handed to a backend of another kind.
+pub(crate) fn foreign(backend: BackendKind, tensor: &BackendTensor) -> crate::Error {
+    crate::Error::InvalidOption(format!(
+        "the tensor was prepared by the {} backend, not by {backend}",
+        tensor.kind()
+    ))
+}
+
+/// A backend of the engine, its options among its fields ([`super::CpuOptions`],
+/// [`super::CudaOptions`]). Every call is a match over the variants; what runs on a
+/// prepared tensor takes the [`BackendTensor`] of the same variant.
+pub enum Backend {
+    /// The rayon CPU backend, on its own thread pool.
+    Cpu(CpuBackend),
+    /// The CUDA backend on one device (boxed: its device state makes it the larger).
+    Cuda(Box<CudaBackend>),
+}
+
+impl Backend {
     /// Which kind it is.
-    fn kind(&self) -> BackendKind;
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            Backend::Cpu(_) => BackendKind::Cpu,
+            Backend::Cuda(_) => BackendKind::Cuda,
+        }
+    }
     /// The device in words: CPU model and thread count, or GPU name and compute
     /// capability. Tuning profiles are matched against [`Backend::device_id`].
-    fn describe(&self) -> String;
+    pub fn describe(&self) -> String {
+        match self {
+            Backend::Cpu(b) => b.describe(),
+            Backend::Cuda(b) => b.describe(),
+        }
+    }
     /// A stable identifier of the device, used to name and match tuning profiles.
-    fn device_id(&self) -> String;
+    pub fn device_id(&self) -> String {
+        match self {
+            Backend::Cpu(b) => b.device_id(),
+            Backend::Cuda(b) => b.device_id(),
+        }
+    }
     /// Takes an HLS tensor for this backend (uploads it for a GPU).
-    fn prepare(&self, hls: Arc<HlsTensor>) -> Result<Box<dyn BackendTensor>>;
+    pub fn prepare(&self, hls: Arc<HlsTensor>) -> Result<BackendTensor> {
+        match self {
+            Backend::Cpu(b) => Ok(BackendTensor::Cpu(b.prepare(hls))),
+            Backend::Cuda(b) => Ok(BackendTensor::Cuda(Box::new(b.prepare(hls)?))),
+        }
+    }
     /// Runs `op` on `mode` into `out`, whose shape the engine has checked (rows = the
     /// mode's length, columns per [`crate::ops`]); every entry of `out` is overwritten.
     /// `factors` have been checked against the tensor's shape, and so has
     /// `opts.col_max` when given. Returns what the call measured.
-    fn run(
+    pub fn run(
         &self,
         op: Op,
-        tensor: &dyn BackendTensor,
+        tensor: &BackendTensor,
         mode: usize,
         factors: &[Matrix],
         opts: &RunOptions<'_>,
         out: &mut Matrix,
-    ) -> Result<RunStats>;
+    ) -> Result<RunStats> {
+        match (self, tensor) {
+            (Backend::Cpu(b), BackendTensor::Cpu(t)) => b.run(op, t, mode, factors, opts, out),
+            (Backend::Cuda(b), BackendTensor::Cuda(t)) => b.run(op, t, mode, factors, opts, out),
+            _ => Err(foreign(self.kind(), tensor)),
+        }
+    }
+    /// Runs `f` where the backend's host work runs: inside the CPU backend's thread
+    /// pool (so that every rayon call in `f` uses its workers); on the calling thread
+    /// for CUDA.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match self {
+            Backend::Cpu(b) => b.install(f),
+            Backend::Cuda(_) => f(),
+        }
+    }
     /// Waits for queued work (a no-op on the CPU); benches call it inside the timing.
-    fn synchronize(&self) -> Result<()> {
-        Ok(())
+    pub fn synchronize(&self) -> Result<()> {
+        match self {
+            Backend::Cpu(_) => Ok(()),
+            Backend::Cuda(b) => b.synchronize(),
+        }
     }
     /// A bound on the relative error of one result entry that sums positive terms,
     /// from the backend's arithmetic: callers that cancel results against each other
     /// (the decompositions' residual `‖X‖² + ‖X̂‖² − 2⟨X, X̂⟩`) tolerate twice this
-    /// before calling a negative residual an error. The CPU accumulates in f32.
-    fn relative_error(&self) -> f64 {
-        1e-5
+    /// before calling a negative residual an error. The CPU accumulates in f32; CUDA's
+    /// dense tiles round each factor entry (and, in TTMc, the intermediate) to fp16
+    /// once after a power-of-two scale: three roundings of 2^-11 at most
+    /// (`staging_model.rs` checks the bound).
+    pub fn relative_error(&self) -> f64 {
+        match self {
+            Backend::Cpu(_) => 1e-5,
+            Backend::Cuda(_) => 2e-3,
+        }
     }
     /// Whether [`Backend::run`] accepts `launch` (the CPU only [`Launch::Fused`], its
     /// one way of running a call).
-    fn supports(&self, launch: Launch) -> bool {
-        launch == Launch::Fused
+    pub fn supports(&self, launch: Launch) -> bool {
+        match self {
+            Backend::Cpu(_) => launch == Launch::Fused,
+            Backend::Cuda(_) => true,
+        }
     }
     /// The launch an engine uses unless told otherwise: the fastest one measured on
-    /// this kind of device.
-    fn default_launch(&self) -> Launch {
-        Launch::Fused
-    }
-    /// A CP-ALS session that keeps the factors where the kernels run and updates them
-    /// there ([`CpSession`]), starting from `factors` (one per mode, all of one rank),
-    /// its MTTKRPs launched with `launch`; `None` where the backend has no such path or
-    /// not for this shape (the CPU: the decomposition updates its factors on the host).
-    fn cp_session<'a>(
-        &'a self,
-        tensor: &'a dyn BackendTensor,
-        factors: &[Matrix],
-        launch: Launch,
-    ) -> Result<Option<Box<dyn CpSession + 'a>>> {
-        let _ = (tensor, factors, launch);
-        Ok(None)
-    }
-    /// A tensor-completion session on `tensor` (prepared for [`Op::Completion`])
-    /// starting from `factors` (checked by the engine: one per mode, all of one rank,
-    /// finite), modelling `offset + CP` ([`super::completion`]).
-    fn completion_session<'a>(
-        &'a self,
-        tensor: &'a dyn BackendTensor,
-        factors: &[Matrix],
-        offset: f32,
-    ) -> Result<Box<dyn super::CompletionSession + 'a>> {
-        let _ = (tensor, factors, offset);
-        Err(crate::Error::Unsupported(format!(
-            "the {} backend has no completion kernels",
-            self.kind()
-        )))
-    }
-    /// A Φ session on `tensor` for factors of rank `rank` ([`super::phi`]); `None` where
-    /// the backend has no such path or its buffers would not fit in memory.
-    fn phi_session<'a>(
-        &'a self,
-        tensor: &'a dyn BackendTensor,
-        rank: usize,
-    ) -> Result<Option<Box<dyn super::PhiSession + 'a>>> {
-        let _ = (tensor, rank);
-        Ok(None)
+    /// this kind of device. CUDA: concurrent; on an H100
+    /// (bench/results/2026-11-23-h100-second-run) the two kernels on two streams beat
+    /// one fused grid, whose blocks all carry the dense path's registers and shared
+    /// memory (50M nonzeros, MTTKRP r32: 3.8 vs 6.5 ms).
+    pub fn default_launch(&self) -> Launch {
+        match self {
+            Backend::Cpu(_) => Launch::Fused,
+            Backend::Cuda(_) => Launch::Concurrent,
+        }
     }
     /// Measures the device's copy rate by copying `bytes` (rounded down to whole
     /// 4-byte words, at most half the free memory) within device memory `reps` times;
     /// `Ok(None)` for backends without device memory (the CPU).
-    fn copy_rate(&self, bytes: usize, reps: usize) -> Result<Option<CopyRate>> {
-        let _ = (bytes, reps);
-        Ok(None)
+    pub fn copy_rate(&self, bytes: usize, reps: usize) -> Result<Option<CopyRate>> {
+        match self {
+            Backend::Cpu(_) => Ok(None),
+            Backend::Cuda(b) => b.copy_rate(bytes, reps).map(Some),
+        }
     }
 }
 

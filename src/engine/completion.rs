@@ -24,6 +24,7 @@
 use super::{Engine, Prepared, RunStats};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
+#[cfg(doc)]
 use crate::ops::Op;
 
 /// One SGD epoch's settings ([`CompletionSession::sgd_epoch`]).
@@ -222,7 +223,6 @@ impl Engine {
         if !offset.is_finite() {
             return Err(Error::NonFinite(format!("completion offset {offset}")));
         }
-        self.backend()
-            .completion_session(p.part(Op::Completion)?, factors, offset)
+        self.session::<super::CompletionKind>(p, (factors, offset))
     }
 }

@@ -10,15 +10,19 @@ mod backend;
 pub mod completion;
 pub mod cpu;
 pub mod cuda;
+mod options;
 pub mod phi;
 pub mod profile;
+mod session;
 
 pub use backend::{
     Backend, BackendChoice, BackendKind, BackendTensor, ColumnMax, CopyRate, CpSession, CpStep,
     Launch, PhiParams, RunOptions, RunStats, median,
 };
 pub use completion::{CompletionSession, SgdStep};
+pub use options::{CpuOptions, CudaOptions, EngineOptions, MttkrpKernel};
 pub use phi::{PhiRun, PhiSession};
+pub use session::{CompletionKind, CpKind, PhiKind, SessionKind};
 
 use crate::error::{Error, Result};
 use crate::hls::{HlsBuilder, HlsTensor, KeyOrder};
@@ -36,7 +40,7 @@ pub struct Prepared {
     dims: Vec<usize>,
     nnz: usize,
     norm_sq: f64,
-    parts: Vec<(Op, Arc<dyn BackendTensor>)>,
+    parts: Vec<(Op, Arc<BackendTensor>)>,
     thresholds: Vec<(Op, ProfileChoice)>,
     build_time: Duration,
 }
@@ -60,7 +64,7 @@ impl Prepared {
     }
     /// The backend tensor used for `op`, if the tensor was prepared for it (or, for an
     /// op that runs on another op's form, such as [`Op::Phi`], for that op).
-    pub fn part(&self, op: Op) -> Result<&dyn BackendTensor> {
+    pub fn part(&self, op: Op) -> Result<&BackendTensor> {
         let find = |op: Op| self.parts.iter().find(|(o, _)| *o == op);
         find(op)
             .or_else(|| find(op.form()))
@@ -135,7 +139,7 @@ pub struct Workload {
 
 /// The unified engine.
 pub struct Engine {
-    backend: Arc<dyn Backend>,
+    backend: Backend,
     profiles: Profiles,
     notice: Option<String>,
     launch: Launch,
@@ -145,7 +149,7 @@ impl Engine {
     /// An engine over `backend` with the compiled-in tuning profiles
     /// ([`Profiles::builtin`]; [`Engine::with_profiles`] replaces them). Reads no file
     /// and prints nothing.
-    pub fn new(backend: Arc<dyn Backend>) -> Self {
+    pub fn new(backend: Backend) -> Self {
         let launch = backend.default_launch();
         Engine {
             backend,
@@ -155,14 +159,30 @@ impl Engine {
         }
     }
 
-    /// The CPU backend on rayon's global pool.
+    /// The CPU backend with the default options (a thread pool of rayon's default
+    /// size). Panics only if the operating system cannot start the threads;
+    /// [`Engine::cpu_with`] returns that as an error.
     pub fn cpu() -> Self {
-        Self::new(Arc::new(cpu::CpuBackend::new()))
+        Self::cpu_with(CpuOptions::default())
+            .unwrap_or_else(|e| panic!("starting the CPU backend: {e}"))
     }
 
-    /// The CUDA backend on device 0; an error when none is usable.
+    /// The CPU backend with `opts`.
+    pub fn cpu_with(opts: CpuOptions) -> Result<Self> {
+        Ok(Self::new(Backend::Cpu(cpu::CpuBackend::new(opts)?)))
+    }
+
+    /// The CUDA backend on device 0 with the default options; an error when none is
+    /// usable.
     pub fn cuda() -> Result<Self> {
-        Ok(Self::new(Arc::new(cuda::CudaBackend::new(0)?)))
+        Self::cuda_with(CudaOptions::default())
+    }
+
+    /// The CUDA backend with `opts`; an error when the device is not usable.
+    pub fn cuda_with(opts: CudaOptions) -> Result<Self> {
+        Ok(Self::new(Backend::Cuda(Box::new(cuda::CudaBackend::new(
+            opts,
+        )?))))
     }
 
     /// CUDA when a device is usable, else the CPU; [`Engine::notice`] says why.
@@ -177,13 +197,33 @@ impl Engine {
         }
     }
 
-    /// The backend the user chose.
+    /// The backend the user chose, with the default options.
     pub fn choose(choice: BackendChoice) -> Result<Self> {
+        Self::choose_with(choice, &EngineOptions::default())
+    }
+
+    /// The backend the user chose, with the options of whichever it is.
+    pub fn choose_with(choice: BackendChoice, opts: &EngineOptions) -> Result<Self> {
+        opts.cpu.check()?;
         match choice {
-            BackendChoice::Auto => Ok(Self::auto()),
-            BackendChoice::Cpu => Ok(Self::cpu()),
-            BackendChoice::Cuda => Self::cuda(),
+            BackendChoice::Auto => match Self::cuda_with(opts.cuda) {
+                Ok(e) => Ok(e),
+                Err(err) => {
+                    let mut e = Self::cpu_with(opts.cpu)?;
+                    e.notice = Some(format!("using the CPU backend ({err})"));
+                    Ok(e)
+                }
+            },
+            BackendChoice::Cpu => Self::cpu_with(opts.cpu),
+            BackendChoice::Cuda => Self::cuda_with(opts.cuda),
         }
+    }
+
+    /// Runs `f` where the backend's host work runs: inside the CPU backend's thread
+    /// pool, on the calling thread for CUDA. For a caller whose own parallel work
+    /// around the engine's calls (a decomposition's) should use the same workers.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.backend.install(f)
     }
 
     /// Replaces the tuning profiles (e.g. with ones read from another folder).
@@ -216,8 +256,8 @@ impl Engine {
     }
 
     /// The backend.
-    pub fn backend(&self) -> &dyn Backend {
-        self.backend.as_ref()
+    pub fn backend(&self) -> &Backend {
+        &self.backend
     }
 
     /// Which backend kind.
@@ -256,6 +296,11 @@ impl Engine {
 
     /// Prepares `x` with explicit thresholds per op (for the tuner and benches).
     pub fn prepare_with_thresholds(&self, x: &CooTensor, with: &[(Op, u32)]) -> Result<Prepared> {
+        self.install(|| self.prepare_here(x, with))
+    }
+
+    /// [`Engine::prepare_with_thresholds`] on the current thread's pool.
+    fn prepare_here(&self, x: &CooTensor, with: &[(Op, u32)]) -> Result<Prepared> {
         if with.is_empty() {
             return Err(Error::InvalidOption("prepare needs at least one op".into()));
         }
@@ -273,7 +318,7 @@ impl Engine {
                 KeyOrder::for_op(op.form())
             }
         };
-        let mut parts: Vec<(Op, Arc<dyn BackendTensor>)> = Vec::with_capacity(with.len());
+        let mut parts: Vec<(Op, Arc<BackendTensor>)> = Vec::with_capacity(with.len());
         for order in [KeyOrder::ByExtent, KeyOrder::Mode] {
             let mine: Vec<(Op, u32)> = with
                 .iter()
@@ -287,7 +332,7 @@ impl Engine {
             thresholds.sort_unstable();
             thresholds.dedup();
             let built = HlsBuilder::build_many_in(x, &thresholds, order)?;
-            let mut handed: Vec<Arc<dyn BackendTensor>> = Vec::with_capacity(built.len());
+            let mut handed: Vec<Arc<BackendTensor>> = Vec::with_capacity(built.len());
             for h in built {
                 // Thresholds that classify every tile alike give the same form: a higher
                 // threshold's dense tiles are a subset of a lower one's, so equal counts
@@ -299,7 +344,7 @@ impl Engine {
                     .cloned();
                 match same {
                     Some(prev) => handed.push(prev),
-                    None => handed.push(Arc::from(self.backend.prepare(Arc::new(h))?)),
+                    None => handed.push(Arc::new(self.backend.prepare(Arc::new(h))?)),
                 }
             }
             for (op, t) in mine {
@@ -387,6 +432,19 @@ impl Engine {
         call: &Call<'_>,
         out: &mut Matrix,
     ) -> Result<RunStats> {
+        self.install(|| self.run_into_here(op, p, mode, factors, call, out))
+    }
+
+    /// [`Engine::run_into_with`] on the current thread's pool.
+    fn run_into_here(
+        &self,
+        op: Op,
+        p: &Prepared,
+        mode: usize,
+        factors: &[Matrix],
+        call: &Call<'_>,
+        out: &mut Matrix,
+    ) -> Result<RunStats> {
         if op == Op::Phi {
             phi::check_eps(call.phi.eps)?;
         }
@@ -463,8 +521,7 @@ impl Engine {
         p: &'a Prepared,
         factors: &[Matrix],
     ) -> Result<Option<Box<dyn CpSession + 'a>>> {
-        self.backend
-            .cp_session(p.part(Op::Mttkrp)?, factors, self.launch)
+        self.session::<CpKind>(p, factors)
     }
 
     /// Sparse MTTKRP on `mode`: `I_n × R`.

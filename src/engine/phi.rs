@@ -24,6 +24,7 @@
 use super::{Engine, PhiParams, Prepared, RunStats};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
+#[cfg(doc)]
 use crate::ops::Op;
 use rayon::prelude::*;
 
@@ -269,8 +270,7 @@ impl Engine {
             return Err(Error::InvalidRank("Φ at rank 0".into()));
         }
         Ok(self
-            .backend()
-            .phi_session(p.part(Op::Phi)?, rank)?
+            .session::<super::PhiKind>(p, rank)?
             .map(|session| PhiRun {
                 session,
                 dims: p.dims().to_vec(),

@@ -11,8 +11,11 @@
 //!
 //! MTTKRP runs row by row instead wherever its groups fit in memory ([`mttkrp_rows`]:
 //! each mode's nonzeros grouped by row at the first call, no private outputs; faster
-//! than the walk on every tensor measured). `SPTMC_CPU_MTTKRP=walk` forces the walk
-//! (for measuring one against the other).
+//! than the walk on every tensor measured). [`MttkrpKernel::Walk`] in the backend's
+//! options forces the walk (for measuring one against the other).
+//!
+//! The backend owns its rayon thread pool, sized by [`CpuOptions::threads`], and runs
+//! every call and every session call inside it.
 
 mod completion;
 mod fixed;
@@ -27,25 +30,171 @@ mod subnormal;
 mod ttmc;
 mod walk;
 
-use super::{Backend, BackendKind, BackendTensor, RunOptions, RunStats};
-use crate::error::Result;
+use super::{CpuOptions, MttkrpKernel, RunOptions, RunStats};
+use crate::error::{Error, Result};
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
 use crate::ops::Op;
-use std::any::Any;
 use std::sync::Arc;
 
-/// The CPU backend: runs on rayon's current pool (`RAYON_NUM_THREADS` applies).
-#[derive(Debug, Default)]
+/// The CPU backend: owns a rayon thread pool of the size its options ask for and runs
+/// every call inside it.
+#[derive(Debug)]
 pub struct CpuBackend {
+    threads: rayon::ThreadPool,
+    opts: CpuOptions,
     /// Private output buffers kept between calls (see `kernel::run`).
     pool: std::sync::Mutex<Vec<Vec<f32>>>,
 }
 
 impl CpuBackend {
-    /// A CPU backend.
-    pub fn new() -> Self {
-        CpuBackend::default()
+    /// A CPU backend with `opts`; [`Error::InvalidOption`] for 0 threads or when the
+    /// operating system refuses to start them.
+    pub fn new(opts: CpuOptions) -> Result<Self> {
+        opts.check()?;
+        let mut builder = rayon::ThreadPoolBuilder::new()
+            .num_threads(opts.threads.unwrap_or(0))
+            .thread_name(|i| format!("sptmc-cpu-{i}"));
+        // A thread can be a worker of one pool only.
+        if opts.use_current_thread && rayon::current_thread_index().is_none() {
+            builder = builder.use_current_thread();
+        }
+        let threads = builder.build().map_err(|e| {
+            Error::InvalidOption(format!("the CPU backend's {:?} threads: {e}", opts.threads))
+        })?;
+        Ok(CpuBackend {
+            threads,
+            opts,
+            pool: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The options it was made with.
+    pub fn options(&self) -> &CpuOptions {
+        &self.opts
+    }
+
+    /// Worker threads of its pool.
+    pub fn threads(&self) -> usize {
+        self.threads.current_num_threads()
+    }
+
+    /// Runs `f` inside the backend's thread pool (at once when called from one of its
+    /// workers).
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.threads.install(f)
+    }
+
+    /// The device in words: CPU model and thread count.
+    pub fn describe(&self) -> String {
+        format!("CPU {} ({} threads)", cpu_model(), self.threads())
+    }
+
+    /// The identifier tuning profiles are matched against: model and thread count.
+    pub fn device_id(&self) -> String {
+        format!("cpu:{}:{}t", cpu_model(), self.threads())
+    }
+
+    /// Takes an HLS tensor (kept on the host as it is).
+    pub fn prepare(&self, hls: Arc<HlsTensor>) -> CpuTensor {
+        CpuTensor {
+            hls,
+            rows: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Runs `op` (see [`super::Backend::run`]) inside the backend's pool.
+    pub fn run(
+        &self,
+        op: Op,
+        tensor: &CpuTensor,
+        mode: usize,
+        factors: &[Matrix],
+        opts: &RunOptions<'_>,
+        out: &mut Matrix,
+    ) -> Result<RunStats> {
+        if op == Op::Completion {
+            return Err(Error::Unsupported(
+                "the completion kernels run in a completion session".into(),
+            ));
+        }
+        if opts.launch != super::Launch::Fused {
+            return Err(Error::Unsupported(format!(
+                "the CPU backend has no {} launch",
+                opts.launch
+            )));
+        }
+        self.install(|| self.run_here(op, tensor, mode, factors, opts, out))
+    }
+
+    /// [`CpuBackend::run`] on the current thread's pool.
+    fn run_here(
+        &self,
+        op: Op,
+        tensor: &CpuTensor,
+        mode: usize,
+        factors: &[Matrix],
+        opts: &RunOptions<'_>,
+        out: &mut Matrix,
+    ) -> Result<RunStats> {
+        zero(out);
+        let hls = tensor.hls();
+        if op == Op::Phi {
+            let log_term = phi::run(hls, mode, factors, opts.phi, out);
+            return Ok(RunStats {
+                log_term,
+                ..RunStats::default()
+            });
+        }
+        let factors = scaled::Rescaled::new(factors, mode, opts.col_max);
+        let rows = (op == Op::Mttkrp)
+            .then(|| tensor.row_mttkrp(self.opts.mttkrp))
+            .flatten();
+        // The walk sums stored values and leaves the tensor's scale to the end; the
+        // groups hold values already scaled.
+        let scale = match rows {
+            Some(rows) => {
+                rows.run(mode, factors.factors(), out);
+                1.0
+            }
+            None => {
+                kernel::run(op, hls, mode, factors.factors(), out, &self.pool);
+                hls.scale()
+            }
+        };
+        factors.unscale(op, mode, scale, out);
+        Ok(RunStats::default())
+    }
+
+    /// A Φ session on `tensor` for factors of rank `rank` whose calls run inside the
+    /// backend's pool; `None` where its buffers would not fit in memory.
+    pub(crate) fn phi_session<'a>(
+        &'a self,
+        tensor: &'a CpuTensor,
+        rank: usize,
+    ) -> Result<Option<Box<dyn super::PhiSession + 'a>>> {
+        let made = self.install(|| phi_rows::CpuPhi::new(tensor.hls(), rank))?;
+        Ok(made.map(|inner| {
+            Box::new(Pooled {
+                backend: self,
+                inner,
+            }) as Box<dyn super::PhiSession + 'a>
+        }))
+    }
+
+    /// A completion session on `tensor` whose calls run inside the backend's pool.
+    pub(crate) fn completion_session<'a>(
+        &'a self,
+        tensor: &'a CpuTensor,
+        factors: &[Matrix],
+        offset: f32,
+    ) -> Result<Box<dyn super::CompletionSession + 'a>> {
+        let inner =
+            self.install(|| completion::CpuCompletion::new(tensor.hls(), factors, offset))?;
+        Ok(Box::new(Pooled {
+            backend: self,
+            inner,
+        }))
     }
 }
 
@@ -53,18 +202,28 @@ impl CpuBackend {
 pub struct CpuTensor {
     hls: Arc<HlsTensor>,
     /// The row-grouped MTTKRP, made at the first MTTKRP call (`None` where the groups
-    /// would not fit in memory, or the walk is forced).
+    /// would not fit in memory, or the walk is asked for).
     rows: std::sync::OnceLock<Option<mttkrp_rows::RowMttkrp>>,
 }
 
 impl CpuTensor {
-    /// The row-grouped MTTKRP where it is the kernel for this tensor.
-    fn row_mttkrp(&self) -> Option<&mttkrp_rows::RowMttkrp> {
+    /// The host-side HLS form.
+    pub fn hls(&self) -> &HlsTensor {
+        &self.hls
+    }
+
+    /// Bytes of its HLS form.
+    pub fn bytes(&self) -> usize {
+        self.hls.bytes()
+    }
+
+    /// The row-grouped MTTKRP where it is the kernel for this tensor (the backend's
+    /// options fix `kernel` for the tensor's life).
+    fn row_mttkrp(&self, kernel: MttkrpKernel) -> Option<&mttkrp_rows::RowMttkrp> {
         self.rows
             .get_or_init(|| {
-                let walk = std::env::var("SPTMC_CPU_MTTKRP").is_ok_and(|v| v == "walk");
                 // Groups that cannot be allocated leave the walk, which needs none.
-                (!walk)
+                (kernel == MttkrpKernel::Rows)
                     .then(|| mttkrp_rows::RowMttkrp::new(&self.hls).ok().flatten())
                     .flatten()
             })
@@ -72,15 +231,78 @@ impl CpuTensor {
     }
 }
 
-impl BackendTensor for CpuTensor {
-    fn hls(&self) -> &HlsTensor {
-        &self.hls
+/// A CPU session whose every call runs inside its backend's thread pool.
+struct Pooled<'a, S> {
+    backend: &'a CpuBackend,
+    inner: S,
+}
+
+impl<S: super::PhiSession + Send> super::PhiSession for Pooled<'_, S> {
+    fn fix(&mut self, mode: usize, factors: &[&[f64]]) -> Result<RunStats> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.fix(mode, factors))
     }
-    fn bytes(&self) -> usize {
-        self.hls.bytes()
+    fn phi(&mut self, b: &[f64], params: super::PhiParams, out: &mut [f64]) -> Result<RunStats> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.phi(b, params, out))
     }
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn mu_inner(
+        &mut self,
+        b: &mut [f64],
+        params: super::PhiParams,
+        max_inner: usize,
+        tol: f64,
+        out: &mut [f64],
+    ) -> Result<super::phi::MuInner> {
+        let inner = &mut self.inner;
+        self.backend
+            .install(|| inner.mu_inner(b, params, max_inner, tol, out))
+    }
+}
+
+impl<S: super::CompletionSession + Send> super::CompletionSession for Pooled<'_, S> {
+    fn rank(&self) -> usize {
+        self.inner.rank()
+    }
+    fn factors(&mut self) -> Result<Vec<Matrix>> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.factors())
+    }
+    fn set_factor(&mut self, mode: usize, factor: &Matrix) -> Result<RunStats> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.set_factor(mode, factor))
+    }
+    fn set_column(&mut self, mode: usize, col: usize, values: &[f32]) -> Result<RunStats> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.set_column(mode, col, values))
+    }
+    fn normal_equations(&mut self, mode: usize, out: &mut Matrix) -> Result<RunStats> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.normal_equations(mode, out))
+    }
+    fn reset_residual(&mut self) -> Result<RunStats> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.reset_residual())
+    }
+    fn add_column(&mut self, col: usize, sign: f32) -> Result<RunStats> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.add_column(col, sign))
+    }
+    fn column_terms(&mut self, mode: usize, col: usize, out: &mut Matrix) -> Result<RunStats> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.column_terms(mode, col, out))
+    }
+    fn residual(&mut self) -> Result<Vec<f32>> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.residual())
+    }
+    fn sgd_epoch(&mut self, step: &super::SgdStep) -> Result<RunStats> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.sgd_epoch(step))
+    }
+    fn loss(&mut self) -> Result<f64> {
+        let inner = &mut self.inner;
+        self.backend.install(|| inner.loss())
     }
 }
 
@@ -107,95 +329,4 @@ pub fn cpu_model() -> String {
                 .map(|m| m.trim().to_string())
         })
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
-}
-
-impl Backend for CpuBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cpu
-    }
-    fn describe(&self) -> String {
-        format!(
-            "CPU {} ({} threads)",
-            cpu_model(),
-            rayon::current_num_threads()
-        )
-    }
-    fn device_id(&self) -> String {
-        format!("cpu:{}:{}t", cpu_model(), rayon::current_num_threads())
-    }
-    fn prepare(&self, hls: Arc<HlsTensor>) -> Result<Box<dyn BackendTensor>> {
-        Ok(Box::new(CpuTensor {
-            hls,
-            rows: std::sync::OnceLock::new(),
-        }))
-    }
-    fn run(
-        &self,
-        op: Op,
-        tensor: &dyn BackendTensor,
-        mode: usize,
-        factors: &[Matrix],
-        opts: &RunOptions<'_>,
-        out: &mut Matrix,
-    ) -> Result<RunStats> {
-        if op == Op::Completion {
-            return Err(crate::Error::Unsupported(
-                "the completion kernels run in a completion session".into(),
-            ));
-        }
-        if !self.supports(opts.launch) {
-            return Err(crate::Error::Unsupported(format!(
-                "the CPU backend has no {} launch",
-                opts.launch
-            )));
-        }
-        zero(out);
-        let hls = tensor.hls();
-        if op == Op::Phi {
-            let log_term = phi::run(hls, mode, factors, opts.phi, out);
-            return Ok(RunStats {
-                log_term,
-                ..RunStats::default()
-            });
-        }
-        let factors = scaled::Rescaled::new(factors, mode, opts.col_max);
-        let rows = (op == Op::Mttkrp)
-            .then(|| tensor.as_any().downcast_ref::<CpuTensor>())
-            .flatten()
-            .and_then(CpuTensor::row_mttkrp);
-        // The walk sums stored values and leaves the tensor's scale to the end; the
-        // groups hold values already scaled.
-        let scale = match rows {
-            Some(rows) => {
-                rows.run(mode, factors.factors(), out);
-                1.0
-            }
-            None => {
-                kernel::run(op, hls, mode, factors.factors(), out, &self.pool);
-                hls.scale()
-            }
-        };
-        factors.unscale(op, mode, scale, out);
-        Ok(RunStats::default())
-    }
-    fn phi_session<'a>(
-        &'a self,
-        tensor: &'a dyn BackendTensor,
-        rank: usize,
-    ) -> Result<Option<Box<dyn super::PhiSession + 'a>>> {
-        Ok(phi_rows::CpuPhi::new(tensor.hls(), rank)?
-            .map(|s| Box::new(s) as Box<dyn super::PhiSession + 'a>))
-    }
-    fn completion_session<'a>(
-        &'a self,
-        tensor: &'a dyn BackendTensor,
-        factors: &[Matrix],
-        offset: f32,
-    ) -> Result<Box<dyn super::CompletionSession + 'a>> {
-        Ok(Box::new(completion::CpuCompletion::new(
-            tensor.hls(),
-            factors,
-            offset,
-        )?))
-    }
 }

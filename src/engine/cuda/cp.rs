@@ -8,7 +8,7 @@ use super::abi::{
 };
 use super::device::cuda_err;
 use super::kernels;
-use super::launch::{self, Device};
+use super::launch;
 use super::{CudaBackend, CudaTensor};
 use crate::engine::{CpSession, CpStep, Launch, RunStats};
 use crate::error::{Error, Result};
@@ -160,12 +160,7 @@ impl CpSession for CudaCp<'_> {
             }
         }
         let ranks = vec![r; self.dims.len()];
-        let dev = Device {
-            stream,
-            side: &self.backend.side,
-            sm_count: self.backend.sm_count,
-            kernels: &self.backend.kernels,
-        };
+        let dev = self.backend.device();
         let t = self.tensor;
         let mttkrp_s = launch::launch_op(
             &dev,

@@ -197,15 +197,10 @@ impl Drop for Pinned {
 }
 
 /// Outputs from this many floats (64 MB) up go through the page-locked staging buffer,
-/// unless `SPTMC_CUDA_STAGING=0` (for measuring the two paths against each other). On
+/// unless [`Device::staging`] is off (for measuring the two paths against each other). On
 /// an H100 host the staged copy won from 30M floats up and lost or tied below 8M
 /// (bench/results/2026-11-23-h100-second-run).
 const STAGED_FLOATS: usize = 1 << 24;
-
-fn staging_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SPTMC_CUDA_STAGING").as_deref() != Ok("0"))
-}
 
 impl DeviceState {
     /// Room for the factors of two calls of an order-8 tensor.
@@ -228,6 +223,8 @@ pub struct Device<'a> {
     pub sm_count: usize,
     /// The kernels.
     pub kernels: &'a Kernels,
+    /// Whether large outputs come back through the staging buffer.
+    pub staging: bool,
 }
 
 /// An event that records time (cudarc's default disables timing).
@@ -406,7 +403,7 @@ pub fn run(
     copy_back(
         stream,
         &out_dev.slice(0..n_out),
-        &mut state.staging,
+        dev.staging.then_some(&mut state.staging),
         out.data_mut(),
     )?;
     stats.bytes_from_device = (n_out * 4) as u64;
@@ -637,23 +634,23 @@ fn completion_refused() -> Error {
 }
 
 /// Copies the device output into `dst` and waits: small outputs directly, large ones
-/// through the page-locked `staging` buffer (grown as needed) and then, in parallel,
-/// into `dst`.
+/// through the page-locked `staging` buffer (grown as needed; `None`: staging is off)
+/// and then, in parallel, into `dst`.
 fn copy_back(
     stream: &Arc<CudaStream>,
     src: &cudarc::driver::CudaView<'_, f32>,
-    staging: &mut Option<Pinned>,
+    staging: Option<&mut Option<Pinned>>,
     dst: &mut [f32],
 ) -> Result<()> {
     let n = dst.len();
-    if n < STAGED_FLOATS || !staging_enabled() {
+    let Some(staging) = staging.filter(|_| n >= STAGED_FLOATS) else {
         stream
             .memcpy_dtoh(src, dst)
             .map_err(|e| cuda_err("copying the result back", e))?;
         return stream
             .synchronize()
             .map_err(|e| cuda_err("waiting for the result", e));
-    }
+    };
     if staging.as_ref().is_none_or(|s| s.len < n) {
         *staging = None; // release the old one first
         *staging = Some(Pinned::new(n)?);

@@ -1,6 +1,7 @@
 //! The CUDA backend: dense HLS tiles on tensor cores and the sparse remainder on CUDA
-//! cores, in one fused launch per call (kernels in `kernels/`, DESIGN.md §4–5), or as two
-//! launches, one after the other or on two streams at once ([`Launch`]).
+//! cores, in one fused launch per call (kernels in `kernels/`: the dense tiles' blocks first,
+//! then the sparse batches'), or as two launches, one after the other or on two streams
+//! at once ([`Launch`]).
 //!
 //! Factors stay on the device between calls: each call uploads only the factors whose
 //! [`crate::matrix::Version`] the device does not hold (in CP-ALS and Tucker-HOOI, the
@@ -37,10 +38,7 @@ pub mod nvrtc_dl;
 mod staging_model;
 mod upload;
 
-use super::{
-    Backend, BackendKind, BackendTensor, CompletionSession, CopyRate, CpSession, Launch,
-    RunOptions, RunStats,
-};
+use super::{CompletionSession, CopyRate, CpSession, CudaOptions, Launch, RunOptions, RunStats};
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
@@ -48,7 +46,6 @@ use crate::ops::Op;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream};
 use device::cuda_err;
-use std::any::Any;
 use std::sync::{Arc, Mutex};
 
 pub use kernels::BUILD as KERNEL_BUILD;
@@ -64,15 +61,16 @@ pub struct CudaBackend {
     kernels: launch::Kernels,
     kernel_source: String,
     state: Mutex<launch::DeviceState>,
+    opts: CudaOptions,
 }
 
 impl CudaBackend {
-    /// Opens device `ordinal` and loads the kernels. [`crate::Error::NoDevice`] when
+    /// Opens device `opts.ordinal` and loads the kernels. [`crate::Error::NoDevice`] when
     /// there is no driver, no such device or its compute capability is below 8.0;
     /// [`crate::Error::Nvrtc`] / [`crate::Error::Cuda`] when the kernels cannot be
     /// compiled or loaded.
-    pub fn new(ordinal: usize) -> Result<Self> {
-        let dev = device::open(ordinal)?;
+    pub fn new(opts: CudaOptions) -> Result<Self> {
+        let dev = device::open(opts.ordinal)?;
         let (image, output, kernel_source) = kernels::module_image(dev.capability)?;
         let image = match output {
             nvrtc_dl::Output::Cubin => cudarc::nvrtc::Ptx::from_binary(image),
@@ -114,7 +112,24 @@ impl CudaBackend {
             ctx: dev.ctx,
             name: dev.name,
             capability: dev.capability,
+            opts,
         })
+    }
+
+    /// The options it was made with.
+    pub fn options(&self) -> &CudaOptions {
+        &self.opts
+    }
+
+    /// The device and its streams, as the launches need them.
+    fn device(&self) -> launch::Device<'_> {
+        launch::Device {
+            stream: &self.stream,
+            side: &self.side,
+            sm_count: self.sm_count,
+            kernels: &self.kernels,
+            staging: self.opts.staging,
+        }
     }
 
     /// Device name as the driver reports it.
@@ -133,29 +148,28 @@ impl CudaBackend {
     }
 }
 
-/// A tensor held in device memory by the CUDA backend.
+/// A tensor held in device memory by the CUDA backend, with the host HLS form it was
+/// uploaded from (which the engine's passes over the tensor walk on the host).
 pub struct CudaTensor {
     hls: Arc<HlsTensor>,
     dev: upload::DeviceHls,
 }
 
-impl BackendTensor for CudaTensor {
-    fn hls(&self) -> &HlsTensor {
+impl CudaTensor {
+    /// The host-side HLS form it was uploaded from.
+    pub fn hls(&self) -> &HlsTensor {
         &self.hls
     }
-    fn bytes(&self) -> usize {
+    /// Bytes of device memory it holds.
+    pub fn bytes(&self) -> usize {
         self.dev.bytes
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
-impl Backend for CudaBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
-    }
-    fn describe(&self) -> String {
+impl CudaBackend {
+    /// The device in words: name, compute capability, multiprocessors, ordinal and
+    /// where the kernels came from.
+    pub fn describe(&self) -> String {
         format!(
             "CUDA {} (sm_{}{}, {} SMs, device {}; kernels: {})",
             self.name,
@@ -166,43 +180,32 @@ impl Backend for CudaBackend {
             self.kernel_source
         )
     }
-    fn device_id(&self) -> String {
+    /// The identifier tuning profiles are matched against: name and capability.
+    pub fn device_id(&self) -> String {
         format!(
             "cuda:{}:sm_{}{}",
             self.name, self.capability.0, self.capability.1
         )
     }
-    fn prepare(&self, hls: Arc<HlsTensor>) -> Result<Box<dyn BackendTensor>> {
+    /// Uploads an HLS tensor.
+    pub fn prepare(&self, hls: Arc<HlsTensor>) -> Result<CudaTensor> {
         let dev = upload::upload_hls(&self.stream, &hls)?;
-        Ok(Box::new(CudaTensor { hls, dev }))
+        Ok(CudaTensor { hls, dev })
     }
-    fn run(
+    /// Runs `op` (see [`super::Backend::run`]); the kernels scale each 16-row tile
+    /// column themselves.
+    pub fn run(
         &self,
         op: Op,
-        tensor: &dyn BackendTensor,
+        t: &CudaTensor,
         mode: usize,
         factors: &[Matrix],
-        // The kernels scale each 16-row tile column themselves.
         opts: &RunOptions<'_>,
         out: &mut Matrix,
     ) -> Result<RunStats> {
-        let t = tensor
-            .as_any()
-            .downcast_ref::<CudaTensor>()
-            .ok_or_else(|| {
-                crate::Error::InvalidOption(
-                    "the tensor was prepared by another backend than CUDA".into(),
-                )
-            })?;
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let dev = launch::Device {
-            stream: &self.stream,
-            side: &self.side,
-            sm_count: self.sm_count,
-            kernels: &self.kernels,
-        };
         launch::run(
-            &dev,
+            &self.device(),
             &mut state,
             opts.launch,
             op,
@@ -214,61 +217,39 @@ impl Backend for CudaBackend {
             out,
         )
     }
-    fn synchronize(&self) -> Result<()> {
+    /// Waits for the work queued on the stream.
+    pub fn synchronize(&self) -> Result<()> {
         self.stream
             .synchronize()
             .map_err(|e| cuda_err("synchronizing the stream", e))
     }
-    /// Dense tiles round each factor entry (and, in TTMc, the intermediate) to fp16 once
-    /// after a power-of-two scale: three roundings of 2^-11 at most
-    /// (`staging_model.rs` checks the bound).
-    fn relative_error(&self) -> f64 {
-        2e-3
-    }
-    fn supports(&self, _launch: Launch) -> bool {
-        true
-    }
-    /// Concurrent: on an H100 (bench/results/2026-11-23-h100-second-run) the two
-    /// kernels on two streams beat one fused grid, whose blocks all carry the dense
-    /// path's registers and shared memory (50M nonzeros, MTTKRP r32: 3.8 vs 6.5 ms).
-    fn default_launch(&self) -> Launch {
-        Launch::Concurrent
-    }
-    fn cp_session<'a>(
+    /// A CP-ALS session with the factors in device memory; `None` when the options
+    /// turn it off or the rank or order is outside what the update kernel handles.
+    pub(crate) fn cp_session<'a>(
         &'a self,
-        tensor: &'a dyn BackendTensor,
+        t: &'a CudaTensor,
         factors: &[Matrix],
         launch: Launch,
     ) -> Result<Option<Box<dyn CpSession + 'a>>> {
-        let Some(t) = tensor.as_any().downcast_ref::<CudaTensor>() else {
-            return Ok(None);
-        };
-        // SPTMC_CUDA_CP_SESSION=0 keeps the host update, to measure the two side by side.
-        if std::env::var("SPTMC_CUDA_CP_SESSION").as_deref() == Ok("0") {
+        if !self.opts.cp_session {
             return Ok(None);
         }
         Ok(cp::CudaCp::new(self, t, launch, factors)?
             .map(|s| Box::new(s) as Box<dyn CpSession + 'a>))
     }
-    fn completion_session<'a>(
+    /// A completion session with the factors and the residual in device memory.
+    pub(crate) fn completion_session<'a>(
         &'a self,
-        tensor: &'a dyn BackendTensor,
+        t: &'a CudaTensor,
         factors: &[Matrix],
         offset: f32,
     ) -> Result<Box<dyn CompletionSession + 'a>> {
-        let t = tensor
-            .as_any()
-            .downcast_ref::<CudaTensor>()
-            .ok_or_else(|| {
-                crate::Error::InvalidOption(
-                    "the tensor was prepared by another backend than CUDA".into(),
-                )
-            })?;
         Ok(Box::new(completion::CudaCompletion::new(
             self, t, factors, offset,
         )?))
     }
-    fn copy_rate(&self, bytes: usize, reps: usize) -> Result<Option<CopyRate>> {
-        launch::copy_rate(&self.stream, bytes, reps).map(Some)
+    /// The device-to-device copy rate (see [`super::Backend::copy_rate`]).
+    pub fn copy_rate(&self, bytes: usize, reps: usize) -> Result<CopyRate> {
+        launch::copy_rate(&self.stream, bytes, reps)
     }
 }

@@ -1,0 +1,80 @@
+//! The backends' behaviour switches as typed options, set once where an engine is
+//! made (the command line's flags, Python's keywords, or the environment read in one
+//! place: [`crate::environment`]); nothing under the engine reads the environment.
+
+use crate::error::{Error, Result};
+
+/// Which kernel the CPU backend runs MTTKRP with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MttkrpKernel {
+    /// Row by row over each mode's nonzeros grouped by row at the first call, where
+    /// the groups fit in memory (the walk otherwise): faster than the walk on every
+    /// tensor measured.
+    #[default]
+    Rows,
+    /// The walk over the HLS form's shares with private outputs summed at the end
+    /// (the kernel TTMc and Φ use), for measuring one against the other.
+    Walk,
+}
+
+/// Options of the CPU backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuOptions {
+    /// Worker threads of the backend's own thread pool (at least 1); `None`: rayon's
+    /// default (`RAYON_NUM_THREADS`, else one per core).
+    pub threads: Option<usize>,
+    /// The MTTKRP kernel.
+    pub mttkrp: MttkrpKernel,
+    /// Make the thread that creates the backend one of its workers (worker 0), so that
+    /// a call from that thread starts on it at once instead of waking a worker: for a
+    /// program that calls the engine from one thread (the command line). Ignored on a
+    /// thread that already belongs to a thread pool.
+    pub use_current_thread: bool,
+}
+
+impl CpuOptions {
+    /// [`Error::InvalidOption`] unless the thread count is at least 1.
+    pub fn check(&self) -> Result<()> {
+        if self.threads == Some(0) {
+            return Err(Error::InvalidOption(
+                "the CPU backend needs at least 1 thread, got 0".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Options of the CUDA backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// The device to open.
+    pub ordinal: usize,
+    /// CP-ALS keeps its factors in device memory and updates them there
+    /// ([`super::CpSession`]); off, it updates them on the host (to measure the two
+    /// side by side).
+    pub cp_session: bool,
+    /// Large outputs come back through a page-locked staging buffer; off, straight
+    /// into the caller's matrix (to measure the two side by side).
+    pub staging: bool,
+}
+
+impl Default for CudaOptions {
+    /// Device 0, the CP session and staging on.
+    fn default() -> Self {
+        CudaOptions {
+            ordinal: 0,
+            cp_session: true,
+            staging: true,
+        }
+    }
+}
+
+/// The options of every backend, for a caller that lets [`super::Engine::choose_with`]
+/// pick one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EngineOptions {
+    /// Used when the engine runs on the CPU.
+    pub cpu: CpuOptions,
+    /// Used when the engine runs on CUDA.
+    pub cuda: CudaOptions,
+}
