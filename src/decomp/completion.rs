@@ -46,9 +46,8 @@
 //! count.
 
 use super::dense::{cholesky_solve_small, cholesky_solve_x4, inverse_spd};
-use crate::engine::{Engine, Prepared, SgdStep};
+use crate::engine::{Engine, Prepared, RowCounts, SgdStep};
 use crate::error::{Error, Result};
-use crate::hls::values::dequantize;
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use crate::tensor::CooTensor;
@@ -478,22 +477,6 @@ impl Baselines {
     }
 }
 
-/// The training entries' per-row counts (per mode) and the mean of their values as
-/// stored.
-fn train_stats(p: &Prepared) -> Result<(Vec<Vec<u32>>, f64)> {
-    let hls = p.hls(Op::Completion)?;
-    let scale = hls.scale();
-    let mut counts: Vec<Vec<u32>> = p.dims().iter().map(|&d| vec![0; d]).collect();
-    let mut sum = 0.0;
-    hls.for_each_nonzero(|c, v| {
-        for (n, &i) in counts.iter_mut().zip(c) {
-            n[i as usize] += 1;
-        }
-        sum += dequantize(v, scale);
-    });
-    Ok((counts, sum / hls.nnz().max(1) as f64))
-}
-
 /// The initial factors (see the module docs), with rows without entries zeroed.
 fn initial_factors(opts: &CompletionOptions, dims: &[usize], counts: &[Vec<u32>]) -> Vec<Matrix> {
     let n = dims.len() as f64;
@@ -562,7 +545,7 @@ pub fn complete_with_progress(
         ));
     }
     crate::memplan::MemoryPlan::cp(&dims, opts.rank).check()?;
-    let (counts, mean) = train_stats(train)?;
+    let RowCounts { counts, mean } = engine.row_counts(train, Op::Completion)?;
     let offset = if opts.center { mean } else { 0.0 };
     let nnz = train.nnz() as f64;
     let empty_rows: Vec<usize> = counts

@@ -279,7 +279,7 @@ pub fn cp_als_with_control(
                 }
                 None => &factors,
             };
-            resid_sq = residual::cp(x.hls(Op::Mttkrp)?, &weights, f);
+            resid_sq = residual::cp(engine, x, Op::Mttkrp, &weights, f)?;
         }
         let fit = fit_from(norm_sq, resid_sq, rounding, || {
             format!("CP-ALS iteration {it}")

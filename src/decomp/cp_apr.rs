@@ -305,39 +305,6 @@ pub fn cp_apr(engine: &Engine, x: &Prepared, opts: &CpAprOptions) -> Result<CpAp
     cp_apr_with_progress(engine, x, opts, &mut |_| {})
 }
 
-/// How many stored values are negative and how many are not integers, with the first
-/// of each.
-#[derive(Debug, Default)]
-struct ValueCensus {
-    negative: usize,
-    first_negative: Option<f64>,
-    non_integer: usize,
-    first_non_integer: Option<f64>,
-    nonzero: usize,
-}
-
-/// Counts the tensor's values (as stored) that Poisson cannot take as counts.
-fn census(x: &Prepared) -> Result<ValueCensus> {
-    let hls = x.hls(Op::Phi)?;
-    let scale = f64::from(hls.scale());
-    let dense = hls.dense().map_or(&[][..], |d| d.values());
-    let mut c = ValueCensus::default();
-    for h in hls.sparse().values().iter().chain(dense) {
-        let v = f64::from(h.to_f32()) * scale;
-        if v != 0.0 {
-            c.nonzero += 1;
-        }
-        if v < 0.0 {
-            c.negative += 1;
-            c.first_negative.get_or_insert(v);
-        } else if v.fract() != 0.0 {
-            c.non_integer += 1;
-            c.first_non_integer.get_or_insert(v);
-        }
-    }
-    Ok(c)
-}
-
 /// The engine's state of the factors and the kernel time spent on it.
 struct Clock {
     kernel: f64,
@@ -384,7 +351,7 @@ pub fn cp_apr_with_progress(
     opts.validate(&dims)?;
     crate::memplan::MemoryPlan::cp_apr(&dims, opts.rank).check()?;
     let mut warnings = Vec::new();
-    let c = census(x)?;
+    let c = engine.value_census(x, Op::Phi)?;
     if c.negative > 0 {
         return Err(Error::InvalidTensor(format!(
             "CP-APR models counts, but {} values are negative (the first: {}); a Poisson model needs values ≥ 0",

@@ -5,8 +5,9 @@
 //! carry a relative rounding of about `ε₃₂`. Where the model fits well, that
 //! cancellation leaves the residual at rounding level and the fit off by up to
 //! `√ε₃₂ ≈ 3e-4`. There the decompositions call these instead: one parallel pass over
-//! the stored nonzeros evaluating `x̂` in f64 from the factors as they are (f32), so
-//! the fit is that of the model actually returned, to f64 rounding.
+//! the stored nonzeros (an engine op, run where the tensor lives) evaluating `x̂` in
+//! f64 from the factors as they are (f32), so the fit is that of the model actually
+//! returned, to f64 rounding.
 //!
 //! Both split the residual into two sums that are each ≥ 0 (up to f64 rounding):
 //! `Σ_nz (x − x̂)²`, the misfit on the nonzeros, and `‖X̂‖² − Σ_nz x̂²`, the model's
@@ -15,8 +16,10 @@
 //! as a good fit's residual).
 
 use super::dense::gram;
-use crate::hls::{HlsTensor, values::dequantize};
+use crate::engine::{Engine, Prepared};
+use crate::error::Result;
 use crate::matrix::Matrix;
+use crate::ops::Op;
 use faer::Mat;
 
 /// Below this many times the backend's rounding (relative to `‖X‖²`), a decomposition
@@ -39,76 +42,36 @@ pub(super) fn cp_model_norm_sq(weights: &[f64], grams: &[Mat<f64>]) -> f64 {
 }
 
 /// `‖X − X̂‖²` of the CP model `Σ_r λ_r a⁽⁰⁾_r ∘ … ∘ a⁽ᴺ⁻¹⁾_r` (`factors[m]` is
-/// `I_m × R`) against the stored values of `hls`.
-pub(super) fn cp(hls: &HlsTensor, weights: &[f64], factors: &[Matrix]) -> f64 {
+/// `I_m × R`) against the stored values of `x`'s form for `op`, the pass over the
+/// nonzeros an engine op ([`Engine::cp_residual_sums`]).
+pub(super) fn cp(
+    engine: &Engine,
+    x: &Prepared,
+    op: Op,
+    weights: &[f64],
+    factors: &[Matrix],
+) -> Result<f64> {
     let grams: Vec<Mat<f64>> = factors.iter().map(gram).collect();
     let model_sq = cp_model_norm_sq(weights, &grams);
-    let (rank, scale) = (weights.len(), hls.scale());
-    let [misfit, on_support] = hls.par_sum_nonzeros(
-        || (),
-        |_, c, v| {
-            let x = dequantize(v, scale);
-            let xh: f64 = (0..rank)
-                .map(|r| {
-                    (factors.iter().zip(c))
-                        .fold(weights[r], |p, (f, &i)| p * f.get(i as usize, r) as f64)
-                })
-                .sum();
-            [(x - xh) * (x - xh), xh * xh]
-        },
-    );
-    misfit + (model_sq - on_support).max(0.0)
+    let s = engine.cp_residual_sums(x, op, weights, factors)?;
+    Ok(s.misfit + (model_sq - s.on_support).max(0.0))
 }
 
 /// `‖X − X̂‖²` of the Tucker model `G ×₀ U₀ … ×_{N−1} U_{N−1}` against the stored
-/// values of `hls`: `core` row-major over `ranks` (last mode fastest), `factors[m]`
-/// `I_m × R_m`. The factors need not be orthonormal.
-///
-/// `x̂` at `(c_0, …, c_{N−1})` is `Z[c_{N−1}, :] · (U₀[c_0, :] ⊗ … ⊗ U_{N−2}[c_{N−2}, :])`
-/// with `Z = U_{N−1} G_(N−1)` formed once, so a nonzero costs about `Π_{m<N−1} R_m`
-/// multiply-adds (one TTMc's work, in f64).
-pub(super) fn tucker(hls: &HlsTensor, core: &[f64], ranks: &[usize], factors: &[Matrix]) -> f64 {
-    let order = ranks.len();
-    let last = order - 1;
-    let (r_last, rest) = (ranks[last], ranks[..last].iter().product::<usize>());
-    // Z[i, s] = Σ_a U_last[i, a] · G[s, a], the core row `s` over the first N−1 modes.
-    let u_last = &factors[last];
-    let z: Vec<f64> = (0..u_last.rows() * rest)
-        .map(|k| {
-            let (i, s) = (k / rest, k % rest);
-            (0..r_last)
-                .map(|a| u_last.get(i, a) as f64 * core[s * r_last + a])
-                .sum()
-        })
-        .collect();
+/// values of `x`'s form for `op`: `core` row-major over `ranks` (last mode fastest),
+/// `factors[m]` `I_m × R_m`. The factors need not be orthonormal. The pass over the
+/// nonzeros is an engine op ([`Engine::tucker_residual_sums`]).
+pub(super) fn tucker(
+    engine: &Engine,
+    x: &Prepared,
+    op: Op,
+    core: &[f64],
+    ranks: &[usize],
+    factors: &[Matrix],
+) -> Result<f64> {
     let model_sq = tucker_model_norm_sq(core, ranks, factors);
-    let scale = hls.scale();
-    // x̂ = Z[c_{N−1}, :] contracted with U_{N−2}[c_{N−2}, :] (the fastest index of the
-    // row), then with U_{N−3}[c_{N−3}, :], … down to mode 0, in a per-chunk buffer:
-    // about `Π_{m<N−1} R_m` multiply-adds, no division.
-    let scratch = || vec![0.0f64; rest / ranks[last - 1]];
-    let [misfit, on_support] = hls.par_sum_nonzeros(scratch, |buf, c, v| {
-        let x = dequantize(v, scale);
-        let zrow = &z[c[last] as usize * rest..][..rest];
-        let (r, row) = (ranks[last - 1], factors[last - 1].row(c[last - 1] as usize));
-        let mut len = rest / r;
-        for (p, block) in zrow.chunks_exact(r).enumerate() {
-            buf[p] = block.iter().zip(row).map(|(z, &u)| z * u as f64).sum();
-        }
-        for m in (0..last - 1).rev() {
-            let (r, row) = (ranks[m], factors[m].row(c[m] as usize));
-            len /= r;
-            // In place: entry `p` is written after its block `p·r..(p+1)·r` is read,
-            // and later blocks start beyond it.
-            for p in 0..len {
-                let sum: f64 = (0..r).map(|q| buf[p * r + q] * row[q] as f64).sum();
-                buf[p] = sum;
-            }
-        }
-        let xh = buf[0];
-        [(x - xh) * (x - xh), xh * xh]
-    });
-    misfit + (model_sq - on_support).max(0.0)
+    let s = engine.tucker_residual_sums(x, op, core, ranks, factors)?;
+    Ok(s.misfit + (model_sq - s.on_support).max(0.0))
 }
 
 /// `‖G ×₀ U₀ … ×_{N−1} U_{N−1}‖² = ⟨G, G ×₀ U₀ᵀU₀ … ×_{N−1} U_{N−1}ᵀU_{N−1}⟩`: the
@@ -142,7 +105,6 @@ fn tucker_model_norm_sq(core: &[f64], ranks: &[usize], factors: &[Matrix]) -> f6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hls::HlsBuilder;
     use crate::tensor::CooTensor;
 
     fn fresh_seed() -> u64 {
@@ -171,10 +133,10 @@ mod tests {
     }
 
     /// A random sparse tensor (about 40 % of cells, so the model has mass off the
-    /// nonzeros) stored in HLS, and its stored values back in COO. Of order 3 with
-    /// mode 0 of 20, it has a dense tile (mode-0 rows 0–15, about 190 nonzeros) and a
-    /// sparse remainder (rows 16–19, about 50).
-    fn sparse(dims: &[usize], seed: u64) -> (HlsTensor, CooTensor) {
+    /// nonzeros) prepared for `op` on the CPU engine `e`, and its stored values back
+    /// in COO. Of order 3 with mode 0 of 20, it has a dense tile (mode-0 rows 0–15,
+    /// about 190 nonzeros) and a sparse remainder (rows 16–19, about 50).
+    fn sparse(e: &Engine, op: Op, dims: &[usize], seed: u64) -> (Prepared, CooTensor) {
         let mut s = seed;
         let mut next = || {
             s = s
@@ -189,12 +151,13 @@ mod tests {
             }
         }
         let x = CooTensor::from_entries(dims.to_vec(), entries).unwrap();
-        let hls = HlsBuilder::new(120).build(&x).unwrap();
+        let p = e.prepare_with_thresholds(&x, &[(op, 120)]).unwrap();
+        let hls = p.hls(op).unwrap();
         if dims.len() == 3 {
             assert!(hls.dense().is_some_and(|d| d.nnz() > 0) && hls.sparse().nnz() > 0);
         }
         let stored = hls.to_coo();
-        (hls, stored)
+        (p, stored)
     }
 
     /// `Σ_cells (x − x̂)²` over every cell of the box, `x̂` from `model`.
@@ -216,7 +179,8 @@ mod tests {
     fn the_cp_residual_is_the_sum_over_every_cell() {
         for dims in [&[20usize, 5, 6][..], &[4, 3, 5, 2]] {
             let seed = fresh_seed();
-            let (hls, stored) = sparse(dims, seed);
+            let e = Engine::cpu();
+            let (p, stored) = sparse(&e, Op::Mttkrp, dims, seed);
             let n = dims.len();
             let factors = Matrix::random_factors(dims, &vec![3; n], seed ^ 0x5eed);
             let weights = [1.5, -0.25, 0.75];
@@ -230,7 +194,7 @@ mod tests {
                     })
                     .sum()
             });
-            let got = cp(&hls, &weights, &factors);
+            let got = cp(&e, &p, Op::Mttkrp, &weights, &factors).unwrap();
             assert!(
                 (got - want).abs() <= 1e-12 * want,
                 "{dims:?}, seed {seed}: {got} vs {want}"
@@ -246,7 +210,8 @@ mod tests {
             (&[6, 7], &[3, 2]),
         ] {
             let seed = fresh_seed();
-            let (hls, stored) = sparse(dims, seed);
+            let e = Engine::cpu();
+            let (p, stored) = sparse(&e, Op::Ttmc, dims, seed);
             // Not orthonormal, so ‖X̂‖ ≠ ‖G‖ and the Grams matter.
             let factors = Matrix::random_factors(dims, ranks, seed ^ 0x7c);
             let size: usize = ranks.iter().product();
@@ -264,7 +229,7 @@ mod tests {
                     })
                     .sum()
             });
-            let got = tucker(&hls, &core, ranks, &factors);
+            let got = tucker(&e, &p, Op::Ttmc, &core, ranks, &factors).unwrap();
             assert!(
                 (got - want).abs() <= 1e-12 * want,
                 "{dims:?}, seed {seed}: {got} vs {want}"

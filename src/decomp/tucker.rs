@@ -251,7 +251,7 @@ pub fn tucker_hooi_with_control(
         if resid_sq < residual::REFINE_WITHIN * rounding * norm_sq {
             // Lost in the rounding of the f32 TTMc: take it again from the stored
             // values in f64 (one pass over the nonzeros).
-            resid_sq = residual::tucker(x.hls(Op::Ttmc)?, &core, &opts.ranks, &factors);
+            resid_sq = residual::tucker(engine, x, Op::Ttmc, &core, &opts.ranks, &factors)?;
         }
         let fit = fit_from(norm_sq, resid_sq, rounding, || {
             format!("Tucker-HOOI iteration {it}")

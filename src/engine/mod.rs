@@ -11,6 +11,7 @@ pub mod completion;
 pub mod cpu;
 pub mod cuda;
 mod options;
+mod passes;
 pub mod phi;
 pub mod profile;
 mod session;
@@ -21,6 +22,7 @@ pub use backend::{
 };
 pub use completion::{CompletionSession, SgdStep};
 pub use options::{CpuOptions, CudaOptions, EngineOptions, MttkrpKernel};
+pub use passes::{ResidualSums, RowCounts, ValueCensus};
 pub use phi::{PhiRun, PhiSession};
 pub use session::{CompletionKind, CpKind, PhiKind, SessionKind};
 

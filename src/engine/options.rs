@@ -20,7 +20,8 @@ pub enum MttkrpKernel {
 /// Options of the CPU backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CpuOptions {
-    /// Worker threads of the backend's own thread pool (at least 1); `None`: rayon's
+    /// Worker threads of the backend's own thread pool (at least 1); `None`: as many
+    /// as the rayon pool the backend is made in has, or outside any pool rayon's
     /// default (`RAYON_NUM_THREADS`, else one per core).
     pub threads: Option<usize>,
     /// The MTTKRP kernel.

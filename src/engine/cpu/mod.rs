@@ -52,8 +52,9 @@ impl CpuBackend {
     /// operating system refuses to start them.
     pub fn new(opts: CpuOptions) -> Result<Self> {
         opts.check()?;
+        let inherited = rayon::current_thread_index().map(|_| rayon::current_num_threads());
         let mut builder = rayon::ThreadPoolBuilder::new()
-            .num_threads(opts.threads.unwrap_or(0))
+            .num_threads(opts.threads.or(inherited).unwrap_or(0))
             .thread_name(|i| format!("sptmc-cpu-{i}"));
         // A thread can be a worker of one pool only.
         if opts.use_current_thread && rayon::current_thread_index().is_none() {

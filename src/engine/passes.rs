@@ -1,0 +1,210 @@
+//! Passes over a prepared tensor's stored nonzeros that the decompositions need besides
+//! the kernels: the exact residual of a CP or Tucker model, the census of values
+//! CP-APR checks, and completion's per-row counts and mean. They are engine ops, so
+//! that they run wherever the tensor lives: on the CPU inside the backend's thread
+//! pool; on CUDA over the host copy of the HLS form the CUDA tensor keeps beside its
+//! device copy (on rayon's pool of the calling thread).
+//!
+//! Values are the stored fp16 times the tensor's scale (what the kernels see).
+
+use super::backend::foreign;
+use super::{Backend, BackendTensor, Engine, Prepared};
+use crate::error::Result;
+use crate::hls::{HlsTensor, values::dequantize};
+use crate::matrix::Matrix;
+use crate::ops::Op;
+
+/// The two sums of a model's exact residual `‖X − X̂‖²` over the stored nonzeros;
+/// the residual is `misfit + max(0, ‖X̂‖² − on_support)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResidualSums {
+    /// `Σ_nz (x − x̂)²`, the misfit on the nonzeros.
+    pub misfit: f64,
+    /// `Σ_nz x̂²`, the model's mass on the nonzeros.
+    pub on_support: f64,
+}
+
+/// How many stored values are negative and how many are not integers, with the first
+/// of each (in the HLS form's order: the sparse part, then the dense tiles).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ValueCensus {
+    /// Values below zero.
+    pub negative: usize,
+    /// The first of them.
+    pub first_negative: Option<f64>,
+    /// Values ≥ 0 that are not integers.
+    pub non_integer: usize,
+    /// The first of them.
+    pub first_non_integer: Option<f64>,
+    /// Values other than zero (an explicit zero is stored but counted apart).
+    pub nonzero: usize,
+}
+
+/// The stored entries per row of every mode and the mean of their values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowCounts {
+    /// `counts[m][i]`: the stored entries in row `i` of mode `m`.
+    pub counts: Vec<Vec<u32>>,
+    /// The mean of the stored values (0 for a tensor without entries).
+    pub mean: f64,
+}
+
+impl Engine {
+    /// Runs `f` over the host HLS form of `p`'s part for `op`, where that part lives
+    /// (see the [module documentation](self)).
+    fn pass<T: Send>(
+        &self,
+        p: &Prepared,
+        op: Op,
+        f: impl FnOnce(&HlsTensor) -> T + Send,
+    ) -> Result<T> {
+        match (self.backend(), p.part(op)?) {
+            (Backend::Cpu(b), BackendTensor::Cpu(t)) => Ok(b.install(|| f(t.hls()))),
+            (Backend::Cuda(_), BackendTensor::Cuda(t)) => Ok(f(t.hls())),
+            (b, t) => Err(foreign(b.kind(), t)),
+        }
+    }
+
+    /// The residual sums over the stored nonzeros of `p`'s form for `op` of the CP
+    /// model `Σ_r λ_r a⁽⁰⁾_r ∘ … ∘ a⁽ᴺ⁻¹⁾_r` (`weights` λ, `factors[m]` `I_m × R`,
+    /// shapes checked by the caller), `x̂` evaluated in f64 from the f32 factors.
+    pub fn cp_residual_sums(
+        &self,
+        p: &Prepared,
+        op: Op,
+        weights: &[f64],
+        factors: &[Matrix],
+    ) -> Result<ResidualSums> {
+        self.pass(p, op, |hls| cp_sums(hls, weights, factors))
+    }
+
+    /// The residual sums over the stored nonzeros of `p`'s form for `op` of the Tucker
+    /// model `G ×₀ U₀ … ×_{N−1} U_{N−1}`: `core` row-major over `ranks` (last mode
+    /// fastest), `factors[m]` `I_m × R_m` (shapes checked by the caller; order ≥ 2).
+    ///
+    /// `x̂` at `(c_0, …, c_{N−1})` is `Z[c_{N−1}, :] · (U₀[c_0, :] ⊗ … ⊗
+    /// U_{N−2}[c_{N−2}, :])` with `Z = U_{N−1} G_(N−1)` formed once, so a nonzero costs
+    /// about `Π_{m<N−1} R_m` multiply-adds (one TTMc's work, in f64).
+    pub fn tucker_residual_sums(
+        &self,
+        p: &Prepared,
+        op: Op,
+        core: &[f64],
+        ranks: &[usize],
+        factors: &[Matrix],
+    ) -> Result<ResidualSums> {
+        self.pass(p, op, |hls| tucker_sums(hls, core, ranks, factors))
+    }
+
+    /// The census of the stored values of `p`'s form for `op` ([`ValueCensus`]).
+    pub fn value_census(&self, p: &Prepared, op: Op) -> Result<ValueCensus> {
+        self.pass(p, op, census)
+    }
+
+    /// The stored entries per row of every mode of `p`'s form for `op`, and their
+    /// mean ([`RowCounts`]).
+    pub fn row_counts(&self, p: &Prepared, op: Op) -> Result<RowCounts> {
+        self.pass(p, op, row_counts)
+    }
+}
+
+/// [`Engine::cp_residual_sums`] over `hls`.
+fn cp_sums(hls: &HlsTensor, weights: &[f64], factors: &[Matrix]) -> ResidualSums {
+    let (rank, scale) = (weights.len(), hls.scale());
+    let [misfit, on_support] = hls.par_sum_nonzeros(
+        || (),
+        |_, c, v| {
+            let x = dequantize(v, scale);
+            let xh: f64 = (0..rank)
+                .map(|r| {
+                    (factors.iter().zip(c))
+                        .fold(weights[r], |p, (f, &i)| p * f.get(i as usize, r) as f64)
+                })
+                .sum();
+            [(x - xh) * (x - xh), xh * xh]
+        },
+    );
+    ResidualSums { misfit, on_support }
+}
+
+/// [`Engine::tucker_residual_sums`] over `hls`.
+fn tucker_sums(hls: &HlsTensor, core: &[f64], ranks: &[usize], factors: &[Matrix]) -> ResidualSums {
+    let order = ranks.len();
+    let last = order - 1;
+    let (r_last, rest) = (ranks[last], ranks[..last].iter().product::<usize>());
+    // Z[i, s] = Σ_a U_last[i, a] · G[s, a], the core row `s` over the first N−1 modes.
+    let u_last = &factors[last];
+    let z: Vec<f64> = (0..u_last.rows() * rest)
+        .map(|k| {
+            let (i, s) = (k / rest, k % rest);
+            (0..r_last)
+                .map(|a| u_last.get(i, a) as f64 * core[s * r_last + a])
+                .sum()
+        })
+        .collect();
+    let scale = hls.scale();
+    // x̂ = Z[c_{N−1}, :] contracted with U_{N−2}[c_{N−2}, :] (the fastest index of the
+    // row), then with U_{N−3}[c_{N−3}, :], … down to mode 0, in a per-chunk buffer:
+    // about `Π_{m<N−1} R_m` multiply-adds, no division.
+    let scratch = || vec![0.0f64; rest / ranks[last - 1]];
+    let [misfit, on_support] = hls.par_sum_nonzeros(scratch, |buf, c, v| {
+        let x = dequantize(v, scale);
+        let zrow = &z[c[last] as usize * rest..][..rest];
+        let (r, row) = (ranks[last - 1], factors[last - 1].row(c[last - 1] as usize));
+        let mut len = rest / r;
+        for (p, block) in zrow.chunks_exact(r).enumerate() {
+            buf[p] = block.iter().zip(row).map(|(z, &u)| z * u as f64).sum();
+        }
+        for m in (0..last - 1).rev() {
+            let (r, row) = (ranks[m], factors[m].row(c[m] as usize));
+            len /= r;
+            // In place: entry `p` is written after its block `p·r..(p+1)·r` is read,
+            // and later blocks start beyond it.
+            for p in 0..len {
+                let sum: f64 = (0..r).map(|q| buf[p * r + q] * row[q] as f64).sum();
+                buf[p] = sum;
+            }
+        }
+        let xh = buf[0];
+        [(x - xh) * (x - xh), xh * xh]
+    });
+    ResidualSums { misfit, on_support }
+}
+
+/// [`Engine::value_census`] over `hls`.
+fn census(hls: &HlsTensor) -> ValueCensus {
+    let scale = f64::from(hls.scale());
+    let dense = hls.dense().map_or(&[][..], |d| d.values());
+    let mut c = ValueCensus::default();
+    for h in hls.sparse().values().iter().chain(dense) {
+        let v = f64::from(h.to_f32()) * scale;
+        if v != 0.0 {
+            c.nonzero += 1;
+        }
+        if v < 0.0 {
+            c.negative += 1;
+            c.first_negative.get_or_insert(v);
+        } else if v.fract() != 0.0 {
+            c.non_integer += 1;
+            c.first_non_integer.get_or_insert(v);
+        }
+    }
+    c
+}
+
+/// [`Engine::row_counts`] over `hls`.
+fn row_counts(hls: &HlsTensor) -> RowCounts {
+    let scale = hls.scale();
+    let mut counts: Vec<Vec<u32>> = hls.dims().iter().map(|&d| vec![0; d]).collect();
+    let mut sum = 0.0;
+    hls.for_each_nonzero(|c, v| {
+        for (n, &i) in counts.iter_mut().zip(c) {
+            n[i as usize] += 1;
+        }
+        sum += dequantize(v, scale);
+    });
+    RowCounts {
+        counts,
+        mean: sum / hls.nnz().max(1) as f64,
+    }
+}
