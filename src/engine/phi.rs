@@ -23,7 +23,6 @@
 
 use super::{Engine, PhiParams, Prepared, RunStats};
 use crate::error::{Error, Result};
-use crate::matrix::Matrix;
 #[cfg(doc)]
 use crate::ops::Op;
 use rayon::prelude::*;
@@ -41,35 +40,12 @@ pub struct MuInner {
     pub stats: RunStats,
 }
 
-/// MU's inner iterations on one mode, one Φ evaluation at a time through `phi` (`Φ`
-/// of the f32 copy of `B` into `out`, as [`Op::Phi`] computes it): up to `max_inner`
-/// times, Φ, its KKT violation (stop when below `tol`), then `B ← B ∗ Φ` and `B`'s f32
-/// copy `b32` refreshed. `out` holds the last Φ. For backends without a [`PhiRun`].
-pub fn mu_inner_seq(
-    mut phi: impl FnMut(&mut Matrix, &mut Matrix) -> Result<RunStats>,
-    b: &mut [f64],
-    b32: &mut Matrix,
-    max_inner: usize,
-    tol: f64,
-    out: &mut Matrix,
-) -> Result<MuInner> {
-    let mut done = MuInner::default();
-    for _ in 0..max_inner {
-        done.evaluations += 1;
-        let stats = phi(b32, out)?;
-        done.stats.bytes_to_device += stats.bytes_to_device;
-        done.stats.bytes_from_device += stats.bytes_from_device;
-        done.violation = kkt_violation(b, out.data());
-        if done.violation < tol {
-            break;
-        }
-        done.updated = true;
-        mu_update(b, out.data(), b32.data_mut());
-    }
-    Ok(done)
-}
-
-/// [`mu_inner_seq`] for a [`PhiRun`], all in f64: `phi` gives Φ of `B` into `out`.
+/// MU's inner iterations on one mode for a [`PhiRun`], all in f64, one Φ evaluation at
+/// a time through `phi` (Φ of `B` into `out`): up to `max_inner` times, Φ, its KKT
+/// violation ([`kkt_violation`]; stop when below `tol`), then `B ← B ∗ Φ`. `out`
+/// holds the last Φ. The definition a session's fused [`PhiSession::mu_inner`] kernel
+/// reproduces to the bit (CP-APR's own per-call loop, for backends without a session,
+/// is in [`crate::decomp::cp_apr`]).
 pub fn mu_inner_seq_f64(
     mut phi: impl FnMut(&[f64], &mut [f64]) -> Result<RunStats>,
     b: &mut [f64],
@@ -310,19 +286,6 @@ pub(crate) fn kkt_violation<P: Copy + Into<f64> + Sync>(b: &[f64], phi: &[P]) ->
             }
         })
         .reduce(|| 0.0, |x, y| if x.is_nan() || x > y { x } else { y })
-}
-
-/// `B ← B ∗ Φ`, and its f32 copy.
-pub(crate) fn mu_update(b: &mut [f64], phi: &[f32], copy: &mut [f32]) {
-    b.par_chunks_mut(1 << 16)
-        .zip(phi.par_chunks(1 << 16))
-        .zip(copy.par_chunks_mut(1 << 16))
-        .for_each(|((b, p), c)| {
-            for ((b, &p), c) in b.iter_mut().zip(p).zip(c) {
-                *b *= f64::from(p);
-                *c = *b as f32;
-            }
-        });
 }
 
 #[cfg(test)]

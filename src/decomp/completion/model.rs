@@ -1,0 +1,288 @@
+//! The fitted completion model and what it is measured with: predictions, RMSEs, the
+//! deterministic train/validation/test split and the mean and bias baselines.
+
+use super::*;
+/// A completion model and how it was reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionModel {
+    /// The solver that fitted it.
+    pub solver: Solver,
+    /// `μ`: the mean of the training values as stored, or 0 (uncentered).
+    pub offset: f64,
+    /// One `I_m × R` factor per mode (those of the best epoch).
+    pub factors: Vec<Matrix>,
+    /// Every epoch run, in order.
+    pub epochs: Vec<EpochStats>,
+    /// The epoch whose factors these are (lowest validation RMSE).
+    pub best_epoch: usize,
+    /// Per mode, the rows with no training entry (kept at zero).
+    pub empty_rows: Vec<usize>,
+    /// ALS row solves that fell back to the pseudo-inverse.
+    pub pinv_solves: usize,
+}
+
+impl CompletionModel {
+    /// A model from its offset and factors (e.g. read back from files): one factor per
+    /// mode (at least two), all of one rank ≥ 1, every value finite. No epochs.
+    pub fn from_parts(solver: Solver, offset: f64, factors: Vec<Matrix>) -> Result<Self> {
+        if factors.len() < 2 {
+            return Err(Error::shape(
+                "completion factors",
+                "≥ 2 modes",
+                factors.len(),
+            ));
+        }
+        let dims: Vec<usize> = factors.iter().map(Matrix::rows).collect();
+        crate::engine::completion::check_factors(&dims, &factors)?;
+        if !offset.is_finite() {
+            return Err(Error::NonFinite(format!("completion offset {offset}")));
+        }
+        Ok(CompletionModel {
+            solver,
+            offset,
+            empty_rows: vec![0; factors.len()],
+            factors,
+            epochs: Vec::new(),
+            best_epoch: 0,
+            pinv_solves: 0,
+        })
+    }
+
+    /// The rank.
+    pub fn rank(&self) -> usize {
+        self.factors.first().map_or(0, Matrix::cols)
+    }
+
+    /// The extents the model covers.
+    pub fn dims(&self) -> Vec<usize> {
+        self.factors.iter().map(Matrix::rows).collect()
+    }
+
+    /// The best epoch's statistics.
+    pub fn best(&self) -> Option<&EpochStats> {
+        self.epochs.get(self.best_epoch)
+    }
+
+    /// The prediction at `coords` (0-based): `μ + Σ_r Π_m A_m[i_m, r]`.
+    pub fn predict(&self, coords: &[u32]) -> Result<f64> {
+        predict_at(self.offset, &self.factors, coords)
+    }
+
+    /// The RMSE of the model's predictions over the entries of `x` (`None` when `x`
+    /// holds none). `x` must have the model's order and no index beyond its extents.
+    pub fn rmse(&self, x: &CooTensor) -> Result<Option<f64>> {
+        check_covers(&self.dims(), x)?;
+        Ok(rmse_of(self.offset, &self.factors, x))
+    }
+}
+
+/// `μ + Σ_r Π_m F_m[c_m, r]` in f64, with the coordinates checked.
+pub(super) fn predict_at(offset: f64, factors: &[Matrix], coords: &[u32]) -> Result<f64> {
+    if coords.len() != factors.len() {
+        return Err(Error::shape("coordinates", factors.len(), coords.len()));
+    }
+    for (m, (&i, f)) in coords.iter().zip(factors).enumerate() {
+        if i as usize >= f.rows() {
+            return Err(Error::InvalidOption(format!(
+                "index {i} in mode {m} is beyond the model's length {}",
+                f.rows()
+            )));
+        }
+    }
+    Ok(offset + model_at(factors, coords))
+}
+
+/// `Σ_r Π_m F_m[c_m, r]` in f64 (coordinates in range).
+pub(super) fn model_at(factors: &[Matrix], c: &[u32]) -> f64 {
+    let r = factors[0].cols();
+    let mut rows = factors.iter().zip(c).map(|(f, &i)| f.row(i as usize));
+    let first = rows.next().expect("at least one mode");
+    // Row by row (contiguous) into a stack buffer of products for the usual ranks.
+    let mut buf = [0f64; 64];
+    let mut heap = Vec::new();
+    let p: &mut [f64] = if r <= buf.len() {
+        &mut buf[..r]
+    } else {
+        heap.resize(r, 0.0);
+        &mut heap
+    };
+    for (pk, &a) in p.iter_mut().zip(first) {
+        *pk = f64::from(a);
+    }
+    for row in rows {
+        for (pk, &a) in p.iter_mut().zip(row) {
+            *pk *= f64::from(a);
+        }
+    }
+    p.iter().sum()
+}
+
+/// Checks that `x` has `dims.len()` modes and no index beyond `dims`.
+pub(super) fn check_covers(dims: &[usize], x: &CooTensor) -> Result<()> {
+    if x.order() != dims.len() {
+        return Err(Error::shape("tensor order", dims.len(), x.order()));
+    }
+    for (m, &d) in dims.iter().enumerate() {
+        if x.dims()[m] > d
+            && let Some(&i) = x.indices(m).iter().find(|&&i| i as usize >= d)
+        {
+            return Err(Error::InvalidOption(format!(
+                "index {i} in mode {m} is beyond the model's length {d}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The RMSE of `offset + CP(factors)` over `x` (`None` when empty); f64, in parallel
+/// over fixed chunks summed in order (deterministic).
+pub(super) fn rmse_of(offset: f64, factors: &[Matrix], x: &CooTensor) -> Option<f64> {
+    rmse_with(x, |c| offset + model_at(factors, c))
+}
+
+/// The RMSE of `predict` over the entries of `x` (`None` when empty).
+pub(super) fn rmse_with(x: &CooTensor, predict: impl Fn(&[u32]) -> f64 + Sync) -> Option<f64> {
+    let n = x.nnz();
+    if n == 0 {
+        return None;
+    }
+    const CHUNK: usize = 4096;
+    let parts: Vec<f64> = (0..n.div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|k| {
+            let mut c = vec![0u32; x.order()];
+            let mut s = 0.0;
+            for e in k * CHUNK..((k + 1) * CHUNK).min(n) {
+                for (m, cm) in c.iter_mut().enumerate() {
+                    *cm = x.indices(m)[e];
+                }
+                let d = x.values()[e] - predict(&c);
+                s += d * d;
+            }
+            s
+        })
+        .collect();
+    Some((parts.iter().sum::<f64>() / n as f64).sqrt())
+}
+
+/// A deterministic split of a tensor's entries into training, validation and test
+/// sets (each keeps the tensor's extents and its entries in their original order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    /// The training entries.
+    pub train: CooTensor,
+    /// The validation entries (early stopping).
+    pub validation: CooTensor,
+    /// The test entries (reported, never used for fitting).
+    pub test: CooTensor,
+}
+
+/// Splits the entries of `x` by `fractions` (train, validation, test: each ≥ 0, summing
+/// to 1 within 1e-6): the entries are shuffled by a generator seeded with `seed`
+/// (Xoshiro256++), the first `round(f_train·n)` go to training, the next
+/// `round(f_validation·n)` to validation, the rest to test. Same `x`, fractions and
+/// seed, same split, on every machine. An empty training set is an error.
+pub fn split(x: &CooTensor, fractions: [f64; 3], seed: u64) -> Result<Split> {
+    if fractions.iter().any(|f| !(f.is_finite() && *f >= 0.0)) {
+        return Err(Error::InvalidOption(format!(
+            "split fractions must be numbers ≥ 0, got {fractions:?}"
+        )));
+    }
+    let total: f64 = fractions.iter().sum();
+    if (total - 1.0).abs() > 1e-6 {
+        return Err(Error::InvalidOption(format!(
+            "split fractions must add up to 1, got {fractions:?} (sum {total})"
+        )));
+    }
+    let n = x.nnz();
+    let n_train = ((fractions[0] * n as f64).round() as usize).min(n);
+    let n_val = ((fractions[1] * n as f64).round() as usize).min(n - n_train);
+    if n_train == 0 {
+        return Err(Error::InvalidOption(format!(
+            "the split {fractions:?} of {n} entries leaves no training entry"
+        )));
+    }
+    let mut perm: Vec<usize> = (0..n).collect();
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    perm.shuffle(&mut rng);
+    let part = |sel: &mut [usize]| -> Result<CooTensor> {
+        sel.sort_unstable();
+        let indices = (0..x.order())
+            .map(|m| sel.iter().map(|&e| x.indices(m)[e]).collect())
+            .collect();
+        let values = sel.iter().map(|&e| x.values()[e]).collect();
+        CooTensor::new(x.dims().to_vec(), indices, values)
+    };
+    let (train, rest) = perm.split_at_mut(n_train);
+    let (val, test) = rest.split_at_mut(n_val);
+    Ok(Split {
+        train: part(train)?,
+        validation: part(val)?,
+        test: part(test)?,
+    })
+}
+
+/// The simple baselines every completion run is compared with, fitted to the training
+/// entries: the global mean `μ`, and `μ + b⁽⁰⁾[i_0] + b⁽¹⁾[i_1]` (per-user + per-item
+/// bias: modes 0 and 1), each bias the regularized mean of the residual of its row
+/// (`Σ (x − μ − other bias) / (BIAS_REG + count)`), alternated [`BIAS_SWEEPS`] times.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baselines {
+    /// The mean of the training values.
+    pub mean: f64,
+    /// The biases of modes 0 and 1 (a row without training entries has bias 0).
+    pub bias: [Vec<f64>; 2],
+}
+
+/// Regularization of the bias baseline (a row's bias shrinks toward 0 like a mean with
+/// this many extra entries at 0).
+pub const BIAS_REG: f64 = 5.0;
+/// Alternating sweeps of the bias baseline.
+pub const BIAS_SWEEPS: usize = 10;
+
+impl Baselines {
+    /// Fits both baselines to `train` (order ≥ 2, at least one entry).
+    pub fn fit(train: &CooTensor) -> Result<Self> {
+        if train.order() < 2 || train.nnz() == 0 {
+            return Err(Error::InvalidTensor(format!(
+                "baselines need a tensor of order ≥ 2 with entries, got order {} with {}",
+                train.order(),
+                train.nnz()
+            )));
+        }
+        let n = train.nnz();
+        let mean = train.values().iter().sum::<f64>() / n as f64;
+        let mut bias = [vec![0.0; train.dims()[0]], vec![0.0; train.dims()[1]]];
+        for _ in 0..BIAS_SWEEPS {
+            for m in 0..2 {
+                let o = 1 - m;
+                let mut sum = vec![0.0; train.dims()[m]];
+                let mut cnt = vec![0.0; train.dims()[m]];
+                for e in 0..n {
+                    let i = train.indices(m)[e] as usize;
+                    let j = train.indices(o)[e] as usize;
+                    sum[i] += train.values()[e] - mean - bias[o][j];
+                    cnt[i] += 1.0;
+                }
+                bias[m] = sum
+                    .iter()
+                    .zip(&cnt)
+                    .map(|(s, c)| s / (BIAS_REG + c))
+                    .collect();
+            }
+        }
+        Ok(Baselines { mean, bias })
+    }
+
+    /// The RMSE of the global mean over `x` (`None` when empty).
+    pub fn mean_rmse(&self, x: &CooTensor) -> Option<f64> {
+        rmse_with(x, |_| self.mean)
+    }
+
+    /// The RMSE of the bias baseline over `x` (`None` when empty; an index beyond the
+    /// training extents has bias 0).
+    pub fn bias_rmse(&self, x: &CooTensor) -> Option<f64> {
+        let b = |m: usize, i: u32| self.bias[m].get(i as usize).copied().unwrap_or(0.0);
+        rmse_with(x, |c| self.mean + b(0, c[0]) + b(1, c[1]))
+    }
+}
