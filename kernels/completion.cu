@@ -12,8 +12,8 @@
  *   shifts and masks and reads the value.
  * - dense tiles: warp w takes tiles w, w + W, ...; lane l owns bitmap words 2l and
  *   2l + 1, a warp scan of their popcounts gives the lane its first value slot, and the
- *   lane visits its set bits in order (cell p = 64 word + bit: offsets p >> 8,
- *   (p >> 4) & 15, p & 15 from the tile's origin).
+ *   lane visits its set bits in order (cell p = 64 word + bit, its coordinates the
+ *   tile's origin plus the offsets of p, hls_tile.cuh).
  * No shared memory in these walks.
  *
  * Kernels (one thread per nonzero unless said otherwise; 128-thread blocks):
@@ -127,13 +127,13 @@ __device__ __forceinline__ void for_each_nonzero(const HlsCompletionParams& p, F
     const uint32_t* toffs = reinterpret_cast<const uint32_t*>(t.tile_offsets);
     const __half* tvals = reinterpret_cast<const __half*>(t.tile_values);
 #pragma unroll
-    for (int m = 3; m < kMaxOrder; ++m) c[m] = 0u;
+    for (int m = kTileOrder; m < kMaxOrder; ++m) c[m] = 0u;
     for (uint64_t tile = gid / kWarp; tile < t.n_tiles; tile += warps) { /* warp-uniform */
         const uint64_t key = __ldg(tkeys + tile);
-        const uint32_t o0 = tile_coord(t, key, 0) * kTile;
-        const uint32_t o1 = tile_coord(t, key, 1) * kTile;
-        const uint32_t o2 = tile_coord(t, key, 2) * kTile;
-        const uint64_t* bm = bitmaps + tile * HLS_BITMAP_WORDS + 2 * lane;
+        uint32_t o[kTileOrder];
+#pragma unroll
+        for (int m = 0; m < kTileOrder; ++m) o[m] = tile_origin(t, key, m);
+        const uint64_t* bm = bitmaps + tile * kBitmapWords + 2 * lane;
         const uint64_t w0 = __ldg(bm), w1 = __ldg(bm + 1);
         const int count = __popcll(w0) + __popcll(w1);
         int incl = count;
@@ -147,11 +147,7 @@ __device__ __forceinline__ void for_each_nonzero(const HlsCompletionParams& p, F
         for (int k = 0; k < 2; ++k) {
             uint64_t bits = k ? w1 : w0;
             while (bits) {
-                const uint32_t pos = (uint32_t)(2 * lane + k) * 64u + (uint32_t)(__ffsll(bits) - 1);
-                bits &= bits - 1;
-                c[0] = o0 + (pos >> 8);
-                c[1] = o1 + ((pos >> 4) & 15u);
-                c[2] = o2 + (pos & 15u);
+                cell_coords(o, next_cell((uint32_t)(2 * lane + k), bits), c);
                 f(t.sp_nnz + slot, c, __half2float(tvals[slot]) * t.value_scale);
                 ++slot;
             }
@@ -440,22 +436,18 @@ hls_completion_sgd(const HlsCompletionParams p) {
             const uint64_t tile = (unit - sp_units) / kTileParts;
             const uint32_t part = (uint32_t)((unit - sp_units) % kTileParts);
             const uint64_t key = __ldg(tkeys + tile);
-            const uint32_t o0 = tile_coord(t, key, 0) * kTile;
-            const uint32_t o1 = tile_coord(t, key, 1) * kTile;
-            const uint32_t o2 = tile_coord(t, key, 2) * kTile;
-            const uint64_t* bm = bitmaps + tile * HLS_BITMAP_WORDS;
+            uint32_t o[kTileOrder];
+#pragma unroll
+            for (int m = 0; m < kTileOrder; ++m) o[m] = tile_origin(t, key, m);
+            const uint64_t* bm = bitmaps + tile * kBitmapWords;
             uint64_t slot = __ldg(toffs + tile);
             for (uint32_t w = 0; w < part * kPartWords; ++w) slot += __popcll(__ldg(bm + w));
 #pragma unroll
-            for (int m = 3; m < kMaxOrder; ++m) c[m] = 0u;
+            for (int m = kTileOrder; m < kMaxOrder; ++m) c[m] = 0u;
             for (uint32_t w = part * kPartWords; w < (part + 1) * kPartWords; ++w) {
                 uint64_t bits = __ldg(bm + w);
                 while (bits) { /* warp-uniform: every lane reads the same word */
-                    const uint32_t pos = w * 64u + (uint32_t)(__ffsll(bits) - 1);
-                    bits &= bits - 1;
-                    c[0] = o0 + (pos >> 8);
-                    c[1] = o1 + ((pos >> 4) & 15u);
-                    c[2] = o2 + (pos & 15u);
+                    cell_coords(o, next_cell(w, bits), c);
                     sgd_step(p, c, __half2float(tvals[slot]) * t.value_scale, lane, bad);
                     ++slot;
                 }

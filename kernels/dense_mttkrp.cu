@@ -57,9 +57,9 @@ __device__ void dense_mttkrp_tile(const HlsLaunchParams& p, uint64_t t, TileSmem
     int a, b;
     other_modes(p.mode, a, b);
     const uint64_t key = __ldg(reinterpret_cast<const uint64_t*>(p.tile_keys) + t);
-    const uint32_t on = tile_coord(p, key, p.mode) * kTile;
-    const uint32_t oa = tile_coord(p, key, a) * kTile;
-    const uint32_t ob = tile_coord(p, key, b) * kTile;
+    const uint32_t on = tile_origin(p, key, p.mode);
+    const uint32_t oa = tile_origin(p, key, a);
+    const uint32_t ob = tile_origin(p, key, b);
     const uint32_t R = p.out_cols;
     const uint32_t dim_a = p.dims[a], dim_b = p.dims[b], dim_n = p.dims[p.mode];
     const float* Fa = reinterpret_cast<const float*>(p.factor[a]);

@@ -18,9 +18,13 @@ typedef unsigned long long uint64_t;
 #include <stdint.h>
 #endif
 
-/* Tile edge in every mode (16^3 tiles). */
+/* Tile edge in every mode (16^3 tiles); the geometry is hls_tile.cuh's. */
 #define HLS_TILE 16
-/* Cells (bits) of one dense tile. */
+/* log2 of HLS_TILE. */
+#define HLS_TILE_BITS 4
+/* Order of the dense tiles the kernels are compiled for (src/hls/tile.rs TILE_ORDER). */
+#define HLS_TILE_ORDER 3
+/* Cells (bits) of one dense tile: HLS_TILE ^ HLS_TILE_ORDER. */
 #define HLS_TILE_CELLS 4096
 /* u64 words of one tile bitmap. */
 #define HLS_BITMAP_WORDS 64
@@ -48,7 +52,7 @@ typedef unsigned long long uint64_t;
 
 /* Everything one launch needs, passed by value as the only kernel argument. */
 typedef struct HlsLaunchParams {
-    /* Dense part (order 3 only; n_tiles == 0 otherwise). */
+    /* Dense part (tensors of order HLS_TILE_ORDER only; n_tiles == 0 otherwise). */
     uint64_t tile_keys;    /* const uint64_t[n_tiles]: tile keys under tile_shift/mask */
     uint64_t tile_bitmaps; /* const uint64_t[n_tiles][HLS_BITMAP_WORDS] */
     uint64_t tile_offsets; /* const uint32_t[n_tiles + 1]: exclusive prefix of tile nnz */
@@ -64,8 +68,9 @@ typedef struct HlsLaunchParams {
     /* Output: float[dims[mode]][out_cols], zeroed before the launch, atomically added. */
     uint64_t out;
     /* Tile key linearization (over tile extents ceil(I/16)), mode 0 most significant. */
-    uint32_t tile_shift[3];
-    uint32_t tile_mask[3];
+    uint32_t tile_shift[HLS_TILE_ORDER];
+    uint32_t tile_mask[HLS_TILE_ORDER];
+    uint32_t tile_order; /* order of the dense tiles: HLS_TILE_ORDER (0: no dense part) */
     /* Sparse key linearization (full key = prefix << 32 | low); any mode order (MTTKRP
        forms stack the shortest mode most significant, TTMc forms mode 0). */
     uint32_t sp_shift[HLS_MAX_ORDER];

@@ -1,6 +1,6 @@
 /*
  * hls_common.cuh - helpers shared by every kernel family: the ABI, the fp16 header,
- * the tensor-core instructions used by the dense kernels (ldmatrix and the m16n8k16
+ * the tile geometry (hls_tile.cuh), the tensor-core instructions used by the dense kernels (ldmatrix and the m16n8k16
  * fp16 MMA with fp32 accumulation, whose register layouts the PTX ISA documents),
  * power-of-two scales, vector reductions to global memory, and the expansion of a
  * dense tile into shared memory.
@@ -8,10 +8,10 @@
 #pragma once
 #include <cuda_fp16.h>
 #include "hls_abi.h"
+#include "hls_tile.cuh"
 
 namespace hls {
 
-constexpr int kTile = HLS_TILE;
 constexpr int kThreads = HLS_BLOCK_THREADS;
 constexpr int kWarps = HLS_BLOCK_WARPS;
 constexpr int kWarp = 32;
@@ -29,11 +29,6 @@ struct TileSmem {
     __half xs[kXsHalves];
     int warp_tot[kWarps];
 };
-
-/* Coordinate m (0..2) of a dense tile key. */
-__device__ __forceinline__ uint32_t tile_coord(const HlsLaunchParams& p, uint64_t key, int m) {
-    return (uint32_t)(key >> p.tile_shift[m]) & p.tile_mask[m];
-}
 
 /* The other two modes of a 3rd-order tensor, in increasing order. */
 __device__ __forceinline__ void other_modes(uint32_t mode, int& a, int& b) {
@@ -114,7 +109,7 @@ __device__ void expand_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
     uint4* z = reinterpret_cast<uint4*>(s.xs);
     for (int i = tid; i < kXsHalves / 8; i += kThreads) z[i] = make_uint4(0u, 0u, 0u, 0u);
 
-    const uint64_t* bm = reinterpret_cast<const uint64_t*>(p.tile_bitmaps) + t * HLS_BITMAP_WORDS;
+    const uint64_t* bm = reinterpret_cast<const uint64_t*>(p.tile_bitmaps) + t * kBitmapWords;
     const uint64_t word = __ldg(bm + (tid >> 1));
     uint32_t bits = (uint32_t)(word >> (32 * (tid & 1)));
     const int count = __popc(bits);
@@ -137,7 +132,7 @@ __device__ void expand_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
     while (bits) {
         const uint32_t pos = base_bit + (uint32_t)(__ffs(bits) - 1);
         bits &= bits - 1;
-        const uint32_t e0 = pos >> 8, e1 = (pos >> 4) & 15u, e2 = pos & 15u;
+        const uint32_t e0 = cell_offset(pos, 0), e1 = cell_offset(pos, 1), e2 = cell_offset(pos, 2);
         uint32_t e, ea, eb;
         if (p.mode == 0) {
             e = e0; ea = e1; eb = e2;

@@ -190,9 +190,9 @@ __device__ void phi_dense_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s
     int a, b;
     other_modes(p.mode, a, b);
     const uint64_t key = __ldg(reinterpret_cast<const uint64_t*>(p.tile_keys) + t);
-    const uint32_t on = tile_coord(p, key, p.mode) * kTile;
-    const uint32_t oa = tile_coord(p, key, a) * kTile;
-    const uint32_t ob = tile_coord(p, key, b) * kTile;
+    const uint32_t on = tile_origin(p, key, p.mode);
+    const uint32_t oa = tile_origin(p, key, a);
+    const uint32_t ob = tile_origin(p, key, b);
     const uint32_t C = p.out_cols, dim_n = p.dims[p.mode];
     const float* B = reinterpret_cast<const float*>(p.factor[p.mode]);
     const float* Fa = reinterpret_cast<const float*>(p.factor[a]);

@@ -215,7 +215,7 @@ impl MemoryPlan {
     /// The HLS build of a tensor of `nnz` nonzeros and `order` modes into `forms`
     /// forms with tile threshold at least `threshold`: the builder's sorted keys and
     /// slabs, and per form its sparse part and dense tiles (at most `nnz / threshold`
-    /// tiles of a 512-byte bitmap each).
+    /// tiles, each with its key, bitmap and value offset).
     pub fn add_prepare(
         &mut self,
         nnz: usize,
@@ -225,14 +225,18 @@ impl MemoryPlan {
     ) -> &mut Self {
         let nnz = nnz as u128;
         let forms = forms.max(1) as u128;
-        let tiles = if order == 3 {
+        let tiles = if order == crate::hls::TILE_ORDER {
             nnz / threshold.max(1) as u128
         } else {
             0
         };
         self.add("HLS build: keys, slabs and fp16 values", nnz, 52)
             .add("HLS form(s): sparse part", nnz.saturating_mul(forms), 9)
-            .add("HLS form(s): dense tiles", tiles.saturating_mul(forms), 524)
+            .add(
+                "HLS form(s): dense tiles",
+                tiles.saturating_mul(forms),
+                crate::hls::DenseTile::META_BYTES as u128,
+            )
     }
 
     /// CP-ALS of rank `rank` on a tensor of extents `dims`: factors and kernel outputs

@@ -88,3 +88,29 @@ fn committed_bindings_match_the_header() {
         );
     }
 }
+
+/// The header's tile geometry is the library's: the tile order (a field of every
+/// launch, and the length of the tile-key arrays), the edge, the cells and the bitmap
+/// words. The committed bindings hold the field the comparison above checks against
+/// the header.
+#[test]
+fn the_abi_tile_geometry_is_the_librarys() {
+    use sptmc::engine::cuda::abi::{
+        HLS_BITMAP_WORDS, HLS_TILE, HLS_TILE_BITS, HLS_TILE_CELLS, HLS_TILE_ORDER, HlsLaunchParams,
+    };
+    use sptmc::hls::{BITMAP_WORDS, TILE, TILE_BITS, TILE_CELLS, TILE_ORDER};
+    assert_eq!(HLS_TILE_ORDER as usize, TILE_ORDER);
+    assert_eq!(HLS_TILE as usize, TILE);
+    assert_eq!(HLS_TILE_BITS, TILE_BITS);
+    assert_eq!(HLS_TILE_CELLS as usize, TILE_CELLS);
+    assert_eq!(HLS_BITMAP_WORDS as usize, BITMAP_WORDS);
+    let p = HlsLaunchParams {
+        tile_order: TILE_ORDER as u32,
+        ..Default::default()
+    };
+    assert_eq!(p.tile_shift.len(), TILE_ORDER);
+    assert_eq!(p.tile_mask.len(), TILE_ORDER);
+    let committed = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(BINDINGS))
+        .expect("committed bindings exist");
+    assert!(committed.contains("pub tile_order: u32,"));
+}

@@ -16,8 +16,9 @@
 
 use super::layout::KeyLayout;
 use super::stats::HlsStats;
+use super::tile::{self, tile_index};
 use super::values::{QuantReport, choose_scale, quantize};
-use super::{Bitmap, DenseTiles, HlsTensor, LOW_KEY_BITS, SparsePart, TILE_BITS, TILE_CELLS};
+use super::{Bitmap, DenseTile, DenseTiles, HlsTensor, LOW_KEY_BITS, SparsePart, TILE_ORDER};
 use crate::error::{Error, Result};
 use crate::tensor::CooTensor;
 use bitvec::prelude::*;
@@ -70,7 +71,8 @@ struct TileRun {
     end: u32,
 }
 
-/// A 16-row slab of mode 0 sorted by (tile, bit): `(tile key << 12 | bit, stream index)`.
+/// A 16-row slab of mode 0 sorted by (tile, bit): `(tile key << CELL_BITS | bit, stream
+/// index)`.
 struct Slab {
     entries: Vec<(u64, u32)>,
     tiles: Vec<TileRun>,
@@ -161,15 +163,10 @@ impl HlsBuilder {
         let (halves, quant, norm_sq) = quantize_all(x.values(), scale);
 
         // Step 2: tiles of 3rd-order tensors.
-        let tile_dims: Vec<usize> = x
-            .dims()
-            .iter()
-            .map(|&d| d.div_ceil(1 << TILE_BITS))
-            .collect();
-        let tile_layout = KeyLayout::new(&tile_dims)?;
-        let slabs = if x.order() == 3
-            && tile_layout.total_bits() + 12 <= 64
-            && thresholds.iter().any(|&t| t as usize <= TILE_CELLS)
+        let tile_layout = tile::key_layout(x.dims())?;
+        let slabs = if x.order() == TILE_ORDER
+            && tile::keys_fit::<TILE_ORDER>(&tile_layout)
+            && thresholds.iter().any(|&t| t as usize <= DenseTile::CELLS)
         {
             Some(sort_slabs(x, &tile_layout))
         } else {
@@ -194,7 +191,7 @@ impl HlsBuilder {
             let sparse = sparse_part(&layout, &keys, &halves, &in_dense);
             let dense_nnz = dense.as_ref().map_or(0, DenseTiles::nnz);
             let all_dense_bytes = if slabs.is_some() {
-                tiles_total * (8 + std::mem::size_of::<Bitmap>() + 4) + 4 + nnz * 2
+                tiles_total * DenseTile::META_BYTES + 4 + nnz * 2
             } else {
                 0
             };
@@ -261,34 +258,33 @@ fn sort_slabs(x: &CooTensor, tile_layout: &KeyLayout) -> Vec<Slab> {
     let i0 = x.indices(0);
     let mut bounds = vec![0usize];
     for p in 1..i0.len() {
-        if i0[p] >> TILE_BITS != i0[p - 1] >> TILE_BITS {
+        if tile_index(i0[p]) != tile_index(i0[p - 1]) {
             bounds.push(p);
         }
     }
     bounds.push(i0.len());
-    let (i1, i2) = (x.indices(1), x.indices(2));
+    let idx: [&[u32]; TILE_ORDER] = std::array::from_fn(|m| x.indices(m));
+    let cell_bits = DenseTile::CELL_BITS;
     bounds
         .par_windows(2)
         .map(|w| {
             let (s, e) = (w[0], w[1]);
-            let ti = (i0[s] >> TILE_BITS) as u64;
             let mut entries: Vec<(u64, u32)> = (s..e)
                 .map(|p| {
-                    let (i, j, k) = (i0[p], i1[p], i2[p]);
-                    let tile = (ti << tile_layout.shifts()[0])
-                        | (((j >> TILE_BITS) as u64) << tile_layout.shifts()[1])
-                        | (k >> TILE_BITS) as u64;
-                    let bit = super::bit_position(i & 15, j & 15, k & 15) as u64;
-                    ((tile << 12) | bit, p as u32)
+                    let c = idx.map(|ix| ix[p]);
+                    let tile = tile::encode_key(tile_layout, DenseTile::tile_of(c));
+                    let bit = DenseTile::bit_position(DenseTile::offsets_of(c)) as u64;
+                    ((tile << cell_bits) | bit, p as u32)
                 })
                 .collect();
             entries.sort_unstable();
             let mut tiles = Vec::new();
             let mut start = 0;
             for q in 1..=entries.len() {
-                if q == entries.len() || entries[q].0 >> 12 != entries[start].0 >> 12 {
+                if q == entries.len() || entries[q].0 >> cell_bits != entries[start].0 >> cell_bits
+                {
                     tiles.push(TileRun {
-                        key: entries[start].0 >> 12,
+                        key: entries[start].0 >> cell_bits,
                         start: start as u32,
                         end: q as u32,
                     });
@@ -318,7 +314,7 @@ fn dense_part(
             }
             let mut bits: BitArray<Bitmap, Lsb0> = BitArray::ZERO;
             for &(k, p) in &slab.entries[run.start as usize..run.end as usize] {
-                bits.set((k & 0xfff) as usize, true);
+                bits.set((k & ((1 << DenseTile::CELL_BITS) - 1)) as usize, true);
                 values.push(halves[p as usize]);
                 in_dense[p as usize] = true;
             }

@@ -1,10 +1,10 @@
-//! Bit linearization of coordinates (DESIGN.md §3).
+//! Bit linearization of coordinates.
 //!
 //! Mode `m` gets `b_m = ceil(log2(extent_m))` bits. The modes are stacked in a *level
 //! order* `ℓ_0, …, ℓ_{N-1}` (most significant first), so sorting keys sorts coordinates
 //! lexicographically in that order: the key of `(x0, …, x_{N-1})` is `Σ x_m << s_m`
-//! with `s_{ℓ_k} = Σ_{j>k} b_{ℓ_j}`. [`KeyLayout::new`] uses the mode order, DESIGN.md's
-//! formula (three modes: `(x0 << (b1 + b2)) | (x1 << b2) | x2`);
+//! with `s_{ℓ_k} = Σ_{j>k} b_{ℓ_j}`. [`KeyLayout::new`] uses the mode order, the format's
+//! base linearization (three modes: `(x0 << (b1 + b2)) | (x1 << b2) | x2`);
 //! [`KeyLayout::by_extent`] puts the shortest mode first, the order MTTKRP forms' sparse
 //! parts use (see [`crate::hls::KeyOrder`]): a CSF-like walk over the sorted keys then shares the most work along
 //! coordinate prefixes (few long-lived top levels, many short fibers at the bottom),

@@ -1,8 +1,9 @@
-//! The Hybrid Linear Storage (HLS) format (DESIGN.md §3).
+//! The Hybrid Linear Storage (HLS) format.
 //!
 //! A sparse tensor is split in two parts by a tile threshold `T`:
 //! - [`DenseTiles`] (HLS-D, 3rd-order tensors): 16×16×16 tiles holding at least `T`
-//!   nonzeros, each as a 4096-bit bitmap (64 × u64) plus its values in bitmap order;
+//!   nonzeros, each as a 4096-bit bitmap (64 × u64) plus its values in bitmap order
+//!   (the geometry of tiles, of any order, is [`tile`]'s);
 //! - [`SparsePart`] (HLS-S, any order): the remaining nonzeros as sorted linearized
 //!   keys ([`KeyLayout`]) and values.
 //!
@@ -12,6 +13,7 @@
 mod builder;
 pub mod layout;
 mod stats;
+pub mod tile;
 pub mod values;
 
 pub use builder::{HlsBuilder, KeyOrder};
@@ -21,25 +23,20 @@ pub use stats::HlsStats;
 use crate::tensor::CooTensor;
 use half::f16;
 
-/// Tile edge in every mode.
-pub const TILE: usize = 16;
-/// log2 of [`TILE`].
-pub const TILE_BITS: u32 = 4;
-/// Cells (and bits) in a tile.
-pub const TILE_CELLS: usize = TILE * TILE * TILE;
-/// u64 words in a tile bitmap.
-pub const BITMAP_WORDS: usize = TILE_CELLS / 64;
+pub use tile::{TILE, TILE_BITS, TILE_ORDER};
+
+/// The geometry of the dense tiles that are built ([`TILE_ORDER`]).
+pub type DenseTile = tile::Tile<TILE_ORDER>;
+/// Cells (and bits) in a dense tile.
+pub const TILE_CELLS: usize = DenseTile::CELLS;
+/// u64 words in a dense tile's bitmap.
+pub const BITMAP_WORDS: usize = DenseTile::BITMAP_WORDS;
 /// Bits of a sparse key kept per nonzero; the bits above form the block prefix.
 pub const LOW_KEY_BITS: u32 = 32;
 
-/// One tile's occupancy: bit `p = ei·256 + ej·16 + ek` (word `p / 64`, bit `p % 64`).
+/// One dense tile's occupancy: bit [`tile::Tile::bit_position`] of each nonzero's
+/// in-tile offsets (word `p / 64`, bit `p % 64`).
 pub type Bitmap = [u64; BITMAP_WORDS];
-
-/// The bit of in-tile offset `(ei, ej, ek)`.
-#[inline]
-pub fn bit_position(ei: u32, ej: u32, ek: u32) -> u32 {
-    (ei << 8) | (ej << 4) | ek
-}
 
 /// The dense part: tiles with at least `T` nonzeros.
 ///
@@ -90,34 +87,27 @@ impl DenseTiles {
         self.values.len()
     }
     /// The coordinates of tile `t`'s first cell (tile coordinate × 16).
-    pub fn tile_origin(&self, t: usize) -> [u32; 3] {
-        let k = self.keys[t];
-        [0, 1, 2].map(|m| self.layout.decode64(k, m) << TILE_BITS)
+    #[inline]
+    pub fn tile_origin(&self, t: usize) -> [u32; TILE_ORDER] {
+        DenseTile::origin(tile::decode_key(&self.layout, self.keys[t]))
     }
     /// The values of tile `t`.
     pub fn tile_values(&self, t: usize) -> &[f16] {
         &self.values[self.offsets[t] as usize..self.offsets[t + 1] as usize]
     }
     /// Calls `f(coords, value)` for every nonzero of tile `t`, in bitmap order.
-    pub fn for_each_in_tile(&self, t: usize, mut f: impl FnMut(&[u32; 3], f16)) {
-        let o = self.tile_origin(t);
-        let mut vals = self.tile_values(t).iter();
-        for (w, &word) in self.bitmaps[t].iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let p = (w as u32) * 64 + bits.trailing_zeros();
-                bits &= bits - 1;
-                let v = *vals.next().expect("a tile holds one value per set bit");
-                f(
-                    &[o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)],
-                    v,
-                );
-            }
-        }
+    #[inline(always)]
+    pub fn for_each_in_tile(&self, t: usize, mut f: impl FnMut(&[u32; TILE_ORDER], f16)) {
+        let vals = self.tile_values(t);
+        let mut v = 0;
+        DenseTile::walk_cells(self.tile_origin(t), &self.bitmaps[t], |c| {
+            f(&c, vals[v]);
+            v += 1;
+        });
     }
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.keys.len() * (8 + std::mem::size_of::<Bitmap>() + 4) + 4 + self.values.len() * 2
+        self.keys.len() * DenseTile::META_BYTES + 4 + self.values.len() * 2
     }
 }
 

@@ -4,7 +4,7 @@ use super::fixed::Fixed;
 use super::subnormal::FlushSubnormals;
 use super::ttmc::TtmcWalker;
 use super::walk::{Sink, Walker};
-use crate::hls::{DenseTiles, HlsTensor, LOW_KEY_BITS};
+use crate::hls::{DenseTile, DenseTiles, HlsTensor, LOW_KEY_BITS, TILE_ORDER};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use rayon::prelude::*;
@@ -419,8 +419,8 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
             b += 1;
         }
     }
-    // Dense tiles exist for 3rd-order tensors only.
-    if let Some(d) = hls.dense().filter(|_| N == 3) {
+    // Dense tiles exist for tensors of the tile order only.
+    if let Some(d) = hls.dense().filter(|_| N == TILE_ORDER) {
         dense_nonzeros(d, share.tiles, |c, v| {
             sink.push_array(std::array::from_fn(|k| c[levels[k]]), v)
         });
@@ -435,21 +435,14 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
 pub(super) fn dense_nonzeros(
     d: &DenseTiles,
     tiles: (usize, usize),
-    mut f: impl FnMut([u32; 3], f32),
+    mut f: impl FnMut([u32; TILE_ORDER], f32),
 ) {
     for t in tiles.0..tiles.1 {
-        let o = d.tile_origin(t);
         let vals = d.tile_values(t);
         let mut v = 0;
-        for (wd, &word) in d.bitmaps()[t].iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let p = (wd as u32) * 64 + bits.trailing_zeros();
-                bits &= bits - 1;
-                let c = [o[0] + (p >> 8), o[1] + ((p >> 4) & 15), o[2] + (p & 15)];
-                f(c, vals[v].to_f32());
-                v += 1;
-            }
-        }
+        DenseTile::walk_cells(d.tile_origin(t), &d.bitmaps()[t], |c| {
+            f(c, vals[v].to_f32());
+            v += 1;
+        });
     }
 }

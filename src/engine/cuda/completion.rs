@@ -709,7 +709,7 @@ impl CompletionSession for CudaCompletion<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hls::{HlsBuilder, HlsTensor};
+    use crate::hls::{HlsBuilder, HlsTensor, TILE_ORDER};
     use crate::tensor::generate::{GenSpec, Pattern, generate};
 
     #[test]
@@ -741,12 +741,12 @@ mod tests {
     }
 
     /// The dense tiles in the session's order, as `(position, coordinates, value)`.
-    fn session_dense(hls: &HlsTensor) -> Vec<(usize, [u32; 3], u16)> {
+    fn session_dense(hls: &HlsTensor) -> Vec<(usize, [u32; TILE_ORDER], u16)> {
         let mut v = Vec::new();
         let mut q = 0;
         hls.for_each_nonzero(|c, x| {
             if q >= hls.sparse().nnz() {
-                v.push((q, [c[0], c[1], c[2]], x.to_bits()));
+                v.push((q, std::array::from_fn(|m| c[m]), x.to_bits()));
             }
             q += 1;
         });
@@ -777,11 +777,7 @@ mod tests {
                     while bits != 0 {
                         let pos = (2 * lane + k) as u32 * 64 + bits.trailing_zeros();
                         bits &= bits - 1;
-                        let c = [
-                            o[0] + (pos >> 8),
-                            o[1] + ((pos >> 4) & 15),
-                            o[2] + (pos & 15),
-                        ];
+                        let c = crate::hls::DenseTile::cell(o, pos);
                         got.push((sp + slot, c, d.values()[slot].to_bits()));
                         slot += 1;
                     }
@@ -816,11 +812,7 @@ mod tests {
                     while bits != 0 {
                         let pos = w as u32 * 64 + bits.trailing_zeros();
                         bits &= bits - 1;
-                        let c = [
-                            o[0] + (pos >> 8),
-                            o[1] + ((pos >> 4) & 15),
-                            o[2] + (pos & 15),
-                        ];
+                        let c = crate::hls::DenseTile::cell(o, pos);
                         got.push((sp + slot, c, d.values()[slot].to_bits()));
                         slot += 1;
                     }

@@ -11,6 +11,10 @@ use std::sync::OnceLock;
 const SOURCES: &[(&str, &str)] = &[
     ("hls_abi.h", include_str!("../../../kernels/hls_abi.h")),
     (
+        "hls_tile.cuh",
+        include_str!("../../../kernels/hls_tile.cuh"),
+    ),
+    (
         "hls_common.cuh",
         include_str!("../../../kernels/hls_common.cuh"),
     ),
@@ -299,7 +303,7 @@ mod tests {
     fn inlining_resolves_local_headers_once() {
         let s = inlined_source(ENTRY).unwrap();
         assert_eq!(s.matches("typedef struct HlsLaunchParams").count(), 1);
-        assert_eq!(s.matches("namespace hls {").count(), 7);
+        assert_eq!(s.matches("namespace hls {").count(), 8);
         assert!(!s.contains("#include \""));
         assert!(s.contains("#include <cuda_fp16.h>"));
         for entry in [DENSE_MTTKRP, DENSE_TTMC] {

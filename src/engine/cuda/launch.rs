@@ -5,7 +5,7 @@
 
 use super::abi::{
     HLS_BLOCK_THREADS, HLS_BLOCK_WARPS, HLS_MAX_ORDER, HLS_OP_MTTKRP, HLS_OP_PHI, HLS_OP_TTMC,
-    HLS_SPARSE_TTMC_MAX_RANK, HLS_TTMC_MAX_RANK, HlsLaunchParams,
+    HLS_SPARSE_TTMC_MAX_RANK, HLS_TILE_ORDER, HLS_TTMC_MAX_RANK, HlsLaunchParams,
 };
 use super::cache::FactorCache;
 use super::device::cuda_err;
@@ -13,7 +13,7 @@ use super::kernels;
 use super::upload::DeviceHls;
 use crate::engine::{CopyRate, Launch, PhiParams, RunStats};
 use crate::error::{Error, Result};
-use crate::hls::HlsTensor;
+use crate::hls::{HlsTensor, TILE_ORDER};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use cudarc::driver::sys::CUevent_flags;
@@ -28,6 +28,9 @@ use std::sync::Arc;
 // SAFETY: HlsLaunchParams is a plain `repr(C)` struct of integers and floats generated
 // from kernels/hls_abi.h, the exact layout the kernels take by value.
 unsafe impl DeviceRepr for HlsLaunchParams {}
+
+// The kernels are compiled for tiles of the order the builder makes.
+const _: () = assert!(HLS_TILE_ORDER as usize == TILE_ORDER);
 
 /// How the sparse kernel spreads an output row over a warp (see kernels/sparse.cu).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -432,7 +435,7 @@ pub fn launch_op(
 }
 
 /// Fills the tensor's part of `p`: the device addresses of both HLS parts, their key
-/// layouts, the extents, the counts, the order and the value scale (the op, the mode,
+/// layouts, the tile order, the extents, the counts, the order and the value scale (the op, the mode,
 /// the factors and the output are the caller's).
 pub fn tensor_params(
     p: &mut HlsLaunchParams,
@@ -455,10 +458,11 @@ pub fn tensor_params(
         p.sp_mask[m] = layout.mask(m);
     }
     if let Some(d) = hls.dense() {
-        for m in 0..3 {
+        for m in 0..TILE_ORDER {
             p.tile_shift[m] = d.layout().shifts()[m];
             p.tile_mask[m] = d.layout().mask(m) as u32;
         }
+        p.tile_order = TILE_ORDER as u32;
     }
     p.n_tiles = hls.dense().map_or(0, |d| d.len()) as u64;
     p.sp_nnz = hls.sparse().nnz() as u64;
