@@ -1,16 +1,18 @@
 //! Turns `kernels/*.cu` into device code at build time when a CUDA compiler is at hand,
-//! so the binary needs only the driver on the GPU machine: a cubin for sm_80 (A100 and
-//! every later 8.x part), a cubin for sm_90 (H100, H200) and compute_80 PTX that the
-//! driver JIT-compiles for anything else. Compilers looked for, in order:
+//! so the binary needs only the driver on the GPU machine: per kernel family (one
+//! entry `.cu` each, `src/engine/cuda/family.rs`) a cubin for sm_80 (A100 and every
+//! later 8.x part), a cubin for sm_90 (H100, H200) and compute_80 PTX that the driver
+//! JIT-compiles for anything else. Compilers looked for, in order:
 //! 1. `SPTMC_NVRTC_LIB` = path of a `libnvrtc.so`;
 //! 2. the PyPI wheel `nvidia-cuda-nvrtc-cu12` under `.venv-cuda/`, `.venv/` or a
 //!    site-packages folder of `python3`;
 //! 3. `nvcc` on `PATH`.
 //!
-//! Each image is written to `OUT_DIR/fused.<target>.{cubin,ptx}` and announced with the
-//! cfg `sptmc_kernel_<target>` (`src/engine/cuda/kernels.rs` embeds what is there).
-//! Without a compiler (or if it fails) the build still succeeds and the kernels are
-//! compiled by NVRTC at run time. Never touches the network.
+//! Each image is written to `OUT_DIR/<family>.<target>.{cubin,ptx}` and listed in
+//! `OUT_DIR/kernel_images.rs`, which `src/engine/cuda/kernels.rs` embeds. A family
+//! that no compiler could build (or every family, without a compiler) is left out and
+//! compiled by NVRTC at run time; the build still succeeds, and `SPTMC_KERNEL_BUILD`
+//! says what was embedded. Never touches the network.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,26 +21,30 @@ use std::process::Command;
 #[allow(dead_code)]
 mod nvrtc_dl;
 
+#[path = "src/engine/cuda/family.rs"]
+#[allow(dead_code)]
+mod family;
+
+use family::Family;
 use nvrtc_dl::Output;
 
-const ENTRY: &str = "fused.cu";
-/// The images embedded: (target, what NVRTC/nvcc produces, cfg name).
-const IMAGES: &[(&str, Output, &str)] = &[
-    ("sm_90", Output::Cubin, "sptmc_kernel_sm_90"),
-    ("sm_80", Output::Cubin, "sptmc_kernel_sm_80"),
-    ("compute_80", Output::Ptx, "sptmc_kernel_compute_80"),
+/// The images embedded per family: (target, what NVRTC/nvcc produces), in the order
+/// they are tried at run time.
+const IMAGES: &[(&str, Output)] = &[
+    ("sm_90", Output::Cubin),
+    ("sm_80", Output::Cubin),
+    ("compute_80", Output::Ptx),
 ];
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=kernels");
     println!("cargo::rerun-if-changed=src/engine/cuda/nvrtc_dl.rs");
+    println!("cargo::rerun-if-changed=src/engine/cuda/family.rs");
     println!("cargo::rerun-if-env-changed=SPTMC_NVRTC_LIB");
     println!("cargo::rerun-if-env-changed=SPTMC_NO_PREBUILT_KERNELS");
+    println!("cargo::rerun-if-env-changed=CUDA_HOME");
     println!("cargo::rerun-if-env-changed=PATH");
-    for (_, _, cfg) in IMAGES {
-        println!("cargo::rustc-check-cfg=cfg({cfg})");
-    }
     git_commit();
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
@@ -46,23 +52,69 @@ fn main() {
     let kernels = manifest.join("kernels");
 
     if std::env::var_os("SPTMC_NO_PREBUILT_KERNELS").is_some() {
+        write_index(&out_dir, &[]);
         runtime_fallback("SPTMC_NO_PREBUILT_KERNELS is set", false);
         return;
     }
+    let libs = nvrtc_candidates(&manifest);
+    let mut built: Vec<(Family, String)> = Vec::new();
+    let mut failed: Vec<(Family, String)> = Vec::new();
+    for family in Family::ALL {
+        match compile_family(family, &libs, &kernels, &out_dir) {
+            Ok(how) => built.push((family, how)),
+            Err(why) => failed.push((family, why)),
+        }
+    }
+    let families: Vec<Family> = built.iter().map(|b| b.0).collect();
+    write_index(&out_dir, &families);
+    if built.is_empty() {
+        let why: Vec<&str> = failed.iter().map(|f| f.1.as_str()).collect();
+        // A compiler that was found but failed is worth a warning; none at all is normal.
+        let found_but_failed = why.iter().any(|t| t.contains("error"));
+        runtime_fallback(&why.join("; "), found_but_failed);
+        return;
+    }
+    announce(&built, &failed);
+}
+
+/// Compiles `family` for every target of [`IMAGES`] with the first compiler that
+/// builds all of them; returns which one, or why none did.
+fn compile_family(
+    family: Family,
+    libs: &[PathBuf],
+    kernels: &Path,
+    out_dir: &Path,
+) -> Result<String, String> {
     let mut tried = Vec::new();
-    for lib in nvrtc_candidates(&manifest) {
-        match compile_with_nvrtc(&lib, &kernels, &out_dir) {
-            Ok(()) => return announce(&format!("NVRTC {}", lib.display())),
+    for lib in libs {
+        match compile_with_nvrtc(family, lib, kernels, out_dir) {
+            Ok(()) => return Ok(format!("NVRTC {}", lib.display())),
             Err(e) => tried.push(format!("NVRTC {}: {e}", lib.display())),
         }
     }
-    match compile_with_nvcc(&kernels, &out_dir) {
-        Ok(()) => return announce("nvcc"),
+    match compile_with_nvcc(family, kernels, out_dir) {
+        Ok(()) => return Ok("nvcc".into()),
         Err(e) => tried.push(e),
     }
-    // A compiler that was found but failed is worth a warning; none at all is normal.
-    let found_but_failed = tried.iter().any(|t| t.contains("error"));
-    runtime_fallback(&tried.join("; "), found_but_failed);
+    Err(tried.join("; "))
+}
+
+/// Writes `OUT_DIR/kernel_images.rs`: the images of `families`, as a slice of
+/// `(family name, target, output, bytes)`.
+fn write_index(out_dir: &Path, families: &[Family]) {
+    let mut code = String::from("&[\n");
+    for family in families {
+        for &(target, output) in IMAGES {
+            let path = image_path(out_dir, *family, target, output);
+            code += &format!(
+                "    ({:?}, {target:?}, Output::{output:?}, include_bytes!({:?}) as &[u8]),\n",
+                family.name(),
+                path.display().to_string()
+            );
+        }
+    }
+    code += "]\n";
+    std::fs::write(out_dir.join("kernel_images.rs"), code).expect("OUT_DIR is writable");
 }
 
 /// Writes `OUT_DIR/builtin_profiles.rs`: every `tuning/*.toml` as `(file name,
@@ -87,23 +139,40 @@ fn builtin_profiles(manifest: &Path, out_dir: &Path) {
     std::fs::write(out_dir.join("builtin_profiles.rs"), code).expect("OUT_DIR is writable");
 }
 
-fn image_path(out_dir: &Path, target: &str, output: Output) -> PathBuf {
+fn image_path(out_dir: &Path, family: Family, target: &str, output: Output) -> PathBuf {
     let ext = match output {
         Output::Ptx => "ptx",
         Output::Cubin => "cubin",
     };
-    out_dir.join(format!("fused.{target}.{ext}"))
+    out_dir.join(format!("{}.{target}.{ext}", family.name()))
 }
 
-fn announce(how: &str) {
-    for (_, _, cfg) in IMAGES {
-        println!("cargo::rustc-cfg={cfg}");
-    }
+/// Records what was embedded in `SPTMC_KERNEL_BUILD` (shown by `sptmc --version`) and
+/// warns about the families left to run-time NVRTC.
+fn announce(built: &[(Family, String)], failed: &[(Family, String)]) {
     let targets: Vec<&str> = IMAGES.iter().map(|i| i.0).collect();
-    println!(
-        "cargo::rustc-env=SPTMC_KERNEL_BUILD=prebuilt {} by {how}",
-        targets.join(" + ")
-    );
+    let mut hows: Vec<&str> = built.iter().map(|b| b.1.as_str()).collect();
+    hows.dedup();
+    let mut text = if failed.is_empty() {
+        format!("prebuilt {} by {}", targets.join(" + "), hows.join(", "))
+    } else {
+        let names: Vec<&str> = built.iter().map(|b| b.0.name()).collect();
+        format!(
+            "prebuilt {} of {} by {}",
+            targets.join(" + "),
+            names.join(", "),
+            hows.join(", ")
+        )
+    };
+    for (family, why) in failed {
+        text += &format!("; {}: NVRTC at run time", family.name());
+        println!(
+            "cargo::warning=sptmc: the {} kernel family was not prebuilt ({}); NVRTC compiles it at run time",
+            family.name(),
+            why.lines().next().unwrap_or("")
+        );
+    }
+    println!("cargo::rustc-env=SPTMC_KERNEL_BUILD={text}");
 }
 
 /// Sets `SPTMC_GIT_COMMIT` (reports say which commit they measured) from the variable
@@ -209,20 +278,26 @@ fn cuda_includes(lib: &Path) -> Vec<PathBuf> {
     inc
 }
 
-fn compile_with_nvrtc(lib_path: &Path, kernels: &Path, out_dir: &Path) -> Result<(), String> {
-    let src = std::fs::read_to_string(kernels.join(ENTRY)).map_err(|e| e.to_string())?;
+fn compile_with_nvrtc(
+    family: Family,
+    lib_path: &Path,
+    kernels: &Path,
+    out_dir: &Path,
+) -> Result<(), String> {
+    let entry = family.entry_file();
+    let src = std::fs::read_to_string(kernels.join(entry)).map_err(|e| e.to_string())?;
     let mut includes = vec![kernels.to_path_buf()];
     includes.extend(cuda_includes(lib_path));
-    for &(target, output, _) in IMAGES {
-        let bytes = nvrtc_dl::compile(lib_path, &src, ENTRY, target, &includes, output)?;
-        std::fs::write(image_path(out_dir, target, output), bytes)
+    for &(target, output) in IMAGES {
+        let bytes = nvrtc_dl::compile(lib_path, &src, entry, target, &includes, output)?;
+        std::fs::write(image_path(out_dir, family, target, output), bytes)
             .map_err(|e| format!("error: cannot write the {target} image: {e}"))?;
     }
     Ok(())
 }
 
-fn compile_with_nvcc(kernels: &Path, out_dir: &Path) -> Result<(), String> {
-    for &(target, output, _) in IMAGES {
+fn compile_with_nvcc(family: Family, kernels: &Path, out_dir: &Path) -> Result<(), String> {
+    for &(target, output) in IMAGES {
         let (flag, arch) = match output {
             Output::Ptx => ("--ptx", format!("-arch={target}")),
             Output::Cubin => ("--cubin", format!("-arch={target}")),
@@ -233,9 +308,9 @@ fn compile_with_nvcc(kernels: &Path, out_dir: &Path) -> Result<(), String> {
             .arg("-std=c++17")
             .arg("-I")
             .arg(kernels)
-            .arg(kernels.join(ENTRY))
+            .arg(kernels.join(family.entry_file()))
             .arg("-o")
-            .arg(image_path(out_dir, target, output))
+            .arg(image_path(out_dir, family, target, output))
             .output();
         match out {
             Err(_) => return Err("no nvcc on PATH".into()),

@@ -9,15 +9,16 @@
  * registers a thread: left to its own target, ptxas squeezes the union of the dense and
  * sparse paths into 64 registers and spills.
  * Shared memory: the dense tiles' 12 KB (sparse blocks use none but reserve it).
+ *
+ * This file is the entry of the core kernel family (MTTKRP and TTMc: its own entries
+ * and those of the three files it includes), compiled and loaded on its own; the CP
+ * update (cp_update.cu), Phi (phi.cu) and completion (completion.cu) are families of
+ * their own, so that one failing to compile or load leaves the others usable
+ * (src/engine/cuda/kernels.rs).
  */
 #include "dense_mttkrp.cu"
 #include "dense_ttmc.cu"
 #include "sparse.cu"
-#include "cp_update.cu"
-/* CP-APR's Phi: its own fused, sparse and dense entries (phi.cu). */
-#include "phi.cu"
-/* The tensor-completion kernels: their own entries (completion.cu). */
-#include "completion.cu"
 
 #define HLS_FUSED_ENTRY(name, dense, V, S, TTMC, MIN_BLOCKS)                         \
     extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS, MIN_BLOCKS)      \

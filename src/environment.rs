@@ -7,12 +7,17 @@
 //! - `SPTMC_CUDA_CP_SESSION=0`: CP-ALS on CUDA updates its factors on the host
 //!   ([`CudaOptions::cp_session`] off);
 //! - `SPTMC_CUDA_STAGING=0`: CUDA copies large outputs straight back, without the
-//!   page-locked staging buffer ([`CudaOptions::staging`] off).
+//!   page-locked staging buffer ([`CudaOptions::staging`] off);
+//! - where kernel families that were not embedded at build time are compiled from
+//!   ([`CudaOptions::kernels`], [`kernel_search_from`]): `SPTMC_NVRTC_LIB`,
+//!   `SPTMC_CUDA_INCLUDE`, `CUDA_HOME` / `CUDA_PATH`, `SPTMC_REQUIRE_EMBEDDED_KERNELS`.
 //!
 //! Any other value leaves the default. The thread count of the CPU backend is the
 //! caller's (rayon's `RAYON_NUM_THREADS` applies when the caller leaves it open).
 
+use crate::engine::cuda::KernelSearch;
 use crate::engine::{CpuOptions, CudaOptions, EngineOptions, MttkrpKernel};
+use std::path::PathBuf;
 
 /// The engine's options as the environment sets them, defaults elsewhere.
 pub fn engine_options() -> EngineOptions {
@@ -34,8 +39,33 @@ pub fn engine_options_from(var: impl Fn(&str) -> Option<String>) -> EngineOption
         cuda: CudaOptions {
             cp_session: !is("SPTMC_CUDA_CP_SESSION", "0"),
             staging: !is("SPTMC_CUDA_STAGING", "0"),
+            kernels: kernel_search_from(&var),
             ..CudaOptions::default()
         },
+    }
+}
+
+/// Where the CUDA backend looks for NVRTC and the CUDA headers when a kernel family
+/// was not embedded at build time, with the variables looked up by `var`:
+/// - `SPTMC_NVRTC_LIB`: an NVRTC library to try first;
+/// - `SPTMC_CUDA_INCLUDE`: `:`-separated folders that may hold `cuda_fp16.h`;
+/// - `CUDA_HOME`, else `CUDA_PATH`: the toolkit root (its `include` and `lib64`);
+/// - `SPTMC_REQUIRE_EMBEDDED_KERNELS=1`: never compile at run time.
+pub fn kernel_search_from(var: impl Fn(&str) -> Option<String>) -> KernelSearch {
+    KernelSearch {
+        nvrtc_lib: var("SPTMC_NVRTC_LIB").map(PathBuf::from),
+        include_dirs: var("SPTMC_CUDA_INCLUDE")
+            .map(|v| {
+                v.split(':')
+                    .filter(|d| !d.is_empty())
+                    .map(PathBuf::from)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        cuda_home: var("CUDA_HOME")
+            .or_else(|| var("CUDA_PATH"))
+            .map(PathBuf::from),
+        require_embedded: var("SPTMC_REQUIRE_EMBEDDED_KERNELS").as_deref() == Some("1"),
     }
 }
 
@@ -63,5 +93,24 @@ mod tests {
         let direct = set("SPTMC_CUDA_STAGING", "0");
         assert!(direct.cuda.cp_session && !direct.cuda.staging);
         assert!(set("SPTMC_CUDA_STAGING", "1").cuda.staging);
+        let lib = set("SPTMC_NVRTC_LIB", "/x/libnvrtc.so.12").cuda.kernels;
+        assert_eq!(lib.nvrtc_lib, Some(PathBuf::from("/x/libnvrtc.so.12")));
+        assert_eq!(lib.include_dirs, Vec::<PathBuf>::new());
+        let inc = set("SPTMC_CUDA_INCLUDE", "/a:/b").cuda.kernels.include_dirs;
+        assert_eq!(inc, [PathBuf::from("/a"), PathBuf::from("/b")]);
+        let path = set("CUDA_PATH", "/cuda").cuda.kernels.cuda_home;
+        assert_eq!(path, Some(PathBuf::from("/cuda")));
+        assert!(
+            set("SPTMC_REQUIRE_EMBEDDED_KERNELS", "1")
+                .cuda
+                .kernels
+                .require_embedded
+        );
+        assert!(
+            !set("SPTMC_REQUIRE_EMBEDDED_KERNELS", "0")
+                .cuda
+                .kernels
+                .require_embedded
+        );
     }
 }

@@ -134,7 +134,7 @@ impl Engine {
     pub fn choose_with(choice: BackendChoice, opts: &EngineOptions) -> Result<Self> {
         opts.cpu.check()?;
         match choice {
-            BackendChoice::Auto => match Self::cuda_with(opts.cuda) {
+            BackendChoice::Auto => match Self::cuda_with(opts.cuda.clone()) {
                 Ok(e) => Ok(e),
                 Err(err) => {
                     let mut e = Self::cpu_with(opts.cpu)?;
@@ -143,7 +143,7 @@ impl Engine {
                 }
             },
             BackendChoice::Cpu => Self::cpu_with(opts.cpu),
-            BackendChoice::Cuda => Self::cuda_with(opts.cuda),
+            BackendChoice::Cuda => Self::cuda_with(opts.cuda.clone()),
         }
     }
 

@@ -46,7 +46,7 @@ impl CpuOptions {
 }
 
 /// Options of the CUDA backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CudaOptions {
     /// The device to open.
     pub ordinal: usize,
@@ -57,22 +57,27 @@ pub struct CudaOptions {
     /// Large outputs come back through a page-locked staging buffer; off, straight
     /// into the caller's matrix (to measure the two side by side).
     pub staging: bool,
+    /// Where kernel families without an embedded image are compiled from at run time
+    /// (NVRTC, the CUDA headers), or that they may not be.
+    pub kernels: super::cuda::KernelSearch,
 }
 
 impl Default for CudaOptions {
-    /// Device 0, the CP session and staging on.
+    /// Device 0, the CP session and staging on, NVRTC and the CUDA headers looked for
+    /// in the standard places.
     fn default() -> Self {
         CudaOptions {
             ordinal: 0,
             cp_session: true,
             staging: true,
+            kernels: Default::default(),
         }
     }
 }
 
 /// The options of every backend, for a caller that lets [`super::Engine::choose_with`]
 /// pick one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EngineOptions {
     /// Used when the engine runs on the CPU.
     pub cpu: CpuOptions,

@@ -1,14 +1,17 @@
-//! The kernel module: device code embedded at build time when build.rs found a CUDA
-//! compiler (sm_80 and sm_90 cubins plus compute_80 PTX), otherwise compiled by NVRTC
-//! at run time from the embedded sources, once per process.
+//! The device code, one image per kernel family ([`Family`]): embedded at build time
+//! when build.rs found a CUDA compiler (sm_80 and sm_90 cubins plus compute_80 PTX per
+//! family), otherwise compiled by NVRTC at run time from the embedded sources. Where to
+//! look for NVRTC and the CUDA headers is the caller's [`KernelSearch`]; nothing here
+//! reads the environment.
 
 use super::nvrtc_dl::{self, Output};
 use crate::error::{Error, Result};
 use std::path::PathBuf;
-use std::sync::OnceLock;
+
+pub use super::family::Family;
 
 /// The kernel sources, embedded so run-time compilation needs no files.
-const SOURCES: &[(&str, &str)] = &[
+pub const SOURCES: &[(&str, &str)] = &[
     ("hls_abi.h", include_str!("../../../kernels/hls_abi.h")),
     (
         "hls_tile.cuh",
@@ -39,8 +42,6 @@ const SOURCES: &[(&str, &str)] = &[
     ("fused.cu", include_str!("../../../kernels/fused.cu")),
 ];
 
-/// The file whose module holds every entry point.
-pub const ENTRY: &str = "fused.cu";
 /// The dense-tiles-only MTTKRP entry point (grid = one block per tile).
 pub const DENSE_MTTKRP: &str = "hls_dense_mttkrp";
 /// The dense-tiles-only TTMc entry point (grid = one block per tile).
@@ -106,12 +107,98 @@ pub fn dense_phi_entry_name(vec: u32, slots: u32) -> String {
     format!("hls_dense_phi_v{vec}s{slots}")
 }
 
-/// How the kernels were built, as build.rs recorded it.
+/// The entry points of `family`'s module (what a loaded module is checked to hold).
+pub fn entries(family: Family) -> Vec<String> {
+    let layouts = |fused: bool, op: &str, layouts: &[(u32, u32)]| -> Vec<String> {
+        layouts
+            .iter()
+            .map(|&(v, s)| entry_name(fused, op, v, s))
+            .collect()
+    };
+    match family {
+        Family::Core => [DENSE_MTTKRP, DENSE_TTMC]
+            .map(String::from)
+            .into_iter()
+            .chain([false, true].into_iter().flat_map(|fused| {
+                let mut v = layouts(fused, "mttkrp", MTTKRP_LAYOUTS);
+                v.extend(layouts(fused, "ttmc", TTMC_LAYOUTS));
+                v
+            }))
+            .collect(),
+        Family::CpUpdate => vec![CP_UPDATE_ROWS.into(), CP_NORMALIZE.into()],
+        // Φ's entries: every MTTKRP layout (the launch picks Φ's as MTTKRP's).
+        Family::Phi => [false, true]
+            .into_iter()
+            .flat_map(|fused| layouts(fused, "phi", MTTKRP_LAYOUTS))
+            .chain(
+                MTTKRP_LAYOUTS
+                    .iter()
+                    .map(|&(v, s)| dense_phi_entry_name(v, s)),
+            )
+            .collect(),
+        Family::Completion => completion::ALL.map(String::from).to_vec(),
+    }
+}
+
+/// How the kernels were built, as build.rs recorded it: which families were embedded
+/// for which targets, by which compiler, and which are left to NVRTC at run time.
 pub const BUILD: &str = env!("SPTMC_KERNEL_BUILD");
+
+/// Where run-time NVRTC compilation looks for its library and the CUDA headers, and
+/// whether it may run at all. The caller fills it (the command line and Python read it
+/// from the environment in one place, `crate::environment`); the default looks in the
+/// standard install folders only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelSearch {
+    /// An NVRTC library to try before the standard names (`SPTMC_NVRTC_LIB`).
+    pub nvrtc_lib: Option<PathBuf>,
+    /// Folders that may hold `cuda_fp16.h`, tried first (`SPTMC_CUDA_INCLUDE`).
+    pub include_dirs: Vec<PathBuf>,
+    /// The CUDA toolkit's root: its `include` and `lib64` are searched
+    /// (`CUDA_HOME`, else `CUDA_PATH`).
+    pub cuda_home: Option<PathBuf>,
+    /// Refuse to compile at run time: a family without an embedded image for the
+    /// device is an error (`SPTMC_REQUIRE_EMBEDDED_KERNELS=1`).
+    pub require_embedded: bool,
+}
+
+impl KernelSearch {
+    /// Folders that may hold `cuda_fp16.h`: [`KernelSearch::include_dirs`],
+    /// `cuda_home/include`, `/usr/local/cuda/include`; only those that hold it.
+    pub fn cuda_includes(&self) -> Vec<PathBuf> {
+        let mut dirs = self.include_dirs.clone();
+        if let Some(home) = &self.cuda_home {
+            dirs.push(home.join("include"));
+        }
+        dirs.push(PathBuf::from("/usr/local/cuda/include"));
+        dirs.retain(|d| d.join("cuda_fp16.h").is_file());
+        dirs
+    }
+
+    /// The NVRTC libraries to try: [`KernelSearch::nvrtc_lib`], then every name of
+    /// [`nvrtc_dl::LIBRARY_NAMES`] through the loader's search path and in the toolkit
+    /// folders (CUDA 13 first).
+    pub fn nvrtc_libraries(&self) -> Vec<PathBuf> {
+        let mut libs: Vec<PathBuf> = self.nvrtc_lib.iter().cloned().collect();
+        let dirs = nvrtc_dl::toolkit_lib_dirs(self.cuda_home.as_deref());
+        for name in nvrtc_dl::LIBRARY_NAMES {
+            libs.push(PathBuf::from(name));
+            for dir in &dirs {
+                let p = dir.join(name);
+                if p.is_file() {
+                    libs.push(p);
+                }
+            }
+        }
+        libs
+    }
+}
 
 /// One embedded device-code image.
 #[derive(Debug, Clone, Copy)]
 pub struct Image {
+    /// The family it holds.
+    pub family: Family,
     /// The architecture: a real one (`sm_90`: a cubin) or a virtual one (`compute_80`:
     /// PTX the driver JIT-compiles).
     pub target: &'static str,
@@ -121,29 +208,25 @@ pub struct Image {
     pub bytes: &'static [u8],
 }
 
-/// The images embedded in this binary, in the order they are tried.
-#[allow(clippy::vec_init_then_push, unused_mut)] // each push exists only under its own cfg
+/// What build.rs embedded: `(family name, target, output, bytes)`, in the order the
+/// images are tried.
+const EMBEDDED: &[(&str, &str, Output, &[u8])] =
+    include!(concat!(env!("OUT_DIR"), "/kernel_images.rs"));
+
+/// The images embedded in this binary, every family's in the order they are tried.
 pub fn embedded() -> Vec<Image> {
-    let mut v = Vec::new();
-    #[cfg(sptmc_kernel_sm_90)]
-    v.push(Image {
-        target: "sm_90",
-        output: Output::Cubin,
-        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/fused.sm_90.cubin")),
-    });
-    #[cfg(sptmc_kernel_sm_80)]
-    v.push(Image {
-        target: "sm_80",
-        output: Output::Cubin,
-        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/fused.sm_80.cubin")),
-    });
-    #[cfg(sptmc_kernel_compute_80)]
-    v.push(Image {
-        target: "compute_80",
-        output: Output::Ptx,
-        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/fused.compute_80.ptx")),
-    });
-    v
+    EMBEDDED
+        .iter()
+        .filter_map(|&(name, target, output, bytes)| {
+            let family = Family::ALL.into_iter().find(|f| f.name() == name)?;
+            Some(Image {
+                family,
+                target,
+                output,
+                bytes,
+            })
+        })
+        .collect()
 }
 
 /// The embedded image that runs on a device of compute capability `cc` without
@@ -172,15 +255,21 @@ pub fn pick(images: &[Image], cc: (i32, i32)) -> Option<Image> {
     })
 }
 
-/// `name`'s source with our own `#include "..."` lines replaced by the files (each
-/// once), leaving system headers (`<...>`) to the compiler.
-pub fn inlined_source(name: &str) -> Option<String> {
-    fn walk(name: &str, seen: &mut Vec<String>, out: &mut String) -> Option<()> {
+/// `name`'s source from `sources` (`(file name, text)`) with our own `#include "..."`
+/// lines replaced by the files (each once), leaving system headers (`<...>`) to the
+/// compiler.
+pub fn inlined_source(sources: &[(&str, &str)], name: &str) -> Option<String> {
+    fn walk(
+        sources: &[(&str, &str)],
+        name: &str,
+        seen: &mut Vec<String>,
+        out: &mut String,
+    ) -> Option<()> {
         if seen.iter().any(|s| s == name) {
             return Some(());
         }
         seen.push(name.to_string());
-        let src = SOURCES.iter().find(|(n, _)| *n == name)?.1;
+        let src = sources.iter().find(|(n, _)| *n == name)?.1;
         for line in src.lines() {
             let t = line.trim_start();
             if t.starts_with("#pragma once") {
@@ -188,7 +277,7 @@ pub fn inlined_source(name: &str) -> Option<String> {
             }
             if let Some(rest) = t.strip_prefix("#include \"") {
                 let inc = rest.split('"').next()?;
-                walk(inc, seen, out)?;
+                walk(sources, inc, seen, out)?;
             } else {
                 out.push_str(line);
                 out.push('\n');
@@ -197,79 +286,65 @@ pub fn inlined_source(name: &str) -> Option<String> {
         Some(())
     }
     let mut out = String::new();
-    walk(name, &mut Vec::new(), &mut out)?;
+    walk(sources, name, &mut Vec::new(), &mut out)?;
     Some(out)
-}
-
-/// Folders that may hold `cuda_fp16.h` for run-time NVRTC: `SPTMC_CUDA_INCLUDE`
-/// (`:`-separated), `$CUDA_HOME/include`, `/usr/local/cuda/include`.
-fn include_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var("SPTMC_CUDA_INCLUDE")
-        .map(|v| v.split(':').map(PathBuf::from).collect())
-        .unwrap_or_default();
-    if let Some(home) = std::env::var_os("CUDA_HOME") {
-        dirs.push(PathBuf::from(home).join("include"));
-    }
-    dirs.push(PathBuf::from("/usr/local/cuda/include"));
-    dirs.retain(|d| d.join("cuda_fp16.h").is_file());
-    dirs
-}
-
-/// The NVRTC libraries to try at run time: `SPTMC_NVRTC_LIB`, then every name of
-/// [`nvrtc_dl::LIBRARY_NAMES`] through the loader's search path and in the toolkit
-/// folders (CUDA 13 first).
-fn nvrtc_libraries() -> Vec<PathBuf> {
-    let mut libs: Vec<PathBuf> = std::env::var_os("SPTMC_NVRTC_LIB")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    for name in nvrtc_dl::LIBRARY_NAMES {
-        libs.push(PathBuf::from(name));
-        for dir in nvrtc_dl::toolkit_lib_dirs() {
-            let p = dir.join(name);
-            if p.is_file() {
-                libs.push(p);
-            }
-        }
-    }
-    libs
 }
 
 /// Device code ready to load: its bytes, whether they are a cubin or PTX, and where
 /// they came from.
 pub type Compiled = (Vec<u8>, Output, String);
 
-/// Device code for a device of compute capability `cc`: the embedded image that fits
-/// (see [`pick`]), else one compiled by NVRTC at run time (a cubin for the device's
-/// architecture, or compute_80 PTX when that NVRTC does not know it), at most once per
-/// process. Returns the image and how it was obtained.
-pub fn module_image(cc: (i32, i32)) -> Result<Compiled> {
-    if let Some(img) = pick(&embedded(), cc) {
+/// `family`'s device code for a device of compute capability `cc`: the embedded image
+/// that fits (see [`pick`]), else, unless `search` requires embedded images, one
+/// compiled by NVRTC at run time ([`compile_family`]). Returns the image and how it
+/// was obtained.
+pub fn family_image(family: Family, cc: (i32, i32), search: &KernelSearch) -> Result<Compiled> {
+    let images: Vec<Image> = embedded()
+        .into_iter()
+        .filter(|i| i.family == family)
+        .collect();
+    if let Some(img) = pick(&images, cc) {
         return Ok((
             img.bytes.to_vec(),
             img.output,
             format!("embedded {} ({BUILD})", img.target),
         ));
     }
-    static COMPILED: OnceLock<std::result::Result<Compiled, String>> = OnceLock::new();
-    COMPILED
-        .get_or_init(|| compile_at_run_time(cc))
-        .clone()
-        .map_err(|log| Error::Nvrtc {
-            kernel: ENTRY.into(),
-            options: vec![format!("sm_{}{}", cc.0, cc.1)],
-            log,
-        })
+    if search.require_embedded {
+        return Err(Error::Unsupported(format!(
+            "the {} kernel family has no embedded image for sm_{}{} ({BUILD}) and run-time \
+             compilation is turned off (embedded kernels required)",
+            family.name(),
+            cc.0,
+            cc.1
+        )));
+    }
+    compile_family(SOURCES, family, cc, search)
 }
 
-fn compile_at_run_time(cc: (i32, i32)) -> std::result::Result<Compiled, String> {
-    let src = inlined_source(ENTRY).ok_or("missing kernel source")?;
-    let includes = include_dirs();
+/// Compiles `family` from `sources` (`(file name, text)`, e.g. [`SOURCES`]) with the
+/// first NVRTC of `search` that can: a cubin for the device's architecture, or
+/// compute_80 PTX when that NVRTC does not know it. The error names the family and
+/// carries every NVRTC's log.
+pub fn compile_family(
+    sources: &[(&str, &str)],
+    family: Family,
+    cc: (i32, i32),
+    search: &KernelSearch,
+) -> Result<Compiled> {
+    let entry = family.entry_file();
+    let what = format!("the {} kernel family ({entry})", family.name());
     let real = format!("sm_{}{}", cc.0, cc.1);
+    let src = inlined_source(sources, entry).ok_or_else(|| Error::Nvrtc {
+        kernel: what.clone(),
+        options: vec![real.clone()],
+        log: "a source file it includes is missing".into(),
+    })?;
+    let includes = search.cuda_includes();
     let mut tried = Vec::new();
-    for lib in nvrtc_libraries() {
+    for lib in search.nvrtc_libraries() {
         for (arch, output) in [(real.as_str(), Output::Cubin), ("compute_80", Output::Ptx)] {
-            match nvrtc_dl::compile(&lib, &src, ENTRY, arch, &includes, output) {
+            match nvrtc_dl::compile(&lib, &src, entry, arch, &includes, output) {
                 Ok(bytes) => {
                     return Ok((
                         bytes,
@@ -281,10 +356,14 @@ fn compile_at_run_time(cc: (i32, i32)) -> std::result::Result<Compiled, String> 
             }
         }
     }
-    Err(format!(
-        "the kernels were not embedded in this binary and no NVRTC could compile them; tried: {}",
-        tried.join("; ")
-    ))
+    Err(Error::Nvrtc {
+        kernel: what,
+        options: vec![real],
+        log: format!(
+            "not embedded in this binary ({BUILD}) and no NVRTC could compile it; tried: {}",
+            tried.join("; ")
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -293,6 +372,7 @@ mod tests {
 
     fn img(target: &'static str, output: Output) -> Image {
         Image {
+            family: Family::Core,
             target,
             output,
             bytes: b"x",
@@ -300,47 +380,48 @@ mod tests {
     }
 
     #[test]
-    fn inlining_resolves_local_headers_once() {
-        let s = inlined_source(ENTRY).unwrap();
-        assert_eq!(s.matches("typedef struct HlsLaunchParams").count(), 1);
-        assert_eq!(s.matches("namespace hls {").count(), 8);
-        assert!(!s.contains("#include \""));
-        assert!(s.contains("#include <cuda_fp16.h>"));
-        for entry in [DENSE_MTTKRP, DENSE_TTMC] {
-            assert!(
-                s.contains(&format!("\n{entry}(const HlsLaunchParams p)")),
-                "{entry}"
+    fn every_family_inlines_its_headers_once_and_holds_its_entries() {
+        for family in Family::ALL {
+            let s = inlined_source(SOURCES, family.entry_file()).unwrap();
+            let f = family.name();
+            assert_eq!(
+                s.matches("typedef struct HlsLaunchParams").count(),
+                1,
+                "{f}"
             );
-        }
-        for entry in [CP_UPDATE_ROWS, CP_NORMALIZE] {
-            assert!(
-                s.contains(&format!("\n{entry}(const HlsCpParams p)")),
-                "{entry}"
+            assert_eq!(
+                s.matches("__device__ __forceinline__ uint32_t cell_offset")
+                    .count(),
+                1,
+                "{f}"
             );
-        }
-        for entry in completion::ALL {
-            assert!(
-                s.contains(&format!("\n{entry}(const HlsCompletionParams p)")),
-                "{entry}"
-            );
-        }
-        for fused in [false, true] {
-            for &(v, sl) in MTTKRP_LAYOUTS {
-                let name = entry_name(fused, "mttkrp", v, sl);
-                assert!(s.contains(&format!("({name}, ")), "{name}");
-            }
-            for &(v, sl) in TTMC_LAYOUTS {
-                let name = entry_name(fused, "ttmc", v, sl);
-                assert!(s.contains(&format!("({name}, ")), "{name}");
-            }
-            // Φ's entries: every MTTKRP layout (launch.rs picks Φ's as MTTKRP's).
-            for &(v, sl) in MTTKRP_LAYOUTS {
+            assert!(!s.contains("#include \""), "{f}");
+            assert!(s.contains("#include <cuda_fp16.h>"), "{f}");
+            for entry in entries(family) {
+                assert_eq!(Family::of(&entry), family, "{entry}");
+                // Entries are written out, or made by a macro from their layout.
+                let written = [
+                    "(const HlsLaunchParams p)",
+                    "(const HlsCpParams p)",
+                    "(const HlsCompletionParams p)",
+                ]
+                .iter()
+                .any(|args| s.contains(&format!("\n{entry}{args}")));
+                let by_macro = s.contains(&format!("({entry}, "));
+                let phi_layout = entry
+                    .rsplit_once("_v")
+                    .and_then(|(_, l)| l.split_once('s'))
+                    .is_some_and(|(v, sl)| s.contains(&format!("HLS_PHI_ENTRIES({v}, {sl})")));
                 assert!(
-                    s.contains(&format!("HLS_PHI_ENTRIES({v}, {sl})")),
-                    "Φ v{v}s{sl}"
+                    written || by_macro || (family == Family::Phi && phi_layout),
+                    "{entry}"
                 );
             }
         }
+        // The families are disjoint: no family's file holds another's entries.
+        let core = inlined_source(SOURCES, Family::Core.entry_file()).unwrap();
+        assert!(!core.contains(CP_UPDATE_ROWS) && !core.contains(completion::SGD));
+        assert!(!core.contains("HLS_PHI_ENTRIES"));
     }
 
     #[test]
@@ -365,41 +446,36 @@ mod tests {
         assert_eq!(pick(&[], (9, 0)).map(|i| i.target), None);
     }
 
-    /// CI builds after `scripts/kernel-gate.sh`, so the binary must carry all three
-    /// images; `SPTMC_REQUIRE_EMBEDDED_KERNELS=1` (set by `.ci/run`) turns their absence
-    /// into a failure instead of a visible skip.
     #[test]
-    fn the_build_embeds_sm80_and_sm90_cubins_and_ptx() {
-        let images = embedded();
-        for i in &images {
-            eprintln!(
-                "embedded: {} {:?} {} bytes",
-                i.target,
-                i.output,
-                i.bytes.len()
-            );
-        }
-        if images.is_empty() {
-            assert_ne!(
-                std::env::var("SPTMC_REQUIRE_EMBEDDED_KERNELS").as_deref(),
-                Ok("1"),
-                "no kernels embedded ({BUILD})"
-            );
-            eprintln!("SKIPPED: no kernels embedded in this build ({BUILD})");
-            return;
-        }
-        let targets: Vec<&str> = images.iter().map(|i| i.target).collect();
-        assert_eq!(targets, ["sm_90", "sm_80", "compute_80"]);
-        for i in &images {
-            match i.output {
-                // ELF magic: a cubin is an ELF object for the GPU.
-                Output::Cubin => assert_eq!(&i.bytes[..4], b"\x7fELF", "{}", i.target),
-                Output::Ptx => {
-                    let text = std::str::from_utf8(i.bytes).expect("PTX is text");
-                    assert!(text.contains(".target sm_80"), "PTX for compute_80");
-                    assert!(text.contains(".entry hls_fused_mttkrp_v4s1"));
-                }
-            }
-        }
+    fn run_time_compilation_can_be_refused() {
+        let search = KernelSearch {
+            require_embedded: true,
+            ..KernelSearch::default()
+        };
+        // Compute capability 7.5: no embedded image fits, whatever the build.
+        let e = family_image(Family::Phi, (7, 5), &search)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("phi kernel family") && e.contains("required"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn search_paths_come_from_the_options_only() {
+        use std::path::Path;
+        let search = KernelSearch {
+            nvrtc_lib: Some("/opt/x/libnvrtc.so.12".into()),
+            cuda_home: Some("/nonexistent-cuda".into()),
+            ..KernelSearch::default()
+        };
+        let libs = search.nvrtc_libraries();
+        assert_eq!(libs[0], PathBuf::from("/opt/x/libnvrtc.so.12"));
+        assert_eq!(libs[1], PathBuf::from(nvrtc_dl::LIBRARY_NAMES[0]));
+        assert_eq!(
+            KernelSearch::default().nvrtc_libraries()[0],
+            Path::new(nvrtc_dl::LIBRARY_NAMES[0])
+        );
     }
 }

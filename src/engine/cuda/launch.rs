@@ -10,6 +10,7 @@ use super::abi::{
 use super::cache::FactorCache;
 use super::device::cuda_err;
 use super::kernels;
+use super::modules::Kernels;
 use super::upload::DeviceHls;
 use crate::engine::{CopyRate, Launch, PhiParams, RunStats};
 use crate::error::{Error, Result};
@@ -18,11 +19,9 @@ use crate::matrix::Matrix;
 use crate::ops::Op;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
-    LaunchConfig, PushKernelArg,
+    CudaEvent, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
 };
 use rayon::prelude::*;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 // SAFETY: HlsLaunchParams is a plain `repr(C)` struct of integers and floats generated
@@ -97,56 +96,6 @@ pub enum Part {
     Dense,
     /// The op's sparse-only kernel.
     Sparse,
-}
-
-/// The loaded module and its entry points, looked up by name once.
-pub struct Kernels {
-    module: Arc<CudaModule>,
-    functions: std::sync::Mutex<HashMap<String, CudaFunction>>,
-}
-
-impl Kernels {
-    /// Wraps a loaded module; checks that every entry point is there.
-    pub fn new(module: Arc<CudaModule>) -> Result<Self> {
-        let k = Kernels {
-            module,
-            functions: std::sync::Mutex::new(HashMap::new()),
-        };
-        for name in [
-            kernels::DENSE_MTTKRP,
-            kernels::DENSE_TTMC,
-            kernels::CP_UPDATE_ROWS,
-            kernels::CP_NORMALIZE,
-        ]
-        .into_iter()
-        .chain(kernels::completion::ALL)
-        {
-            k.get(name)?;
-        }
-        for fused in [false, true] {
-            for &(v, s) in kernels::MTTKRP_LAYOUTS {
-                k.get(&kernels::entry_name(fused, "mttkrp", v, s))?;
-            }
-            for &(v, s) in kernels::TTMC_LAYOUTS {
-                k.get(&kernels::entry_name(fused, "ttmc", v, s))?;
-            }
-        }
-        Ok(k)
-    }
-
-    /// The entry point `name`.
-    pub fn get(&self, name: &str) -> Result<CudaFunction> {
-        let mut map = self.functions.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(f) = map.get(name) {
-            return Ok(f.clone());
-        }
-        let f = self
-            .module
-            .load_function(name)
-            .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))?;
-        map.insert(name.to_string(), f.clone());
-        Ok(f)
-    }
 }
 
 /// What the backend keeps on the device between calls.

@@ -15,7 +15,10 @@
 //! ([`CudaBackend::new`] probes the driver once per process and never panics).
 //!
 //! - `device`: probing and opening the device;
-//! - `kernels`: the device code (embedded by build.rs or compiled by NVRTC at run time);
+//! - `family`: the kernel families, one `.cu` entry file each (shared with build.rs);
+//! - `kernels`: the device code per family (embedded by build.rs or compiled by NVRTC
+//!   at run time, where [`KernelSearch`] says) and the entry points' names;
+//! - `modules`: each family loaded into its own module on first use;
 //! - `nvrtc_dl`: NVRTC loaded by file name (shared with build.rs);
 //! - `upload`: device copies of HLS tensors;
 //! - `cache`: which factors stay on the device;
@@ -31,8 +34,10 @@ mod cache;
 mod completion;
 mod cp;
 mod device;
+pub mod family;
 pub mod kernels;
 mod launch;
+mod modules;
 pub mod nvrtc_dl;
 #[cfg(test)]
 mod staging_model;
@@ -48,7 +53,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 use device::cuda_err;
 use std::sync::{Arc, Mutex};
 
-pub use kernels::BUILD as KERNEL_BUILD;
+pub use kernels::{BUILD as KERNEL_BUILD, KernelSearch};
 
 /// The CUDA backend on one device.
 pub struct CudaBackend {
@@ -58,31 +63,23 @@ pub struct CudaBackend {
     name: String,
     capability: (i32, i32),
     sm_count: usize,
-    kernels: launch::Kernels,
-    kernel_source: String,
+    kernels: modules::Kernels,
     state: Mutex<launch::DeviceState>,
     opts: CudaOptions,
 }
 
 impl CudaBackend {
-    /// Opens device `opts.ordinal` and loads the kernels. [`crate::Error::NoDevice`] when
-    /// there is no driver, no such device or its compute capability is below 8.0;
-    /// [`crate::Error::Nvrtc`] / [`crate::Error::Cuda`] when the kernels cannot be
-    /// compiled or loaded.
+    /// Opens device `opts.ordinal`; each kernel family is compiled (when not embedded,
+    /// where `opts.kernels` says) and loaded on its first use. [`crate::Error::NoDevice`]
+    /// when there is no driver, no such device or its compute capability is below 8.0.
+    /// A family that cannot be compiled or loaded ([`crate::Error::Nvrtc`] /
+    /// [`crate::Error::Cuda`], naming it) fails the calls that need it, and only those;
+    /// the core family (MTTKRP and TTMc) is loaded here, so that a backend that opens
+    /// can run them.
     pub fn new(opts: CudaOptions) -> Result<Self> {
         let dev = device::open(opts.ordinal)?;
-        let (image, output, kernel_source) = kernels::module_image(dev.capability)?;
-        let image = match output {
-            nvrtc_dl::Output::Cubin => cudarc::nvrtc::Ptx::from_binary(image),
-            nvrtc_dl::Output::Ptx => {
-                cudarc::nvrtc::Ptx::from_src(String::from_utf8_lossy(&image).into_owned())
-            }
-        };
-        let module = dev
-            .ctx
-            .load_module(image)
-            .map_err(|e| cuda_err("loading the kernel module", e))?;
-        let kernels = launch::Kernels::new(module)?;
+        let kernels = modules::Kernels::new(dev.ctx.clone(), dev.capability, opts.kernels.clone());
+        kernels.load(kernels::Family::Core)?;
         let sm_count = dev
             .ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -106,7 +103,6 @@ impl CudaBackend {
             stream,
             side,
             kernels,
-            kernel_source,
             state: Mutex::new(launch::DeviceState::new()),
             sm_count,
             ctx: dev.ctx,
@@ -142,9 +138,10 @@ impl CudaBackend {
         self.capability
     }
 
-    /// Where the loaded device code came from (an embedded image or run-time NVRTC).
-    pub fn kernel_source(&self) -> &str {
-        &self.kernel_source
+    /// Where each kernel family's device code came from (an embedded image or run-time
+    /// NVRTC), or that it is not loaded yet, or why it failed.
+    pub fn kernel_source(&self) -> String {
+        self.kernels.sources()
     }
 }
 
@@ -177,7 +174,7 @@ impl CudaBackend {
             self.capability.1,
             self.sm_count,
             self.ctx.ordinal(),
-            self.kernel_source
+            self.kernels.sources()
         )
     }
     /// The identifier tuning profiles are matched against: name and capability.

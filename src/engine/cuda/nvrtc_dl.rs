@@ -1,7 +1,8 @@
 //! Compiling CUDA C with an NVRTC library loaded by path (`libloading`), as PTX or as a
 //! cubin for one architecture. Shared by build.rs (which embeds the kernels) and the
 //! run-time fallback, so neither depends on which NVRTC file names cudarc knows.
-//! Depends on nothing in the crate: build.rs includes this file with `#[path]`.
+//! Depends on nothing in the crate, and reads no environment (the caller says where to
+//! look): build.rs includes this file with `#[path]`.
 
 use std::ffi::{CString, c_char, c_void};
 use std::path::{Path, PathBuf};
@@ -33,11 +34,13 @@ type VersionFn = unsafe extern "C" fn(*mut i32, *mut i32) -> i32;
 /// path): CUDA 13, CUDA 12, and the unversioned development link.
 pub const LIBRARY_NAMES: &[&str] = &["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"];
 
-/// Folders a CUDA toolkit keeps its libraries in, beside the loader's search path.
-pub fn toolkit_lib_dirs() -> Vec<PathBuf> {
+/// Folders a CUDA toolkit keeps its libraries in, beside the loader's search path:
+/// `cuda_home/lib64` (the caller's toolkit root, e.g. from `CUDA_HOME`), then the
+/// standard install folders.
+pub fn toolkit_lib_dirs(cuda_home: Option<&Path>) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    if let Some(home) = std::env::var_os("CUDA_HOME").or_else(|| std::env::var_os("CUDA_PATH")) {
-        dirs.push(PathBuf::from(home).join("lib64"));
+    if let Some(home) = cuda_home {
+        dirs.push(home.join("lib64"));
     }
     dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
     for major in ["13", "12"] {
