@@ -25,8 +25,10 @@
 //! - `cp`: CP-ALS with the factors in device memory;
 //! - `completion`: the tensor-completion session (ALS, CCD++ and SGD kernels) with the
 //!   factors and the residual in device memory;
-//! - `launch`: launch parameters ([`abi::HlsLaunchParams`]), the launches, the copy back
-//!   and the copy-rate measurement.
+//! - `launch`: one call: factors, output buffer and the copy back;
+//! - `launch_op`: launch parameters ([`abi::HlsLaunchParams`]) and the launches of an op;
+//! - `grid`: lane layouts, batch sizes and the grids of a call;
+//! - `timing`: timing events and the copy-rate measurement.
 
 #[rustfmt::skip]
 pub mod abi;
@@ -35,12 +37,15 @@ mod completion;
 mod cp;
 mod device;
 pub mod family;
+mod grid;
 pub mod kernels;
 mod launch;
+mod launch_op;
 mod modules;
 pub mod nvrtc_dl;
 #[cfg(test)]
 mod staging_model;
+mod timing;
 mod upload;
 
 use super::{CompletionSession, CopyRate, CpSession, CudaOptions, Launch, RunOptions, RunStats};

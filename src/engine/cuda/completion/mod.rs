@@ -9,10 +9,10 @@
 //! on the device, which says whether they wrote inf or NaN. Every copy back is followed
 //! by a synchronization of the stream before the host reads it.
 //!
-//! Built lazily, once per session: every row's nonzero count (one pass over the tensor,
-//! for SGD's regularization and the grouping) and, per mode, the nonzeros grouped by
-//! row for the normal equations (one more pass, on the device; the host only sums the
-//! counts and cuts long rows into segments). The grouping fixes the order within a row
+//! Built lazily, once per session (`rows`): every row's nonzero count (one pass over the
+//! tensor, for SGD's regularization and the grouping) and, per mode, the nonzeros
+//! grouped by row for the normal equations (one more pass, on the device; the host
+//! only sums the counts and cuts long rows into segments). The grouping fixes the order within a row
 //! by atomics, so sums over a row may run in a different order from one session to the
 //! next; so do the f64 atomics of the loss and of the column terms.
 //!
@@ -21,6 +21,9 @@
 //! With [`SgdStep::shuffle`] off the permutation is the identity, but the units still
 //! run concurrently, so the result equals the sequential reference only where
 //! concurrent steps touch disjoint rows.
+
+mod order;
+mod rows;
 
 use super::abi::{
     HLS_BLOCK_THREADS, HLS_BLOCK_WARPS, HLS_COMPLETION_CHUNK, HLS_COMPLETION_TILE_PARTS,
@@ -38,7 +41,8 @@ use crate::engine::completion::{
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
-use rand::{Rng, SeedableRng};
+use order::unit_permutation;
+use rows::{Counts, Groups};
 
 // SAFETY: HlsCompletionParams is a plain `repr(C)` struct of integers, floats and a
 // nested HlsLaunchParams generated from kernels/hls_abi.h, the exact layout the kernels
@@ -52,27 +56,6 @@ const SEGMENT: u64 = 1024;
 const SGD_BATCH: u32 = 256;
 /// Dynamic shared memory the normal equations may use per block (no opt-in needed).
 const NORMAL_EQ_SMEM: usize = 48 * 1024;
-
-/// Every row's nonzero count, on the device and on the host.
-struct Counts {
-    dev: CudaSlice<u32>,
-    host: Vec<u32>,
-    /// Where mode `m`'s counts start.
-    offsets: Vec<usize>,
-}
-
-/// One mode's nonzeros grouped by row, in device memory.
-struct Groups {
-    /// Per nonzero, the other modes' indices (`order − 1` each).
-    idx: CudaSlice<u32>,
-    /// Per nonzero, its value minus the offset.
-    val: CudaSlice<f32>,
-    /// Segment `k` holds slots `seg_start[k] .. seg_start[k + 1]`.
-    seg_start: CudaSlice<u64>,
-    /// The row of every segment.
-    seg_row: CudaSlice<u32>,
-    n_segs: usize,
-}
 
 /// A completion session on one tensor of the CUDA backend.
 pub struct CudaCompletion<'a> {
@@ -251,89 +234,6 @@ impl<'a> CudaCompletion<'a> {
         }
     }
 
-    /// Every row's nonzero count, counted on the first call.
-    fn ensure_counts(&mut self) -> Result<f64> {
-        if self.counts.is_some() {
-            return Ok(0.0);
-        }
-        let mut offsets = Vec::with_capacity(self.dims.len());
-        let mut total = 0usize;
-        for &d in &self.dims {
-            offsets.push(total);
-            total += d;
-        }
-        let dev = alloc::<u32>(self.backend, total, "the row counts")?;
-        let mut p = self.params(0);
-        p.counts = ptr(&dev, &self.backend.stream);
-        for (m, &o) in offsets.iter().enumerate() {
-            p.count_off[m] = o as u64;
-        }
-        let seconds = self.launch(entries::COUNT, &p, self.walk_blocks(), 0)?;
-        let mut host = vec![0u32; total];
-        let stream = &self.backend.stream;
-        if total > 0 {
-            stream
-                .memcpy_dtoh(&dev.slice(0..total), host.as_mut_slice())
-                .map_err(|e| cuda_err("copying the row counts back", e))?;
-        }
-        stream
-            .synchronize()
-            .map_err(|e| cuda_err("waiting for the row counts", e))?;
-        self.counts = Some(Counts { dev, host, offsets });
-        Ok(seconds)
-    }
-
-    /// Mode `mode`'s nonzeros grouped by row, grouped on the first call.
-    fn ensure_groups(&mut self, mode: usize) -> Result<f64> {
-        if self.groups[mode].is_some() {
-            return Ok(0.0);
-        }
-        let mut seconds = self.ensure_counts()?;
-        let rows = self.dims[mode];
-        let counts = self.counts.as_ref().expect("counted above");
-        let own = &counts.host[counts.offsets[mode]..counts.offsets[mode] + rows];
-        let (first, seg_start, seg_row) = row_segments(own, SEGMENT);
-        let n_segs = seg_row.len();
-        let d = self.dims.len() - 1;
-        let stream = &self.backend.stream;
-        let idx = alloc::<u32>(self.backend, self.nnz * d, "the row-grouped indices")?;
-        let val = alloc::<f32>(self.backend, self.nnz, "the row-grouped values")?;
-        let mut next = alloc::<u64>(self.backend, rows, "the grouping cursors")?;
-        let mut starts = alloc::<u64>(self.backend, seg_start.len(), "the row segments")?;
-        let mut srows = alloc::<u32>(self.backend, n_segs, "the segment rows")?;
-        let upload = |what: &str, r: std::result::Result<(), cudarc::driver::DriverError>| {
-            r.map_err(|e| cuda_err(&format!("uploading {what}"), e))
-        };
-        if rows > 0 {
-            upload(
-                "the grouping cursors",
-                stream.memcpy_htod(&first, &mut next),
-            )?;
-        }
-        upload(
-            "the row segments",
-            stream.memcpy_htod(&seg_start, &mut starts),
-        )?;
-        if n_segs > 0 {
-            upload("the segment rows", stream.memcpy_htod(&seg_row, &mut srows))?;
-        }
-        let mut p = self.params(mode);
-        p.group_next = ptr(&next, stream);
-        p.group_idx = ptr(&idx, stream);
-        p.group_val = ptr(&val, stream);
-        seconds += self.launch(entries::GROUP, &p, self.walk_blocks(), 0)?;
-        self.pending_up += ((first.len() + seg_start.len()) * 8 + seg_row.len() * 4) as u64;
-        drop(next);
-        self.groups[mode] = Some(Groups {
-            idx,
-            val,
-            seg_start: starts,
-            seg_row: srows,
-            n_segs,
-        });
-        Ok(seconds)
-    }
-
     /// An f64 buffer of at least `n` entries, its first `n` cleared.
     fn cleared_acc(&mut self, n: usize) -> Result<()> {
         if self.acc.as_ref().is_none_or(|b| b.len() < n.max(1)) {
@@ -415,53 +315,6 @@ fn finite(values: &[f32], what: impl FnOnce() -> String) -> Result<()> {
             values[p]
         ))),
     }
-}
-
-/// The grouping of rows with `counts` nonzeros each: every row's first slot, and the
-/// rows cut into segments of at most `segment` slots, as the segments' first slots (and
-/// the end) and their rows. Rows without nonzeros have no segment.
-fn row_segments(counts: &[u32], segment: u64) -> (Vec<u64>, Vec<u64>, Vec<u32>) {
-    let mut first = Vec::with_capacity(counts.len());
-    let mut seg_start = Vec::new();
-    let mut seg_row = Vec::new();
-    let mut at = 0u64;
-    for (i, &c) in counts.iter().enumerate() {
-        first.push(at);
-        let c = u64::from(c);
-        let mut s = 0;
-        while s < c {
-            seg_start.push(at + s);
-            seg_row.push(i as u32);
-            s += segment;
-        }
-        at += c;
-    }
-    seg_start.push(at);
-    (first, seg_start, seg_row)
-}
-
-/// Greatest common divisor.
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
-
-/// The SGD visiting order of `units` work units as `(mul, add)`: unit
-/// `(mul · u + add) mod units` runs `u`-th. A seeded bijection (`mul` coprime with
-/// `units`) when shuffling, else the identity.
-fn unit_permutation(units: u64, seed: u64, shuffle: bool) -> (u32, u32) {
-    if !shuffle || units <= 1 {
-        return (1, 0);
-    }
-    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut mul = rng.random_range(1..units);
-    while gcd(mul, units) != 1 {
-        mul = if mul + 1 < units { mul + 1 } else { 1 };
-    }
-    let add = rng.random_range(0..units);
-    (mul as u32, add as u32)
 }
 
 impl CompletionSession for CudaCompletion<'_> {
@@ -703,142 +556,5 @@ impl CompletionSession for CudaCompletion<'_> {
             )));
         }
         Ok(loss[0])
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::hls::{HlsBuilder, HlsTensor, TILE_ORDER};
-    use crate::tensor::generate::{GenSpec, Pattern, generate};
-
-    #[test]
-    fn segments_tile_every_row_in_pieces_of_at_most_the_segment() {
-        let counts = [3u32, 0, 10, 1, 0, 7];
-        let (first, starts, rows) = row_segments(&counts, 4);
-        assert_eq!(first, [0, 3, 3, 13, 14, 14]);
-        assert_eq!(rows, [0, 2, 2, 2, 3, 5, 5]);
-        assert_eq!(starts, [0, 3, 7, 11, 13, 14, 18, 21]);
-        let (_, starts, rows) = row_segments(&[0, 0], 4);
-        assert_eq!((starts, rows), (vec![0], vec![]));
-    }
-
-    /// A 3rd-order tensor with dense tiles and a sparse part.
-    fn tiled() -> HlsTensor {
-        let x = generate(&GenSpec {
-            dims: vec![40, 35, 50],
-            nnz: 6000,
-            pattern: Pattern::BlockDense {
-                tile_nnz: 300,
-                dense_share: 0.6,
-            },
-            seed: 8,
-        })
-        .unwrap();
-        let hls = HlsBuilder::new(16).build(&x).unwrap();
-        assert!(hls.dense().is_some_and(|d| d.len() > 2) && hls.sparse().nnz() > 0);
-        hls
-    }
-
-    /// The dense tiles in the session's order, as `(position, coordinates, value)`.
-    fn session_dense(hls: &HlsTensor) -> Vec<(usize, [u32; TILE_ORDER], u16)> {
-        let mut v = Vec::new();
-        let mut q = 0;
-        hls.for_each_nonzero(|c, x| {
-            if q >= hls.sparse().nnz() {
-                v.push((q, std::array::from_fn(|m| c[m]), x.to_bits()));
-            }
-            q += 1;
-        });
-        v
-    }
-
-    /// The index arithmetic of `for_each_nonzero`'s dense walk in kernels/completion.cu
-    /// (lane l owns bitmap words 2l and 2l + 1, an exclusive scan of their popcounts
-    /// gives its first slot) gives every dense nonzero the session's position,
-    /// coordinates and value.
-    #[test]
-    fn the_kernels_lane_walk_of_a_tile_visits_the_session_order() {
-        let hls = tiled();
-        let d = hls.dense().unwrap();
-        let sp = hls.sparse().nnz();
-        let mut got = Vec::new();
-        for t in 0..d.len() {
-            let o = d.tile_origin(t);
-            let bm = &d.bitmaps()[t];
-            let mut incl = 0usize;
-            for lane in 0..32 {
-                let (w0, w1) = (bm[2 * lane], bm[2 * lane + 1]);
-                let count = (w0.count_ones() + w1.count_ones()) as usize;
-                incl += count;
-                let mut slot = d.offsets()[t] as usize + incl - count;
-                for (k, w) in [w0, w1].into_iter().enumerate() {
-                    let mut bits = w;
-                    while bits != 0 {
-                        let pos = (2 * lane + k) as u32 * 64 + bits.trailing_zeros();
-                        bits &= bits - 1;
-                        let c = crate::hls::DenseTile::cell(o, pos);
-                        got.push((sp + slot, c, d.values()[slot].to_bits()));
-                        slot += 1;
-                    }
-                }
-            }
-        }
-        got.sort_by_key(|g| g.0);
-        assert_eq!(got, session_dense(&hls));
-    }
-
-    /// The same for SGD's units: a tile in HLS_COMPLETION_TILE_PARTS parts of 16 words,
-    /// each starting at the popcount of the words before it.
-    #[test]
-    fn the_kernels_sgd_parts_of_a_tile_visit_the_session_order() {
-        let hls = tiled();
-        let d = hls.dense().unwrap();
-        let sp = hls.sparse().nnz();
-        let parts = HLS_COMPLETION_TILE_PARTS as usize;
-        let words = crate::hls::BITMAP_WORDS / parts;
-        let mut got = Vec::new();
-        for t in 0..d.len() {
-            let o = d.tile_origin(t);
-            let bm = &d.bitmaps()[t];
-            for part in 0..parts {
-                let mut slot = d.offsets()[t] as usize
-                    + bm[..part * words]
-                        .iter()
-                        .map(|w| w.count_ones() as usize)
-                        .sum::<usize>();
-                for (w, &word) in bm.iter().enumerate().skip(part * words).take(words) {
-                    let mut bits = word;
-                    while bits != 0 {
-                        let pos = w as u32 * 64 + bits.trailing_zeros();
-                        bits &= bits - 1;
-                        let c = crate::hls::DenseTile::cell(o, pos);
-                        got.push((sp + slot, c, d.values()[slot].to_bits()));
-                        slot += 1;
-                    }
-                }
-            }
-        }
-        assert_eq!(
-            got,
-            session_dense(&hls),
-            "parts in order give the session order"
-        );
-    }
-
-    #[test]
-    fn unit_permutations_are_bijections() {
-        for units in [1u64, 2, 3, 7, 12, 64, 97, 1000] {
-            for seed in 0..20 {
-                let (mul, add) = unit_permutation(units, seed, true);
-                let mut seen = vec![false; units as usize];
-                for u in 0..units {
-                    let v = (u64::from(mul) * u + u64::from(add)) % units;
-                    assert!(!seen[v as usize], "units {units}, seed {seed}");
-                    seen[v as usize] = true;
-                }
-            }
-            assert_eq!(unit_permutation(units, 5, false), (1, 0));
-        }
     }
 }
