@@ -45,16 +45,11 @@
 //! entries are zeroed. Deterministic for a given seed, options, backend and thread
 //! count.
 
-use super::dense::{cholesky_solve_small, cholesky_solve_x4, inverse_spd};
 use crate::engine::{Engine, Prepared, RowCounts, SgdStep};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use crate::tensor::CooTensor;
-use faer::MatRef;
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rayon::prelude::*;
 use std::time::Instant;
 
 mod model;

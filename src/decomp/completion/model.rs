@@ -1,7 +1,13 @@
 //! The fitted completion model and what it is measured with: predictions, RMSEs, the
 //! deterministic train/validation/test split and the mean and bias baselines.
 
-use super::*;
+use super::{EpochStats, Solver};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use crate::tensor::CooTensor;
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rayon::prelude::*;
 /// A completion model and how it was reached.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompletionModel {
@@ -77,7 +83,7 @@ impl CompletionModel {
 }
 
 /// `μ + Σ_r Π_m F_m[c_m, r]` in f64, with the coordinates checked.
-pub(super) fn predict_at(offset: f64, factors: &[Matrix], coords: &[u32]) -> Result<f64> {
+fn predict_at(offset: f64, factors: &[Matrix], coords: &[u32]) -> Result<f64> {
     if coords.len() != factors.len() {
         return Err(Error::shape("coordinates", factors.len(), coords.len()));
     }
@@ -93,7 +99,7 @@ pub(super) fn predict_at(offset: f64, factors: &[Matrix], coords: &[u32]) -> Res
 }
 
 /// `Σ_r Π_m F_m[c_m, r]` in f64 (coordinates in range).
-pub(super) fn model_at(factors: &[Matrix], c: &[u32]) -> f64 {
+fn model_at(factors: &[Matrix], c: &[u32]) -> f64 {
     let r = factors[0].cols();
     let mut rows = factors.iter().zip(c).map(|(f, &i)| f.row(i as usize));
     let first = rows.next().expect("at least one mode");
@@ -118,7 +124,7 @@ pub(super) fn model_at(factors: &[Matrix], c: &[u32]) -> f64 {
 }
 
 /// Checks that `x` has `dims.len()` modes and no index beyond `dims`.
-pub(super) fn check_covers(dims: &[usize], x: &CooTensor) -> Result<()> {
+fn check_covers(dims: &[usize], x: &CooTensor) -> Result<()> {
     if x.order() != dims.len() {
         return Err(Error::shape("tensor order", dims.len(), x.order()));
     }
@@ -141,7 +147,7 @@ pub(super) fn rmse_of(offset: f64, factors: &[Matrix], x: &CooTensor) -> Option<
 }
 
 /// The RMSE of `predict` over the entries of `x` (`None` when empty).
-pub(super) fn rmse_with(x: &CooTensor, predict: impl Fn(&[u32]) -> f64 + Sync) -> Option<f64> {
+fn rmse_with(x: &CooTensor, predict: impl Fn(&[u32]) -> f64 + Sync) -> Option<f64> {
     let n = x.nnz();
     if n == 0 {
         return None;

@@ -1,7 +1,11 @@
 //! The small solves of the completion solvers on the host: ALS's per-row
 //! regularized normal equations and CCD++'s column update.
 
-use super::*;
+use crate::decomp::dense::{cholesky_solve_small, cholesky_solve_x4, inverse_spd};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use faer::MatRef;
+use rayon::prelude::*;
 /// `Σ_n ‖A⁽ⁿ⁾‖²` in f64.
 pub(super) fn sq_norm(factors: &[Matrix]) -> f64 {
     factors
@@ -55,7 +59,7 @@ pub(super) fn solve_rows(
 /// The `n ≤ 4` rows `first..first + n` of [`solve_rows`] for rank `R`, four at a time
 /// ([`cholesky_solve_x4`]) into `out` (`n × R`); per row, whether it is done (rows
 /// without entries are, at zero; a row whose system was not positive definite is not).
-pub(super) fn solve_x4<const R: usize>(
+fn solve_x4<const R: usize>(
     ne: &Matrix,
     first: usize,
     n: usize,
@@ -100,7 +104,7 @@ pub(super) fn solve_x4<const R: usize>(
 /// One row of [`solve_rows`]: `a = (G + λI)⁻¹ b` by Cholesky, or by the
 /// pseudo-inverse when `G + λI` is singular (only `λ = 0` allows it); whether it took
 /// the pseudo-inverse.
-pub(super) fn solve_one(row: &[f32], r: usize, lambda: f64, a: &mut [f32]) -> Result<bool> {
+fn solve_one(row: &[f32], r: usize, lambda: f64, a: &mut [f32]) -> Result<bool> {
     let system = || {
         let g: Vec<f64> = (0..r * r)
             .map(|p| f64::from(row[p]) + if p / r == p % r { lambda } else { 0.0 })

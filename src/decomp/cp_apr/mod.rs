@@ -57,19 +57,20 @@
 //! [`CpAprOptions::non_integer`]. A tensor with no nonzero value gives the zero model
 //! (log-likelihood 0) with a warning.
 
-use super::check_common;
 use crate::engine::phi::MuInner;
-use crate::engine::{Call, Engine, PhiParams, PhiRun, Prepared, RunStats};
+use crate::engine::{Call, Engine, PhiParams, Prepared, RunStats};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
-use rayon::prelude::*;
 use std::time::Instant;
 
 mod mu;
 mod options;
 
-use mu::*;
+use mu::{
+    column_sums, fix_inadmissible, has_unsure_zero, log_likelihood, mark_support, mu_inner_seq,
+    normalize, scale_columns, to_f32,
+};
 pub use options::{CpAprOptions, NonInteger};
 
 /// What one outer iteration did and cost.

@@ -2,8 +2,13 @@
 //! without a Φ session (one Φ call each), the inadmissible-zero fix, the column
 //! normalizations and the log-likelihood.
 
-use super::*;
-use crate::engine::phi::kkt_violation;
+use super::Clock;
+use crate::engine::phi::{MuInner, kkt_violation};
+use crate::engine::{Call, Engine, PhiRun, Prepared, RunStats};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use crate::ops::Op;
+use rayon::prelude::*;
 
 /// MU's inner iterations on one mode, one Φ evaluation at a time through `phi` (`Φ`
 /// of the f32 copy of `B` into `out`, as [`Op::Phi`] computes it): up to `max_inner`
@@ -167,7 +172,7 @@ type LlScratch<'s> = (
 );
 
 /// Rows per parallel chunk of the element-wise passes.
-pub(super) const CHUNK_ROWS: usize = 4096;
+const CHUNK_ROWS: usize = 4096;
 
 /// Column sums of a row-major `rows × rank` matrix, over fixed row blocks added in
 /// order (the same result whatever the thread count).

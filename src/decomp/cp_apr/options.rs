@@ -1,6 +1,8 @@
 //! CP-APR's options and their checks.
 
-use super::*;
+use crate::decomp::check_common;
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
 
 /// What to do with tensor values that are not integers (Poisson assumes counts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -135,7 +137,7 @@ impl CpAprOptions {
 
 /// Checks user-given initial factors: one per mode of shape `dims[m] × rank`, finite,
 /// nonnegative, none all zero.
-pub(super) fn check_init(init: &[Matrix], dims: &[usize], rank: usize) -> Result<()> {
+fn check_init(init: &[Matrix], dims: &[usize], rank: usize) -> Result<()> {
     if init.len() != dims.len() {
         return Err(Error::shape(
             "initial factors",
