@@ -8,23 +8,73 @@
 //! - Tucker: `DIR/core.txt`, the core unfolded along mode 0: `R_0` lines of
 //!   `R_1·…·R_{N-1}` entries, last mode fastest (`numpy.loadtxt(...).reshape(ranks)`);
 //! - `DIR/model.json`: kind, dims, ranks, fits per iteration, timings.
+//!
+//! Results are written whole or not at all ([`write_model`], [`write_matrix`]; see
+//! [`atomic`]).
+
+pub mod atomic;
 
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+pub use atomic::{ModelFile, check_replaceable, write_file_atomically, write_model_dir};
+use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
-/// Writes `m` to `path` with a `#` header line `header`.
+/// Writes `m` to the file `path` with a `#` header line `header`, whole or not at all
+/// (an earlier `path` stays as it was when writing fails).
 pub fn write_matrix(path: &Path, header: &str, m: &Matrix<f64>) -> Result<()> {
-    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut w = BufWriter::new(f);
-    let io = |e| Error::io(path, e);
-    writeln!(w, "# {header} ({} x {})", m.rows(), m.cols()).map_err(io)?;
+    write_file_atomically(path, |w| write_matrix_to(w, header, m))
+}
+
+/// Writes `m` as text with a `#` header line `header` to `w`.
+pub fn write_matrix_to(w: &mut dyn Write, header: &str, m: &Matrix<f64>) -> io::Result<()> {
+    writeln!(w, "# {header} ({} x {})", m.rows(), m.cols())?;
+    let mut line = String::new();
     for i in 0..m.rows() {
-        let line: Vec<String> = m.row(i).iter().map(|x| format!("{x:e}")).collect();
-        writeln!(w, "{}", line.join(" ")).map_err(io)?;
+        line.clear();
+        for (j, x) in m.row(i).iter().enumerate() {
+            use std::fmt::Write as _;
+            let sep = if j == 0 { "" } else { " " };
+            let _ = write!(line, "{sep}{x:e}");
+        }
+        writeln!(w, "{line}")?;
     }
-    w.flush().map_err(io)
+    Ok(())
+}
+
+/// Writes a model into the folder `dir`, whole or not at all: `factor-<m>.txt` for each
+/// of `factors`, the `(name, header, matrix)` of `matrices` (weights, a core), and
+/// `summary` as `model.json`, last. An existing `dir` is replaced whole (see
+/// [`check_replaceable`] for which may be); on failure it is left as it was.
+pub fn write_model(
+    dir: &Path,
+    factors: &[Matrix],
+    matrices: &[(&str, String, Matrix<f64>)],
+    summary: &serde_json::Value,
+) -> Result<()> {
+    let mut files: Vec<ModelFile<'_>> = Vec::new();
+    for (m, f) in factors.iter().enumerate() {
+        files.push(ModelFile {
+            name: format!("factor-{m}.txt"),
+            fill: Box::new(move |w| {
+                write_matrix_to(w, &format!("factor of mode {m}"), &f.to_f64())
+            }),
+        });
+    }
+    for (name, header, matrix) in matrices {
+        files.push(ModelFile {
+            name: (*name).to_string(),
+            fill: Box::new(move |w| write_matrix_to(w, header, matrix)),
+        });
+    }
+    files.push(ModelFile {
+        name: "model.json".into(),
+        fill: Box::new(move |w| {
+            serde_json::to_writer_pretty(&mut *w, summary).map_err(io::Error::other)?;
+            writeln!(w)
+        }),
+    });
+    write_model_dir(dir, &files)
 }
 
 /// Reads a matrix written by [`write_matrix`] (or any whitespace-separated table with

@@ -7,7 +7,7 @@ use serde_json::json;
 use sptmc::decomp::completion::{Baselines, split};
 use sptmc::decomp::{CompletionModel, EpochStats, Solver};
 use sptmc::driver::{self, CompletionRequest, NoForms};
-use sptmc::model_io::{read_factors, write_factors};
+use sptmc::model_io::{read_factors, write_file_atomically, write_model};
 use sptmc::{CooTensor, Error, Result};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -210,10 +210,7 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
         "epochs": model.epochs,
     });
     if let Some(dir) = &a.out {
-        write_factors(dir, &model.factors)?;
-        let path = dir.join("model.json");
-        let text = serde_json::to_string_pretty(&summary).expect("JSON serializes");
-        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        write_model(dir, &model.factors, &[], &summary)?;
         eprintln!("sptmc: wrote factor-*.txt, model.json to {}", dir.display());
     }
     if a.common.json {
@@ -368,8 +365,8 @@ pub fn predict(a: PredictArgs) -> Result<ExitCode> {
     match &a.out {
         Some(out) => {
             super::output::check_file(out, "--out")?;
-            let f = std::fs::File::create(out).map_err(|e| Error::io(out, e))?;
-            write(&mut BufWriter::new(f)).map_err(|e| Error::io(out, e))?;
+            super::output::check_not_input(out, "--out", Some(path))?;
+            write_file_atomically(out, write)?;
             eprintln!(
                 "sptmc: wrote {} predictions to {}",
                 lines.len(),

@@ -7,8 +7,8 @@ use super::load::load;
 use super::{Told, engine, print_json};
 use sptmc::decomp::{CpAprIter, NonInteger};
 use sptmc::driver::{self, CpAprRequest, NoForms};
-use sptmc::model_io::{write_factors, write_matrix};
-use sptmc::{Error, Matrix, Result};
+use sptmc::model_io::write_model;
+use sptmc::{Matrix, Result};
 use std::process::ExitCode;
 
 /// The progress line of an outer iteration.
@@ -73,16 +73,14 @@ pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
     }
     let summary = report.summary(&job, &loaded.name, x.dims(), x.nnz());
     if let Some(dir) = &a.out {
-        write_factors(dir, &model.factors)?;
         let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
-        write_matrix(
-            &dir.join("weights.txt"),
-            "CP-APR weights (lambda); factor columns sum to 1",
-            &weights,
+        let header = "CP-APR weights (lambda); factor columns sum to 1".to_string();
+        write_model(
+            dir,
+            &model.factors,
+            &[("weights.txt", header, weights)],
+            &summary,
         )?;
-        let path = dir.join("model.json");
-        let text = serde_json::to_string_pretty(&summary).expect("JSON serializes");
-        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
         eprintln!(
             "sptmc: wrote weights.txt, factor-*.txt, model.json to {}",
             dir.display()

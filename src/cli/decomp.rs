@@ -6,8 +6,8 @@ use super::load::load;
 use super::{Told, engine, print_json};
 use sptmc::decomp::IterStats;
 use sptmc::driver::{self, CpRequest, NoForms, TuckerRequest};
-use sptmc::model_io::{read_factors, write_factors, write_matrix};
-use sptmc::{Error, Matrix, Result};
+use sptmc::model_io::{read_factors, write_model};
+use sptmc::{Matrix, Result};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -40,13 +40,7 @@ fn finish(
     what: &str,
 ) -> Result<()> {
     if let Some(dir) = &m.out {
-        write_factors(dir, factors)?;
-        for (name, header, matrix) in files {
-            write_matrix(&dir.join(name), header, matrix)?;
-        }
-        let path = dir.join("model.json");
-        let text = serde_json::to_string_pretty(summary).expect("JSON serializes");
-        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        write_model(dir, factors, files, summary)?;
         let names: Vec<&str> = files.iter().map(|f| f.0).collect();
         eprintln!(
             "sptmc: wrote {}, factor-*.txt, model.json to {}",

@@ -20,6 +20,7 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     }
     if let Some(out) = &a.out {
         super::output::check_file(out, "--out")?;
+        super::output::check_not_input(out, "--out", a.file.as_deref())?;
     }
     let loaded = load(a.file.as_deref(), !a.no_cache)?;
     let x = &loaded.tensor;

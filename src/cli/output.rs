@@ -4,17 +4,36 @@
 use sptmc::{Error, Result};
 use std::path::Path;
 
-/// Checks that `dir` is a folder the model files can be written into: created when
-/// missing, refused when it is a file or cannot be written.
+/// Checks that a model can be written as the folder `dir`: it is new, empty or an
+/// earlier model (replaced whole when the new one is complete; see
+/// [`sptmc::model_io::check_replaceable`]), and the folder that holds it (created when
+/// missing) takes new entries. `dir` itself is created only by the write.
 pub fn check_dir(dir: &Path) -> Result<()> {
-    if std::fs::symlink_metadata(dir).is_ok() && !dir.is_dir() {
-        return Err(Error::InvalidOption(format!(
-            "--out {}: exists and is not a folder",
-            dir.display()
-        )));
+    sptmc::model_io::check_replaceable(dir)?;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    probe(parent)
+}
+
+/// Refuses an output file `out` (given as the option `name`) that is the input file
+/// `input`: the result would replace the data it was computed from.
+pub fn check_not_input(out: &Path, name: &str, input: Option<&Path>) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let (Some(input), Ok(o)) = (input, std::fs::metadata(out)) else {
+        return Ok(());
+    };
+    match std::fs::metadata(input) {
+        Ok(i) if o.is_file() && o.dev() == i.dev() && o.ino() == i.ino() => {
+            Err(Error::InvalidOption(format!(
+                "{name} {}: is the input file; give another name",
+                out.display()
+            )))
+        }
+        _ => Ok(()),
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    probe(dir)
 }
 
 /// Checks that `file` (given as the option `name`) can be written: its folder exists
