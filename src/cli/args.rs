@@ -39,12 +39,28 @@ pub struct Common {
     /// Backend.
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
-    /// Worker threads of the CPU backend (default: all cores, or RAYON_NUM_THREADS).
-    #[arg(long)]
+    /// Worker threads of the CPU backend (default: all cores, or RAYON_NUM_THREADS);
+    /// at most 4 per core.
+    #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
     /// Machine-readable JSON on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--threads`: from 1 to 4 per core of this machine. More threads than that only
+/// wait for the cores (and 10,000 of them take minutes to start and join).
+fn parse_threads(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let max = 4 * cores;
+    match n {
+        0 => Err("must be at least 1".into()),
+        n if n > max => Err(format!(
+            "at most {max} (4 per core; this machine has {cores}): more threads only wait for the cores"
+        )),
+        n => Ok(n),
+    }
 }
 
 /// The subcommands.
