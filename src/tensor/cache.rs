@@ -12,6 +12,11 @@
 //! one archive or copied with `cp -p`, `rsync -a` or `touch -r` share them. Anything
 //! else rebuilds the entry from the text.
 //!
+//! What is not cached: a source that is not a regular file (a FIFO, `/dev/stdin` from
+//! a pipe, `<(…)`, a device), which can be read only once and is streamed straight into
+//! the parser; and a source whose path is not valid UTF-8, which a source record (JSON)
+//! cannot hold.
+//!
 //! Entries are written under a temporary name and renamed into place, so a reader never
 //! sees a partial one; temporaries left by a killed writer are removed on the next
 //! load ([`Cache::clean_temporaries`]).
@@ -183,9 +188,21 @@ impl Cache {
         path: &Path,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<(CooTensor, LoadSource)> {
+        let uncached = |why: &str, progress: &mut dyn FnMut(u64, u64)| {
+            let (x, report) = tns::read_with_progress(path, progress)?;
+            let cache = CacheNote::NotWritten(why.into());
+            Ok((x, LoadSource::Text { report, cache }))
+        };
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if !meta.is_file() {
+            return uncached("not a regular file: read once as it streams", progress);
+        }
         self.clean_temporaries();
         clean_legacy_temporaries(path);
         let canonical = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+        if canonical.to_str().is_none() {
+            return uncached("the file's path is not valid UTF-8", progress);
+        }
         let record = SourceRecord::of(&canonical)?;
         let entry = self.entry_path(&canonical);
         let why = if entry.exists() {
@@ -241,7 +258,10 @@ impl Cache {
         record: &SourceRecord,
         why: Option<String>,
     ) -> CacheNote {
-        let meta = serde_json::to_vec(record).expect("a source record serializes");
+        let meta = match serde_json::to_vec(record) {
+            Ok(m) => m,
+            Err(e) => return CacheNote::NotWritten(format!("its source record: {e}")),
+        };
         let written = std::fs::create_dir_all(&self.dir)
             .map_err(|e| Error::io(&self.dir, e))
             .and_then(|()| binary::write_with_meta(entry, x, &meta));
