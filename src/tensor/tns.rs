@@ -16,26 +16,32 @@
 //! [`ReadReport`]. Every malformed input is an [`Error::Parse`] naming the file, the
 //! 1-based line and what is wrong; nothing panics on any input.
 //!
+//! What cannot be tensor text is refused with the line where it shows, as the file
+//! streams in ([`input`]): a NUL byte (binary data, `/dev/urandom`), a line longer than
+//! [`MAX_LINE`], a carriage return that does not end a line (CR-only line ends would
+//! read as one line of many fields); and an order beyond [`MAX_ORDER`].
+//!
 //! The text is parsed as bytes (no per-line allocation), in chunks split at line ends
-//! and parsed in parallel; line numbers in errors stay exact.
+//! and parsed in parallel; line numbers in errors stay exact. Writing is in [`output`].
+
+mod input;
+mod output;
+
+pub use input::{MAX_LINE, check_text};
+pub use output::{write, write_to};
 
 use super::CooTensor;
 use crate::error::{Error, Result};
 use rayon::prelude::*;
-use std::fs::File;
-use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
-/// The two bytes every gzip member starts with.
-const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// The largest 1-based index a mode can hold (0-based indices are `u32`).
 const MAX_INDEX: u64 = 1 << 32;
-/// Bytes read between progress calls.
-const READ_STEP: usize = 4 << 20;
+/// The largest order a text tensor may have: far beyond any real tensor's (which stay
+/// under a few dozen modes), far below what one line of millions of fields would claim.
+pub const MAX_ORDER: usize = 1024;
 /// Smallest chunk handed to one parallel parser.
 const MIN_CHUNK: usize = 256 << 10;
-/// Entries formatted per parallel batch when writing.
-const WRITE_BATCH: usize = 1 << 16;
 
 /// What reading a `.tns` file found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -68,8 +74,9 @@ pub fn read_with_progress(
     path: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(CooTensor, ReadReport)> {
-    let (text, trailing_bytes) = read_text(path, progress)?;
-    let (x, report) = parse(&text, path)?;
+    let (text, trailing_bytes) = input::read_text(path, progress)?;
+    // `read_text` has checked the text as it came in.
+    let (x, report) = parse_checked(&text, path)?;
     Ok((
         x,
         ReadReport {
@@ -79,135 +86,14 @@ pub fn read_with_progress(
     ))
 }
 
-/// Reads the whole file as text, decompressing gzip; also gives the bytes ignored after
-/// the last gzip member.
-fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<(Vec<u8>, u64)> {
-    let io = |e| Error::io(path, e);
-    let mut file = File::open(path).map_err(io)?;
-    let total = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut magic = [0u8; 2];
-    let got = read_up_to(&mut file, &mut magic).map_err(io)?;
-    let is_gzip = got == 2 && magic == GZIP_MAGIC;
-    let named_gz = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
-    if named_gz && !is_gzip {
-        return Err(Error::Decompress {
-            path: path.to_path_buf(),
-            reason: "the name ends in .gz but the file does not start with the gzip magic bytes"
-                .into(),
-        });
-    }
-    let head = &magic[..got];
-    if is_gzip {
-        // The magic bytes are taken: the member reader puts them back in front.
-        read_gzip(path, file, total, progress)
-    } else {
-        let mut text = Vec::with_capacity(total as usize);
-        text.extend_from_slice(head);
-        loop {
-            let n = read_step(&mut file, &mut text).map_err(io)?;
-            progress(text.len() as u64, total);
-            if n == 0 {
-                break;
-            }
-        }
-        Ok((text, 0))
-    }
-}
-
-/// Decompresses gzip member after member, as `gzip -d` does: what follows the last
-/// member without the gzip magic (zero padding, trailing garbage) is ignored and
-/// counted. Gives the text and the count.
-fn read_gzip(
-    path: &Path,
-    raw: impl Read,
-    total: u64,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<(Vec<u8>, u64)> {
-    use std::io::BufRead;
-    let io = |e| Error::io(path, e);
-    let count = std::rc::Rc::new(std::cell::Cell::new(GZIP_MAGIC.len() as u64));
-    let counted = CountingReader {
-        inner: raw,
-        count: count.clone(),
-    };
-    let mut rest: Box<dyn BufRead> = Box::new(std::io::BufReader::with_capacity(1 << 16, counted));
-    // Compressed text usually expands 3–6×.
-    let mut text = Vec::with_capacity((total as usize).saturating_mul(4));
-    let mut magic = GZIP_MAGIC;
-    loop {
-        // Each member starts with the two magic bytes already taken from `rest`.
-        let mut gz = flate2::bufread::GzDecoder::new(std::io::Cursor::new(magic).chain(rest));
-        loop {
-            let n = read_step(&mut gz, &mut text).map_err(|e| decompress_error(path, e))?;
-            progress(count.get(), total);
-            if n == 0 {
-                break;
-            }
-        }
-        rest = gz.into_inner().into_inner().1;
-        let got = read_up_to(&mut rest, &mut magic).map_err(io)?;
-        if got == 2 && magic == GZIP_MAGIC {
-            continue;
-        }
-        let ignored = got as u64 + std::io::copy(&mut rest, &mut std::io::sink()).map_err(io)?;
-        return Ok((text, ignored));
-    }
-}
-
-/// Corrupt compressed data is a [`Error::Decompress`]; anything else stays an I/O error.
-fn decompress_error(path: &Path, e: std::io::Error) -> Error {
-    use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
-    match e.kind() {
-        InvalidData | InvalidInput | UnexpectedEof => Error::Decompress {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        },
-        _ => Error::io(path, e),
-    }
-}
-
-/// Fills as much of `buf` as the reader gives; returns the bytes read.
-fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match r.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
-}
-
-/// Appends up to [`READ_STEP`] bytes to `out`; returns how many (0 at the end).
-fn read_step(r: &mut impl Read, out: &mut Vec<u8>) -> std::io::Result<usize> {
-    let start = out.len();
-    out.resize(start + READ_STEP, 0);
-    let got = read_up_to(r, &mut out[start..]);
-    let n = *got.as_ref().unwrap_or(&0);
-    out.truncate(start + n);
-    got
-}
-
-/// A reader that counts the bytes taken from the one it wraps.
-struct CountingReader<R> {
-    inner: R,
-    count: std::rc::Rc<std::cell::Cell<u64>>,
-}
-
-impl<R: Read> Read for CountingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count.set(self.count.get() + n as u64);
-        Ok(n)
-    }
-}
-
 /// Parses `.tns` text held in memory; `origin` names the file in errors.
 pub fn parse(text: &[u8], origin: &Path) -> Result<(CooTensor, ReadReport)> {
+    check_text(text, origin)?;
+    parse_checked(text, origin)
+}
+
+/// [`parse`] of a text [`check_text`] has passed.
+fn parse_checked(text: &[u8], origin: &Path) -> Result<(CooTensor, ReadReport)> {
     let err = |line: usize, reason: String| Error::Parse {
         file: origin.to_path_buf(),
         line,
@@ -391,6 +277,16 @@ fn find_start(text: &[u8]) -> std::result::Result<Option<Start>, (usize, String)
         return Ok(None);
     };
     let f1: Vec<&[u8]> = fields(strip_comment(l1)).collect();
+    if f1.len() > MAX_ORDER + 1 {
+        return Err((
+            n1,
+            format!(
+                "{} fields: an order of {} is far beyond any real tensor's (at most {MAX_ORDER})",
+                f1.len(),
+                f1.len() - 1
+            ),
+        ));
+    }
     if f1.len() >= 2 {
         return Ok(Some(Start {
             offset: off1,
@@ -414,6 +310,13 @@ fn find_start(text: &[u8]) -> std::result::Result<Option<Start>, (usize, String)
         .and_then(|o| {
             if o == 0 {
                 Err((n1, "the header declares order 0".to_string()))
+            } else if o > MAX_ORDER as u64 {
+                Err((
+                    n1,
+                    format!(
+                        "the header declares order {o}, far beyond any real tensor's (at most {MAX_ORDER})"
+                    ),
+                ))
             } else {
                 Ok(o)
             }
@@ -608,86 +511,6 @@ fn diagnose(line: &[u8], shape: &Shape, limits: &[u64]) -> String {
     }
 }
 
-/// Writes `x` as `.tns` text to `path`, gzipped when the name ends in `.gz`.
-pub fn write(path: &Path, x: &CooTensor) -> Result<()> {
-    let io = |e| Error::io(path, e);
-    let file = File::create(path).map_err(io)?;
-    let gz = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
-    if gz {
-        let mut enc = flate2::write::GzEncoder::new(
-            BufWriter::with_capacity(1 << 20, file),
-            flate2::Compression::default(),
-        );
-        write_to(&mut enc, x).map_err(|e| rename_io(e, path))?;
-        let mut inner = enc.finish().map_err(io)?;
-        inner.flush().map_err(io)
-    } else {
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        write_to(&mut w, x).map_err(|e| rename_io(e, path))?;
-        w.flush().map_err(io)
-    }
-}
-
-/// Puts `path` on an I/O error raised without one.
-fn rename_io(e: Error, path: &Path) -> Error {
-    match e {
-        Error::Io { source, .. } => Error::io(path, source),
-        e => e,
-    }
-}
-
-/// Writes `x` as `.tns` text (no header, 1-based indices, one entry per line) to `w`.
-/// Values are written in their shortest form that reads back to the same `f64`.
-pub fn write_to(mut w: impl Write, x: &CooTensor) -> Result<()> {
-    let io = |e| Error::io("<writer>", e);
-    let nnz = x.nnz();
-    let mut start = 0;
-    while start < nnz {
-        // Format a few batches in parallel, then write them in order.
-        let end = (start + WRITE_BATCH * 4 * rayon::current_num_threads()).min(nnz);
-        let texts: Vec<Vec<u8>> = (start..end)
-            .into_par_iter()
-            .step_by(WRITE_BATCH)
-            .map(|s| format_entries(x, s, (s + WRITE_BATCH).min(end)))
-            .collect();
-        for t in texts {
-            w.write_all(&t).map_err(io)?;
-        }
-        start = end;
-    }
-    w.flush().map_err(io)
-}
-
-/// The text of entries `s..e`.
-fn format_entries(x: &CooTensor, s: usize, e: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity((e - s) * (8 * x.order() + 12));
-    let mut ints = itoa::Buffer::new();
-    for k in s..e {
-        for m in 0..x.order() {
-            out.extend_from_slice(ints.format(x.indices(m)[k] as u64 + 1).as_bytes());
-            out.push(b' ');
-        }
-        push_value(&mut out, x.values()[k]);
-        out.push(b'\n');
-    }
-    out
-}
-
-/// Appends the shortest text that parses back to `v` exactly: plain digits for
-/// ordinary magnitudes, exponent notation for very large or small ones.
-fn push_value(out: &mut Vec<u8>, v: f64) {
-    let a = v.abs();
-    if a == 0.0 || (1e-5..1e16).contains(&a) {
-        // Display gives the shortest round-trip digits, without a trailing ".0".
-        let _ = write!(out, "{v}");
-    } else {
-        // Debug switches to exponent notation at these magnitudes.
-        let _ = write!(out, "{v:?}");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -705,33 +528,5 @@ mod tests {
         for c in &chunks[..chunks.len() - 1] {
             assert_eq!(c.last(), Some(&b'\n'));
         }
-    }
-
-    #[test]
-    fn values_print_shortest_and_read_back() {
-        for v in [
-            0.0,
-            -0.0,
-            1.0,
-            3.0,
-            0.1,
-            1.0 / 3.0,
-            1e-300,
-            5e-324,
-            1e300,
-            -2.5e17,
-            12345.678,
-            f64::MAX,
-            f64::MIN_POSITIVE,
-        ] {
-            let mut out = Vec::new();
-            push_value(&mut out, v);
-            let s = std::str::from_utf8(&out).unwrap();
-            assert_eq!(s.parse::<f64>().unwrap().to_bits(), v.to_bits(), "{s}");
-            assert!(s.len() <= 24, "{s} is not short");
-        }
-        let mut out = Vec::new();
-        push_value(&mut out, 4.0);
-        assert_eq!(out, b"4");
     }
 }

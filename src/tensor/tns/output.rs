@@ -1,0 +1,124 @@
+//! Writing `.tns` text: one entry a line, values in their shortest exact form.
+
+use crate::error::{Error, Result};
+use crate::tensor::CooTensor;
+use rayon::prelude::*;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+/// Entries formatted per parallel batch when writing.
+const WRITE_BATCH: usize = 1 << 16;
+
+/// Writes `x` as `.tns` text to `path`, gzipped when the name ends in `.gz`.
+pub fn write(path: &Path, x: &CooTensor) -> Result<()> {
+    let io = |e| Error::io(path, e);
+    let file = File::create(path).map_err(io)?;
+    let gz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    if gz {
+        let mut enc = flate2::write::GzEncoder::new(
+            BufWriter::with_capacity(1 << 20, file),
+            flate2::Compression::default(),
+        );
+        write_to(&mut enc, x).map_err(|e| rename_io(e, path))?;
+        let mut inner = enc.finish().map_err(io)?;
+        inner.flush().map_err(io)
+    } else {
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        write_to(&mut w, x).map_err(|e| rename_io(e, path))?;
+        w.flush().map_err(io)
+    }
+}
+
+/// Puts `path` on an I/O error raised without one.
+fn rename_io(e: Error, path: &Path) -> Error {
+    match e {
+        Error::Io { source, .. } => Error::io(path, source),
+        e => e,
+    }
+}
+
+/// Writes `x` as `.tns` text (no header, 1-based indices, one entry per line) to `w`.
+/// Values are written in their shortest form that reads back to the same `f64`.
+pub fn write_to(mut w: impl Write, x: &CooTensor) -> Result<()> {
+    let io = |e| Error::io("<writer>", e);
+    let nnz = x.nnz();
+    let mut start = 0;
+    while start < nnz {
+        // Format a few batches in parallel, then write them in order.
+        let end = (start + WRITE_BATCH * 4 * rayon::current_num_threads()).min(nnz);
+        let texts: Vec<Vec<u8>> = (start..end)
+            .into_par_iter()
+            .step_by(WRITE_BATCH)
+            .map(|s| format_entries(x, s, (s + WRITE_BATCH).min(end)))
+            .collect();
+        for t in texts {
+            w.write_all(&t).map_err(io)?;
+        }
+        start = end;
+    }
+    w.flush().map_err(io)
+}
+
+/// The text of entries `s..e`.
+fn format_entries(x: &CooTensor, s: usize, e: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity((e - s) * (8 * x.order() + 12));
+    let mut ints = itoa::Buffer::new();
+    for k in s..e {
+        for m in 0..x.order() {
+            out.extend_from_slice(ints.format(x.indices(m)[k] as u64 + 1).as_bytes());
+            out.push(b' ');
+        }
+        push_value(&mut out, x.values()[k]);
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Appends the shortest text that parses back to `v` exactly: plain digits for
+/// ordinary magnitudes, exponent notation for very large or small ones.
+fn push_value(out: &mut Vec<u8>, v: f64) {
+    let a = v.abs();
+    if a == 0.0 || (1e-5..1e16).contains(&a) {
+        // Display gives the shortest round-trip digits, without a trailing ".0".
+        let _ = write!(out, "{v}");
+    } else {
+        // Debug switches to exponent notation at these magnitudes.
+        let _ = write!(out, "{v:?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_print_shortest_and_read_back() {
+        for v in [
+            0.0,
+            -0.0,
+            1.0,
+            3.0,
+            0.1,
+            1.0 / 3.0,
+            1e-300,
+            5e-324,
+            1e300,
+            -2.5e17,
+            12345.678,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+        ] {
+            let mut out = Vec::new();
+            push_value(&mut out, v);
+            let s = std::str::from_utf8(&out).unwrap();
+            assert_eq!(s.parse::<f64>().unwrap().to_bits(), v.to_bits(), "{s}");
+            assert!(s.len() <= 24, "{s} is not short");
+        }
+        let mut out = Vec::new();
+        push_value(&mut out, 4.0);
+        assert_eq!(out, b"4");
+    }
+}
