@@ -171,25 +171,32 @@ fn tucker_sums(hls: &HlsTensor, core: &[f64], ranks: &[usize], factors: &[Matrix
     ResidualSums { misfit, on_support }
 }
 
+impl ValueCensus {
+    /// The census of `values`, in their order.
+    pub fn of_values(values: impl IntoIterator<Item = f64>) -> Self {
+        let mut c = ValueCensus::default();
+        for v in values {
+            if v != 0.0 {
+                c.nonzero += 1;
+            }
+            if v < 0.0 {
+                c.negative += 1;
+                c.first_negative.get_or_insert(v);
+            } else if v.fract() != 0.0 {
+                c.non_integer += 1;
+                c.first_non_integer.get_or_insert(v);
+            }
+        }
+        c
+    }
+}
+
 /// [`Engine::value_census`] over `hls`.
 fn census(hls: &HlsTensor) -> ValueCensus {
     let scale = f64::from(hls.scale());
     let dense = hls.dense().map_or(&[][..], |d| d.values());
-    let mut c = ValueCensus::default();
-    for h in hls.sparse().values().iter().chain(dense) {
-        let v = f64::from(h.to_f32()) * scale;
-        if v != 0.0 {
-            c.nonzero += 1;
-        }
-        if v < 0.0 {
-            c.negative += 1;
-            c.first_negative.get_or_insert(v);
-        } else if v.fract() != 0.0 {
-            c.non_integer += 1;
-            c.first_non_integer.get_or_insert(v);
-        }
-    }
-    c
+    let stored = hls.sparse().values().iter().chain(dense);
+    ValueCensus::of_values(stored.map(|h| f64::from(h.to_f32()) * scale))
 }
 
 /// [`Engine::row_counts`] over `hls`.

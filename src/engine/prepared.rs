@@ -2,7 +2,7 @@
 //! the device's tuned thresholds and handed to the backend.
 
 use super::profile::ProfileChoice;
-use super::{BackendTensor, Engine, Workload};
+use super::{BackendTensor, Engine, ValueCensus, Workload};
 use crate::error::{Error, Result};
 use crate::hls::{HlsBuilder, HlsTensor, KeyOrder};
 use crate::ops::Op;
@@ -16,6 +16,7 @@ pub struct Prepared {
     pub(super) dims: Vec<usize>,
     nnz: usize,
     norm_sq: f64,
+    census: ValueCensus,
     parts: Vec<(Op, Arc<BackendTensor>)>,
     thresholds: Vec<(Op, ProfileChoice)>,
     build_time: Duration,
@@ -37,6 +38,12 @@ impl Prepared {
     /// Squared Frobenius norm of the tensor (FP64, from the input values).
     pub fn norm_sq(&self) -> f64 {
         self.norm_sq
+    }
+    /// The census of the input values, as read: not as rounded to fp16 for storage,
+    /// where 100000.5 becomes 100000 and 1e-30 becomes 0 ([`Engine::value_census`]
+    /// counts those).
+    pub fn census(&self) -> &ValueCensus {
+        &self.census
     }
     /// The backend tensor used for `op`, if the tensor was prepared for it (or, for an
     /// op that runs on another op's form, such as [`Op::Phi`], for that op).
@@ -164,6 +171,7 @@ impl Engine {
             dims: x.dims().to_vec(),
             nnz: parts[0].1.hls().nnz(),
             norm_sq: x.norm_sq(),
+            census: ValueCensus::of_values(x.values().iter().copied()),
             parts,
             thresholds: with
                 .iter()
