@@ -7,12 +7,17 @@
 //! taken out), the loss, and one SGD epoch on a diagonal tensor of the case's extents
 //! (whose steps touch disjoint rows, so any parallel scheme matches the sequential
 //! reference), each a row of the report with its kernel named.
+//!
+//! A run refused for want of memory (a TTMc output larger than this machine's memory,
+//! a tensor beyond the device's) says nothing of accuracy: it is reported as skipped,
+//! with the refusal, and does not fail the self-test.
 
 use super::cases::{self, FactorKind};
 use crate::accuracy::{Accuracy, SMAPE_TARGET_PERCENT, compare, compare_slices};
 use crate::engine::{Engine, Prepared, SgdStep, Workload};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::matrix::Matrix;
+use crate::memplan::MemoryPlan;
 use crate::ops::Op;
 use crate::reference;
 use crate::tensor::CooTensor;
@@ -94,6 +99,9 @@ pub struct SelftestRow {
     pub time_ms: f64,
     /// The error, if the run or the comparison failed (NaN/Inf included).
     pub error: Option<String>,
+    /// Why the run was skipped: a refusal for want of memory (then no `error`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 impl SelftestRow {
@@ -112,6 +120,49 @@ impl SelftestRow {
                 .smape_percent
                 .is_some_and(|s| s <= SMAPE_TARGET_PERCENT)
     }
+
+    /// Ran and missed the contract (a skipped row did not run).
+    pub fn failed(&self) -> bool {
+        self.skipped.is_none() && !self.passed()
+    }
+
+    /// A row of `op` on `mode` at `rank` from the outcome of its check: the accuracy,
+    /// a skip (a refusal for want of memory) or an error.
+    fn from_outcome(
+        tensor: &str,
+        op: Op,
+        kernel: Option<&'static str>,
+        (mode, rank): (usize, usize),
+        time_ms: f64,
+        checked: Result<Accuracy>,
+    ) -> SelftestRow {
+        let (a, error, skipped) = match checked {
+            Ok(a) => (Some(a), None, None),
+            Err(e) if is_memory_refusal(&e) => (None, None, Some(e.to_string())),
+            Err(e) => (None, Some(e.to_string()), None),
+        };
+        SelftestRow {
+            tensor: tensor.to_string(),
+            op,
+            kernel,
+            mode,
+            rank,
+            smape_percent: a.as_ref().map(|a| a.smape_percent),
+            max_rel_err: a.as_ref().map(|a| a.max_rel_err),
+            rel_frobenius: a.as_ref().map(|a| a.rel_frobenius),
+            time_ms,
+            error,
+            skipped,
+        }
+    }
+}
+
+/// Whether `e` refuses a run for want of memory (host, device or the memory plan).
+fn is_memory_refusal(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::HostMemory { .. } | Error::Memory { .. } | Error::DeviceMemory { .. }
+    )
 }
 
 /// All rows of a self-test run.
@@ -124,9 +175,15 @@ pub struct SelftestReport {
 }
 
 impl SelftestReport {
-    /// Whether every row passed.
+    /// Whether every row that ran passed (and at least one ran); skipped rows fail
+    /// nothing.
     pub fn passed(&self) -> bool {
-        !self.rows.is_empty() && self.rows.iter().all(SelftestRow::passed)
+        self.rows.iter().any(|r| r.skipped.is_none()) && !self.rows.iter().any(SelftestRow::failed)
+    }
+
+    /// The rows skipped for want of memory.
+    pub fn skipped(&self) -> impl Iterator<Item = &SelftestRow> {
+        self.rows.iter().filter(|r| r.skipped.is_some())
     }
 
     /// The report as JSON.
@@ -153,19 +210,27 @@ impl SelftestReport {
                 f(r.max_rel_err),
                 f(r.rel_frobenius),
                 r.time_ms,
-                match (&r.error, r.passed()) {
-                    (Some(e), _) => format!("ERROR {e}"),
-                    (None, true) => "ok".into(),
-                    (None, false) => format!("FAIL (> {SMAPE_TARGET_PERCENT}%)"),
+                match (&r.error, &r.skipped, r.passed()) {
+                    (Some(e), _, _) => format!("ERROR {e}"),
+                    (None, Some(why), _) => format!("SKIPPED {why}"),
+                    (None, None, true) => "ok".into(),
+                    (None, None, false) => format!("FAIL (> {SMAPE_TARGET_PERCENT}%)"),
                 }
             );
         }
-        let failed = self.rows.iter().filter(|r| !r.passed()).count();
+        let failed = self.rows.iter().filter(|r| r.failed()).count();
+        let skipped = self.skipped().count();
+        let ran = self.rows.len() - skipped;
         s += &format!(
-            "{}: {} runs, {failed} failed\n",
+            "{}: {ran} runs, {failed} failed",
             if self.passed() { "PASSED" } else { "FAILED" },
-            self.rows.len()
         );
+        if skipped > 0 {
+            s += &format!(
+                "; {skipped} skipped for want of memory (see SKIPPED above; not accuracy failures)"
+            );
+        }
+        s += "\n";
         s
     }
 }
@@ -177,7 +242,22 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
     for case in cases {
         let x = &case.tensor;
         for &(op, rank) in &case.runs {
-            let prepared = engine.prepare(x, &[Workload { op, rank }])?;
+            let prepared = match engine.prepare(x, &[Workload { op, rank }]) {
+                Ok(p) => p,
+                Err(e) if is_memory_refusal(&e) => {
+                    let row = (0, rank);
+                    rows.push(SelftestRow::from_outcome(
+                        &case.name,
+                        op,
+                        None,
+                        row,
+                        0.0,
+                        Err(e),
+                    ));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if op == Op::Completion {
                 if case.factors == FactorKind::Uniform {
                     completion_rows(engine, &case.name, &prepared, rank, &mut rows)?;
@@ -185,6 +265,22 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
                 continue;
             }
             for mode in 0..x.order() {
+                // The factors, the result and the reference's, planned before any of
+                // them is allocated.
+                let ranks = vec![rank; x.order()];
+                let plan = MemoryPlan::kernel(op, x.dims(), mode, &ranks, true, false);
+                if let Err(e) = plan.check() {
+                    let row = (mode, rank);
+                    rows.push(SelftestRow::from_outcome(
+                        &case.name,
+                        op,
+                        None,
+                        row,
+                        0.0,
+                        Err(e),
+                    ));
+                    continue;
+                }
                 let factors = case.factors.factors(x.dims(), rank, 17 + mode as u64);
                 let start = Instant::now();
                 let got = engine.run(op, &prepared, mode, &factors);
@@ -194,22 +290,10 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
                     let want = reference::apply(op, x, mode, &factors)?;
                     compare(&want, &g)
                 });
-                let (a, error) = match checked {
-                    Ok(a) => (Some(a), None),
-                    Err(e) => (None, Some(e.to_string())),
-                };
-                rows.push(SelftestRow {
-                    tensor: case.name.clone(),
-                    op,
-                    kernel: None,
-                    mode,
-                    rank,
-                    smape_percent: a.as_ref().map(|a| a.smape_percent),
-                    max_rel_err: a.as_ref().map(|a| a.max_rel_err),
-                    rel_frobenius: a.as_ref().map(|a| a.rel_frobenius),
-                    time_ms,
-                    error,
-                });
+                let row = (mode, rank);
+                rows.push(SelftestRow::from_outcome(
+                    &case.name, op, None, row, time_ms, checked,
+                ));
             }
         }
     }
@@ -251,22 +335,8 @@ fn completion_row(
 ) -> SelftestRow {
     let mut time_ms = 0.0;
     let checked = check(&mut time_ms);
-    let (a, error) = match checked {
-        Ok(a) => (Some(a), None),
-        Err(e) => (None, Some(e.to_string())),
-    };
-    SelftestRow {
-        tensor: tensor.to_string(),
-        op: Op::Completion,
-        kernel: Some(kernel),
-        mode,
-        rank,
-        smape_percent: a.as_ref().map(|a| a.smape_percent),
-        max_rel_err: a.as_ref().map(|a| a.max_rel_err),
-        rel_frobenius: a.as_ref().map(|a| a.rel_frobenius),
-        time_ms,
-        error,
-    }
+    let row = (mode, rank);
+    SelftestRow::from_outcome(tensor, Op::Completion, Some(kernel), row, time_ms, checked)
 }
 
 /// The completion kernels on `prepared` at rank `rank` against FP64 (see the module
@@ -278,6 +348,13 @@ fn completion_rows(
     rank: usize,
     rows: &mut Vec<SelftestRow>,
 ) -> Result<()> {
+    // The factors in f32 and in f64, and the kernels' results, planned first.
+    let ranks = vec![rank; prepared.order()];
+    let plan = MemoryPlan::kernel(Op::Completion, prepared.dims(), 0, &ranks, true, false);
+    if let Err(e) = plan.check() {
+        rows.push(completion_row(name, "all", 0, rank, |_| Err(e)));
+        return Ok(());
+    }
     let x = in_session_order(prepared)?;
     let factors = FactorKind::Uniform.factors(x.dims(), rank, 29);
     let wide: Vec<Matrix<f64>> = factors.iter().map(Matrix::to_f64).collect();
@@ -424,6 +501,7 @@ mod tests {
                 rel_frobenius: Some(0.01),
                 time_ms: 1.0,
                 error: None,
+                skipped: None,
             }],
         };
         assert!(!report.passed());
@@ -432,5 +510,42 @@ mod tests {
         report.rows[0].error = Some("non-finite value".into());
         assert!(!report.passed());
         assert!(report.table().contains("ERROR"));
+    }
+
+    /// A TTMc whose output cannot fit in memory (rank 4096 on a 4th-order tensor: each
+    /// output row holds 4096³ entries) is skipped with the refusal, not failed; the
+    /// others still run and pass. A report of skips alone has not passed.
+    #[test]
+    fn memory_refusals_are_skips_not_failures() {
+        let cases = generated_cases(20, 500, &[(Op::Mttkrp, 4)]).unwrap();
+        let four = cases
+            .iter()
+            .find(|c| c.tensor.order() == 4)
+            .unwrap()
+            .clone();
+        let case = SelftestCase {
+            runs: vec![(Op::Mttkrp, 4), (Op::Ttmc, 4096), (Op::Ttmc, 2)],
+            ..four
+        };
+        let report = run(&Engine::cpu(), &[case]).unwrap();
+        let skipped: Vec<&SelftestRow> = report.skipped().collect();
+        assert!(!skipped.is_empty(), "{}", report.table());
+        for r in &skipped {
+            assert_eq!((r.op, r.rank), (Op::Ttmc, 4096));
+            assert!(r.error.is_none() && !r.failed());
+            assert!(r.skipped.as_ref().unwrap().contains("memory"), "{r:?}");
+        }
+        assert!(report.passed(), "{}", report.table());
+        let table = report.table();
+        assert!(table.contains("SKIPPED") && table.contains("skipped for want of memory"));
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        let rows = json["rows"].as_array().unwrap();
+        assert!(rows.iter().any(|r| r["skipped"].is_string()));
+        // Skips alone: nothing ran, nothing passed.
+        let only = SelftestReport {
+            backend: "test".into(),
+            rows: skipped.into_iter().cloned().collect(),
+        };
+        assert!(!only.passed());
     }
 }
