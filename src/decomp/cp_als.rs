@@ -28,7 +28,15 @@
 //! Initial factors, unless given: mode `m` is `Matrix::random(I_m, R, seed + m)`
 //! (uniform in `[0, 1)`, f32; wrapping add). Mode 0's initial factor is never read (the
 //! first update of mode 0 uses only the others), as in pyttb. To give a peer the same
-//! start, write these matrices out; `init = Some(…)` feeds them back exactly.
+//! start, write these matrices out; `init = Some(…)` feeds them back exactly. Each
+//! initial factor is first scaled by the power of two (exact) that brings its largest
+//! entry nearest to 1: ALS's iterates do not depend on the factors' scale, but the f32 products of
+//! the MTTKRP do (factors scaled by 1e-30 made every product zero and the model zero,
+//! and random entries below 1 multiplied to zero over 100 modes).
+//!
+//! A model that collapsed to zero (every weight 0 for a nonzero tensor: products of
+//! factor entries that underflow f32, as over very many modes) is an error, never a
+//! model of fit 0 returned as a success.
 
 use super::dense::{SolveKind, gram, gram_seq, inverse_spd, row_blocks};
 use super::{
@@ -192,6 +200,14 @@ pub fn cp_als_with_control(
     // The factors live in f32, as the engine takes them; everything reduced over rows
     // (Grams, column norms, the fit's inner product) is accumulated in f64.
     let mut factors = opts.initial_factors(&dims);
+    for f in &mut factors {
+        // Every initial factor, so that the entries of factors with one row each
+        // (uniform in [0, 1)) do not multiply to an f32 underflow over many modes
+        // (about e^-99 over 99), nor entries above 1 to an overflow: the first
+        // iteration normalizes by the 2-norm, which takes a power of two out exactly,
+        // so the iterates do not change.
+        rescale_to_unit(f, 0.0..0.0);
+    }
     let mut grams: Vec<Mat<f64>> = factors.iter().map(gram).collect();
     // Kept up to date by the updates, so the kernels need not scan the factors.
     let mut col_max = ColumnMax::of(&factors);
@@ -298,6 +314,12 @@ pub fn cp_als_with_control(
         factors = s.factors()?;
     }
     let (weights, factors) = arrange(weights, factors.iter().map(Matrix::to_f64).collect());
+    if norm_sq > 0.0 && weights.iter().all(|&w| w == 0.0) {
+        return Err(Error::Numerical(format!(
+            "CP-ALS collapsed to the zero model after {} iterations (every weight is 0, or its factor columns are): the products of factor entries underflow f32 over the tensor's {order} modes, or the initial factors hold no usable column",
+            iters.len()
+        )));
+    }
     Ok(CpModel {
         weights,
         factors,
@@ -471,6 +493,29 @@ fn hadamard_except(grams: &[Mat<f64>], n: usize, rank: usize) -> Mat<f64> {
             .map(|(_, g)| g[(i, j)])
             .product()
     })
+}
+
+/// Scales `a` by the power of two nearest to `1 / m`, `m` its largest entry in
+/// magnitude (so that `m` lands in `[2^-½, 2^½)`; exactly: only the exponents change),
+/// when `m` is not 0 and lies outside `keep`; any other `a` is left bit for bit. One
+/// factor for the whole matrix, so that neither CP-ALS nor HOOI (whose subspaces a
+/// per-column scale would turn) take another path.
+pub(super) fn rescale_to_unit(a: &mut Matrix, keep: std::ops::Range<f32>) {
+    let m = a.data().iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    if m == 0.0 || !m.is_finite() || keep.contains(&m) {
+        return;
+    }
+    // Multiply by 2^-e, in two powers of two applied in turn so that neither over- nor
+    // underflows (m = 2^-149 needs 2^149 in all).
+    let e = f64::from(m).log2().round() as i32;
+    if e == 0 {
+        return;
+    }
+    let half = -e / 2;
+    let (s1, s2) = (2f32.powi(half), 2f32.powi(-e - half));
+    for v in a.data_mut() {
+        *v = *v * s1 * s2;
+    }
 }
 
 /// Divides every column of `a` by its norm (2-norm if `two_norm`, else

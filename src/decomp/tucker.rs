@@ -19,8 +19,14 @@
 //! Initial factors, unless given: mode `m` is the orthonormal `Q` of a Householder QR
 //! of `Matrix::random(I_m, R_m, seed + m)` (uniform in `[0, 1)`; wrapping add). Given
 //! initial factors are used as they are, not orthonormalized (as pyttb's `tucker_als`
-//! does), so a peer fed the same matrices takes the same path. Mode 0's initial factor
-//! is never read: the first update of mode 0 uses only the others.
+//! does), so a peer fed the same matrices takes the same path — scaled by a power of
+//! two where their largest entry is below 2⁻¹⁶ or above 2¹⁶, as CP-ALS scales its own
+//! (the subspaces, all HOOI reads, do not change; the f32 TTMc no longer under- or
+//! overflows). Mode 0's initial factor is never read: the first update of mode 0 uses
+//! only the others.
+//!
+//! A core that collapsed to zero for a nonzero tensor is an error, never a model of
+//! fit 0 returned as a success.
 
 use super::dense::{at_b, leading_left_singular, orthonormalize};
 use super::{
@@ -216,6 +222,9 @@ pub fn tucker_hooi_with_control(
     let order = dims.len();
 
     let mut factors = opts.initial_factors(&dims);
+    for f in &mut factors {
+        super::cp_als::rescale_to_unit(f, 2f32.powi(-16)..2f32.powi(16));
+    }
     let mut core = Vec::new();
     let mut fits = Vec::new();
     let mut iters = Vec::new();
@@ -266,6 +275,12 @@ pub fn tucker_hooi_with_control(
         fit_old = fit;
     }
 
+    if norm_sq > 0.0 && core.iter().all(|&g| g == 0.0) {
+        return Err(Error::Numerical(format!(
+            "Tucker-HOOI collapsed to the zero model after {} iterations (the core is 0): the products of factor entries underflow f32 over the tensor's {order} modes",
+            iters.len()
+        )));
+    }
     Ok(TuckerModel {
         core,
         core_dims: opts.ranks.clone(),
