@@ -85,7 +85,19 @@ fn binary_data_is_refused() {
         s = s.wrapping_mul(1664525).wrapping_add(1013904223);
         noise.push((s >> 24) as u8);
     }
-    assert!(parse(&noise).is_err());
+    // Noise: binary, whatever stray line ends come first.
+    refused(&noise, 1, &["NUL", "binary"]);
+    for seed in 1..50u32 {
+        let mut s = seed;
+        let noise: Vec<u8> = (0..4096)
+            .map(|_| {
+                s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+                (s >> 24) as u8
+            })
+            .collect();
+        let e = parse(&noise).unwrap_err().to_string();
+        assert!(e.contains("binary"), "{e}");
+    }
 }
 
 /// From files: the CLI refuses CR-only text (plain and gzipped) and `/dev/urandom`

@@ -63,11 +63,19 @@ impl TextCheck {
     /// Checks the next piece of the text.
     pub(super) fn feed(&mut self, bytes: &[u8]) -> std::result::Result<(), TextError> {
         let fail = |line: usize, reason: String| Err(TextError { line, reason });
+        // Binary data first: noise holds stray carriage returns too, but is binary.
+        if let Some(p) = memchr::memchr(0, bytes) {
+            let line = self.line + memchr::memchr_iter(b'\n', &bytes[..p]).count();
+            return fail(
+                line,
+                "a NUL byte: this is binary data, not .tns text".into(),
+            );
+        }
         if self.cr && bytes.first().is_some_and(|&b| b != b'\n') {
             return fail(self.line, lone_cr());
         }
         let mut pos = 0;
-        for p in memchr::memchr3_iter(b'\n', b'\r', 0, bytes) {
+        for p in memchr::memchr2_iter(b'\n', b'\r', bytes) {
             self.len += p - pos;
             pos = p + 1;
             if self.len > MAX_LINE {
@@ -80,17 +88,11 @@ impl TextCheck {
                     self.cr = false;
                     continue;
                 }
-                b'\r' => match bytes.get(p + 1) {
+                _ => match bytes.get(p + 1) {
                     Some(b'\n') => {}
                     Some(_) => return fail(self.line, lone_cr()),
                     None => self.cr = true,
                 },
-                _ => {
-                    return fail(
-                        self.line,
-                        "a NUL byte: this is binary data, not .tns text".into(),
-                    );
-                }
             }
             self.len += 1;
             if self.len > MAX_LINE {
