@@ -1,6 +1,6 @@
 //! Kernel benchmarks behind `sptmc bench`: prepare time and memory, MTTKRP and TTMc on
 //! every mode at the usual ranks, with throughput, effective bandwidth and how evenly
-//! the modes run (DESIGN.md §9), on the catalog's cases, files or one generated tensor
+//! the modes run (ratios are measured side by side, never quoted), on the catalog's cases, files or one generated tensor
 //! ([`super::cases`]); the criterion benches in `benches/kernels.rs` and the peer
 //! comparison (`examples/peer_compare.rs`, [`peers`]) use the same cases.
 //!

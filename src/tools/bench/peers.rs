@@ -1,5 +1,5 @@
-//! Running pyttb's sparse MTTKRP beside ours on the same tensor and factors
-//! (DESIGN.md §9): factors go out as model files ([`crate::model_io::write_factors`],
+//! Running pyttb's sparse MTTKRP beside ours on the same tensor and factors, in one
+//! run on one machine: factors go out as model files ([`crate::model_io::write_factors`],
 //! read with `numpy.loadtxt`), `scripts/peer_mttkrp.py` times `sptensor.mttkrp` on every
 //! mode and writes its results as `.npy` plus `timings.json`, which come back here.
 

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Two sptmc builds side by side on the CPU: did a change keep the speed?
+
+For every tensor file given, the two binaries run alternately for ROUNDS rounds (A, B,
+A, B, ...), each round timing on both:
+  - `sptmc bench FILE --ranks 32 --ttmc-ranks 8`: all-mode MTTKRP r32 and TTMc r8
+    (sum over modes of each kernel's median seconds);
+  - `sptmc cp FILE --rank 16 --iters ITERS --tol 0`: CP-ALS seconds per iteration.
+Each side's median over the rounds is compared (after / before: below 1 is faster).
+Alternating puts both sides through the same swings of a shared machine's speed.
+
+  scripts/compare_builds.py --before OLD/sptmc --after NEW/sptmc [--rounds 3]
+      [--threads 2] [--iters 10] [--out DIR] FILE...
+
+Writes DIR/results.json (every run) and DIR/README.md (the table) when --out is given,
+and prints the table.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def run_json(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    return json.loads(p.stdout)
+
+
+def measure(binary, f, threads, iters):
+    common = ["--backend", "cpu", "--threads", str(threads), "--json"]
+    bench = run_json([binary, "bench", f, "--ranks", "32", "--ttmc-ranks", "8", "--reps", "5", *common])
+    kernels = bench["tensors"][0]["kernels"]
+    mttkrp = sum(k["median_s"] for k in kernels if k["op"] == "mttkrp")
+    ttmc = sum(k["median_s"] for k in kernels if k["op"] == "ttmc")
+    cp = run_json([binary, "cp", f, "--rank", "16", "--iters", str(iters), "--tol", "0", "--seed", "1", *common])
+    return {"mttkrp_r32_all_modes_s": mttkrp, "ttmc_r8_all_modes_s": ttmc,
+            "cp_r16_s_per_iter": cp["seconds_per_iter"], "cp_final_fit": cp["final_fit"]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", required=True)
+    ap.add_argument("--after", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--out")
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    sides = {"before": a.before, "after": a.after}
+    runs = []
+    for f in a.files:
+        for b in sides.values():  # warm the .sptb cache and the page cache
+            run_json([b, "info", f, "--json"])
+        for r in range(a.rounds):
+            for side, b in sides.items():
+                m = measure(b, f, a.threads, a.iters)
+                m.update(tensor=os.path.basename(f), side=side, round=r, at=time.time())
+                runs.append(m)
+                print(json.dumps(m), file=sys.stderr)
+    keys = ["mttkrp_r32_all_modes_s", "ttmc_r8_all_modes_s", "cp_r16_s_per_iter"]
+    lines = ["| tensor | " + " | ".join(f"{k} before | after | after/before" for k in keys) + " | CP fit before / after |",
+             "|---|" + "---|---|---|" * len(keys) + "---|"]
+    rows = []
+    for f in a.files:
+        name = os.path.basename(f)
+        med = {s: {k: statistics.median(x[k] for x in runs if x["tensor"] == name and x["side"] == s) for k in keys}
+               for s in sides}
+        fit = {s: next(x["cp_final_fit"] for x in runs if x["tensor"] == name and x["side"] == s) for s in sides}
+        cells = []
+        for k in keys:
+            cells.append(f"{med['before'][k]:.4g} | {med['after'][k]:.4g} | {med['after'][k] / med['before'][k]:.3f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {fit['before']:.6f} / {fit['after']:.6f} |")
+        rows.append({"tensor": name, "median": med, "fit": fit})
+    table = "\n".join(lines)
+    print(table)
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "results.json"), "w") as fh:
+            json.dump({"before": a.before, "after": a.after, "rounds": a.rounds, "threads": a.threads,
+                       "iters": a.iters, "runs": runs, "medians": rows}, fh, indent=1)
+        with open(os.path.join(a.out, "README.md"), "w") as fh:
+            fh.write(f"# Two builds side by side (CPU, {a.threads} threads, {a.rounds} alternating rounds)\n\n"
+                     f"Command: `scripts/compare_builds.py --before {a.before} --after {a.after} "
+                     f"--rounds {a.rounds} --threads {a.threads} --iters {a.iters} {' '.join(a.files)}`\n\n"
+                     "Each cell is the median over the rounds; after/before below 1 is faster.\n\n"
+                     + table + "\n")
+
+
+if __name__ == "__main__":
+    main()
