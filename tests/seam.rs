@@ -48,6 +48,41 @@ fn lines_with(dir: &str, needles: &[&str]) -> Vec<String> {
     hits
 }
 
+/// Every `.rs` file under `root` (recursively) of more than `limit` lines, as
+/// `path: N lines`.
+fn files_over(root: &Path, limit: usize) -> Vec<String> {
+    rust_files(root)
+        .into_iter()
+        .filter_map(|file| {
+            let n = std::fs::read_to_string(&file)
+                .expect("source file is readable")
+                .lines()
+                .count();
+            (n > limit).then(|| format!("{}: {n} lines", file.display()))
+        })
+        .collect()
+}
+
+#[test]
+fn no_source_file_holds_more_than_one_job() {
+    // A file past 600 lines has always turned out to hold several jobs; split it by
+    // what the pieces hold. The Python extension's sources count too.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut hits = files_over(&root.join("src"), 600);
+    hits.extend(files_over(&root.join("python").join("src"), 600));
+    assert!(
+        hits.is_empty(),
+        "files over 600 lines:\n{}",
+        hits.join("\n")
+    );
+    // The check sees the files it should: the engine's module file is among them.
+    assert!(
+        rust_files(&root.join("src"))
+            .iter()
+            .any(|f| f.ends_with("engine/mod.rs"))
+    );
+}
+
 #[test]
 fn the_engine_has_no_downcasts() {
     // Spelled in two pieces so that this file does not match itself if moved.

@@ -1,5 +1,6 @@
 //! Self-test: runs every op on every mode at several ranks on a set of tensors with
-//! the chosen engine and compares each result to the FP64 reference (DESIGN.md §6).
+//! the chosen engine and compares each result to the FP64 reference (SMAPE within the
+//! accuracy contract; NaN or inf is a failure).
 //! `sptmc selftest` prints the [`SelftestReport`] table; the GPU tests use it too.
 //!
 //! [`Op::Completion`] runs its kernels in a completion session: per mode the ALS
