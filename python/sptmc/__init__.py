@@ -18,12 +18,19 @@ SciPy ``coo_array``) or ``.subs/.vals/.shape`` (pyttb) through :func:`tensor`; e
 function that takes a tensor accepts all of these. Errors derive from
 :class:`sptmc.Error` and the built-in class a Python user expects (``ValueError``,
 ``OSError``, ...).
+
+Integer arguments (ranks, modes, ``iters``, ``seed``, ``threads``, ``shape``,
+``index_base``) take a Python ``int`` or a numpy integer scalar. A bool or a float
+(an integral one such as ``3.0`` too) raises :class:`ArgumentTypeError`, which is
+both an :class:`InputError` and a ``TypeError``; an integer that does not fit 64 bits
+raises :class:`ArgumentOverflowError`, both an :class:`InputError` and an
+``OverflowError``; one that fits but is out of the argument's range (``rank=0``)
+raises :class:`InputError`. Paths may be ``str``, ``bytes`` or ``os.PathLike``.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import time
 from typing import Any, Callable, Optional, Sequence, Union
@@ -31,6 +38,8 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from ._errors import (
+    ArgumentOverflowError,
+    ArgumentTypeError,
     DeviceError,
     Error,
     FileError,
@@ -40,7 +49,7 @@ from ._errors import (
     NumericalError,
     OutOfMemoryError,
 )
-from . import _sptmc
+from . import _args, _sptmc
 from ._sptmc import KERNEL_BUILD, Tensor, __version__, backend_info
 
 __all__ = [
@@ -56,6 +65,8 @@ __all__ = [
     "backend_info",
     "Error",
     "InputError",
+    "ArgumentTypeError",
+    "ArgumentOverflowError",
     "FormatError",
     "FileError",
     "MissingFileError",
@@ -73,7 +84,9 @@ TensorLike = Any
 Callback = Callable[[int, float], Optional[bool]]
 
 
-def read(path: Union[str, "os.PathLike[str]"], *, cache: bool = True) -> Tensor:
+def read(
+    path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"], *, cache: bool = True
+) -> Tensor:
     """Reads a tensor file, as the ``sptmc`` command line does.
 
     FROSTT ``.tns`` text (1-based indices, value last; gzipped when the file starts
@@ -87,8 +100,11 @@ def read(path: Union[str, "os.PathLike[str]"], *, cache: bool = True) -> Tensor:
     Raises :class:`MissingFileError` (a ``FileNotFoundError``) when the file does not
     exist, :class:`FileError` (an ``OSError``) when it cannot be read, and
     :class:`FormatError` (a ``ValueError``) naming the line when its content is wrong.
+    ``path`` may be a ``str``, an ``os.PathLike`` or ``bytes`` (the operating system's
+    bytes, which need not be valid UTF-8); anything else raises
+    :class:`ArgumentTypeError`.
     """
-    return _sptmc.read(os.fspath(path), cache=cache)
+    return _sptmc.read(_args.path(path), cache=_args.flag("cache", cache))
 
 
 def _values_view(vals: Any) -> np.ndarray:
@@ -137,14 +153,11 @@ def _index_views(subs: Any, nnz: int, order: Optional[int]) -> list:
 
 
 def _shape_of(shape: Any) -> Optional[list]:
-    """``shape`` as a list of ints (``None`` stays ``None``)."""
+    """``shape`` as a list of ints (``None`` stays ``None``); a float or bool extent
+    is refused, not truncated."""
     if shape is None:
         return None
-    try:
-        dims = [int(d) for d in shape]
-    except TypeError:
-        raise InputError(f"shape must be a sequence of integers, got {shape!r}") from None
-    return dims
+    return _args.integers("shape", shape)
 
 
 def from_coo(
@@ -170,12 +183,14 @@ def from_coo(
 
     Raises :class:`InputError` (a ``ValueError``) for a layout that fits neither way,
     a negative or out-of-range index, a non-integer ``subs``, and a NaN or infinite
-    value, naming the entry.
+    value, naming the entry; :class:`ArgumentTypeError` for a float or bool in
+    ``shape`` or ``index_base``.
     """
+    base = _args.integer("index_base", index_base)
     v = _values_view(vals)
     dims = _shape_of(shape)
     idx = _index_views(subs, v.shape[0], None if dims is None else len(dims))
-    return _sptmc._from_index_arrays(idx, v, dims, int(index_base))
+    return _sptmc._from_index_arrays(idx, v, dims, base)
 
 
 def _known_layout(subs: Any, modes_first: bool) -> Any:
@@ -205,7 +220,7 @@ def tensor(X: TensorLike) -> Tensor:
     SciPy sparse array or matrix (through its ``tocoo()``)."""
     if isinstance(X, Tensor):
         return X
-    if isinstance(X, (str, os.PathLike)):
+    if isinstance(X, (str, bytes, os.PathLike)):
         return read(X)
     if all(hasattr(X, a) for a in ("subs", "vals", "shape")):
         return from_coo(_known_layout(X.subs, False), X.vals, tuple(X.shape))
@@ -224,31 +239,26 @@ def tensor(X: TensorLike) -> Tensor:
     )
 
 
-def _check_int(name: str, value: Any, least: int) -> int:
-    """``value`` as an int, checked to be an integer (not a bool) ``>= least``."""
-    value = _integer(name, value)
-    if value < least:
-        raise InputError(f"{name} must be at least {least}, got {value}")
-    return value
+def _run_options(iters: Any, tol: Any, seed: Any, backend: Any, threads: Any) -> tuple:
+    """The options of a decomposition as ``(iters, tol, seed, backend, threads)`` of
+    the types the extension takes; a wrong type raises :class:`ArgumentTypeError`
+    naming the option (the library checks their values, with the command line's
+    words)."""
+    return (
+        _args.integer("iters", iters),
+        _args.number("tol", tol),
+        _args.integer("seed", seed),
+        _args.text("backend", backend),
+        _threads(threads),
+    )
 
 
-def _integer(name: str, value: Any) -> int:
-    """``value`` as an int, checked to be an integer (not a bool). Its range is checked
-    by the library, with the words the command line uses."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InputError(f"{name} must be an integer, got {value!r}")
-    return int(value)
-
-
-def _check_run_options(iters: Any, tol: Any, seed: Any, threads: Any) -> None:
-    """Raises :class:`InputError` for options of the wrong type, naming the option (the
-    library checks their values)."""
-    _integer("iters", iters)
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
-        raise InputError(f"tol must be a number, got {tol!r}")
-    _integer("seed", seed)
-    if threads is not None:
-        _check_int("threads", threads, 1)
+def _threads(threads: Any) -> Optional[int]:
+    """``threads``: None, or an integer of at least 1."""
+    n = _args.optional_integer("threads", threads)
+    if n is not None and n < 1:
+        raise InputError(f"threads must be at least 1, got {n}")
+    return n
 
 
 def _init_list(init: Any) -> Optional[list]:
@@ -470,17 +480,17 @@ def cp_als(
     Returns:
         a :class:`CPResult`.
     """
+    rank = _args.integer("rank", rank)
+    iters, tol, seed, backend, threads = _run_options(iters, tol, seed, backend, threads)
     T = tensor(X)
-    rank = _integer("rank", rank)
-    _check_run_options(iters, tol, seed, threads)
     start = time.perf_counter()
     _say(verbose, f"sptmc: CP-ALS rank {rank} on {list(T.shape)}, {T.nnz} nonzeros")
     raw = _sptmc._cp_als(
         T,
         rank,
-        int(iters),
-        float(tol),
-        int(seed),
+        iters,
+        tol,
+        seed,
         _init_list(init),
         backend,
         threads,
@@ -525,27 +535,27 @@ def tucker_hooi(
     Returns:
         a :class:`TuckerResult`.
     """
-    T = tensor(X)
-    per_mode: list[Any]
-    if isinstance(ranks, (int, np.integer)):
-        per_mode = [ranks] * T.ndim
+    per_mode: Optional[list] = None  # None: one rank for every mode
+    one = 0
+    if isinstance(ranks, (int, np.integer)) and not isinstance(ranks, (bool, np.bool_)):
+        one = _args.integer("ranks", ranks)
+    elif isinstance(ranks, (str, bytes)) or not hasattr(ranks, "__iter__"):
+        raise ArgumentTypeError(
+            f"ranks must be an integer or one integer per mode, got {ranks!r}"
+        )
     else:
-        try:
-            per_mode = list(ranks)
-        except TypeError:
-            raise InputError(
-                f"ranks must be an integer or one integer per mode, got {ranks!r}"
-            ) from None
-    ranks = [_integer(f"ranks[{m}]", r) for m, r in enumerate(per_mode)]
-    _check_run_options(iters, tol, seed, threads)
+        per_mode = _args.integers("ranks", ranks)
+    iters, tol, seed, backend, threads = _run_options(iters, tol, seed, backend, threads)
+    T = tensor(X)
+    ranks = [one] * T.ndim if per_mode is None else per_mode
     start = time.perf_counter()
     _say(verbose, f"sptmc: Tucker-HOOI ranks {ranks} on {list(T.shape)}, {T.nnz} nonzeros")
     raw = _sptmc._tucker_hooi(
         T,
         ranks,
-        int(iters),
-        float(tol),
-        int(seed),
+        iters,
+        tol,
+        seed,
         _init_list(init),
         backend,
         threads,

@@ -11,6 +11,8 @@ from __future__ import annotations
 __all__ = [
     "Error",
     "InputError",
+    "ArgumentTypeError",
+    "ArgumentOverflowError",
     "FormatError",
     "FileError",
     "MissingFileError",
@@ -27,6 +29,21 @@ class Error(Exception):
 class InputError(Error, ValueError):
     """A bad argument: a shape, rank or mode that does not fit, an index out of range,
     a NaN value, an option out of its range."""
+
+
+class ArgumentTypeError(InputError, TypeError):
+    """An argument of the wrong type: a float, bool, string or None where an integer is
+    expected (``rank=2.5``, ``rank=True``, ``mode=3.0``), a non-number ``tol``, a path
+    that is not a ``str``, ``bytes`` or ``os.PathLike``. Also a ``TypeError`` (and, as
+    an :class:`InputError`, a ``ValueError``)."""
+
+
+class ArgumentOverflowError(InputError, OverflowError):
+    """An integer argument too large (or too negative) for a 64-bit integer
+    (``rank=2**64``, ``mode=-2**63 - 1``). Also an ``OverflowError`` (and, as an
+    :class:`InputError`, a ``ValueError``). An integer that fits but is out of the
+    argument's own range (``rank=0``, ``mode=7`` for a 3-way tensor) is a plain
+    :class:`InputError`."""
 
 
 class FormatError(Error, ValueError):
@@ -63,7 +80,7 @@ class NumericalError(Error, ArithmeticError):
 
 
 # Shown as sptmc.InputError etc. in tracebacks: the public name.
-for _cls in (Error, InputError, FormatError, FileError, MissingFileError, OutOfMemoryError,
-             DeviceError, NumericalError):
+for _cls in (Error, InputError, ArgumentTypeError, ArgumentOverflowError, FormatError,
+             FileError, MissingFileError, OutOfMemoryError, DeviceError, NumericalError):
     _cls.__module__ = "sptmc"
 del _cls

@@ -1,5 +1,12 @@
 """Type stubs of ``sptmc._sptmc``, the Rust extension (src/*.rs). Use it through the
-``sptmc`` package; the underscored functions are its helpers."""
+``sptmc`` package; the underscored functions are its helpers.
+
+The methods read their scalar arguments by the package's rules (``sptmc._args``): an
+integer (``mode``, ``rank``, ``threshold``, ``threads``) is an ``int`` or a numpy
+integer scalar, a bool or a float (``3.0`` too) raising ``sptmc.ArgumentTypeError``
+(an ``InputError`` and a ``TypeError``) and an integer beyond 64 bits
+``sptmc.ArgumentOverflowError`` (an ``InputError`` and an ``OverflowError``); ``op``
+and ``backend`` must be strings."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ use numpy::{
     PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
-use sptmc::Matrix;
+use sptmc::engine::BackendChoice;
+use sptmc::{Matrix, Op};
 
 /// The largest number of positions a mode may have (indices are u32).
 const MAX_EXTENT: u64 = 1 << 32;
@@ -187,4 +188,73 @@ pub fn describe(obj: &Bound<'_, PyAny>) -> String {
         .name()
         .map(|n| format!("a {n}"))
         .unwrap_or_else(|_| "an object".into())
+}
+
+/// `sptmc._args.<rule>(name, value)`: the Python side's one reading of a scalar
+/// argument (its type and 64-bit range), so that the extension's methods refuse a
+/// bool, a float or a too-large integer as the package's functions do.
+fn by_rule<'py>(rule: &str, name: &str, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    value
+        .py()
+        .import("sptmc._args")?
+        .getattr(rule)?
+        .call1((name, value))
+}
+
+/// The integer argument `name` (`sptmc.ArgumentTypeError` for a bool, float, string,
+/// ...; `sptmc.ArgumentOverflowError` beyond 64 bits).
+fn integer(name: &str, value: &Bound<'_, PyAny>) -> PyResult<i64> {
+    by_rule("integer", name, value)?.extract()
+}
+
+/// [`integer`], `None` allowed.
+fn optional_integer(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    by_rule("optional_integer", name, value)?.extract()
+}
+
+/// `mode=` of a kernel call (its range is checked against the tensor's order).
+pub fn mode_arg(value: &Bound<'_, PyAny>) -> PyResult<i64> {
+    integer("mode", value)
+}
+
+/// `rank=` of `Tensor.info`.
+pub fn rank_arg(value: &Bound<'_, PyAny>) -> PyResult<i64> {
+    integer("rank", value)
+}
+
+/// `threads=`: `None` or an integer (its range is checked where the engine is made).
+pub fn threads_arg(value: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    optional_integer("threads", value)
+}
+
+/// `threshold=` of `Tensor.info`: `None` or an integer that fits a u32.
+pub fn threshold_arg(value: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
+    let Some(t) = optional_integer("threshold", value)? else {
+        return Ok(None);
+    };
+    u32::try_from(t).map(Some).map_err(|_| {
+        input_error(
+            value.py(),
+            format!("threshold must be between 0 and {}, got {t}", u32::MAX),
+        )
+    })
+}
+
+/// `backend=`: "auto", "cpu" or "cuda" (`sptmc.ArgumentTypeError` for a non-string).
+pub fn backend_arg(value: &Bound<'_, PyAny>) -> PyResult<BackendChoice> {
+    let name: String = by_rule("text", "backend", value)?.extract()?;
+    crate::run::backend_choice(value.py(), &name)
+}
+
+/// `op=` of `Tensor.info`: "mttkrp" or "ttmc".
+pub fn op_arg(value: &Bound<'_, PyAny>) -> PyResult<Op> {
+    let name: String = by_rule("text", "op", value)?.extract()?;
+    match name.as_str() {
+        "mttkrp" => Ok(Op::Mttkrp),
+        "ttmc" => Ok(Op::Ttmc),
+        other => Err(input_error(
+            value.py(),
+            format!("op must be \"mttkrp\" or \"ttmc\", got {other:?}"),
+        )),
+    }
 }

@@ -12,11 +12,12 @@ mod errors;
 mod run;
 
 use convert::{IndexSpec, describe, matrix, mode_indices, values};
+use convert::{backend_arg, mode_arg, op_arg, rank_arg, threads_arg, threshold_arg};
 use errors::{input_error, settle};
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use run::{backend_choice, engine, in_engine, lock};
+use run::{engine, in_engine, lock};
 use sptmc::driver;
 use sptmc::engine::{BackendChoice, Engine, Prepared, Workload};
 use sptmc::hls::HlsBuilder;
@@ -124,7 +125,7 @@ impl Tensor {
         op: Op,
         factors: Vec<Option<Bound<'py, PyAny>>>,
         mode: i64,
-        backend: &str,
+        backend: BackendChoice,
         threads: Option<i64>,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let order = self.x.order();
@@ -141,7 +142,7 @@ impl Tensor {
             }
         };
         let fs = self.kernel_factors(py, &factors, mode)?;
-        let engine = engine(py, backend_choice(py, backend)?, threads)?;
+        let engine = engine(py, backend, threads)?;
         // The rank the tile threshold is tuned for: MTTKRP's rank, TTMc's largest.
         let rank = fs
             .iter()
@@ -255,14 +256,17 @@ impl Tensor {
     /// the target mode's is not read (it may be `None`). Returns a `shape[mode] × R`
     /// float32 array: the kernels compute in f32 on the values stored in fp16 (exact
     /// for integers up to 2048; see the accuracy contract in sptmc's README).
-    #[pyo3(signature = (factors, mode, *, backend = "auto", threads = None))]
+    #[pyo3(
+        signature = (factors, mode, *, backend = BackendChoice::Auto, threads = None),
+        text_signature = "(self, factors, mode, *, backend='auto', threads=None)"
+    )]
     fn mttkrp<'py>(
         &self,
         py: Python<'py>,
         factors: Vec<Option<Bound<'py, PyAny>>>,
-        mode: i64,
-        backend: &str,
-        threads: Option<i64>,
+        #[pyo3(from_py_with = mode_arg)] mode: i64,
+        #[pyo3(from_py_with = backend_arg)] backend: BackendChoice,
+        #[pyo3(from_py_with = threads_arg)] threads: Option<i64>,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         self.kernel(py, Op::Mttkrp, factors, mode, backend, threads)
     }
@@ -275,14 +279,17 @@ impl Tensor {
     /// `shape[mode]` rows and `prod_{m != mode} R_m` columns, the other modes' rank
     /// indices in increasing mode order with the last fastest (so
     /// `Y.reshape(shape[mode], R_a, R_b)` for a 3-way tensor).
-    #[pyo3(signature = (factors, mode, *, backend = "auto", threads = None))]
+    #[pyo3(
+        signature = (factors, mode, *, backend = BackendChoice::Auto, threads = None),
+        text_signature = "(self, factors, mode, *, backend='auto', threads=None)"
+    )]
     fn ttmc<'py>(
         &self,
         py: Python<'py>,
         factors: Vec<Option<Bound<'py, PyAny>>>,
-        mode: i64,
-        backend: &str,
-        threads: Option<i64>,
+        #[pyo3(from_py_with = mode_arg)] mode: i64,
+        #[pyo3(from_py_with = backend_arg)] backend: BackendChoice,
+        #[pyo3(from_py_with = threads_arg)] threads: Option<i64>,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         self.kernel(py, Op::Ttmc, factors, mode, backend, threads)
     }
@@ -295,32 +302,25 @@ impl Tensor {
     /// `duplicates_summed`, `threshold`, `threshold_source` and `hls` (tiles, dense
     /// tiles, nonzeros and bytes of each part, bytes of COO for comparison, the fp16
     /// quantization report), `dense_share`, `hls_bytes`.
-    #[pyo3(signature = (*, op = "mttkrp", rank = 16, threshold = None, backend = "auto", threads = None))]
+    #[pyo3(
+        signature = (*, op = Op::Mttkrp, rank = 16, threshold = None, backend = BackendChoice::Auto, threads = None),
+        text_signature = "(self, *, op='mttkrp', rank=16, threshold=None, backend='auto', threads=None)"
+    )]
     fn info<'py>(
         &self,
         py: Python<'py>,
-        op: &str,
-        rank: usize,
-        threshold: Option<u32>,
-        backend: &str,
-        threads: Option<i64>,
+        #[pyo3(from_py_with = op_arg)] op: Op,
+        #[pyo3(from_py_with = rank_arg)] rank: i64,
+        #[pyo3(from_py_with = threshold_arg)] threshold: Option<u32>,
+        #[pyo3(from_py_with = backend_arg)] backend: BackendChoice,
+        #[pyo3(from_py_with = threads_arg)] threads: Option<i64>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let op = match op {
-            "mttkrp" => Op::Mttkrp,
-            "ttmc" => Op::Ttmc,
-            other => {
-                return Err(input_error(
-                    py,
-                    format!("op must be \"mttkrp\" or \"ttmc\", got {other:?}"),
-                ));
-            }
-        };
-        if rank == 0 {
+        let Some(rank) = usize::try_from(rank).ok().filter(|&r| r > 0) else {
             return Err(errors::to_py(
                 py,
-                sptmc::Error::InvalidRank("rank must be at least 1".into()),
+                sptmc::Error::InvalidRank(format!("rank must be at least 1, got {rank}")),
             ));
-        }
+        };
         let (stats, source) = match threshold {
             Some(t) => {
                 // Built on the workers of a CPU engine of that many threads.
@@ -330,7 +330,7 @@ impl Tensor {
                 (hls.stats().clone(), "given".to_string())
             }
             None => {
-                let engine = engine(py, backend_choice(py, backend)?, threads)?;
+                let engine = engine(py, backend, threads)?;
                 let p = self.prepared(py, &engine, op, rank)?;
                 let stats = p.hls(op).map_err(|e| errors::to_py(py, e))?.stats().clone();
                 let source = p
@@ -503,9 +503,16 @@ fn _from_index_arrays(
 /// The engine `backend` ("auto", "cpu" or "cuda") would run on, in words, and why
 /// "auto" chose it.
 #[pyfunction]
-#[pyo3(signature = (backend = "auto", *, threads = None))]
-fn backend_info(py: Python<'_>, backend: &str, threads: Option<i64>) -> PyResult<String> {
-    let engine = engine(py, backend_choice(py, backend)?, threads)?;
+#[pyo3(
+    signature = (backend = BackendChoice::Auto, *, threads = None),
+    text_signature = "(backend='auto', *, threads=None)"
+)]
+fn backend_info(
+    py: Python<'_>,
+    #[pyo3(from_py_with = backend_arg)] backend: BackendChoice,
+    #[pyo3(from_py_with = threads_arg)] threads: Option<i64>,
+) -> PyResult<String> {
+    let engine = engine(py, backend, threads)?;
     let describe = engine.backend().describe();
     Ok(match engine.notice() {
         Some(n) => format!("{describe} ({n})"),
