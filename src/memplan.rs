@@ -16,6 +16,23 @@
 use crate::error::{Error, Result};
 use crate::ops::Op;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The largest plan [`MemoryPlan::check`] has passed or refused in this process.
+static LARGEST_CHECKED: AtomicU64 = AtomicU64::new(0);
+
+/// The bytes of the largest plan checked so far in this process (0: none): what a
+/// command reports as its planned memory.
+pub fn largest_checked() -> u64 {
+    LARGEST_CHECKED.load(Ordering::Relaxed)
+}
+
+/// The peak resident memory of this process so far (`VmHWM` of `/proc/self/status`);
+/// `None` where it cannot be read.
+pub fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    kib_field(&status, "VmHWM:")
+}
 
 /// How much memory this process may still allocate, and which limit says so.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +154,17 @@ pub struct MemoryPlan {
     what: String,
     hint: String,
     parts: Vec<(String, u128)>,
+    /// Per part, when it is held.
+    phases: Vec<Phase>,
+}
+
+/// When a part of a plan is held: the tensor and its prepared form for the whole run;
+/// the HLS build's scratch only while the form is built, before the fit allocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Whole,
+    Build,
+    Fit,
 }
 
 impl MemoryPlan {
@@ -147,19 +175,33 @@ impl MemoryPlan {
             what: what.into(),
             hint: hint.into(),
             parts: Vec::new(),
+            phases: Vec::new(),
         }
     }
 
     /// Adds `count` elements of `elem_bytes` each, described by `part`.
     pub fn add(&mut self, part: impl Into<String>, count: u128, elem_bytes: u128) -> &mut Self {
+        self.add_in(Phase::Fit, part, count, elem_bytes)
+    }
+
+    /// [`MemoryPlan::add`], held during `phase`.
+    fn add_in(
+        &mut self,
+        phase: Phase,
+        part: impl Into<String>,
+        count: u128,
+        elem_bytes: u128,
+    ) -> &mut Self {
         self.parts
             .push((part.into(), count.saturating_mul(elem_bytes)));
+        self.phases.push(phase);
         self
     }
 
     /// Adds every part of `other`.
     pub fn extend(&mut self, other: &MemoryPlan) -> &mut Self {
         self.parts.extend(other.parts.iter().cloned());
+        self.phases.extend(other.phases.iter().copied());
         self
     }
 
@@ -168,17 +210,22 @@ impl MemoryPlan {
         &self.parts
     }
 
-    /// Bytes in all, saturating at `u64::MAX`.
+    /// Bytes at the peak, saturating at `u64::MAX`: the parts held for the whole run,
+    /// plus the larger of the HLS build's scratch and what the fit allocates (the
+    /// scratch is freed before the fit starts).
     pub fn bytes(&self) -> u64 {
-        let total = self
-            .parts
-            .iter()
-            .fold(0u128, |s, (_, b)| s.saturating_add(*b));
+        let sum = |phase: Phase| {
+            (self.parts.iter().zip(&self.phases))
+                .filter(|&(_, &p)| p == phase)
+                .fold(0u128, |s, ((_, b), _)| s.saturating_add(*b))
+        };
+        let total = sum(Phase::Whole).saturating_add(sum(Phase::Build).max(sum(Phase::Fit)));
         u64::try_from(total).unwrap_or(u64::MAX)
     }
 
     /// Checks the plan against [`available`].
     pub fn check(&self) -> Result<()> {
+        LARGEST_CHECKED.fetch_max(self.bytes(), Ordering::Relaxed);
         self.check_against(available().as_ref())
     }
 
@@ -212,16 +259,20 @@ impl MemoryPlan {
         })
     }
 
-    /// The HLS build of a tensor of `nnz` nonzeros and `order` modes into `forms`
-    /// forms with tile threshold at least `threshold`: the builder's sorted keys and
-    /// slabs, and per form its sparse part and dense tiles (at most `nnz / threshold`
-    /// tiles, each with its key, bitmap and value offset).
+    /// The HLS build for `op` of a tensor of `nnz` nonzeros and `order` modes into
+    /// `forms` forms with tile threshold at least `threshold`: the builder's scratch
+    /// (the fp16 values, the keys and, where the keys are not in mode order, their sort
+    /// with each nonzero's position and the 3rd-order slabs: 52 bytes per nonzero; in
+    /// mode order, as TTMc's are, 16), freed before the fit; and per form its sparse
+    /// part and dense tiles (at most `nnz / threshold` tiles, each with its key, bitmap
+    /// and value offset).
     pub fn add_prepare(
         &mut self,
         nnz: usize,
         order: usize,
         forms: usize,
         threshold: u32,
+        op: Op,
     ) -> &mut Self {
         let nnz = nnz as u128;
         let forms = forms.max(1) as u128;
@@ -230,13 +281,52 @@ impl MemoryPlan {
         } else {
             0
         };
-        self.add("HLS build: keys, slabs and fp16 values", nnz, 52)
-            .add("HLS form(s): sparse part", nnz.saturating_mul(forms), 9)
-            .add(
+        let (scratch, what) = match op {
+            Op::Ttmc => (16, "HLS build: keys in mode order and fp16 values"),
+            _ => (52, "HLS build: sorted keys, slabs and fp16 values"),
+        };
+        self.add_in(Phase::Build, what, nnz, scratch)
+            .add_in(
+                Phase::Whole,
+                "HLS form(s): sparse part",
+                nnz.saturating_mul(forms),
+                9,
+            )
+            .add_in(
+                Phase::Whole,
                 "HLS form(s): dense tiles",
                 tiles.saturating_mul(forms),
                 crate::hls::DenseTile::META_BYTES as u128,
             )
+    }
+
+    /// The tensor as read (COO: a `u32` index per mode and an `f64` value per nonzero).
+    pub fn add_tensor(&mut self, nnz: usize, order: usize) -> &mut Self {
+        self.add_in(
+            Phase::Whole,
+            format!("the tensor ({nnz} nonzeros, COO)"),
+            nnz as u128,
+            4 * order as u128 + 8,
+        )
+    }
+
+    /// The CPU's nonzeros grouped by row of every mode, built by the first MTTKRP,
+    /// Φ or completion call: per mode and nonzero the other modes' `u32` indices and
+    /// an `f32` value (`N² · 4` bytes per nonzero in all), and per mode the rows'
+    /// offsets, twice while they are built.
+    pub fn add_row_groups(&mut self, dims: &[usize], nnz: usize) -> &mut Self {
+        let order = dims.len() as u128;
+        let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128 + 1));
+        self.add(
+            format!("the CPU's row groups ({order} modes × {nnz} nonzeros)"),
+            (nnz as u128).saturating_mul(order.saturating_mul(order)),
+            4,
+        )
+        .add(
+            format!("the row groups' offsets ({rows} rows, twice)"),
+            rows,
+            16,
+        )
     }
 
     /// CP-ALS of rank `rank` on a tensor of extents `dims`: factors and kernel outputs
@@ -278,10 +368,11 @@ impl MemoryPlan {
         p
     }
 
-    /// CP-APR of rank `rank` on a tensor of extents `dims`: the model's factors (f64),
-    /// their f32 copies for the engine, every mode's last Φ (f32) and the
-    /// log-likelihood's scratch.
-    pub fn cp_apr(dims: &[usize], rank: usize) -> Self {
+    /// CP-APR of rank `rank` on a tensor of extents `dims` with `nnz` nonzeros: the
+    /// model's factors (f64), their f32 copies for the engine, every mode's last Φ
+    /// (f32), the log-likelihood's scratch and the CPU's `π` (the product of the other
+    /// modes' factor rows of every nonzero, f64).
+    pub fn cp_apr(dims: &[usize], nnz: usize, rank: usize) -> Self {
         let mut p = MemoryPlan::new(
             format!("CP-APR rank {rank}"),
             format!("lower --rank (the modes' lengths are {dims:?})"),
@@ -289,6 +380,7 @@ impl MemoryPlan {
         let r = rank as u128;
         let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128));
         let shortest = dims.iter().copied().min().unwrap_or(0) as u128;
+        let widest = dims.iter().copied().max().unwrap_or(0) as u128;
         p.add(
             format!("the model's factors ({rows} rows × {rank}, f64 and f32)"),
             rows.saturating_mul(r),
@@ -302,6 +394,16 @@ impl MemoryPlan {
         .add(
             format!("the log-likelihood's scratch ({shortest} rows × {rank}, f32, twice)"),
             shortest.saturating_mul(r),
+            8,
+        )
+        .add(
+            format!("a mode's Φ and its update ({widest} rows × {rank}, f64, twice)"),
+            widest.saturating_mul(r),
+            16,
+        )
+        .add(
+            format!("the CPU's π ({nnz} nonzeros × {rank}, f64)"),
+            (nnz as u128).saturating_mul(r),
             8,
         );
         p

@@ -63,7 +63,11 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     };
     // Everything this run allocates, checked before any of it.
     let mut plan = MemoryPlan::kernel(op, x.dims(), a.mode, &ranks, a.check, a.out.is_some());
-    plan.add_prepare(x.nnz(), x.order(), 1, threshold);
+    plan.add_prepare(x.nnz(), x.order(), 1, threshold, op);
+    plan.add_tensor(x.nnz(), x.order());
+    if op == sptmc::Op::Mttkrp {
+        plan.add_row_groups(x.dims(), x.nnz());
+    }
     plan.check()?;
     let prepared = match a.threshold {
         Some(t) => engine.prepare_with_thresholds(x, &[(op, t)])?,
@@ -138,7 +142,7 @@ pub fn info(a: InfoArgs) -> Result<ExitCode> {
         format!("the HLS form of {} nonzeros", x.nnz()),
         "the tensor is too large for this machine",
     );
-    plan.add_prepare(x.nnz(), x.order(), 1, a.threshold);
+    plan.add_prepare(x.nnz(), x.order(), 1, a.threshold, sptmc::Op::Mttkrp);
     plan.check()?;
     let hls = HlsBuilder::new(a.threshold).build(x)?;
     let s = hls.stats();

@@ -111,10 +111,22 @@ impl<S> Events<S> for Told<'_, S> {
     }
 }
 
-/// Prints `value` as pretty JSON on stdout.
+/// Prints `value` as pretty JSON on stdout; an object gets the run's planned memory
+/// (`planned_bytes`, the largest plan checked) and its peak resident memory so far
+/// (`peak_rss_bytes`, where the system tells it).
 pub fn print_json(value: &serde_json::Value) {
+    let mut value = value.clone();
+    if let Some(o) = value.as_object_mut() {
+        o.insert(
+            "planned_bytes".into(),
+            sptmc::memplan::largest_checked().into(),
+        );
+        if let Some(peak) = sptmc::memplan::peak_rss() {
+            o.insert("peak_rss_bytes".into(), peak.into());
+        }
+    }
     println!(
         "{}",
-        serde_json::to_string_pretty(value).expect("JSON values serialize")
+        serde_json::to_string_pretty(&value).expect("JSON values serialize")
     );
 }

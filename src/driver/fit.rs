@@ -232,7 +232,7 @@ impl Job for CpAprJob {
     }
 
     fn memory(&self) -> MemoryPlan {
-        MemoryPlan::cp_apr(&self.dims, self.options.rank)
+        MemoryPlan::cp_apr(&self.dims, self.nnz, self.options.rank)
     }
 
     fn fit(

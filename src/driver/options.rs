@@ -189,6 +189,7 @@ pub struct CpAprJob {
     /// The options of the model's loop.
     pub options: CpAprOptions,
     pub(super) dims: Vec<usize>,
+    pub(super) nnz: usize,
 }
 
 impl CpAprRequest {
@@ -227,6 +228,7 @@ impl CpAprRequest {
         Ok(CpAprJob {
             options,
             dims: x.dims().to_vec(),
+            nnz: x.nnz(),
         })
     }
 }

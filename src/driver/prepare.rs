@@ -66,6 +66,11 @@ pub fn prepare(
     forms: &dyn Forms,
 ) -> Result<Preparation> {
     let threshold = engine.threshold(workload).threshold;
+    plan.add_tensor(x.nnz(), x.order());
+    if workload.op != Op::Ttmc {
+        // MTTKRP, Φ and completion group the nonzeros by row on the CPU.
+        plan.add_row_groups(x.dims(), x.nnz());
+    }
     if let Some(prepared) = forms.find(engine, workload.op, threshold) {
         plan.check()?;
         return Ok(Preparation {
@@ -74,7 +79,7 @@ pub fn prepare(
             built: false,
         });
     }
-    plan.add_prepare(x.nnz(), x.order(), 1, threshold);
+    plan.add_prepare(x.nnz(), x.order(), 1, threshold, workload.op);
     plan.check()?;
     let prepared = Arc::new(engine.prepare(x, &[workload])?);
     forms.keep(engine, workload.op, threshold, &prepared);

@@ -183,7 +183,7 @@ pub fn cp_apr_with_progress(
     }
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
-    crate::memplan::MemoryPlan::cp_apr(&dims, opts.rank).check()?;
+    crate::memplan::MemoryPlan::cp_apr(&dims, x.nnz(), opts.rank).check()?;
     let mut warnings = Vec::new();
     // The values as read: fp16 storage rounds 100000.5 to an integer, 1e-30 to 0.
     let c = x.census();
