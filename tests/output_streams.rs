@@ -113,8 +113,13 @@ fn a_closed_pipe_ends_the_program_quietly() {
         }
     }
     // Many lines (one per prediction) into a pipe closed after the first: SIGPIPE.
+    // The training file's lines fifty times over (predict reads its lines as they are):
+    // far more output than a pipe holds (64 KiB), so the command cannot finish before
+    // the reader leaves.
+    let all = tmp.path().join("many-coords.tns");
+    std::fs::write(&all, std::fs::read_to_string(&f).unwrap().repeat(50)).unwrap();
     let mut c = common::sptmc_command(tmp.path());
-    c.args(["predict", &m, &f])
+    c.args(["predict", &m, all.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
