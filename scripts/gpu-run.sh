@@ -15,7 +15,9 @@
 # Writes under $OUT (default gpu-results/):
 #   device.txt, commit.txt        nvidia-smi, the binary's version and the exit status
 #   selftest.txt                  every kernel vs FP64 on generated and shared tensors
-#   memcheck.txt, racecheck.txt   compute-sanitizer on a small self-test
+#   memcheck.txt, racecheck.txt, initcheck.txt, synccheck.txt
+#                                 compute-sanitizer on a small self-test (every kernel:
+#                                 MTTKRP, TTMc, Φ, completion)
 #   tests-<name>.txt              the test executables' output
 #   bench-shared-<variant>.json   shared tensors (MTTKRP r16/r32, TTMc r8/r16)
 #   bench-50m-<variant>.json      one generated 4096³ block-dense tensor of 50M
@@ -27,14 +29,23 @@
 #       launch), concurrent (the two on two streams: the CUDA default), sparse-only
 #       (--threshold 4097: HLS-S only), dense-only (--threshold 1: HLS-D only); with
 #       OLD_BIN also old-N and new-N (each binary's default launch), alternating
-#   decomp-<cp|tucker>-<cuda|cpu>.json  CP-ALS r16 / Tucker-HOOI 8,8,8 on the largest
-#                                 shared tensor, both backends, same seed
-#   tune.txt, tune/, tuning/      the CUDA tuning run and the profile it wrote
+#   decomp-<cp|tucker|cp-apr|complete>-<cuda|cpu>.json  CP-ALS r16, Tucker-HOOI 8,8,8,
+#                                 CP-APR r16 and completion (ALS r16) on the largest shared
+#                                 tensor (completion: movielens-100k), both backends, same seed
+#   ncu-*.txt                     Nsight Compute on one fused MTTKRP and TTMc, when ncu is there
+#   peers/                        MM-CSF and ParTI beside sptmc (scripts/gpu-peers.sh run;
+#                                 carry peers/bin), on the shared tensors and a generated
+#                                 block-dense tensor (data-local/gen_tensor.py blocky, GEN_NNZ)
+#   tune.txt, tune/, tuning/      the CUDA tuning run (its built-in cases) and the profile
+#                                 it wrote, with T/2, T and 2T timed on the largest shared
+#                                 tensor and on the generated block-dense one (it has dense
+#                                 tiles; the shared tensors have almost none)
 #   torch-*.txt/json              the PyTorch peer on the same tensors, when torch is there
 # Logs go to *.log beside them. Steps that fail set a non-zero exit but do not stop the
 # rest. Steps, in order: check selftest sanitize tests shared gen50m generated
-# uniform50m decomp tune torch; name some to run only those (`scripts/gpu-run.sh check
-# selftest`).
+# uniform50m decomp ncu blocky peers tune torch; name some to run only those
+# (`scripts/gpu-run.sh check selftest`). Each step fits one 10-minute device call except
+# peers with many tensors (run it per tensor: PEER_FILES).
 set -u
 out="${OUT:-gpu-results}"
 bin="${SPTMC_BIN:-target/release/sptmc}"
@@ -44,7 +55,7 @@ limit="${STEP_TIMEOUT:-600}"
 mkdir -p "$out"
 status=0
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(check selftest sanitize tests shared gen50m generated uniform50m decomp tune torch)
+[[ ${#steps[@]} -eq 0 ]] && steps=(check selftest sanitize tests shared gen50m generated uniform50m decomp ncu blocky peers tune torch)
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 # run NAME CMD...: CMD's stdout to $out/NAME, stderr to $out/NAME.log, time-limited.
 run() {
@@ -93,6 +104,8 @@ fi
 if want sanitize; then
     run memcheck.txt compute-sanitizer --tool memcheck --error-exitcode 9 "$bin" selftest --backend cuda --dim 48 --nnz 8000
     run racecheck.txt compute-sanitizer --tool racecheck --error-exitcode 9 "$bin" selftest --backend cuda --dim 48 --nnz 8000
+    run initcheck.txt compute-sanitizer --tool initcheck --error-exitcode 9 "$bin" selftest --backend cuda --dim 48 --nnz 8000
+    run synccheck.txt compute-sanitizer --tool synccheck --error-exitcode 9 "$bin" selftest --backend cuda --dim 48 --nnz 8000
 fi
 if want tests && [[ -n "${TEST_BINS:-}" ]]; then
     for t in "$TEST_BINS"/*; do
@@ -120,11 +133,39 @@ if want decomp; then
     for b in cuda cpu; do
         run "decomp-cp-$b.json" "$bin" cp "$big" --rank 16 --iters 20 --tol 0 --backend "$b" --json
         run "decomp-tucker-$b.json" "$bin" tucker "$big" --ranks 8,8,8 --iters 10 --tol 0 --backend "$b" --json
+        run "decomp-cp-apr-$b.json" "$bin" cp-apr "$big" --rank 16 --iters 10 --tol 0 --backend "$b" --json
+        run "decomp-complete-$b.json" "$bin" complete data-local/movielens-100k.tns.gz --rank 16 --solver als \
+            --backend "$b" --json
     done
+fi
+if want ncu && command -v ncu > /dev/null; then
+    big=data-local/uboot-commitwords-3d.tns.gz
+    run ncu-mttkrp.txt ncu --set full -c 2 "$bin" mttkrp "$big" --backend cuda --rank 32 --reps 1
+    run ncu-ttmc.txt ncu --set full -c 2 "$bin" ttmc "$big" --backend cuda --ranks 8,8,8 --reps 1
+fi
+blocky=/tmp/sptmc-blocky-$gen_nnz.tns
+if want blocky || want peers || want tune; then
+    # One generated block-dense tensor as a file, so that the peers and the tuner read the
+    # same nonzeros (the generator is ../shared/tools/gen_tensor.py, carried in data-local).
+    if [[ ! -s $blocky && -f data-local/gen_tensor.py ]]; then
+        "${PYTHON:-python3}" data-local/gen_tensor.py blocky "$blocky" --nnz "$gen_nnz" --dims 4096,4096,4096 \
+            --seed 1 > "$out/blocky.log" 2>&1 || { status=1; echo "FAILED: blocky" >> "$out/commit.txt"; }
+    fi
+fi
+if want blocky && [[ -s $blocky ]]; then
+    run bench-blocky.json "$bin" bench "$blocky" --backend cuda --json --ranks 32 --ttmc-ranks 8 --reps 5
+fi
+if want peers; then
+    files=(${PEER_FILES:-"${shared[@]}" $blocky})
+    if [[ -x peers/bin/mmcsf-mttkrp ]]; then
+        OUT="$out" SPTMC_BIN="$bin" run peers.txt scripts/gpu-peers.sh run "${files[@]}"
+    else
+        echo "no peers/bin (scripts/gpu-peers.sh build here, then carry peers/bin)" > "$out/peers.txt"
+    fi
 fi
 if want tune; then
     run tune.txt "$bin" tune --backend cuda --tuning-dir "$out/tuning" --results "$out/tune" \
-        --tns data-local/uboot-commitwords-3d.tns.gz
+        --tns data-local/uboot-commitwords-3d.tns.gz $([[ -s $blocky ]] && echo --tns "$blocky")
 fi
 if want torch; then
     # PyTorch peer (benches/torch_peer.py: gather + index_add_, fp32 on the GPU, checked
