@@ -62,13 +62,13 @@ def summary(path):
             tool, tensor, op, mode, rank, _rnd, ms = line.rstrip("\n").split("\t")
             op = "ttm*" if op in ("ttm", "ttmc") else op
             times.setdefault((tensor, op, mode), {}).setdefault(tool, []).append(float(ms))
-    print("tensor\top\tmode\t" + "\t".join(TOOLS) + "\tbest peer / sptmc (kernel)")
+    print("tensor\top\tmode\t" + "\t".join(TOOLS) + "\tbest peer / sptmc kernel\tbest peer / sptmc wall")
     for (tensor, op, mode), by_tool in sorted(times.items()):
         med = {t: statistics.median(v) for t, v in by_tool.items() if not all(map(math.isnan, v))}
         peers = [med[t] for t in ("mmcsf", "mmcsf-ttm", "parti") if t in med]
-        ratio = f"{min(peers) / med['sptmc']:.2f}" if peers and med.get("sptmc") else "-"
+        ratios = [f"{min(peers) / med[t]:.2f}" if peers and med.get(t) else "-" for t in ("sptmc", "sptmc-wall")]
         cells = [f"{med[t]:.3f}" if t in med else "-" for t in TOOLS]
-        print(f"{tensor}\t{op}\t{mode}\t" + "\t".join(cells) + f"\t{ratio}")
+        print(f"{tensor}\t{op}\t{mode}\t" + "\t".join(cells + ratios))
     print("(milliseconds, median over rounds; ttm*: sptmc's TTM-chain beside MM-CSF's single TTM)")
 
 
