@@ -18,6 +18,7 @@ pub mod engine;
 pub mod environment;
 pub mod error;
 pub mod hls;
+pub mod math;
 pub mod matrix;
 pub mod memplan;
 pub mod model_io;

@@ -446,11 +446,11 @@ twin!(
                         tol: f64,
                         out: &mut [f64]| {
             let mut buf = Vec::new();
-            sptmc::engine::phi::mu_inner_seq_f64(
+            sptmc::math::mu::inner_iterations(
                 |b, out| {
                     let stats = seq.phi(b, params, &mut buf)?;
                     out.copy_from_slice(&buf);
-                    Ok(stats)
+                    Ok((stats.bytes_to_device, stats.bytes_from_device))
                 },
                 b,
                 max_inner,

@@ -23,53 +23,11 @@
 
 use super::{Engine, PhiParams, Prepared, RunStats};
 use crate::error::{Error, Result};
+pub use crate::math::mu::MuInner;
+use crate::math::mu::inner_iterations;
 #[cfg(doc)]
 use crate::ops::Op;
 use rayon::prelude::*;
-
-/// What [`PhiRun::mu_inner`] did.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct MuInner {
-    /// Φ evaluations (the inner iterations run, the last one included).
-    pub evaluations: usize,
-    /// The KKT violation `max |min(B, 1 − Φ)|` of the last evaluation (0 when none).
-    pub violation: f64,
-    /// Whether `B` was updated at least once (some violation was at least `tol`).
-    pub updated: bool,
-    /// Bytes moved, summed over the evaluations.
-    pub stats: RunStats,
-}
-
-/// MU's inner iterations on one mode for a [`PhiRun`], all in f64, one Φ evaluation at
-/// a time through `phi` (Φ of `B` into `out`): up to `max_inner` times, Φ, its KKT
-/// violation ([`kkt_violation`]; stop when below `tol`), then `B ← B ∗ Φ`. `out`
-/// holds the last Φ. The definition a session's fused [`PhiSession::mu_inner`] kernel
-/// reproduces to the bit (CP-APR's own per-call loop, for backends without a session,
-/// is in [`crate::decomp::cp_apr`]).
-pub fn mu_inner_seq_f64(
-    mut phi: impl FnMut(&[f64], &mut [f64]) -> Result<RunStats>,
-    b: &mut [f64],
-    max_inner: usize,
-    tol: f64,
-    out: &mut [f64],
-) -> Result<MuInner> {
-    let mut done = MuInner::default();
-    for _ in 0..max_inner {
-        done.evaluations += 1;
-        let stats = phi(b, out)?;
-        done.stats.bytes_to_device += stats.bytes_to_device;
-        done.stats.bytes_from_device += stats.bytes_from_device;
-        done.violation = kkt_violation(b, out);
-        if done.violation < tol {
-            break;
-        }
-        done.updated = true;
-        b.par_chunks_mut(1 << 16)
-            .zip(out.par_chunks(1 << 16))
-            .for_each(|(b, p)| b.iter_mut().zip(p).for_each(|(b, &p)| *b *= p));
-    }
-    Ok(done)
-}
 
 /// A backend's Φ session (see the [module documentation](self)), in f64 throughout:
 /// the factors, `B`, `π` and Φ. The engine's [`PhiRun`] checks every argument before
@@ -81,7 +39,7 @@ pub trait PhiSession {
     /// Φ of the fixed mode with target factor `b` into `out` (`I_n × R`; every entry is
     /// overwritten), with [`RunStats::log_term`] when `params.log_term`.
     fn phi(&mut self, b: &[f64], params: PhiParams, out: &mut [f64]) -> Result<RunStats>;
-    /// MU's inner iterations on the fixed mode as [`mu_inner_seq_f64`] runs them (`b`
+    /// MU's inner iterations on the fixed mode as [`inner_iterations`] runs them (`b`
     /// updated; `out` the last Φ), with the same result to the bit; backends may run
     /// them in another order (the CPU: row by row, see [`crate::engine::cpu`]).
     fn mu_inner(
@@ -92,7 +50,11 @@ pub trait PhiSession {
         tol: f64,
         out: &mut [f64],
     ) -> Result<MuInner> {
-        mu_inner_seq_f64(|b, out| self.phi(b, params, out), b, max_inner, tol, out)
+        let phi = |b: &[f64], out: &mut [f64]| {
+            let s = self.phi(b, params, out)?;
+            Ok((s.bytes_to_device, s.bytes_from_device))
+        };
+        inner_iterations(phi, b, max_inner, tol, out)
     }
 }
 
@@ -186,7 +148,7 @@ impl PhiRun<'_> {
         Ok(stats)
     }
 
-    /// MU's inner iterations on the fixed mode ([`mu_inner_seq_f64`]'s, to the bit): `b`
+    /// MU's inner iterations on the fixed mode ([`inner_iterations`]', to the bit): `b`
     /// the mode's factor (`I_n × R` row-major), updated; `out` (resized to `I_n × R`)
     /// gets the last Φ. [`Error::NonFinite`] when Φ or `B` is not finite at the end.
     pub fn mu_inner(
@@ -253,60 +215,5 @@ impl Engine {
                 rank,
                 mode: None,
             }))
-    }
-}
-
-/// `max |min(B, 1 − Φ)|` (Φ in f32 or f64); NaN when `B` or `Φ` holds a NaN (a broken Φ is not read as
-/// converged). Four running maxima per chunk, NaN tracked apart, so the loop vectorizes
-/// (it runs after every Φ of the inner iterations).
-pub(crate) fn kkt_violation<P: Copy + Into<f64> + Sync>(b: &[f64], phi: &[P]) -> f64 {
-    b.par_chunks(1 << 16)
-        .zip(phi.par_chunks(1 << 16))
-        .map(|(b, p)| {
-            let mut m = [0f64; 4];
-            let mut nan = false;
-            let (b4, p4) = (b.chunks_exact(4), p.chunks_exact(4));
-            let tail = b4.remainder().iter().zip(p4.remainder());
-            for (b, p) in b4.zip(p4) {
-                for k in 0..4 {
-                    let d = 1.0 - p[k].into();
-                    nan |= d.is_nan() | b[k].is_nan();
-                    m[k] = m[k].max(b[k].min(d).abs());
-                }
-            }
-            for (&b, &p) in tail {
-                let d = 1.0 - p.into();
-                nan |= d.is_nan() | b.is_nan();
-                m[0] = m[0].max(b.min(d).abs());
-            }
-            if nan {
-                f64::NAN
-            } else {
-                m[0].max(m[1]).max(m[2].max(m[3]))
-            }
-        })
-        .reduce(|| 0.0, |x, y| if x.is_nan() || x > y { x } else { y })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kkt_violation_is_the_largest_complementarity_gap() {
-        // min(0.5, 1 - 0.2) = 0.5; min(0.1, 1 - 3) = -2 → 2; min(0, 1 - 1) = 0.
-        assert_eq!(kkt_violation(&[0.5, 0.1, 0.0], &[0.2, 3.0, 1.0]), 2.0);
-        assert!(kkt_violation(&[0.5], &[f32::NAN]).is_nan());
-        assert_eq!(kkt_violation::<f32>(&[], &[]), 0.0);
-        // Past the four lanes: the largest gap in the tail, then in a lane; NaN in B.
-        let b = [0.5, 0.1, 0.0, 0.3, 0.2, 0.7];
-        assert_eq!(kkt_violation(&b, &[0.2, 3.0, 1.0, 0.9, 5.0, 0.1]), 4.0);
-        assert_eq!(kkt_violation(&b, &[0.2, 0.0, 1.0, 9.0, 0.0, 0.1]), 8.0);
-        let mut b8 = [0.5; 8];
-        b8[6] = f64::NAN;
-        assert!(kkt_violation(&b8, &[0.5; 8]).is_nan());
-        // The same in f64 (a PhiRun's Φ).
-        assert_eq!(kkt_violation(&b, &[0.2f64, 3.0, 1.0, 0.9, 5.0, 0.1]), 4.0);
-        assert!(kkt_violation(&[0.5], &[f64::NAN]).is_nan());
     }
 }

@@ -57,9 +57,9 @@
 //! [`CpAprOptions::non_integer`]. A tensor with no nonzero value gives the zero model
 //! (log-likelihood 0) with a warning.
 
-use crate::engine::phi::MuInner;
 use crate::engine::{Call, Engine, PhiParams, Prepared, RunStats};
 use crate::error::{Error, Result};
+use crate::math::mu::MuInner;
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use std::time::Instant;
@@ -162,8 +162,8 @@ impl Clock {
         let out = f();
         self.kernel += t.elapsed().as_secs_f64();
         let inner = out?;
-        self.to_device += inner.stats.bytes_to_device;
-        self.from_device += inner.stats.bytes_from_device;
+        self.to_device += inner.bytes_to_device;
+        self.from_device += inner.bytes_from_device;
         Ok(inner)
     }
 }

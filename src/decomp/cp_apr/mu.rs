@@ -3,9 +3,9 @@
 //! normalizations and the log-likelihood.
 
 use super::Clock;
-use crate::engine::phi::{MuInner, kkt_violation};
 use crate::engine::{Call, Engine, PhiRun, Prepared, RunStats};
 use crate::error::{Error, Result};
+use crate::math::mu::{MuInner, kkt_violation};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use rayon::prelude::*;
@@ -26,8 +26,8 @@ pub(super) fn mu_inner_seq(
     for _ in 0..max_inner {
         done.evaluations += 1;
         let stats = phi(b32, out)?;
-        done.stats.bytes_to_device += stats.bytes_to_device;
-        done.stats.bytes_from_device += stats.bytes_from_device;
+        done.bytes_to_device += stats.bytes_to_device;
+        done.bytes_from_device += stats.bytes_from_device;
         done.violation = kkt_violation(b, out.data());
         if done.violation < tol {
             break;

@@ -26,10 +26,10 @@
 use super::kernel::shares;
 use super::rows::{Plan, RowGroups};
 use super::subnormal::FlushSubnormals;
-use crate::engine::phi::{MuInner, mu_inner_seq_f64};
 use crate::engine::{PhiParams, PhiSession, RunStats};
 use crate::error::Result;
 use crate::hls::HlsTensor;
+use crate::math::mu::{MuInner, inner_iterations, nan_max, row_violation, update_row};
 use rayon::prelude::*;
 
 /// Nonzeros per parallel task when forming `π`.
@@ -157,7 +157,11 @@ impl PhiSession for CpuPhi {
         let mode = self.mode;
         let cut = self.plans[mode].as_ref().expect("made by fix").cut;
         if cut || !self.full[mode] || max_inner == 0 {
-            let done = mu_inner_seq_f64(|b, out| self.phi(b, params, out), b, max_inner, tol, out)?;
+            let phi = |b: &[f64], out: &mut [f64]| {
+                let s = self.phi(b, params, out)?;
+                Ok((s.bytes_to_device, s.bytes_from_device))
+            };
+            let done = inner_iterations(phi, b, max_inner, tol, out)?;
             self.full[mode] = done.evaluations == max_inner && done.violation >= tol;
             return Ok(done);
         }
@@ -174,7 +178,7 @@ impl PhiSession for CpuPhi {
                     evaluations: max_inner,
                     violation: viol[max_inner - 1],
                     updated: true,
-                    stats: RunStats::default(),
+                    ..MuInner::default()
                 })
             }
             Some(t) => {
@@ -185,7 +189,7 @@ impl PhiSession for CpuPhi {
                     evaluations: t + 1,
                     violation: viol[t],
                     updated: t > 0,
-                    stats: RunStats::default(),
+                    ..MuInner::default()
                 })
             }
         }
@@ -246,15 +250,6 @@ impl CpuPhi {
     }
 }
 
-/// The larger of two violations, NaN if either is.
-fn nan_max(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else {
-        a.max(b)
-    }
-}
-
 /// One row's inner iterations ([`CpuPhi::rows_mu`]).
 struct RowMu<'a> {
     pi: &'a [f64],
@@ -267,7 +262,8 @@ struct RowMu<'a> {
 impl RowMu<'_> {
     /// At rank `R`: `b` the row of `B` (updated), `out` the row of the last Φ,
     /// `viol[t]` raised to this row's violation at evaluation `t`. The same operations
-    /// in the same order as [`mu_inner_seq_f64`] on this row.
+    /// in the same order as [`inner_iterations`] on this row (the rule is
+    /// [`crate::math::mu`]'s, so the two cannot drift apart).
     #[inline(always)]
     fn run<const R: usize>(&self, b: &mut [f64], out: &mut [f64], viol: &mut [f64]) {
         let mut phi = [0f64; R];
@@ -275,9 +271,7 @@ impl RowMu<'_> {
             row_phi::<R, false>(b, self.pi, self.x, self.eps, &mut phi);
             *vt = nan_max(*vt, row_violation(b, &phi));
             if t + 1 < self.evals || self.update_last {
-                for (bk, &p) in b.iter_mut().zip(&phi) {
-                    *bk *= p;
-                }
+                update_row(b, &phi);
             }
         }
         out.copy_from_slice(&phi);
@@ -289,26 +283,10 @@ impl RowMu<'_> {
             row_phi_any(b, self.pi, self.x, self.eps, false, out);
             *vt = nan_max(*vt, row_violation(b, out));
             if t + 1 < self.evals || self.update_last {
-                for (bk, &p) in b.iter_mut().zip(&*out) {
-                    *bk *= p;
-                }
+                update_row(b, out);
             }
         }
     }
-}
-
-/// `max |min(B, 1 − Φ)|` of one row, NaN if `B` or `Φ` holds one (as
-/// [`crate::engine::phi`]'s KKT violation).
-#[inline(always)]
-fn row_violation(b: &[f64], phi: &[f64]) -> f64 {
-    let mut m = 0f64;
-    let mut nan = false;
-    for (&bk, &p) in b.iter().zip(phi) {
-        let d = 1.0 - p;
-        nan |= d.is_nan() | bk.is_nan();
-        m = m.max(bk.min(d).abs());
-    }
-    if nan { f64::NAN } else { m }
 }
 
 /// `π` of the nonzeros of `out` (`n × R`): each the product of its rows of `others`
