@@ -35,44 +35,6 @@ pub fn check_alloc(what: &str, rows: usize, cols: usize, elem_bytes: usize) -> R
     Ok(())
 }
 
-/// Identifies a matrix's contents: two matrices with equal versions hold equal data.
-///
-/// Every matrix gets a process-unique `id` when made (clones get their own), and
-/// `edits` counts the mutable borrows of its data since. A backend that keeps device
-/// copies of factors uses it to upload only the ones that changed since the last call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Version {
-    /// Process-unique identity of the matrix.
-    pub id: u64,
-    /// Mutable borrows of the data since the matrix was made.
-    pub edits: u64,
-}
-
-/// A fresh matrix identity.
-fn next_id() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-/// A matrix's [`Version`] bookkeeping; a clone is a new matrix with a new identity.
-#[derive(Debug)]
-struct Stamp(Version);
-
-impl Stamp {
-    fn new() -> Self {
-        Stamp(Version {
-            id: next_id(),
-            edits: 0,
-        })
-    }
-}
-
-impl Clone for Stamp {
-    fn clone(&self) -> Self {
-        Stamp::new()
-    }
-}
-
 /// A row-major `rows × cols` matrix.
 ///
 /// Invariant: `data.len() == rows * cols`. Equality compares shape and data only.
@@ -81,7 +43,6 @@ pub struct Matrix<T = f32> {
     rows: usize,
     cols: usize,
     data: Vec<T>,
-    stamp: Stamp,
 }
 
 impl<T: PartialEq> PartialEq for Matrix<T> {
@@ -104,7 +65,6 @@ impl<T: Copy + Default> Matrix<T> {
             rows,
             cols,
             data,
-            stamp: Stamp::new(),
         })
     }
 
@@ -114,7 +74,6 @@ impl<T: Copy + Default> Matrix<T> {
             rows,
             cols,
             data: vec![T::default(); rows * cols],
-            stamp: Stamp::new(),
         }
     }
 
@@ -126,12 +85,7 @@ impl<T: Copy + Default> Matrix<T> {
                 data.push(f(i, j));
             }
         }
-        Matrix {
-            rows,
-            cols,
-            data,
-            stamp: Stamp::new(),
-        }
+        Matrix { rows, cols, data }
     }
 
     /// Number of rows.
@@ -154,15 +108,9 @@ impl<T: Copy + Default> Matrix<T> {
         &self.data
     }
 
-    /// All entries, row-major, mutable (counts as an edit of the [`Version`]).
+    /// All entries, row-major, mutable.
     pub fn data_mut(&mut self) -> &mut [T] {
-        self.stamp.0.edits += 1;
         &mut self.data
-    }
-
-    /// What identifies the current contents (see [`Version`]).
-    pub fn version(&self) -> Version {
-        self.stamp.0
     }
 
     /// Row `i`.
@@ -172,7 +120,6 @@ impl<T: Copy + Default> Matrix<T> {
 
     /// Row `i`, mutable.
     pub fn row_mut(&mut self, i: usize) -> &mut [T] {
-        self.stamp.0.edits += 1;
         &mut self.data[i * self.cols..(i + 1) * self.cols]
     }
 
@@ -183,7 +130,6 @@ impl<T: Copy + Default> Matrix<T> {
 
     /// Sets entry `(i, j)`.
     pub fn set(&mut self, i: usize, j: usize, v: T) {
-        self.stamp.0.edits += 1;
         self.data[i * self.cols + j] = v;
     }
 
@@ -198,7 +144,6 @@ impl<T: Copy + Default> Matrix<T> {
             rows: self.rows,
             cols: self.cols,
             data: self.data.iter().map(|&x| f(x)).collect(),
-            stamp: Stamp::new(),
         }
     }
 }

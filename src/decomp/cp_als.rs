@@ -211,6 +211,9 @@ pub fn cp_als_with_control(
     let mut grams: Vec<Mat<f64>> = factors.iter().map(gram).collect();
     // Kept up to date by the updates, so the kernels need not scan the factors.
     let mut col_max = ColumnMax::of(&factors);
+    // Which factors changed since the last call, so a device that keeps copies uploads
+    // only the one the previous step updated.
+    let mut versions = engine.factor_versions(order);
     let mut weights = vec![1.0f64; rank];
     let mut fits = Vec::new();
     let mut iters = Vec::new();
@@ -255,6 +258,7 @@ pub fn cp_als_with_control(
             let call = Call {
                 col_max: Some(&col_max),
                 check_finite: false,
+                versions: Some(&versions),
                 ..Call::default()
             };
             clock.kernel(|| engine.run_into_with(Op::Mttkrp, x, n, &factors, &call, m))?;
@@ -275,6 +279,7 @@ pub fn cp_als_with_control(
                     "MTTKRP of mode {n} in iteration {it}"
                 )));
             };
+            versions.changed(n);
             weights = update.norms;
             grams[n] = update.gram;
             col_max.max[n] = update.col_max;

@@ -232,12 +232,16 @@ pub fn tucker_hooi_with_control(
 
     // Kernel outputs, one per mode, reused across iterations.
     let mut outputs: Vec<Matrix> = vec![Matrix::zeros(0, 0); order];
+    // Which factors changed since the last call, so a device that keeps copies uploads
+    // only the one the previous step replaced.
+    let mut versions = engine.factor_versions(order);
     for it in 0..opts.max_iters {
         let mut clock = IterClock::start();
         for n in 0..order {
             let y = &mut outputs[n];
             let call = Call {
                 check_finite: false, // checked next, naming the iteration
+                versions: Some(&versions),
                 ..Call::default()
             };
             clock.kernel(|| engine.run_into_with(Op::Ttmc, x, n, &factors, &call, y))?;
@@ -253,6 +257,7 @@ pub fn tucker_hooi_with_control(
                 core = Matrix::from_fn(g.ncols(), g.nrows(), |c, r| g[(r, c)]).into_data();
             }
             factors[n] = u.to_f32();
+            versions.changed(n);
         }
         let core_sq: f64 = core.iter().map(|g| g * g).sum();
         let rounding = residual_rounding(engine);

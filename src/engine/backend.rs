@@ -82,6 +82,8 @@ pub struct RunOptions<'a> {
     pub col_max: Option<&'a ColumnMax>,
     /// What [`Op::Phi`] needs besides the factors (other ops ignore it).
     pub phi: PhiParams,
+    /// The caller's versions of the factors (see [`super::Call::versions`]).
+    pub versions: Option<&'a super::FactorVersions>,
 }
 
 /// The parameters of [`Op::Phi`] (see [`crate::ops`]).

@@ -10,6 +10,7 @@ mod backend;
 pub mod completion;
 pub mod cpu;
 pub mod cuda;
+mod factors;
 mod options;
 mod passes;
 pub mod phi;
@@ -22,6 +23,7 @@ pub use backend::{
     Launch, PhiParams, RunOptions, RunStats, median,
 };
 pub use completion::{CompletionSession, SgdStep};
+pub use factors::{FactorKey, FactorVersions};
 pub use options::{CpuOptions, CudaOptions, EngineOptions, MttkrpKernel};
 pub use passes::{ResidualSums, RowCounts, ValueCensus};
 pub use phi::{PhiRun, PhiSession};
@@ -44,6 +46,10 @@ pub struct Call<'a> {
     pub check_finite: bool,
     /// The parameters of [`Op::Phi`] (ignored by the other ops).
     pub phi: PhiParams,
+    /// Which factors are unchanged since an earlier call that passed the same set
+    /// ([`FactorVersions`], made by this engine), so that a backend keeping device
+    /// copies uploads only the others; `None` uploads every factor the call reads.
+    pub versions: Option<&'a FactorVersions>,
 }
 
 impl Default for Call<'_> {
@@ -52,6 +58,7 @@ impl Default for Call<'_> {
             col_max: None,
             check_finite: true,
             phi: PhiParams::default(),
+            versions: None,
         }
     }
 }
@@ -71,6 +78,8 @@ pub struct Engine {
     profiles: Profiles,
     notice: Option<String>,
     launch: Launch,
+    /// Numbers the [`FactorVersions`] sets this engine makes.
+    factor_sets: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Engine {
@@ -84,6 +93,7 @@ impl Engine {
             profiles: Profiles::builtin(),
             notice: None,
             launch,
+            factor_sets: Default::default(),
         }
     }
 
@@ -152,6 +162,12 @@ impl Engine {
     /// around the engine's calls (a decomposition's) should use the same workers.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         self.backend.install(f)
+    }
+
+    /// A fresh [`FactorVersions`] for `modes` factors, for the caller to keep and pass
+    /// with its calls ([`Call::versions`]).
+    pub fn factor_versions(&self, modes: usize) -> FactorVersions {
+        FactorVersions::new(&self.factor_sets, modes)
     }
 
     /// Replaces the tuning profiles (e.g. with ones read from another folder).
@@ -278,6 +294,20 @@ impl Engine {
         if op == Op::Phi {
             phi::check_eps(call.phi.eps)?;
         }
+        if let Some(v) = call.versions
+            && (!v.made_by(&self.factor_sets) || v.modes() != factors.len())
+        {
+            return Err(Error::InvalidOption(format!(
+                "factor versions for {} modes from {} engine, for a call with {} factors",
+                v.modes(),
+                if v.made_by(&self.factor_sets) {
+                    "this"
+                } else {
+                    "another"
+                },
+                factors.len()
+            )));
+        }
         if let Some(col_max) = call.col_max {
             let fits = col_max.max.len() == factors.len()
                 && col_max
@@ -339,6 +369,7 @@ impl Engine {
             launch: self.launch,
             col_max: call.col_max,
             phi: call.phi,
+            versions: call.versions,
         };
         self.backend.run(op, p.part(op)?, mode, factors, &opts, out)
     }

@@ -232,6 +232,9 @@ pub fn cp_apr_with_progress(
     for (e, f) in eng.iter_mut().zip(&a) {
         to_f32(f, e.data_mut());
     }
+    // Which of `eng` changed since the last Op::Phi call, so a device that keeps copies
+    // uploads only those: every write to `eng[n]` (a swap included) is one change.
+    let mut versions = engine.factor_versions(order);
     // The last Φ of each mode (for the inadmissible zeros; f64, from Op::Phi's f32 Φ
     // `phi32` where there is no PhiRun).
     let mut phis: Vec<Vec<f64>> = vec![Vec::new(); order];
@@ -256,6 +259,7 @@ pub fn cp_apr_with_progress(
             eps,
             log_term: false,
         },
+        versions: None,
     };
     let ll_call = Call {
         phi: PhiParams {
@@ -289,6 +293,7 @@ pub fn cp_apr_with_progress(
             scale_columns(&mut a[n], &lambda);
             lambda.fill(1.0);
             to_f32(&a[n], eng[n].data_mut());
+            versions.changed(n);
             // 3. Multiplicative updates (the other modes' factors fixed throughout).
             let inner = match &mut phi_run {
                 Some(run) => {
@@ -301,8 +306,15 @@ pub fn cp_apr_with_progress(
                 None => {
                     // B's f32 copy goes in and out of the factors around each Φ.
                     let mut b32 = std::mem::replace(&mut eng[n], Matrix::zeros(0, 0));
+                    let versions = &mut versions;
                     let phi = |b32: &mut Matrix, out: &mut Matrix| {
                         std::mem::swap(&mut eng[n], b32);
+                        // B is new at every call; the other modes stay as they were.
+                        versions.changed(n);
+                        let call = Call {
+                            versions: Some(&*versions),
+                            ..call
+                        };
                         let stats = engine.run_into_with(Op::Phi, x, n, &eng, &call, out);
                         std::mem::swap(&mut eng[n], b32);
                         stats
@@ -327,6 +339,7 @@ pub fn cp_apr_with_progress(
             normalize(&mut a[n], &sums);
             lambda.copy_from_slice(&sums);
             to_f32(&a[n], eng[n].data_mut());
+            versions.changed(n);
             // 5. With Op::Phi's f32 Φ: where the next iteration's inadmissible-zero test
             //    would read a Φ of 0 that f64 keeps positive (π underflowed in f32), mark
             //    it positive.
@@ -341,7 +354,7 @@ pub fn cp_apr_with_progress(
         let log_likelihood = log_likelihood(
             engine,
             x,
-            &mut eng,
+            (&mut eng, &mut versions),
             (
                 ll_mode,
                 &mut ll_b,

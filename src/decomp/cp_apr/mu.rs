@@ -3,7 +3,7 @@
 //! normalizations and the log-likelihood.
 
 use super::Clock;
-use crate::engine::{Call, Engine, PhiRun, Prepared, RunStats};
+use crate::engine::{Call, Engine, FactorVersions, PhiRun, Prepared, RunStats};
 use crate::error::{Error, Result};
 use crate::math::mu::{MuInner, kkt_violation};
 use crate::matrix::Matrix;
@@ -107,13 +107,13 @@ pub(super) fn mark_support(
 /// `eng`): the first sum from a Φ call on `ll.0` with `B = A diag(λ)`, the second as
 /// `Σ_r λ_r Π_n Σ_i A_n[i, r]`. With a [`PhiRun`] (fixed on `ll.0`, the other factors
 /// as they are now) `B` and Φ are the f64 buffers `ll.3`; otherwise the f32 `B` (`ll.1`)
-/// is swapped into `eng` for an [`Op::Phi`] call into `ll.2` and back, so the factor
-/// copies keep their versions.
+/// is swapped into `eng` for an [`Op::Phi`] call into `ll.2` and back, each swap
+/// recorded in `versions` (the caller's versions of `eng`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn log_likelihood(
     engine: &Engine,
     x: &Prepared,
-    eng: &mut [Matrix],
+    (eng, versions): (&mut [Matrix], &mut FactorVersions),
     (mode, b, out, (b64, out64)): LlScratch<'_>,
     a: &[Vec<f64>],
     lambda: &[f64],
@@ -138,8 +138,14 @@ pub(super) fn log_likelihood(
         None => {
             to_f32(b64, b.data_mut());
             std::mem::swap(&mut eng[mode], b);
-            let stats = clock.kernel(|| engine.run_into_with(Op::Phi, x, mode, eng, call, out));
+            versions.changed(mode);
+            let call = Call {
+                versions: Some(&*versions),
+                ..*call
+            };
+            let stats = clock.kernel(|| engine.run_into_with(Op::Phi, x, mode, eng, &call, out));
             std::mem::swap(&mut eng[mode], b);
+            versions.changed(mode);
             stats
         }
     };

@@ -1,22 +1,25 @@
 //! Which factor copies a backend keeps in device memory between calls.
 //!
-//! Factors are keyed by their [`Version`]: a call finds each factor it needs by the
-//! version of the caller's matrix and uploads only those not found. In CP-ALS and
-//! Tucker-HOOI only the factor updated by the previous step changes, so a step moves
-//! one factor, not all of them. Buffers of evicted entries are reused for new uploads
-//! of the same length. Generic over the buffer so the policy is tested without a GPU.
+//! Factors are keyed by the caller's [`FactorKey`] ([`crate::engine::FactorVersions`]):
+//! a call finds each factor it needs by its key and uploads only those not found. In
+//! CP-ALS and Tucker-HOOI only the factor updated by the previous step changes, so a
+//! step moves one factor, not all of them. A factor without a key (the caller keeps no
+//! versions) is uploaded on every call. Buffers of evicted entries are reused for new
+//! uploads of the same length. Generic over the buffer so the policy is tested without
+//! a GPU.
 
-use crate::matrix::Version;
+use crate::engine::FactorKey;
 
 /// One cached factor.
 struct Slot<B> {
-    key: Version,
+    /// `None` for a factor without a key, or one whose upload failed: never found.
+    key: Option<FactorKey>,
     len: usize,
     buf: B,
     last_used: u64,
 }
 
-/// A small least-recently-used set of device buffers keyed by matrix version.
+/// A small least-recently-used set of device buffers keyed by the caller's factor keys.
 pub struct FactorCache<B> {
     slots: Vec<Slot<B>>,
     capacity: usize,
@@ -66,18 +69,21 @@ impl<B> FactorCache<B> {
     }
 
     /// Finds the factor `key` of `len` elements, or makes room and uploads it: `fill`
-    /// writes the data into a buffer of exactly `len` elements, `alloc` makes one.
+    /// writes the data into a buffer of exactly `len` elements, `alloc` makes one. A
+    /// factor without a key is always uploaded.
     /// Never evicts a slot used since the last [`FactorCache::begin_call`], so a call
     /// may hold more factors than the capacity (the extra ones go at its end).
     pub fn ensure<E>(
         &mut self,
-        key: Version,
+        key: Option<FactorKey>,
         len: usize,
         alloc: impl FnOnce(usize) -> Result<B, E>,
         fill: impl FnOnce(&mut B) -> Result<(), E>,
     ) -> Result<Entry, E> {
         let now = self.clock;
-        if let Some(i) = self.slots.iter().position(|s| s.key == key && s.len == len) {
+        let found =
+            key.and_then(|k| (self.slots.iter()).position(|s| s.key == Some(k) && s.len == len));
+        if let Some(i) = found {
             self.slots[i].last_used = now;
             return Ok(Entry {
                 slot: i,
@@ -123,10 +129,7 @@ impl<B> FactorCache<B> {
         // Mark the slot unusable until the fill succeeded, so a failed upload is not
         // mistaken for the factor later.
         let s = &mut self.slots[slot];
-        s.key = Version {
-            id: 0,
-            edits: u64::MAX,
-        };
+        s.key = None;
         s.last_used = now;
         fill(&mut s.buf)?;
         s.key = key;
@@ -140,21 +143,26 @@ impl<B> FactorCache<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::{Engine, FactorVersions};
     use crate::matrix::Matrix;
 
-    /// A fake device buffer: the data it holds and how often it was allocated.
+    /// A factor as a call passes it: the matrix and its key where the caller keeps one.
+    type Arg<'a> = (&'a Matrix, Option<FactorKey>);
+
+    /// One call through a cache of fake device buffers (vectors): uploads, then checks
+    /// that every factor of the call is present with its current data.
     fn cache_run(
         cache: &mut FactorCache<Vec<f32>>,
-        factors: &[&Matrix],
+        factors: &[Arg<'_>],
         allocs: &mut usize,
     ) -> usize {
         cache.begin_call();
         let mut uploaded = 0;
         let mut slots = Vec::new();
-        for f in factors {
+        for &(f, key) in factors {
             let e = cache
                 .ensure::<()>(
-                    f.version(),
+                    key,
                     f.data().len(),
                     |n| {
                         *allocs += 1;
@@ -169,83 +177,151 @@ mod tests {
             uploaded += usize::from(e.uploaded);
             slots.push(e.slot);
         }
-        // Every factor of the call is present with its current data.
-        for (f, &s) in factors.iter().zip(&slots) {
+        for (&(f, _), &s) in factors.iter().zip(&slots) {
             assert_eq!(cache.buffer(s).as_slice(), f.data());
         }
         uploaded
     }
 
+    /// The keys of `v` for `modes`.
+    fn keyed<'a>(f: &'a [Matrix], v: &FactorVersions, modes: &[usize]) -> Vec<Arg<'a>> {
+        modes.iter().map(|&m| (&f[m], Some(v.key(m)))).collect()
+    }
+
     #[test]
     fn an_als_step_uploads_only_the_factor_the_last_step_changed() {
+        let engine = Engine::cpu();
         let mut f: Vec<Matrix> = (0..3).map(|m| Matrix::random(5 + m, 4, m as u64)).collect();
+        let mut v = engine.factor_versions(3);
         let mut cache = FactorCache::new(8);
         let mut allocs = 0;
         // First call for mode 0 uploads modes 1 and 2.
-        assert_eq!(cache_run(&mut cache, &[&f[1], &f[2]], &mut allocs), 2);
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&f, &v, &[1, 2]), &mut allocs),
+            2
+        );
         // Same factors again: nothing moves.
-        assert_eq!(cache_run(&mut cache, &[&f[1], &f[2]], &mut allocs), 0);
-        // Mode 0 was updated in place; the call for mode 1 needs modes 0 and 2.
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&f, &v, &[1, 2]), &mut allocs),
+            0
+        );
+        // Mode 0 was updated in place and said so; the call for mode 1 needs 0 and 2.
         f[0].data_mut()[0] = 9.0;
-        assert_eq!(cache_run(&mut cache, &[&f[0], &f[2]], &mut allocs), 1);
+        v.changed(0);
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&f, &v, &[0, 2]), &mut allocs),
+            1
+        );
         f[1].data_mut()[3] = 7.0;
-        assert_eq!(cache_run(&mut cache, &[&f[0], &f[1]], &mut allocs), 1);
-        f[2].row_mut(1)[0] = 5.0;
-        assert_eq!(cache_run(&mut cache, &[&f[1], &f[2]], &mut allocs), 1);
-        // A clone is another matrix: uploaded once, then found.
-        let g = f[1].clone();
-        assert_eq!(cache_run(&mut cache, &[&g, &f[2]], &mut allocs), 1);
-        assert_eq!(cache_run(&mut cache, &[&g, &f[2]], &mut allocs), 0);
+        v.changed(1);
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&f, &v, &[0, 1]), &mut allocs),
+            1
+        );
+        f[2] = Matrix::random(7, 4, 9);
+        v.changed(2);
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&f, &v, &[1, 2]), &mut allocs),
+            1
+        );
+        // Another set (another caller, or a clone) holds other factors of the same
+        // shapes: its keys never match the first set's copies, so they are uploaded,
+        // then found.
+        let g: Vec<Matrix> = (0..3)
+            .map(|m| Matrix::random(5 + m, 4, 10 + m as u64))
+            .collect();
+        let w = v.clone();
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&g, &w, &[1, 2]), &mut allocs),
+            2
+        );
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&g, &w, &[1, 2]), &mut allocs),
+            0
+        );
+        // A factor without a key moves on every call.
+        assert_eq!(cache_run(&mut cache, &[(&f[0], None)], &mut allocs), 1);
+        assert_eq!(cache_run(&mut cache, &[(&f[0], None)], &mut allocs), 1);
     }
 
     #[test]
     fn a_full_cache_evicts_the_oldest_and_reuses_buffers_of_the_same_length() {
+        let engine = Engine::cpu();
+        let mut v = engine.factor_versions(3);
         let mut cache = FactorCache::new(2);
         let mut allocs = 0;
-        let mut a = Matrix::random(3, 2, 1);
-        let b = Matrix::random(3, 2, 2);
-        assert_eq!(cache_run(&mut cache, &[&a, &b], &mut allocs), 2);
+        let mut m = vec![
+            Matrix::random(3, 2, 1),
+            Matrix::random(3, 2, 2),
+            Matrix::random(4, 2, 3),
+        ];
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&m, &v, &[0, 1]), &mut allocs),
+            2
+        );
         assert_eq!(allocs, 2);
-        // a changes: b's slot is used by this call, so a's old slot is reused in place.
-        a.data_mut()[0] += 1.0;
-        assert_eq!(cache_run(&mut cache, &[&b, &a], &mut allocs), 1);
+        // Mode 0 changes: mode 1's slot is used by this call, so 0's old slot is reused
+        // in place.
+        m[0].data_mut()[0] += 1.0;
+        v.changed(0);
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&m, &v, &[1, 0]), &mut allocs),
+            1
+        );
         assert_eq!(
             allocs, 2,
             "the evicted buffer of the same length was reused"
         );
         assert_eq!(cache.len(), 2);
         // A call needing three factors keeps all three (none is evicted mid-call).
-        let c = Matrix::random(4, 2, 3);
-        assert_eq!(cache_run(&mut cache, &[&a, &b, &c], &mut allocs), 1);
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&m, &v, &[0, 1, 2]), &mut allocs),
+            1
+        );
         assert_eq!(cache.len(), 3);
     }
 
     #[test]
     fn eviction_keeps_the_slots_of_the_current_call_where_they_are() {
+        let engine = Engine::cpu();
+        let v = engine.factor_versions(4);
         let mut cache = FactorCache::new(2);
         let mut allocs = 0;
         let m: Vec<Matrix> = (0..4).map(|k| Matrix::random(2 + k, 3, k as u64)).collect();
-        assert_eq!(cache_run(&mut cache, &[&m[0], &m[1]], &mut allocs), 2);
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&m, &v, &[0, 1]), &mut allocs),
+            2
+        );
         // New lengths force fresh buffers while the cache is full; cache_run checks
         // every slot index of the call against its factor after the last `ensure`.
-        assert_eq!(cache_run(&mut cache, &[&m[2], &m[3]], &mut allocs), 2);
         assert_eq!(
-            cache_run(&mut cache, &[&m[1], &m[3], &m[0]], &mut allocs),
+            cache_run(&mut cache, &keyed(&m, &v, &[2, 3]), &mut allocs),
+            2
+        );
+        assert_eq!(
+            cache_run(&mut cache, &keyed(&m, &v, &[1, 3, 0]), &mut allocs),
             2
         );
     }
 
     #[test]
     fn a_failed_upload_leaves_no_entry_that_matches() {
+        let engine = Engine::cpu();
+        let v = engine.factor_versions(1);
         let mut cache: FactorCache<Vec<f32>> = FactorCache::new(4);
         let a = Matrix::random(3, 2, 1);
         cache.begin_call();
-        let r = cache.ensure(a.version(), 6, |n| Ok(vec![0.0; n]), |_| Err("copy failed"));
+        let r = cache.ensure(
+            Some(v.key(0)),
+            6,
+            |n| Ok(vec![0.0; n]),
+            |_| Err("copy failed"),
+        );
         assert_eq!(r, Err("copy failed"));
         cache.begin_call();
         let e = cache
             .ensure::<()>(
-                a.version(),
+                Some(v.key(0)),
                 6,
                 |n| Ok(vec![0.0; n]),
                 |b| {

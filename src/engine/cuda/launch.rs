@@ -8,7 +8,7 @@ use super::cache::FactorCache;
 use super::device::cuda_err;
 use super::modules::Kernels;
 use super::upload::DeviceHls;
-use crate::engine::{Launch, PhiParams, RunStats};
+use crate::engine::{RunOptions, RunStats};
 use crate::error::{Error, Result};
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
@@ -103,23 +103,24 @@ pub struct Device<'a> {
 }
 
 /// Runs `op` on `mode` of the uploaded tensor into `out` (shape checked), every entry
-/// overwritten, with the given launch mode. Factors come from `state`'s cache, uploading
-/// only those whose version it does not hold; the output buffer is reused, cleared on
+/// overwritten, with the launch mode of `opts`. Factors come from `state`'s cache,
+/// uploading only those whose key in the caller's versions (`opts.versions`) it does not
+/// hold, and every one where the caller keeps none; the output buffer is reused, cleared on
 /// the device and copied straight into `out`. Returns the device seconds of the
 /// launch(es) alone and the bytes moved each way.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     dev: &Device<'_>,
     state: &mut DeviceState,
-    launch: Launch,
+    opts: &RunOptions<'_>,
     op: Op,
     hls: &HlsTensor,
     tensor: &DeviceHls,
     mode: usize,
     factors: &[Matrix],
-    phi: PhiParams,
     out: &mut Matrix,
 ) -> Result<RunStats> {
+    let (launch, phi, versions) = (opts.launch, opts.phi, opts.versions);
     let stream = dev.stream;
     let order = hls.order();
     check_call(op, hls, mode, factors, out.cols())?;
@@ -137,7 +138,7 @@ pub fn run(
         }
         let data = f.data();
         let entry = state.factors.ensure(
-            f.version(),
+            versions.map(|v| v.key(m)),
             data.len().max(1),
             // SAFETY: the buffer is fully written by `fill` before any kernel reads it.
             |n| unsafe { stream.alloc::<f32>(n) }.map_err(|e| cuda_err("allocating a factor", e)),

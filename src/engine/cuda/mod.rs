@@ -4,8 +4,9 @@
 //! at once ([`Launch`]).
 //!
 //! Factors stay on the device between calls: each call uploads only the factors whose
-//! [`crate::matrix::Version`] the device does not hold (in CP-ALS and Tucker-HOOI, the
-//! one the previous step updated), clears a reused output buffer on the device and
+//! key in the caller's [`crate::engine::FactorVersions`] the device does not hold (in
+//! CP-ALS and Tucker-HOOI, the one the previous step updated; every one where the
+//! caller keeps no versions), clears a reused output buffer on the device and
 //! copies the result straight into the caller's matrix. Every call times its launch(es)
 //! with device events and counts the bytes it moved ([`RunStats`]);
 //! [`Backend::copy_rate`] measures the device-to-device copy rate that effective
@@ -209,13 +210,12 @@ impl CudaBackend {
         launch::run(
             &self.device(),
             &mut state,
-            opts.launch,
+            opts,
             op,
             &t.hls,
             &t.dev,
             mode,
             factors,
-            opts.phi,
             out,
         )
     }
