@@ -35,19 +35,112 @@ pub fn check_alloc(what: &str, rows: usize, cols: usize, elem_bytes: usize) -> R
     Ok(())
 }
 
-/// A row-major `rows × cols` matrix.
+/// Where a matrix's first entry sits: on a 64-byte boundary, the size of a cache line.
 ///
-/// Invariant: `data.len() == rows * cols`. Equality compares shape and data only.
-#[derive(Debug, Clone)]
+/// The sparse kernels gather whole factor rows (128 bytes at rank 32) with 32-byte
+/// vector loads; on a boundary no load of a row at rank 8, 16, 32 or 64 straddles two
+/// cache lines. The allocator only promises 16 bytes, so where a matrix landed used to
+/// decide, from run to run and build to build, whether half the loads of a factor were
+/// split: 8–15 % of the row-by-row MTTKRP on the small shared tensors
+/// (bench/results/2026-11-24-cpu-aligned-factors).
+pub const ALIGN_BYTES: usize = 64;
+
+/// Row-major storage whose first element is aligned to [`ALIGN_BYTES`] (where the
+/// element size divides it), in safe code: a vector with room for the padding, and the
+/// offset of the aligned start in it.
+#[derive(Debug)]
+struct Storage<T> {
+    buf: Vec<T>,
+    start: usize,
+    len: usize,
+}
+
+impl<T: Copy + Default> Storage<T> {
+    /// Elements of padding that leave room to align the start.
+    fn pad() -> usize {
+        match std::mem::size_of::<T>() {
+            0 => 0,
+            s if ALIGN_BYTES.is_multiple_of(s) => ALIGN_BYTES / s - 1,
+            _ => 0,
+        }
+    }
+
+    /// `len` default values (zeros).
+    fn zeroed(len: usize) -> Self {
+        let buf = vec![T::default(); len + Self::pad()];
+        let start = buf.as_ptr().align_offset(ALIGN_BYTES);
+        // An allocation that cannot be aligned (an element size that does not divide
+        // the boundary) starts at 0.
+        let start = if start <= Self::pad() { start } else { 0 };
+        Storage { buf, start, len }
+    }
+
+    /// Takes `data` as it is where it is already aligned (or nothing can be), else
+    /// copies it to an aligned place.
+    fn from_vec(data: Vec<T>) -> Self {
+        let aligned = data.as_ptr().align_offset(ALIGN_BYTES) == 0 || Self::pad() == 0;
+        if aligned {
+            let len = data.len();
+            return Storage {
+                buf: data,
+                start: 0,
+                len,
+            };
+        }
+        let mut s = Self::zeroed(data.len());
+        s.as_mut_slice().copy_from_slice(&data);
+        s
+    }
+
+    fn as_slice(&self) -> &[T] {
+        &self.buf[self.start..self.start + self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+
+    /// The entries as a vector, in the same allocation (moved to its front): no
+    /// second copy of a large result is made.
+    fn into_vec(mut self) -> Vec<T> {
+        self.buf.copy_within(self.start..self.start + self.len, 0);
+        self.buf.truncate(self.len);
+        self.buf
+    }
+}
+
+impl<T: Copy + Default> Clone for Storage<T> {
+    /// A copy at an aligned place of its own.
+    fn clone(&self) -> Self {
+        let mut s = Self::zeroed(self.len);
+        s.as_mut_slice().copy_from_slice(self.as_slice());
+        s
+    }
+}
+
+/// A row-major `rows × cols` matrix whose first entry is aligned to [`ALIGN_BYTES`].
+///
+/// Invariant: `rows * cols` entries. Equality compares shape and data only.
+#[derive(Debug)]
 pub struct Matrix<T = f32> {
     rows: usize,
     cols: usize,
-    data: Vec<T>,
+    data: Storage<T>,
 }
 
-impl<T: PartialEq> PartialEq for Matrix<T> {
+impl<T: Copy + Default> Clone for Matrix<T> {
+    fn clone(&self) -> Self {
+        Matrix {
+            rows: self.rows,
+            cols: self.cols,
+            data: self.data.clone(),
+        }
+    }
+}
+
+impl<T: Copy + Default + PartialEq> PartialEq for Matrix<T> {
     fn eq(&self, other: &Self) -> bool {
-        self.rows == other.rows && self.cols == other.cols && self.data == other.data
+        self.rows == other.rows && self.cols == other.cols && self.data() == other.data()
     }
 }
 
@@ -64,7 +157,7 @@ impl<T: Copy + Default> Matrix<T> {
         Ok(Matrix {
             rows,
             cols,
-            data,
+            data: Storage::from_vec(data),
         })
     }
 
@@ -73,19 +166,20 @@ impl<T: Copy + Default> Matrix<T> {
         Matrix {
             rows,
             cols,
-            data: vec![T::default(); rows * cols],
+            data: Storage::zeroed(rows * cols),
         }
     }
 
     /// A matrix whose entry `(i, j)` is `f(i, j)`.
     pub fn from_fn(rows: usize, cols: usize, mut f: impl FnMut(usize, usize) -> T) -> Self {
-        let mut data = Vec::with_capacity(rows * cols);
+        let mut m = Matrix::zeros(rows, cols);
+        let mut entries = m.data.as_mut_slice().iter_mut();
         for i in 0..rows {
             for j in 0..cols {
-                data.push(f(i, j));
+                *entries.next().expect("rows × cols entries") = f(i, j);
             }
         }
-        Matrix { rows, cols, data }
+        m
     }
 
     /// Number of rows.
@@ -105,46 +199,48 @@ impl<T: Copy + Default> Matrix<T> {
 
     /// All entries, row-major.
     pub fn data(&self) -> &[T] {
-        &self.data
+        self.data.as_slice()
     }
 
     /// All entries, row-major, mutable.
     pub fn data_mut(&mut self) -> &mut [T] {
-        &mut self.data
+        self.data.as_mut_slice()
     }
 
     /// Row `i`.
     pub fn row(&self, i: usize) -> &[T] {
-        &self.data[i * self.cols..(i + 1) * self.cols]
+        &self.data()[i * self.cols..(i + 1) * self.cols]
     }
 
     /// Row `i`, mutable.
     pub fn row_mut(&mut self, i: usize) -> &mut [T] {
-        &mut self.data[i * self.cols..(i + 1) * self.cols]
+        let cols = self.cols;
+        &mut self.data_mut()[i * cols..(i + 1) * cols]
     }
 
     /// Entry `(i, j)`.
     pub fn get(&self, i: usize, j: usize) -> T {
-        self.data[i * self.cols + j]
+        self.data()[i * self.cols + j]
     }
 
     /// Sets entry `(i, j)`.
     pub fn set(&mut self, i: usize, j: usize, v: T) {
-        self.data[i * self.cols + j] = v;
+        let cols = self.cols;
+        self.data_mut()[i * cols + j] = v;
     }
 
     /// Consumes the matrix, giving back its row-major data.
     pub fn into_data(self) -> Vec<T> {
-        self.data
+        self.data.into_vec()
     }
 
     /// Applies `f` to every entry, giving a matrix of another element type.
     pub fn map<U: Copy + Default>(&self, f: impl Fn(T) -> U) -> Matrix<U> {
-        Matrix {
-            rows: self.rows,
-            cols: self.cols,
-            data: self.data.iter().map(|&x| f(x)).collect(),
+        let mut m = Matrix::zeros(self.rows, self.cols);
+        for (o, &x) in m.data_mut().iter_mut().zip(self.data()) {
+            *o = f(x);
         }
+        m
     }
 }
 
@@ -223,5 +319,59 @@ impl Matrix<f64> {
     /// Narrows to f32.
     pub fn to_f32(&self) -> Matrix<f32> {
         self.map(|x| x as f32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn aligned<T: Copy + Default>(m: &Matrix<T>) -> bool {
+        m.data().as_ptr().align_offset(ALIGN_BYTES) == 0
+    }
+
+    #[test]
+    fn every_matrix_starts_on_a_cache_line_and_keeps_its_entries() {
+        for (rows, cols) in [(0, 0), (1, 1), (3, 5), (97, 32), (1000, 17)] {
+            let a = Matrix::random(rows, cols, 3);
+            let b = Matrix::from_fn(rows, cols, |i, j| (i * cols + j) as f32);
+            let v: Vec<f32> = (0..rows * cols).map(|k| k as f32).collect();
+            let c = Matrix::new(rows, cols, v.clone()).unwrap();
+            let all = [
+                a.clone(),
+                b.clone(),
+                c.clone(),
+                Matrix::zeros(rows, cols),
+                a.map(|x| x * 2.0),
+            ];
+            assert!(all.iter().all(aligned), "{rows}×{cols}");
+            assert!(aligned(&a.to_f64()) && aligned(&a.to_f64().to_f32()));
+            assert_eq!(c.data(), &v[..]);
+            assert_eq!(b, c, "equality reads shape and entries, not the padding");
+            assert_eq!(c.clone().into_data(), v);
+            if rows * cols > 0 {
+                let mut d = b.clone();
+                d.set(rows - 1, cols - 1, -1.0);
+                assert_ne!(d, b);
+                assert_eq!(d.row(rows - 1)[cols - 1], -1.0);
+                let n = rows * cols - 1;
+                assert_eq!(d.data()[..n], b.data()[..n], "only the last entry changed");
+            }
+        }
+        assert!(Matrix::new(2, 2, vec![0f32; 3]).is_err());
+    }
+
+    #[test]
+    fn a_vector_off_the_boundary_is_moved_onto_it() {
+        // Small allocations come 16 bytes apart at best: of eight kept at once, some
+        // start off a 64-byte boundary.
+        let vs: Vec<Vec<f32>> = (0..8).map(|k| vec![k as f32; 6]).collect();
+        assert!(vs.iter().any(|v| v.as_ptr().align_offset(ALIGN_BYTES) != 0));
+        for v in vs {
+            let m = Matrix::new(2, 3, v.clone()).unwrap();
+            assert!(aligned(&m));
+            assert_eq!(m.data(), &v[..]);
+            assert_eq!(m.into_data(), v);
+        }
     }
 }
