@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 fn sptmc(dir: &Path, args: &[&str]) -> Output {
@@ -85,6 +85,59 @@ fn rank_one_tensors_of_many_modes_are_fitted() {
     }
 }
 
+/// A tensor `t.tns` of 30 nonzeros with extents `dims` declared by a header: entry
+/// `k` at `(k % 4, k % 4, (k / 4) % 4)` (1-based: plus one) with value `value(k)`, so
+/// rows 4 and up of modes 0 and 1 hold no nonzero.
+fn four_row_tensor(dir: &Path, dims: [usize; 3], value: impl Fn(u32) -> u32) -> PathBuf {
+    let f = dir.join("t.tns");
+    let mut text = format!("3\n{} {} {}\n", dims[0], dims[1], dims[2]);
+    for k in 0..30u32 {
+        let (i, j) = (k % 4 + 1, (k / 4) % 4 + 1);
+        text.push_str(&format!("{i} {i} {j} {}\n", value(k)));
+    }
+    std::fs::write(&f, text).unwrap();
+    f
+}
+
+/// Writes initial factors into `init`, one per mode of `rows` rows at `rank`: all ones,
+/// but mode `mode`, nonzero in row `row` only (a row past its extent: all zero).
+fn stray_row_init(init: &Path, rows: &[usize], rank: usize, mode: usize, row: usize) {
+    std::fs::create_dir_all(init).unwrap();
+    for (m, &rows_m) in rows.iter().enumerate() {
+        let data: Vec<f64> = (0..rows_m * rank)
+            .map(|k| {
+                if m != mode || k / rank == row {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let g = sptmc::Matrix::new(rows_m, rank, data).unwrap();
+        let p = sptmc::model_io::factor_path(init, m);
+        sptmc::model_io::write_matrix(&p, "init", &g).unwrap();
+    }
+}
+
+/// `model FILE --rank RANK --init INIT --out OUT` for a collapse test: must fail with
+/// one error line holding `words` and write no model.
+fn refused(dir: &Path, model: &str, f: &Path, rank: usize, init: &Path, out: &Path, words: &str) {
+    let r = rank.to_string();
+    let args = [
+        model,
+        f.to_str().unwrap(),
+        "--rank",
+        &r,
+        "--init",
+        init.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let res = sptmc(dir, &args);
+    common::assert_one_error_line(&res, &[words]);
+    assert!(!out.exists(), "{args:?}");
+}
+
 /// A CP model that collapses to zero is one error line and writes no model: initial
 /// factors whose only nonzero rows meet no nonzero of the tensor (every MTTKRP is
 /// zero). Initial factors of zeros are refused before any iteration.
@@ -92,53 +145,49 @@ fn rank_one_tensors_of_many_modes_are_fitted() {
 fn a_collapsed_model_is_an_error() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    // Extents 4 × 5 × 4 declared by a header; no nonzero in row 5 of mode 1.
-    let f = dir.join("t.tns");
-    let mut text = String::from("3\n4 5 4\n");
-    for k in 0..30u32 {
-        text.push_str(&format!(
-            "{} {} {} {}\n",
-            k % 4 + 1,
-            k % 4 + 1,
-            (k / 4) % 4 + 1,
-            k + 1
-        ));
-    }
-    std::fs::write(&f, text).unwrap();
+    // Extents 4 × 5 × 4; no nonzero in row 5 of mode 1.
+    let f = four_row_tensor(dir, [4, 5, 4], |k| k + 1);
     let out = dir.join("out");
     for rank in [1usize, 2] {
         for (name, rows, row) in [("away", [4usize, 5, 4], 4usize), ("zeros", [4, 5, 4], 9)] {
             let init = dir.join(format!("{name}-{rank}"));
-            std::fs::create_dir_all(&init).unwrap();
-            for (m, &rows_m) in rows.iter().enumerate() {
-                // Mode 1: nonzero in row `row` only (row 9: nowhere, all zero).
-                let data: Vec<f64> = (0..rows_m * rank)
-                    .map(|k| if m != 1 || k / rank == row { 1.0 } else { 0.0 })
-                    .collect();
-                let g = sptmc::Matrix::new(rows_m, rank, data).unwrap();
-                let p = sptmc::model_io::factor_path(&init, m);
-                sptmc::model_io::write_matrix(&p, "init", &g).unwrap();
-            }
-            let (i, o) = (init.to_str().unwrap(), out.to_str().unwrap());
-            let r = rank.to_string();
-            let args = [
-                "cp",
-                f.to_str().unwrap(),
-                "--rank",
-                &r,
-                "--init",
-                i,
-                "--out",
-                o,
-            ];
-            let res = sptmc(dir, &args);
+            // Mode 1: nonzero in row `row` only (row 9: nowhere, all zero).
+            stray_row_init(&init, &rows, rank, 1, row);
             let words = if name == "zeros" {
                 "all zero"
             } else {
                 "collapsed to the zero model"
             };
-            common::assert_one_error_line(&res, &[words]);
-            assert!(!out.exists(), "{args:?}");
+            refused(dir, "cp", &f, rank, &init, &out, words);
         }
     }
+}
+
+/// CP-APR collapses as CP-ALS does when its initial factors' nonzero rows meet none
+/// of the tensor's nonzeros (every Φ is 0, so the updates zero every factor): one error
+/// line, no model written, at every rank and whichever mode holds the stray row.
+#[test]
+fn a_collapsed_cp_apr_model_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Extents 6 × 5 × 4: rows 4–5 of mode 0 and row 4 of mode 1 (0-based) hold no
+    // nonzero.
+    let f = four_row_tensor(dir, [6, 5, 4], |k| k % 7 + 1);
+    let rows = [6usize, 5, 4];
+    let out = dir.join("out");
+    for rank in [1usize, 3] {
+        for (mode, row) in [(1usize, 4usize), (0, 5), (0, 4)] {
+            let init = dir.join(format!("away-{rank}-{mode}-{row}"));
+            stray_row_init(&init, &rows, rank, mode, row);
+            let words = "CP-APR collapsed to the zero model";
+            refused(dir, "cp-apr", &f, rank, &init, &out, words);
+        }
+    }
+    // The same tensor from random factors is a model.
+    let res = sptmc(dir, &["cp-apr", f.to_str().unwrap(), "--rank", "2"]);
+    assert!(
+        res.status.success(),
+        "{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
 }

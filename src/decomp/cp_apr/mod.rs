@@ -55,7 +55,10 @@
 //! The tensor's values (as stored) must be nonnegative: Poisson models counts. A value
 //! that is not an integer is a warning in [`CpAprModel::warnings`] or an error, per
 //! [`CpAprOptions::non_integer`]. A tensor with no nonzero value gives the zero model
-//! (log-likelihood 0) with a warning.
+//! (log-likelihood 0) with a warning. A model that collapsed for a tensor with a
+//! positive value (every weight 0, or a weight or factor entry not finite) is an error
+//! ([`Error::Numerical`]), never a model: e.g. initial factors whose nonzero rows meet
+//! none of the tensor's nonzeros, where every `Φ` is 0.
 
 use crate::engine::{Call, Engine, PhiParams, Prepared, RunStats};
 use crate::error::{Error, Result};
@@ -393,6 +396,7 @@ pub fn cp_apr_with_progress(
     let mut perm: Vec<usize> = (0..rank).collect();
     perm.sort_by(|&i, &j| lambda[j].total_cmp(&lambda[i]));
     let weights: Vec<f64> = perm.iter().map(|&p| lambda[p]).collect();
+    check_not_collapsed(c.nonzero > 0, &weights, &a, iters.len())?;
     let factors = a
         .iter()
         .zip(&dims)
@@ -406,4 +410,27 @@ pub fn cp_apr_with_progress(
         converged,
         warnings,
     })
+}
+
+/// [`Error::Numerical`] when the model collapsed for a tensor with a positive value:
+/// every weight 0, or a weight or factor entry not finite.
+fn check_not_collapsed(
+    positive: bool,
+    weights: &[f64],
+    factors: &[Vec<f64>],
+    iters: usize,
+) -> Result<()> {
+    let finite =
+        weights.iter().all(|w| w.is_finite()) && factors.iter().flatten().all(|v| v.is_finite());
+    if !finite {
+        return Err(Error::Numerical(format!(
+            "CP-APR's model is not finite after {iters} iterations (a weight or factor entry is inf or NaN)"
+        )));
+    }
+    if positive && weights.iter().all(|&w| w == 0.0) {
+        return Err(Error::Numerical(format!(
+            "CP-APR collapsed to the zero model after {iters} iterations (every weight is 0): no component reaches a nonzero of the tensor, as when the initial factors' nonzero rows meet none"
+        )));
+    }
+    Ok(())
 }
