@@ -217,6 +217,10 @@ pub struct ModelArgs {
     pub init: Option<PathBuf>,
     /// Write the model (factors, and CP weights or the Tucker core) as
     /// numpy.loadtxt-readable text, plus model.json, into this folder.
+    ///
+    /// Written whole or not at all (filled beside it under a hidden `.sptmc-tmp-PID-…`
+    /// name, then swapped in); what a killed writer leaves there is removed by the next
+    /// write once its writer is gone.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Read a text tensor without the binary cache, and write no cache entry.
@@ -286,6 +290,10 @@ pub struct CpAprArgs {
     pub init: Option<PathBuf>,
     /// Write the model (factors, weights.txt) as numpy.loadtxt-readable text, plus
     /// model.json, into this folder.
+    ///
+    /// Written whole or not at all (filled beside it under a hidden `.sptmc-tmp-PID-…`
+    /// name, then swapped in); what a killed writer leaves there is removed by the next
+    /// write once its writer is gone.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Read a text tensor without the binary cache, and write no cache entry.
@@ -350,6 +358,10 @@ pub struct KernelArgs {
     #[arg(long)]
     pub check: bool,
     /// Write the result matrix (numpy.loadtxt-readable) to this file.
+    ///
+    /// Written whole or not at all (filled beside it under a hidden `.sptmc-tmp-PID-…`
+    /// name, then swapped in); what a killed writer leaves there is removed by the next
+    /// write once its writer is gone.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Read a text tensor without the binary cache, and write no cache entry.

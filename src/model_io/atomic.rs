@@ -6,10 +6,13 @@
 //! other failure on the way leaves the earlier result (or nothing) under the final name,
 //! never a mix of old and new files or a truncated one: what is there is always a
 //! complete result. Leftover temporaries of a killed writer are hidden
-//! (`.sptmc-tmp-PID-N-NAME`) and removed by the next write beside them.
+//! (`.sptmc-tmp-PID-N-NAME`) and removed by the next write of the same name beside
+//! them, once their writer is known to be dead: no process has their PID any more, or
+//! the process that has it started after the temporary was last written (the PID was
+//! reused); a temporary whose writer may still run is left alone.
 
 use crate::error::{Error, Result};
-use crate::tensor::binary::{TMP_PREFIX, is_stale_temporary, temporary_name};
+use crate::tensor::binary::{TMP_PREFIX, is_stale_temporary, temporary_name, temporary_pid};
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -242,7 +245,7 @@ fn remove_stale_temporaries(path: &Path) {
     for e in entries.flatten() {
         let n = e.file_name();
         let Some(n) = n.to_str() else { continue };
-        if n.starts_with(TMP_PREFIX) && n.ends_with(&suffix) && is_stale_temporary(parent, n) {
+        if n.starts_with(TMP_PREFIX) && n.ends_with(&suffix) && writer_is_dead(parent, n) {
             let p = parent.join(n);
             let _ = if p.is_dir() {
                 fs::remove_dir_all(&p)
@@ -251,6 +254,47 @@ fn remove_stale_temporaries(path: &Path) {
             };
         }
     }
+}
+
+/// Whether the writer of the temporary `name` in `dir` no longer runs: its process is
+/// gone ([`is_stale_temporary`]), or its process id now belongs to a process that
+/// started after the temporary was last written, so the id was reused.
+fn writer_is_dead(dir: &Path, name: &str) -> bool {
+    if is_stale_temporary(dir, name) {
+        return true;
+    }
+    let Some(pid) = temporary_pid(name) else {
+        return false;
+    };
+    let written = fs::symlink_metadata(dir.join(name)).and_then(|m| m.modified());
+    match (written, process_start(pid)) {
+        // The start time is known to about a second (the boot time's resolution).
+        (Ok(w), Some(started)) => w + std::time::Duration::from_secs(2) < started,
+        _ => false,
+    }
+}
+
+/// When process `pid` started: `/proc/PID/stat`'s start time (clock ticks after boot)
+/// after `/proc/stat`'s boot time; `None` where either cannot be read (not Linux).
+fn process_start(pid: u32) -> Option<std::time::SystemTime> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 2, the command, is in parentheses and may hold spaces and ')': the fields
+    // after the last ')' are 3, 4, ...; the start time is field 22.
+    let after = &stat[stat.rfind(')')? + 1..];
+    let ticks: u64 = after.split_whitespace().nth(22 - 3)?.parse().ok()?;
+    let boot: u64 = fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf only reads a system constant.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|&h| h > 0)?;
+    let since_boot = std::time::Duration::from_millis(ticks.saturating_mul(1000) / hz);
+    Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(boot) + since_boot)
 }
 
 #[cfg(test)]
@@ -338,6 +382,55 @@ mod tests {
         write_model_dir(&root.path().join("m"), &[file("model.json", ok)]).unwrap();
         write_file_atomically(&root.path().join("r.txt"), ok).unwrap();
         assert_eq!(names(root.path()), ["m", "r.txt"]);
+    }
+
+    /// The process of id 1 runs; a temporary with its id written before it started is
+    /// a dead writer's whose id was reused (removed), one written since may be its own
+    /// (kept), as is one of this process written now.
+    #[test]
+    fn leftovers_whose_process_id_was_reused_are_removed_and_live_ones_kept() {
+        if process_start(1).is_none() {
+            eprintln!("skipped: no /proc to read process start times from");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400);
+        let reused = root.path().join(format!("{TMP_PREFIX}1-0-m"));
+        fs::create_dir(&reused).unwrap();
+        fs::write(reused.join("factor-0.txt"), "1").unwrap();
+        File::open(&reused).unwrap().set_modified(long_ago).unwrap();
+        let reused_file = root.path().join(format!("{TMP_PREFIX}1-1-r.txt"));
+        fs::write(&reused_file, "1").unwrap();
+        File::options()
+            .write(true)
+            .open(&reused_file)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        let live = root.path().join(format!("{TMP_PREFIX}1-2-m"));
+        fs::create_dir(&live).unwrap();
+        let own = root
+            .path()
+            .join(format!("{TMP_PREFIX}{}-3-m", std::process::id()));
+        fs::create_dir(&own).unwrap();
+        let ok = |w: &mut dyn Write| w.write_all(b"1\n");
+        write_model_dir(&root.path().join("m"), &[file("model.json", ok)]).unwrap();
+        write_file_atomically(&root.path().join("r.txt"), ok).unwrap();
+        let left = names(root.path());
+        assert!(
+            !left
+                .iter()
+                .any(|n| n.starts_with(&format!("{TMP_PREFIX}1-0-"))),
+            "{left:?}"
+        );
+        assert!(
+            !left
+                .iter()
+                .any(|n| n.starts_with(&format!("{TMP_PREFIX}1-1-"))),
+            "{left:?}"
+        );
+        assert!(live.exists() && own.exists(), "{left:?}");
+        assert!(process_start(std::process::id()).unwrap() <= std::time::SystemTime::now());
     }
 
     #[test]

@@ -116,14 +116,17 @@ pub fn temporary_name(path: &Path) -> PathBuf {
 /// How the names of [`temporary_name`] start.
 pub const TMP_PREFIX: &str = ".sptmc-tmp-";
 
+/// The id of the process that made the temporary `name` ([`temporary_name`]'s PID).
+pub fn temporary_pid(name: &str) -> Option<u32> {
+    name.strip_prefix(TMP_PREFIX)
+        .and_then(|t| t.split('-').next())
+        .and_then(|p| p.parse::<u32>().ok())
+}
+
 /// Whether the file named `name` in `dir` is a temporary of [`temporary_name`] whose
 /// writer no longer runs (Linux: no `/proc/PID`; elsewhere: older than a day).
 pub fn is_stale_temporary(dir: &Path, name: &str) -> bool {
-    let Some(pid) = name
-        .strip_prefix(TMP_PREFIX)
-        .and_then(|t| t.split('-').next())
-        .and_then(|p| p.parse::<u32>().ok())
-    else {
+    let Some(pid) = temporary_pid(name) else {
         return false;
     };
     if cfg!(target_os = "linux") && Path::new("/proc/self").exists() {
