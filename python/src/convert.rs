@@ -6,12 +6,13 @@
 //! is made. What is built is the library's own form (u32 indices per mode, f64
 //! values; f32 factors), checked as it is built.
 
-use crate::errors::input_error;
+use crate::errors::{input_error, new_error};
 use numpy::ndarray::ArrayView1;
 use numpy::{
     PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
 use sptmc::engine::BackendChoice;
 use sptmc::{Matrix, Op};
 
@@ -238,6 +239,30 @@ pub fn threshold_arg(value: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
             format!("threshold must be between 0 and {}, got {t}", u32::MAX),
         )
     })
+}
+
+/// `factors=` of a kernel call: a list or tuple with one item per mode, each a 2-D
+/// array or `None` (checked later against the mode); anything else, a lone array
+/// included, is `sptmc.ArgumentTypeError` naming `factors`.
+pub fn factors_arg<'py>(value: &Bound<'py, PyAny>) -> PyResult<Vec<Option<Bound<'py, PyAny>>>> {
+    let items = if let Ok(l) = value.cast::<PyList>() {
+        l.iter().collect::<Vec<_>>()
+    } else if let Ok(t) = value.cast::<PyTuple>() {
+        t.iter().collect()
+    } else {
+        return Err(new_error(
+            value.py(),
+            "ArgumentTypeError",
+            format!(
+                "factors must be a list of 2-D arrays (one per mode), got {}",
+                describe(value)
+            ),
+        ));
+    };
+    Ok(items
+        .into_iter()
+        .map(|f| (!f.is_none()).then_some(f))
+        .collect())
 }
 
 /// `backend=`: "auto", "cpu" or "cuda" (`sptmc.ArgumentTypeError` for a non-string).

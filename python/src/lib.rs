@@ -12,7 +12,7 @@ mod errors;
 mod run;
 
 use convert::{IndexSpec, describe, matrix, mode_indices, values};
-use convert::{backend_arg, mode_arg, op_arg, rank_arg, threads_arg, threshold_arg};
+use convert::{backend_arg, factors_arg, mode_arg, op_arg, rank_arg, threads_arg, threshold_arg};
 use errors::{input_error, settle};
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
@@ -263,7 +263,7 @@ impl Tensor {
     fn mttkrp<'py>(
         &self,
         py: Python<'py>,
-        factors: Vec<Option<Bound<'py, PyAny>>>,
+        #[pyo3(from_py_with = factors_arg)] factors: Vec<Option<Bound<'py, PyAny>>>,
         #[pyo3(from_py_with = mode_arg)] mode: i64,
         #[pyo3(from_py_with = backend_arg)] backend: BackendChoice,
         #[pyo3(from_py_with = threads_arg)] threads: Option<i64>,
@@ -286,7 +286,7 @@ impl Tensor {
     fn ttmc<'py>(
         &self,
         py: Python<'py>,
-        factors: Vec<Option<Bound<'py, PyAny>>>,
+        #[pyo3(from_py_with = factors_arg)] factors: Vec<Option<Bound<'py, PyAny>>>,
         #[pyo3(from_py_with = mode_arg)] mode: i64,
         #[pyo3(from_py_with = backend_arg)] backend: BackendChoice,
         #[pyo3(from_py_with = threads_arg)] threads: Option<i64>,

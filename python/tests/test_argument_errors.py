@@ -251,3 +251,18 @@ def test_a_path_of_the_wrong_type(value):
 def test_cache_must_be_a_bool(tmp_path, value):
     (tmp_path / "y.tns").write_text(TNS)
     check_type_error(lambda: sptmc.read(tmp_path / "y.tns", cache=value), "cache")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [np.ones((5, 2)), np.ones((3, 5, 2)), "factors", None, 3, {0: np.ones((5, 2))}],
+    ids=lambda v: type(v).__name__,
+)
+def test_factors_that_are_not_a_list(X, value):
+    check_type_error(lambda: X.mttkrp(value, 0, backend="cpu"), "factors")
+    check_type_error(lambda: X.ttmc(value, 0, backend="cpu"), "factors")
+
+
+def test_factors_as_a_tuple_with_the_target_mode_none(X):
+    f = factors()
+    assert X.mttkrp((None, f[1], f[2]), 0, backend="cpu").shape == (5, 2)
