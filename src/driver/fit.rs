@@ -14,49 +14,25 @@ use crate::ops::Op;
 use serde_json::{Value, json};
 use std::time::Instant;
 
-/// A CP-ALS model and how the run went.
+/// A fitted model and how the run went: what every job reports.
 #[derive(Debug, Clone)]
-pub struct CpReport {
-    /// The model (weights finite).
-    pub model: CpModel,
+pub struct Report<M> {
+    /// The model (its weights, core and log-likelihoods finite where it has them).
+    pub model: M,
     /// Seconds of the fit (the preparation not included).
     pub seconds: f64,
     /// The device it ran on, in words.
     pub backend: String,
 }
 
+/// A CP-ALS model and how the run went.
+pub type CpReport = Report<CpModel>;
 /// A Tucker-HOOI model and how the run went.
-#[derive(Debug, Clone)]
-pub struct TuckerReport {
-    /// The model (core finite).
-    pub model: TuckerModel,
-    /// Seconds of the fit.
-    pub seconds: f64,
-    /// The device it ran on, in words.
-    pub backend: String,
-}
-
+pub type TuckerReport = Report<TuckerModel>;
 /// A CP-APR model and how the run went.
-#[derive(Debug, Clone)]
-pub struct CpAprReport {
-    /// The model (weights and log-likelihoods finite).
-    pub model: CpAprModel,
-    /// Seconds of the fit.
-    pub seconds: f64,
-    /// The device it ran on, in words.
-    pub backend: String,
-}
-
+pub type CpAprReport = Report<CpAprModel>;
 /// A completion model and how the run went.
-#[derive(Debug, Clone)]
-pub struct CompletionReport {
-    /// The model.
-    pub model: CompletionModel,
-    /// Seconds of the fit.
-    pub seconds: f64,
-    /// The device it ran on, in words.
-    pub backend: String,
-}
+pub type CompletionReport = Report<CompletionModel>;
 
 /// What CP-ALS and Tucker-HOOI summaries share: the tensor (`name`, `dims`, `nnz`),
 /// the device, the final fit, the seconds and every iteration's statistics.
@@ -146,13 +122,17 @@ impl CpAprReport {
     }
 }
 
-/// The time and device of a fit.
-fn timed<T>(engine: &Engine, f: impl FnOnce() -> Result<T>) -> Result<(T, f64, String)> {
+/// The fit `f` on `engine`, timed, with the device it ran on.
+fn timed<M>(engine: &Engine, f: impl FnOnce() -> Result<M>) -> Result<Report<M>> {
     // The CPU backend describes the thread count of its own pool.
     let backend = engine.backend().describe();
     let start = Instant::now();
-    let value = f()?;
-    Ok((value, start.elapsed().as_secs_f64(), backend))
+    let model = f()?;
+    Ok(Report {
+        model,
+        seconds: start.elapsed().as_secs_f64(),
+        backend,
+    })
 }
 
 impl Job for CpJob {
@@ -176,15 +156,11 @@ impl Job for CpJob {
         prepared: &Prepared,
         events: &mut dyn Events<IterStats>,
     ) -> Result<CpReport> {
-        let (model, seconds, backend) = timed(engine, || {
+        let r = timed(engine, || {
             cp_als_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
         })?;
-        check_finite("CP weights", &model.weights)?;
-        Ok(CpReport {
-            model,
-            seconds,
-            backend,
-        })
+        check_finite("CP weights", &r.model.weights)?;
+        Ok(r)
     }
 }
 
@@ -208,15 +184,11 @@ impl Job for TuckerJob {
         prepared: &Prepared,
         events: &mut dyn Events<IterStats>,
     ) -> Result<TuckerReport> {
-        let (model, seconds, backend) = timed(engine, || {
+        let r = timed(engine, || {
             tucker_hooi_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
         })?;
-        check_finite("the Tucker core", &model.core)?;
-        Ok(TuckerReport {
-            model,
-            seconds,
-            backend,
-        })
+        check_finite("the Tucker core", &r.model.core)?;
+        Ok(r)
     }
 }
 
@@ -242,18 +214,14 @@ impl Job for CpAprJob {
         events: &mut dyn Events<CpAprIter>,
     ) -> Result<CpAprReport> {
         // CP-APR's loop cannot be stopped from outside: every step continues.
-        let (model, seconds, backend) = timed(engine, || {
+        let r = timed(engine, || {
             cp_apr_with_progress(engine, prepared, &self.options, &mut |s| {
                 let _ = events.step(s);
             })
         })?;
-        check_finite("CP-APR weights", &model.weights)?;
-        check_finite("CP-APR log-likelihoods", &model.log_likelihoods())?;
-        Ok(CpAprReport {
-            model,
-            seconds,
-            backend,
-        })
+        check_finite("CP-APR weights", &r.model.weights)?;
+        check_finite("CP-APR log-likelihoods", &r.model.log_likelihoods())?;
+        Ok(r)
     }
 }
 
@@ -279,15 +247,10 @@ impl Job for CompletionJob<'_> {
         events: &mut dyn Events<EpochStats>,
     ) -> Result<CompletionReport> {
         // Completion's loop cannot be stopped from outside: every epoch continues.
-        let (model, seconds, backend) = timed(engine, || {
+        timed(engine, || {
             complete_with_progress(engine, prepared, self.validation, &self.options, &mut |s| {
                 let _ = events.step(s);
             })
-        })?;
-        Ok(CompletionReport {
-            model,
-            seconds,
-            backend,
         })
     }
 }

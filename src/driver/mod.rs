@@ -22,7 +22,7 @@ mod options;
 mod prepare;
 pub mod tuning;
 
-pub use fit::{CompletionReport, CpAprReport, CpReport, TuckerReport};
+pub use fit::{CompletionReport, CpAprReport, CpReport, Report, TuckerReport};
 pub use options::{
     CompletionJob, CompletionRequest, CpAprJob, CpAprRequest, CpJob, CpRequest, TuckerJob,
     TuckerRequest, count,
