@@ -243,18 +243,14 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
     for case in cases {
         let x = &case.tensor;
         for &(op, rank) in &case.runs {
+            // A run refused for want of memory is a row that says so (a skip).
+            let skipped = |mode: usize, e: Error| {
+                SelftestRow::from_outcome(&case.name, op, None, (mode, rank), 0.0, Err(e))
+            };
             let prepared = match engine.prepare(x, &[Workload { op, rank }]) {
                 Ok(p) => p,
                 Err(e) if is_memory_refusal(&e) => {
-                    let row = (0, rank);
-                    rows.push(SelftestRow::from_outcome(
-                        &case.name,
-                        op,
-                        None,
-                        row,
-                        0.0,
-                        Err(e),
-                    ));
+                    rows.push(skipped(0, e));
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -271,15 +267,7 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
                 let ranks = vec![rank; x.order()];
                 let plan = MemoryPlan::kernel(op, x.dims(), mode, &ranks, true, false);
                 if let Err(e) = plan.check() {
-                    let row = (mode, rank);
-                    rows.push(SelftestRow::from_outcome(
-                        &case.name,
-                        op,
-                        None,
-                        row,
-                        0.0,
-                        Err(e),
-                    ));
+                    rows.push(skipped(mode, e));
                     continue;
                 }
                 let factors = case.factors.factors(x.dims(), rank, 17 + mode as u64);
