@@ -261,11 +261,10 @@ impl MemoryPlan {
 
     /// The HLS build for `op` of a tensor of `nnz` nonzeros and `order` modes into
     /// `forms` forms with tile threshold at least `threshold`: the builder's scratch
-    /// (the fp16 values, the keys and, where the keys are not in mode order, their sort
-    /// with each nonzero's position and the 3rd-order slabs: 52 bytes per nonzero; in
-    /// mode order, as TTMc's are, 16), freed before the fit; and per form its sparse
-    /// part and dense tiles (at most `nnz / threshold` tiles, each with its key, bitmap
-    /// and value offset).
+    /// ([`crate::hls::HlsBuilder::scratch_bytes_per_nonzero`], for `op`'s key order and
+    /// with the slabs where 3rd-order tiles are classified), freed before the fit; and
+    /// per form its sparse part and dense tiles (at most `nnz / threshold` tiles, each
+    /// with its key, bitmap and value offset).
     pub fn add_prepare(
         &mut self,
         nnz: usize,
@@ -281,11 +280,19 @@ impl MemoryPlan {
         } else {
             0
         };
-        let (scratch, what) = match op {
-            Op::Ttmc => (16, "HLS build: keys in mode order and fp16 values"),
-            _ => (52, "HLS build: sorted keys, slabs and fp16 values"),
-        };
-        self.add_in(Phase::Build, what, nnz, scratch)
+        let key_order = crate::hls::KeyOrder::for_op(op);
+        let classifies =
+            order == crate::hls::TILE_ORDER && threshold as usize <= crate::hls::DenseTile::CELLS;
+        let scratch = crate::hls::HlsBuilder::scratch_bytes_per_nonzero(key_order, classifies);
+        let what = format!(
+            "HLS build: fp16 values, keys{}{}",
+            match key_order {
+                crate::hls::KeyOrder::Mode => " in mode order",
+                crate::hls::KeyOrder::ByExtent => " sorted with their positions",
+            },
+            if classifies { " and tile slabs" } else { "" }
+        );
+        self.add_in(Phase::Build, what, nnz, scratch as u128)
             .add_in(
                 Phase::Whole,
                 "HLS form(s): sparse part",
@@ -298,6 +305,22 @@ impl MemoryPlan {
                 tiles.saturating_mul(forms),
                 crate::hls::DenseTile::META_BYTES as u128,
             )
+    }
+
+    /// The CPU walk's private outputs: `floats` per worker but the first
+    /// ([`crate::engine::cpu::private_output_floats`]), kept between calls.
+    pub fn add_private_outputs(&mut self, workers: usize, floats: usize) -> &mut Self {
+        if floats == 0 || workers < 2 {
+            return self;
+        }
+        self.add(
+            format!(
+                "the CPU's private outputs ({} workers × {floats} floats)",
+                workers - 1
+            ),
+            (workers as u128 - 1).saturating_mul(floats as u128),
+            4,
+        )
     }
 
     /// The tensor as read (COO: a `u32` index per mode and an `f64` value per nonzero).

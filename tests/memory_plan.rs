@@ -171,3 +171,19 @@ fn cp_apr_on_a_tensor_of_thirty_million_rows_is_planned_within_one_and_a_half_ti
         &[("cp-apr", args.iter().map(|a| a.to_string()).collect())],
     );
 }
+
+/// The HLS build's scratch comes from the sizes of what the builder allocates: the
+/// sort with positions costs more than keys in mode order, the tile slabs add a key and
+/// a position per nonzero, and the fp16 values are always held.
+#[test]
+fn the_build_scratch_follows_the_builders_allocations() {
+    use sptmc::hls::{HlsBuilder, KeyOrder};
+    let s = HlsBuilder::scratch_bytes_per_nonzero;
+    let slab = std::mem::size_of::<(u64, u32)>();
+    for order in [KeyOrder::Mode, KeyOrder::ByExtent] {
+        assert_eq!(s(order, true), s(order, false) + slab);
+    }
+    assert!(s(KeyOrder::ByExtent, false) > s(KeyOrder::Mode, false));
+    // Mode order: fp16 value, u64 prefix, u32 low word, one flag.
+    assert_eq!(s(KeyOrder::Mode, false), 2 + 8 + 4 + 1);
+}

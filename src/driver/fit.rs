@@ -7,7 +7,8 @@ use crate::decomp::{
     CompletionModel, CpAprIter, CpAprModel, CpModel, EpochStats, IterStats, TuckerModel,
     complete_with_progress, cp_als_with_control, cp_apr_with_progress, tucker_hooi_with_control,
 };
-use crate::engine::{Engine, Prepared, Workload};
+use crate::engine::cpu::private_output_floats;
+use crate::engine::{Backend, Engine, Prepared, Workload};
 use crate::error::Result;
 use crate::memplan::MemoryPlan;
 use crate::ops::Op;
@@ -146,7 +147,7 @@ impl Job for CpJob {
         }
     }
 
-    fn memory(&self) -> MemoryPlan {
+    fn memory(&self, _: &Engine) -> MemoryPlan {
         MemoryPlan::cp(&self.dims, self.options.rank)
     }
 
@@ -174,8 +175,22 @@ impl Job for TuckerJob {
         Workload { op: Op::Ttmc, rank }
     }
 
-    fn memory(&self) -> MemoryPlan {
-        MemoryPlan::tucker(&self.dims, &self.options.ranks)
+    fn memory(&self, engine: &Engine) -> MemoryPlan {
+        let mut plan = MemoryPlan::tucker(&self.dims, &self.options.ranks);
+        if let Backend::Cpu(cpu) = engine.backend() {
+            // The walk's private copies of the widest TTMc output it does not cut by rows.
+            let ranks = &self.options.ranks;
+            let floats = (0..self.dims.len())
+                .map(|n| {
+                    let cols = (0..ranks.len()).filter(|&m| m != n).map(|m| ranks[m]);
+                    let cols = cols.fold(1usize, usize::saturating_mul);
+                    private_output_floats(Op::Ttmc, self.nnz, cpu.threads(), self.dims[n], cols)
+                })
+                .max()
+                .unwrap_or(0);
+            plan.add_private_outputs(cpu.threads(), floats);
+        }
+        plan
     }
 
     fn fit(
@@ -203,7 +218,7 @@ impl Job for CpAprJob {
         }
     }
 
-    fn memory(&self) -> MemoryPlan {
+    fn memory(&self, _: &Engine) -> MemoryPlan {
         MemoryPlan::cp_apr(&self.dims, self.nnz, self.options.rank)
     }
 
@@ -236,7 +251,7 @@ impl Job for CompletionJob<'_> {
         }
     }
 
-    fn memory(&self) -> MemoryPlan {
+    fn memory(&self, _: &Engine) -> MemoryPlan {
         MemoryPlan::cp(&self.dims, self.options.rank)
     }
 

@@ -46,8 +46,9 @@ pub trait Job {
     /// The op and rank the tensor is prepared for.
     fn workload(&self) -> Workload;
 
-    /// What the run allocates besides the tensor's preparation.
-    fn memory(&self) -> MemoryPlan;
+    /// What the run allocates on `engine` besides the tensor's preparation (the CPU's
+    /// private outputs grow with its thread count).
+    fn memory(&self, engine: &Engine) -> MemoryPlan;
 
     /// Fits the model on `prepared`, telling `events` of every step.
     fn fit(
@@ -86,7 +87,7 @@ pub fn run<J: Job>(
     forms: &dyn Forms,
     events: &mut dyn Events<J::Step>,
 ) -> Result<J::Report> {
-    let preparation = prepare(engine, x, job.workload(), job.memory(), forms)?;
+    let preparation = prepare(engine, x, job.workload(), job.memory(engine), forms)?;
     events.prepared(&preparation);
     job.fit(engine, &preparation.prepared, events)
 }

@@ -126,6 +126,7 @@ pub struct TuckerJob {
     /// The options of the model's loop.
     pub options: TuckerOptions,
     pub(super) dims: Vec<usize>,
+    pub(super) nnz: usize,
 }
 
 impl TuckerRequest {
@@ -152,6 +153,7 @@ impl TuckerRequest {
         Ok(TuckerJob {
             options,
             dims: x.dims().to_vec(),
+            nnz: x.nnz(),
         })
     }
 }

@@ -79,6 +79,30 @@ struct Slab {
 }
 
 impl HlsBuilder {
+    /// Bytes per nonzero that a build holds at its peak besides the forms it returns,
+    /// from the sizes of what it allocates (the memory plan's figure): the fp16 values;
+    /// the 3rd-order slabs where `tiles` are classified (a tile key with its cell and a
+    /// position per nonzero); and the larger of the keys being sorted — in mode order
+    /// only the split keys (prefix and low word), in another order also the sorted
+    /// (prefix, low word, position) triples they are split from and the positions — and
+    /// the split keys with one form's dense-membership flags after them.
+    pub fn scratch_bytes_per_nonzero(key_order: KeyOrder, tiles: bool) -> usize {
+        use std::mem::size_of;
+        let values = size_of::<f16>();
+        let slabs = if tiles { size_of::<(u64, u32)>() } else { 0 };
+        let split = size_of::<u64>() + size_of::<u32>();
+        let positions = match key_order {
+            KeyOrder::Mode => 0,
+            KeyOrder::ByExtent => size_of::<u32>(),
+        };
+        let sorting = match key_order {
+            KeyOrder::Mode => split,
+            KeyOrder::ByExtent => size_of::<(u64, u32, u32)>() + split + positions,
+        };
+        let flags = split + positions + size_of::<bool>();
+        values + slabs + sorting.max(flags)
+    }
+
     /// A builder that makes tiles with at least `threshold` nonzeros dense. A threshold
     /// above 4096 (a tile's cell count), e.g. `u32::MAX`, keeps every nonzero sparse.
     pub fn new(threshold: u32) -> Self {

@@ -21,6 +21,37 @@ const PAD: usize = 16;
 /// copies of a wide output cost more than decoding the stream once per worker.
 const ROW_SPLIT_MIN_FLOATS: usize = 1 << 20;
 
+/// Workers a walk of a tensor of `nnz` nonzeros uses on `threads` threads: one for a
+/// tiny tensor (no private buffers).
+fn walk_workers(nnz: usize, threads: usize) -> usize {
+    if nnz < 4096 { 1 } else { threads.max(1) }
+}
+
+/// Whether `op`'s output of `rows` rows and `len` floats is cut by rows between the
+/// workers instead of summed from private copies.
+fn splits_by_rows(op: Op, workers: usize, rows: usize, len: usize) -> bool {
+    op == Op::Ttmc && workers > 1 && len >= ROW_SPLIT_MIN_FLOATS && rows >= 64 * workers
+}
+
+/// Floats of each private output (padding included) a walk of `op` into a `rows ×
+/// cols` output holds per worker but the first, on `threads` threads, for a tensor of
+/// `nnz` nonzeros: 0 where one worker walks or the output is cut by rows. What the
+/// memory plan counts for the walk.
+pub fn private_output_floats(
+    op: Op,
+    nnz: usize,
+    threads: usize,
+    rows: usize,
+    cols: usize,
+) -> usize {
+    let workers = walk_workers(nnz, threads);
+    let len = rows.saturating_mul(cols);
+    if workers < 2 || splits_by_rows(op, workers, rows, len) {
+        return 0;
+    }
+    PAD + len + PAD
+}
+
 /// A worker's share: a range of sparse nonzeros and a range of dense tiles.
 pub(super) struct Share {
     pub(super) sparse: (usize, usize),
@@ -58,14 +89,8 @@ pub(super) fn run(
     pool: &Mutex<Vec<Vec<f32>>>,
 ) {
     let cols = out.cols();
-    let workers = rayon::current_num_threads().max(1);
-    // Tiny tensors: one share, no private buffers.
-    let workers = if hls.nnz() < 4096 { 1 } else { workers };
-    if op == Op::Ttmc
-        && workers > 1
-        && out.data().len() >= ROW_SPLIT_MIN_FLOATS
-        && out.rows() >= 64 * workers
-    {
+    let workers = walk_workers(hls.nnz(), rayon::current_num_threads());
+    if splits_by_rows(op, workers, out.rows(), out.data().len()) {
         return ttmc_by_rows(hls, mode, factors, out, workers);
     }
     let shares = shares(hls, workers);
@@ -444,5 +469,34 @@ pub(super) fn dense_nonzeros(
             f(c, vals[v].to_f32());
             v += 1;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The floats the memory plan counts follow the walk's own choices: one worker for
+    /// a tiny tensor or one thread, wide TTMc outputs cut by rows, padded copies else.
+    #[test]
+    fn private_outputs_follow_the_walks_choice() {
+        assert_eq!(private_output_floats(Op::Ttmc, 100, 4, 10, 10), 0);
+        assert_eq!(private_output_floats(Op::Ttmc, 10_000, 1, 10, 10), 0);
+        assert_eq!(
+            private_output_floats(Op::Ttmc, 10_000, 4, 10, 10),
+            100 + 2 * PAD
+        );
+        let (rows, cols) = (1 << 12, 1 << 8);
+        assert!(splits_by_rows(Op::Ttmc, 4, rows, rows * cols));
+        assert_eq!(private_output_floats(Op::Ttmc, 10_000, 4, rows, cols), 0);
+        // Too few rows per worker to cut: copies.
+        assert_eq!(
+            private_output_floats(Op::Ttmc, 10_000, 4, 100, 1 << 14),
+            (100 << 14) + 2 * PAD
+        );
+        assert_eq!(
+            private_output_floats(Op::Mttkrp, 10_000, 4, rows, cols),
+            rows * cols + 2 * PAD
+        );
     }
 }

@@ -30,6 +30,8 @@ mod subnormal;
 mod ttmc;
 mod walk;
 
+pub use kernel::private_output_floats;
+
 use super::{CpuOptions, MttkrpKernel, RunOptions, RunStats};
 use crate::error::{Error, Result};
 use crate::hls::HlsTensor;
