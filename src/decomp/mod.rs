@@ -34,6 +34,7 @@ mod residual;
 pub mod completion;
 pub mod cp_als;
 pub mod cp_apr;
+pub mod gcp;
 pub mod tucker;
 
 pub use completion::{
@@ -41,6 +42,7 @@ pub use completion::{
 };
 pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_control, cp_als_with_progress};
 pub use cp_apr::{CpAprIter, CpAprModel, CpAprOptions, NonInteger, cp_apr, cp_apr_with_progress};
+pub use gcp::{GcpIter, GcpModel, GcpOptions, Loss, Method, gcp};
 pub use tucker::{
     TuckerModel, TuckerOptions, tucker_hooi, tucker_hooi_with_control, tucker_hooi_with_progress,
 };

@@ -11,6 +11,7 @@ pub mod completion;
 pub mod cpu;
 pub mod cuda;
 mod factors;
+pub mod gcp;
 mod options;
 mod passes;
 pub mod phi;
@@ -24,6 +25,7 @@ pub use backend::{
 };
 pub use completion::{CompletionSession, SgdStep};
 pub use factors::{FactorKey, FactorVersions};
+pub use gcp::{EntryLoss, GcpSample};
 pub use options::{CpuOptions, CudaOptions, EngineOptions, MttkrpKernel};
 pub use passes::{ResidualSums, RowCounts, ValueCensus};
 pub use phi::{PhiRun, PhiSession};

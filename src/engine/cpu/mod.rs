@@ -19,6 +19,7 @@
 
 mod completion;
 mod fixed;
+pub(crate) mod gcp;
 mod kernel;
 mod mttkrp_rows;
 mod phi;

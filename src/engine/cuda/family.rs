@@ -14,15 +14,18 @@ pub enum Family {
     Phi,
     /// Tensor completion: ALS, CCD++ and SGD (`completion.cu`).
     Completion,
+    /// GCP's sampled model values and gradient (`gcp.cu`).
+    Gcp,
 }
 
 impl Family {
     /// Every family, in the order build.rs compiles them.
-    pub const ALL: [Family; 4] = [
+    pub const ALL: [Family; 5] = [
         Family::Core,
         Family::CpUpdate,
         Family::Phi,
         Family::Completion,
+        Family::Gcp,
     ];
 
     /// The family's name in messages and image file names.
@@ -32,6 +35,7 @@ impl Family {
             Family::CpUpdate => "cp_update",
             Family::Phi => "phi",
             Family::Completion => "completion",
+            Family::Gcp => "gcp",
         }
     }
 
@@ -42,14 +46,17 @@ impl Family {
             Family::CpUpdate => "cp_update.cu",
             Family::Phi => "phi.cu",
             Family::Completion => "completion.cu",
+            Family::Gcp => "gcp.cu",
         }
     }
 
     /// The family whose module holds the entry point `name` (every entry is
-    /// `hls_<what>_...`: `hls_cp_*`, `hls_completion_*`, `hls_{fused,sparse,dense}_phi_*`,
+    /// `hls_<what>_...`: `hls_cp_*`, `hls_gcp_*`, `hls_completion_*`, `hls_{fused,sparse,dense}_phi_*`,
     /// the rest MTTKRP and TTMc).
     pub fn of(name: &str) -> Family {
-        if name.starts_with("hls_cp_") {
+        if name.starts_with("hls_gcp_") {
+            Family::Gcp
+        } else if name.starts_with("hls_cp_") {
             Family::CpUpdate
         } else if name.starts_with("hls_completion_") {
             Family::Completion

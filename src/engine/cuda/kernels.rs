@@ -40,6 +40,7 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../kernels/completion.cu"),
     ),
     ("fused.cu", include_str!("../../../kernels/fused.cu")),
+    ("gcp.cu", include_str!("../../../kernels/gcp.cu")),
 ];
 
 /// The dense-tiles-only MTTKRP entry point (grid = one block per tile).
@@ -50,6 +51,10 @@ pub const DENSE_TTMC: &str = "hls_dense_ttmc";
 pub const CP_UPDATE_ROWS: &str = "hls_cp_update_rows";
 /// Division of a factor's columns by their norms.
 pub const CP_NORMALIZE: &str = "hls_cp_normalize";
+/// GCP's model values at a sample's entries (kernels/gcp.cu).
+pub const GCP_VALUES: &str = "hls_gcp_values";
+/// GCP's sampled gradient from the entries' loss derivatives (kernels/gcp.cu).
+pub const GCP_GRADIENT: &str = "hls_gcp_gradient";
 /// The tensor-completion entry points (kernels/completion.cu), run by
 /// [`crate::engine::CompletionSession`]s of the CUDA backend.
 pub mod completion {
@@ -137,6 +142,7 @@ pub fn entries(family: Family) -> Vec<String> {
             )
             .collect(),
         Family::Completion => completion::ALL.map(String::from).to_vec(),
+        Family::Gcp => vec![GCP_VALUES.into(), GCP_GRADIENT.into()],
     }
 }
 
@@ -404,6 +410,7 @@ mod tests {
                     "(const HlsLaunchParams p)",
                     "(const HlsCpParams p)",
                     "(const HlsCompletionParams p)",
+                    "(const HlsGcpParams p)",
                 ]
                 .iter()
                 .any(|args| s.contains(&format!("\n{entry}{args}")));

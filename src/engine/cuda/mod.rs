@@ -38,6 +38,7 @@ mod completion;
 mod cp;
 mod device;
 pub mod family;
+mod gcp;
 mod grid;
 pub mod kernels;
 mod launch;

@@ -1,0 +1,423 @@
+//! Generalized CP (GCP): a rank-`R` CP model `m = Σ_r Π_n A⁽ⁿ⁾[i_n, r]` of a sparse
+//! tensor under a loss other than least squares (D. Hong, T. G. Kolda and J. A.
+//! Duersch, "Generalized canonical polyadic tensor decomposition", SIAM Review 62(1),
+//! 2020; T. G. Kolda and D. Hong, "Stochastic gradients for large-scale tensor
+//! decomposition", SIAM J. Math. Data Sci. 2(4), 2020). It minimizes
+//! `F = Σ_i f(x_i, m_i)` over every cell `i` of the tensor, zeros included, for one of
+//! the losses of [`Loss`]; losses that need `m ≥ 0` keep the factors nonnegative.
+//!
+//! The gradient with respect to `A⁽ⁿ⁾` is the MTTKRP of the tensor `Y` of derivatives
+//! `∂f/∂m`; the engine computes it over a sampled sparse tensor
+//! ([`Engine::gcp_gradient`]). Two methods:
+//!
+//! - [`Method::Sgd`] (GenTen's `gcp_sgd`, [`sgd`]): stratified samples of nonzeros and
+//!   zeros for each gradient, a fixed stratified sample for the loss estimate, Adam,
+//!   and a step that shrinks after an epoch that does not improve the estimate.
+//! - [`Method::Lbfgs`] (pyttb's `gcp_opt` with L-BFGS-B, [`opt`]): the exact loss and
+//!   gradient over every cell, for small tensors: the nonzeros through the engine, the
+//!   zeros in closed form for the Gaussian loss and by a pass over the whole index
+//!   space otherwise (refused beyond [`GcpOptions::dense_limit`] cells).
+//!
+//! Initial factors, unless given: mode `n` is `Matrix::random(I_n, R, seed + n)`
+//! (uniform in `[0, 1)`), all scaled by one factor so that `‖M‖ = ‖X‖` (as GenTen
+//! scales its random guess by the tensor's norm). The model returned has unit-norm
+//! columns and weights `λ` in decreasing order, as CP-ALS returns its model.
+//!
+//! Deterministic for a given seed, options and thread count (the samples are drawn in
+//! fixed chunks from seeded generators, the gradient sums in a fixed order).
+
+pub mod loss;
+pub mod opt;
+mod sample;
+pub mod sgd;
+#[cfg(test)]
+mod tests;
+
+pub use loss::{DataKind, Loss};
+pub use sample::{Strata, cells};
+
+use crate::engine::{Engine, EntryLoss};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use crate::tensor::CooTensor;
+use rayon::prelude::*;
+use std::ops::ControlFlow;
+
+impl EntryLoss for Loss {
+    #[inline]
+    fn value(&self, x: f64, m: f64) -> f64 {
+        Loss::value(self, x, m)
+    }
+    #[inline]
+    fn deriv(&self, x: f64, m: f64) -> f64 {
+        Loss::deriv(self, x, m)
+    }
+}
+
+/// How the model is fitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// Stochastic gradients with Adam (GenTen's `gcp_sgd`).
+    Sgd,
+    /// L-BFGS-B on the exact loss and gradient (pyttb's `gcp_opt`), small tensors.
+    Lbfgs,
+}
+
+impl Method {
+    /// The method's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Sgd => "sgd",
+            Method::Lbfgs => "lbfgs",
+        }
+    }
+}
+
+/// GCP's options. Defaults are GenTen's `gcp_sgd` ones for the SGD method and pyttb's
+/// `gcp_opt` (scipy's L-BFGS-B) ones for the full-gradient method.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GcpOptions {
+    /// The number of components `R`.
+    pub rank: usize,
+    /// The loss.
+    pub loss: Loss,
+    /// How the model is fitted.
+    pub method: Method,
+    /// Seed of the initial factors and of every sample.
+    pub seed: u64,
+    /// Initial factors (one `I_n × R` per mode), instead of random ones.
+    pub init: Option<Vec<Matrix<f64>>>,
+    /// SGD: the most epochs (GenTen `maxiters`, 100).
+    pub epochs: usize,
+    /// SGD: iterations per epoch (GenTen `epoch_iters`, 1000).
+    pub epoch_iters: usize,
+    /// SGD: Adam's initial step (GenTen `rate`, 1e-3).
+    pub rate: f64,
+    /// SGD: the step's factor after a failed epoch (GenTen `decay`, 0.1).
+    pub decay: f64,
+    /// SGD: failed epochs tolerated; one more stops the run (GenTen `max_fails`, 10).
+    pub max_fails: usize,
+    /// SGD: nonzeros per gradient sample; 0 for GenTen's default
+    /// `min(max(⌈3 nnz / epochs⌉, 1000), nnz)`.
+    pub grad_nonzeros: usize,
+    /// SGD: zeros per gradient sample; 0 for GenTen's default (as many as nonzeros,
+    /// at most the zero cells).
+    pub grad_zeros: usize,
+    /// SGD: nonzeros of the loss-estimate sample; 0 for GenTen's default
+    /// `min(max(⌈nnz / 100⌉, 100000), nnz)`.
+    pub value_nonzeros: usize,
+    /// SGD: zeros of the loss-estimate sample; 0 for GenTen's default (as many as
+    /// nonzeros, at most the zero cells).
+    pub value_zeros: usize,
+    /// L-BFGS: the most iterations (scipy `maxiter`, 1000).
+    pub max_iters: usize,
+    /// L-BFGS: the projected-gradient tolerance (scipy `pgtol`, 1e-5).
+    pub pgtol: f64,
+    /// L-BFGS: stop when the loss's relative decrease is at most `factr · ε_mach`
+    /// (scipy `factr`, 1e7).
+    pub factr: f64,
+    /// L-BFGS: corrections kept (scipy `m`, 10).
+    pub memory: usize,
+    /// L-BFGS: the most cells a loss without a closed form for its zeros may sum
+    /// over (2²⁶).
+    pub dense_limit: f64,
+}
+
+impl GcpOptions {
+    /// The defaults for `rank` and `loss`.
+    pub fn new(rank: usize, loss: Loss) -> Self {
+        GcpOptions {
+            rank,
+            loss,
+            method: Method::Sgd,
+            seed: 0,
+            init: None,
+            epochs: 100,
+            epoch_iters: 1000,
+            rate: 1e-3,
+            decay: 0.1,
+            max_fails: 10,
+            grad_nonzeros: 0,
+            grad_zeros: 0,
+            value_nonzeros: 0,
+            value_zeros: 0,
+            max_iters: 1000,
+            pgtol: 1e-5,
+            factr: 1e7,
+            memory: 10,
+            dense_limit: (1u64 << 26) as f64,
+        }
+    }
+}
+
+/// What one SGD epoch or L-BFGS iteration did.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GcpIter {
+    /// 0-based epoch (SGD) or iteration (L-BFGS).
+    pub iter: usize,
+    /// SGD: the loss estimate after the epoch (before a failed epoch is undone);
+    /// L-BFGS: the exact loss.
+    pub loss: f64,
+    /// SGD: Adam's step during the epoch; L-BFGS: the projected gradient's largest
+    /// entry.
+    pub step: f64,
+    /// SGD: whether the epoch improved the estimate (else it was undone and the step
+    /// shrunk); L-BFGS: always true.
+    pub accepted: bool,
+    /// Seconds since the fit started.
+    pub seconds: f64,
+}
+
+/// A fitted GCP model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GcpModel {
+    /// `λ`, one weight per component, in decreasing order.
+    pub weights: Vec<f64>,
+    /// One `I_n × R` factor per mode, columns of unit 2-norm (or zero).
+    pub factors: Vec<Matrix<f64>>,
+    /// The final loss: SGD's last accepted estimate, L-BFGS's exact loss.
+    pub loss: f64,
+    /// The loss (estimate) of the initial factors.
+    pub initial_loss: f64,
+    /// Every epoch or iteration.
+    pub iters: Vec<GcpIter>,
+    /// Why the run stopped, in words.
+    pub stopped: String,
+}
+
+impl GcpModel {
+    /// The number of components.
+    pub fn rank(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// The model's value at `coords`: `Σ_r λ_r Π_n A⁽ⁿ⁾[i_n, r]`.
+    pub fn entry(&self, coords: &[usize]) -> Result<f64> {
+        if coords.len() != self.factors.len()
+            || coords
+                .iter()
+                .zip(&self.factors)
+                .any(|(&i, f)| i >= f.rows())
+        {
+            return Err(Error::shape(
+                "model coordinates",
+                format!(
+                    "{:?}",
+                    self.factors.iter().map(Matrix::rows).collect::<Vec<_>>()
+                ),
+                format!("{coords:?}"),
+            ));
+        }
+        Ok((0..self.rank())
+            .map(|r| {
+                self.weights[r]
+                    * coords
+                        .iter()
+                        .zip(&self.factors)
+                        .map(|(&i, f)| f.get(i, r))
+                        .product::<f64>()
+            })
+            .sum())
+    }
+}
+
+/// Fits a GCP model of `x` on `engine` with `opts`, calling `progress` after every
+/// epoch (SGD) or iteration (L-BFGS); [`ControlFlow::Break`] stops the run there.
+pub fn gcp(
+    engine: &Engine,
+    x: &CooTensor,
+    opts: &GcpOptions,
+    progress: &mut dyn FnMut(&GcpIter) -> ControlFlow<()>,
+) -> Result<GcpModel> {
+    check_options(opts)?;
+    check_data(x, opts)?;
+    let init = match &opts.init {
+        Some(f) => f.clone(),
+        None => initial_factors(x, opts.rank, opts.seed),
+    };
+    let (factors, loss, initial_loss, iters, stopped) = match opts.method {
+        Method::Sgd => sgd::run(engine, x, opts, init, progress)?,
+        Method::Lbfgs => opt::run(engine, x, opts, init, progress)?,
+    };
+    if let Some(bad) = factors
+        .iter()
+        .flat_map(|f| f.data())
+        .find(|v| !v.is_finite())
+    {
+        return Err(Error::NonFinite(format!(
+            "GCP with loss {} gave a factor entry of {bad}; the model is discarded \
+             (try a smaller rate)",
+            opts.loss
+        )));
+    }
+    let (weights, factors) = normalize(factors);
+    Ok(GcpModel {
+        weights,
+        factors,
+        loss,
+        initial_loss,
+        iters,
+        stopped,
+    })
+}
+
+/// The checks of `opts` that need no tensor: the rank, the counts, the rates.
+pub fn check_options(opts: &GcpOptions) -> Result<()> {
+    if opts.rank == 0 {
+        return Err(Error::InvalidRank("rank must be at least 1, got 0".into()));
+    }
+    let positive = |name: &str, v: f64| {
+        if v.is_finite() && v > 0.0 {
+            Ok(())
+        } else {
+            Err(Error::InvalidOption(format!(
+                "{name} must be a finite number > 0, got {v}"
+            )))
+        }
+    };
+    positive("rate", opts.rate)?;
+    positive("decay", opts.decay)?;
+    positive("factr", opts.factr)?;
+    positive("dense_limit", opts.dense_limit)?;
+    if opts.pgtol.is_nan() || opts.pgtol < 0.0 {
+        return Err(Error::InvalidOption(format!(
+            "pgtol must be a number ≥ 0, got {}",
+            opts.pgtol
+        )));
+    }
+    for (name, v) in [
+        ("epochs", opts.epochs),
+        ("epoch_iters", opts.epoch_iters),
+        ("max_iters", opts.max_iters),
+        ("memory", opts.memory),
+    ] {
+        if v == 0 {
+            return Err(Error::InvalidOption(format!(
+                "{name} must be at least 1, got 0"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The checks of `opts` against `x`: the data the loss needs (the first value it
+/// cannot model named with its 1-based coordinates), the initial factors.
+pub fn check_data(x: &CooTensor, opts: &GcpOptions) -> Result<()> {
+    if let Some(f) = &opts.init {
+        check_init(x.dims(), opts, f)?;
+    }
+    opts.loss.check_data(x.values(), |k| {
+        let c: Vec<String> = x.coords(k).iter().map(|i| (i + 1).to_string()).collect();
+        format!("({})", c.join(", "))
+    })
+}
+
+/// Checks initial factors: one per mode, `I_n × R`, finite, and within the loss's
+/// lower bound.
+fn check_init(dims: &[usize], opts: &GcpOptions, f: &[Matrix<f64>]) -> Result<()> {
+    if f.len() != dims.len() {
+        return Err(Error::shape(
+            "initial factors",
+            format!("{} matrices", dims.len()),
+            format!("{} matrices", f.len()),
+        ));
+    }
+    let lb = opts.loss.lower_bound();
+    for (n, (m, &d)) in f.iter().zip(dims).enumerate() {
+        if m.shape() != (d, opts.rank) {
+            return Err(Error::shape(
+                format!("initial factor of mode {n}"),
+                format!("{d}×{}", opts.rank),
+                format!("{}×{}", m.rows(), m.cols()),
+            ));
+        }
+        if let Some(v) = m.data().iter().find(|v| !v.is_finite() || **v < lb) {
+            return Err(Error::InvalidOption(format!(
+                "initial factor of mode {n} holds {v}; loss {} needs finite entries ≥ {lb}",
+                opts.loss
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `Σ_{r,s} Π_n (A⁽ⁿ⁾ᵀ A⁽ⁿ⁾)_{rs}`: the squared norm of the model.
+pub fn model_norm_sq(factors: &[Matrix<f64>]) -> f64 {
+    let rank = factors.first().map_or(0, Matrix::cols);
+    let mut h = vec![1.0; rank * rank];
+    for f in factors {
+        let g = gram(f);
+        h.iter_mut().zip(&g).for_each(|(h, g)| *h *= g);
+    }
+    h.iter().sum()
+}
+
+/// `AᵀA` (`R × R`, row-major), summed over row chunks in a fixed order.
+pub fn gram(a: &Matrix<f64>) -> Vec<f64> {
+    let r = a.cols();
+    let parts: Vec<Vec<f64>> = a
+        .data()
+        .par_chunks(4096 * r.max(1))
+        .map(|rows| {
+            let mut g = vec![0.0; r * r];
+            for row in rows.chunks_exact(r) {
+                for (s, &a) in row.iter().enumerate() {
+                    for (t, &b) in row.iter().enumerate() {
+                        g[s * r + t] += a * b;
+                    }
+                }
+            }
+            g
+        })
+        .collect();
+    let mut g = vec![0.0; r * r];
+    for p in parts {
+        g.iter_mut().zip(&p).for_each(|(g, p)| *g += p);
+    }
+    g
+}
+
+/// Seeded uniform factors scaled so that the model's norm is the tensor's.
+fn initial_factors(x: &CooTensor, rank: usize, seed: u64) -> Vec<Matrix<f64>> {
+    let mut f: Vec<Matrix<f64>> = Matrix::random_factors(x.dims(), &vec![rank; x.order()], seed)
+        .iter()
+        .map(Matrix::to_f64)
+        .collect();
+    let (xn, mn) = (x.norm_sq().sqrt(), model_norm_sq(&f).sqrt());
+    if xn > 0.0 && mn > 0.0 {
+        let s = (xn / mn).powf(1.0 / x.order() as f64);
+        for m in &mut f {
+            m.data_mut().iter_mut().for_each(|v| *v *= s);
+        }
+    }
+    f
+}
+
+/// Unit-norm columns and their norms' products as weights, sorted by decreasing
+/// weight.
+fn normalize(mut factors: Vec<Matrix<f64>>) -> (Vec<f64>, Vec<Matrix<f64>>) {
+    let rank = factors.first().map_or(0, Matrix::cols);
+    let mut weights = vec![1.0; rank];
+    for f in &mut factors {
+        for (r, w) in weights.iter_mut().enumerate() {
+            let norm = (0..f.rows())
+                .map(|i| f.get(i, r).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            *w *= norm;
+            if norm > 0.0 {
+                for i in 0..f.rows() {
+                    f.set(i, r, f.get(i, r) / norm);
+                }
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..rank).collect();
+    order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]));
+    let factors = factors
+        .iter()
+        .map(|f| Matrix::from_fn(f.rows(), rank, |i, r| f.get(i, order[r])))
+        .collect();
+    (order.iter().map(|&r| weights[r]).collect(), factors)
+}

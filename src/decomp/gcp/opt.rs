@@ -1,0 +1,352 @@
+//! GCP by L-BFGS-B on the exact loss and gradient, as pyttb's `gcp_opt` with its
+//! L-BFGS-B optimizer, for tensors small enough to sum over every cell.
+//!
+//! `F = Σ_nz [f(x, m) − f(0, m)] + Σ_all f(0, m)`: the first sum over the stored
+//! entries through the engine ([`Engine::gcp_gradient`] with the difference loss),
+//! the second in closed form for the Gaussian loss (`Σ_all m² = ‖M‖²`, from the
+//! factors' Grams, gradient `2 A⁽ⁿ⁾ ⊛_{j≠n} A⁽ʲ⁾ᵀA⁽ʲ⁾`) and otherwise by a pass over
+//! the whole index space in chunks of cells, refused when it has more than
+//! [`GcpOptions::dense_limit`] cells.
+//!
+//! The optimizer is `lbfgsb-rs-pure`, a Rust port of L-BFGS-B 3.0 (the code scipy
+//! wraps), with pyttb's settings: `m = 10` corrections, `pgtol = 1e-5`, at most 1000
+//! iterations, and scipy's `factr` test (stop when
+//! `(f_prev − f) / max(|f_prev|, |f|, 1) ≤ factr · ε_mach`, `factr = 1e7`) applied after
+//! each iteration. Nonnegative losses bound every factor entry below by 0.
+
+use super::sample::cells;
+use super::sgd::Fitted;
+use super::{GcpIter, GcpOptions, Loss, gram};
+use crate::engine::{Engine, EntryLoss, GcpSample};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use crate::tensor::CooTensor;
+use lbfgsb_rs_pure::{IterationControl, LBFGSB};
+use rayon::prelude::*;
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+/// Cells per chunk of the pass over the index space.
+const CELLS: usize = 1 << 18;
+
+/// `f(x, m) − f(0, m)`: a stored entry's loss beyond that of a zero at the same cell.
+struct Beyond(Loss);
+
+impl EntryLoss for Beyond {
+    #[inline]
+    fn value(&self, x: f64, m: f64) -> f64 {
+        self.0.value(x, m) - self.0.value(0.0, m)
+    }
+    #[inline]
+    fn deriv(&self, x: f64, m: f64) -> f64 {
+        self.0.deriv(x, m) - self.0.deriv(0.0, m)
+    }
+}
+
+/// The exact loss and gradient of one tensor and loss.
+struct Objective<'a> {
+    engine: &'a Engine,
+    loss: Loss,
+    dims: Vec<usize>,
+    rank: usize,
+    stored: GcpSample,
+    /// Whether the zeros are summed over the index space (no closed form).
+    dense: bool,
+}
+
+impl Objective<'_> {
+    fn unflatten(&self, v: &[f64]) -> Vec<Matrix<f64>> {
+        let mut at = 0;
+        self.dims
+            .iter()
+            .map(|&d| {
+                let m = Matrix::new(d, self.rank, v[at..at + d * self.rank].to_vec())
+                    .expect("the lengths add up");
+                at += d * self.rank;
+                m
+            })
+            .collect()
+    }
+
+    /// `F` and its gradient, flattened as the factors are.
+    fn eval(&self, v: &[f64]) -> Result<(f64, Vec<f64>)> {
+        let factors = self.unflatten(v);
+        let mut grads = Vec::new();
+        let mut f = self.engine.gcp_gradient(
+            &self.stored,
+            &factors,
+            &Beyond(self.loss),
+            true,
+            &mut grads,
+        )?;
+        if self.dense {
+            f += self.all_cells(&factors, &mut grads)?;
+        } else {
+            f += self.gaussian_zeros(&factors, &mut grads);
+        }
+        Ok((
+            f,
+            grads
+                .iter()
+                .flat_map(|g| g.data().iter().copied())
+                .collect(),
+        ))
+    }
+
+    /// `Σ_all m²` and its gradient added to `grads`.
+    fn gaussian_zeros(&self, factors: &[Matrix<f64>], grads: &mut [Matrix<f64>]) -> f64 {
+        let r = self.rank;
+        let grams: Vec<Vec<f64>> = self.engine.install(|| factors.iter().map(gram).collect());
+        let mut norm = vec![1.0; r * r];
+        grams
+            .iter()
+            .for_each(|g| norm.iter_mut().zip(g).for_each(|(h, g)| *h *= g));
+        for (n, (a, g)) in factors.iter().zip(grads.iter_mut()).enumerate() {
+            let mut h = vec![1.0; r * r];
+            for (j, gj) in grams.iter().enumerate() {
+                if j != n {
+                    h.iter_mut().zip(gj).for_each(|(h, g)| *h *= g);
+                }
+            }
+            self.engine.install(|| {
+                g.data_mut()
+                    .par_chunks_mut(r)
+                    .zip(a.data().par_chunks(r))
+                    .for_each(|(g, a)| {
+                        for (t, g) in g.iter_mut().enumerate() {
+                            *g += 2.0 * (0..r).map(|s| a[s] * h[s * r + t]).sum::<f64>();
+                        }
+                    })
+            });
+        }
+        norm.iter().sum()
+    }
+
+    /// `Σ_all f(0, m)` over every cell and its gradient added to `grads`.
+    fn all_cells(&self, factors: &[Matrix<f64>], grads: &mut [Matrix<f64>]) -> Result<f64> {
+        let n = self.dims.len();
+        let total = cells(&self.dims) as usize;
+        let mut value = 0.0;
+        let mut part = Vec::new();
+        let mut sample = GcpSample::new(&self.dims);
+        for first in (0..total).step_by(CELLS) {
+            let len = CELLS.min(total - first);
+            let (mut coords, mut values, mut weights) = std::mem::take(&mut sample).into_parts();
+            coords.resize(len * n, 0);
+            values.clear();
+            values.resize(len, 0.0);
+            weights.clear();
+            weights.resize(len, 1.0);
+            let dims = &self.dims;
+            self.engine.install(|| {
+                coords.par_chunks_mut(n).enumerate().for_each(|(k, c)| {
+                    let mut l = first + k;
+                    for (c, &d) in c.iter_mut().zip(dims) {
+                        *c = (l % d) as u32;
+                        l /= d;
+                    }
+                })
+            });
+            sample = GcpSample::from_parts(dims, coords, values, weights)?;
+            value += self
+                .engine
+                .gcp_gradient(&sample, factors, &self.loss, true, &mut part)?;
+            for (g, p) in grads.iter_mut().zip(&part) {
+                g.data_mut()
+                    .iter_mut()
+                    .zip(p.data())
+                    .for_each(|(g, p)| *g += p);
+            }
+        }
+        Ok(value)
+    }
+}
+
+/// Runs L-BFGS-B from `factors` (see the [module documentation](self)).
+pub(super) fn run(
+    engine: &Engine,
+    x: &CooTensor,
+    opts: &GcpOptions,
+    factors: Vec<Matrix<f64>>,
+    progress: &mut dyn FnMut(&GcpIter) -> ControlFlow<()>,
+) -> Result<Fitted> {
+    let start = Instant::now();
+    let n_cells = cells(x.dims());
+    let dense = opts.loss != Loss::Gaussian;
+    if dense && n_cells > opts.dense_limit {
+        return Err(Error::Unsupported(format!(
+            "method lbfgs with loss {} sums the loss over every cell of the tensor, {n_cells:.0} \
+             here, more than dense_limit = {:.0}; use method sgd, or raise dense_limit",
+            opts.loss, opts.dense_limit
+        )));
+    }
+    let order = x.order();
+    let coords: Vec<u32> = (0..x.nnz())
+        .flat_map(|k| (0..order).map(move |m| x.indices(m)[k]))
+        .collect();
+    let stored = GcpSample::from_parts(x.dims(), coords, x.values().to_vec(), vec![1.0; x.nnz()])?;
+    let objective = Objective {
+        engine,
+        loss: opts.loss,
+        dims: x.dims().to_vec(),
+        rank: opts.rank,
+        stored,
+        dense,
+    };
+    let mut v: Vec<f64> = factors
+        .iter()
+        .flat_map(|f| f.data().iter().copied())
+        .collect();
+    let lower = vec![opts.loss.lower_bound(); v.len()];
+    let upper = vec![f64::INFINITY; v.len()];
+    let initial = objective.eval(&v)?.0;
+    let mut failure: Option<Error> = None;
+    let mut iters: Vec<GcpIter> = Vec::new();
+    let mut previous = initial;
+    let mut stopped = format!("{} iterations run", opts.max_iters);
+    let mut solver = LBFGSB::new(opts.memory)
+        .with_pgtol(opts.pgtol)
+        .with_max_iter(opts.max_iters);
+    let mut fg = |v: &[f64]| match objective.eval(v) {
+        Ok(r) => r,
+        Err(e) => {
+            failure.get_or_insert(e);
+            (f64::INFINITY, vec![0.0; v.len()])
+        }
+    };
+    let mut callback = |info: &lbfgsb_rs_pure::IterationInfo, _: &[f64]| {
+        let it = GcpIter {
+            iter: iters.len(),
+            loss: info.f,
+            step: info.proj_grad_norm,
+            accepted: true,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        iters.push(it);
+        if progress(&it).is_break() {
+            stopped = format!("stopped by the caller after iteration {}", it.iter + 1);
+            return IterationControl::StopCustom;
+        }
+        let scale = previous.abs().max(info.f.abs()).max(1.0);
+        let decrease = (previous - info.f) / scale;
+        previous = info.f;
+        if decrease <= opts.factr * f64::EPSILON {
+            stopped = "relative decrease of the loss below factr · ε".into();
+            return IterationControl::StopConverged;
+        }
+        if info.proj_grad_norm <= opts.pgtol {
+            stopped = "projected gradient below pgtol".into();
+        }
+        IterationControl::Continue
+    };
+    let solution = solver
+        .minimize_with_callback(&mut v, &lower, &upper, &mut fg, &mut callback)
+        .map_err(|e| Error::Numerical(format!("L-BFGS-B: {e}")));
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let solution = solution?;
+    let factors = objective.unflatten(&solution.x);
+    let loss = objective.eval(&solution.x)?.0;
+    Ok((factors, loss, initial, iters, stopped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Σ_all f(x, m)` and its gradient, cell by cell.
+    fn brute(x: &CooTensor, a: &[Matrix<f64>], loss: &Loss) -> (f64, Vec<f64>) {
+        let dims = x.dims();
+        let rank = a[0].cols();
+        let mut value = std::collections::HashMap::new();
+        for k in 0..x.nnz() {
+            value.insert(x.coords(k), x.values()[k]);
+        }
+        let mut g: Vec<Matrix<f64>> = a.iter().map(|f| Matrix::zeros(f.rows(), rank)).collect();
+        let mut f = 0.0;
+        let total: usize = dims.iter().product();
+        for l in 0..total {
+            let mut r = l;
+            let c: Vec<u32> = dims
+                .iter()
+                .map(|&d| {
+                    let i = (r % d) as u32;
+                    r /= d;
+                    i
+                })
+                .collect();
+            let xv = value.get(&c).copied().unwrap_or(0.0);
+            let m: f64 = (0..rank)
+                .map(|r| {
+                    c.iter()
+                        .zip(a)
+                        .map(|(&i, f)| f.get(i as usize, r))
+                        .product::<f64>()
+                })
+                .sum();
+            f += loss.value(xv, m);
+            let d = loss.deriv(xv, m);
+            for n in 0..dims.len() {
+                for r in 0..rank {
+                    let p: f64 = c
+                        .iter()
+                        .zip(a)
+                        .enumerate()
+                        .filter(|(j, _)| *j != n)
+                        .map(|(_, (&i, f))| f.get(i as usize, r))
+                        .product();
+                    let i = c[n] as usize;
+                    let old = g[n].get(i, r);
+                    g[n].set(i, r, old + d * p);
+                }
+            }
+        }
+        (f, g.iter().flat_map(|g| g.data().iter().copied()).collect())
+    }
+
+    #[test]
+    fn the_exact_objective_is_the_sum_over_every_cell() {
+        let engine = Engine::cpu();
+        let x = CooTensor::new(
+            vec![4, 3, 5],
+            vec![
+                vec![0, 1, 3, 2, 0],
+                vec![0, 2, 1, 1, 2],
+                vec![0, 4, 2, 3, 1],
+            ],
+            vec![1.0, 3.0, 2.0, 1.0, 4.0],
+        )
+        .unwrap();
+        for loss in [Loss::Gaussian, Loss::Poisson, Loss::PoissonLog, Loss::Gamma] {
+            let rank = 2;
+            let a: Vec<Matrix<f64>> = Matrix::random_factors(x.dims(), &[rank; 3], 3)
+                .iter()
+                .map(|f| f.to_f64().map(|v| 0.2 + v))
+                .collect();
+            let coords: Vec<u32> = (0..x.nnz()).flat_map(|k| x.coords(k)).collect();
+            let objective = Objective {
+                engine: &engine,
+                loss,
+                dims: x.dims().to_vec(),
+                rank,
+                stored: GcpSample::from_parts(x.dims(), coords, x.values().to_vec(), vec![1.0; 5])
+                    .unwrap(),
+                dense: loss != Loss::Gaussian,
+            };
+            let v: Vec<f64> = a.iter().flat_map(|f| f.data().iter().copied()).collect();
+            let (f, g) = objective.eval(&v).unwrap();
+            let (f_ref, g_ref) = brute(&x, &a, &loss);
+            assert!(
+                (f - f_ref).abs() <= 1e-10 * f_ref.abs().max(1.0),
+                "{loss}: {f} vs {f_ref}"
+            );
+            for (k, (g, r)) in g.iter().zip(&g_ref).enumerate() {
+                assert!(
+                    (g - r).abs() <= 1e-10 * r.abs().max(1.0),
+                    "{loss} entry {k}: {g} vs {r}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! GCP by stochastic gradients with Adam, as GenTen's `gcp_sgd` with its stratified
+//! sampler and its defaults (see [`GcpOptions`]).
+//!
+//! Sample sizes left at 0 take GenTen's defaults: for the loss estimate
+//! `min(max(⌈nnz/100⌉, 100000), nnz)` nonzeros and as many zeros (at most the zero
+//! cells); for each gradient `min(max(⌈3 nnz / epochs⌉, 1000), nnz)` nonzeros and as
+//! many zeros. Weights are stratum size over draws.
+//!
+//! The loss estimate `F̂ = Σ w f(x, m)` is taken over one fixed sample (stream 0)
+//! before the first epoch and after each. Epoch `e` runs `epoch_iters` iterations, each
+//! drawing a fresh gradient sample (its own stream), computing the sampled gradient
+//! `G` on the engine and taking an Adam step on every factor entry:
+//! `μ ← β₁μ + (1−β₁)G`, `ν ← β₂ν + (1−β₂)G²`,
+//! `A ← max(A − α √(1−β₂ᵗ)/(1−β₁ᵗ) · μ / √(ν + ε), lb)` with `β₁ = 0.9`, `β₂ = 0.999`,
+//! `ε = 1e-8` and `lb` the loss's lower bound. An epoch whose estimate is above the
+//! last accepted one fails: the factors and Adam's moments return to where the epoch
+//! began, `α` is multiplied by `decay`, and after more than `max_fails` failures the
+//! run stops. Otherwise the run stops after `epochs` epochs.
+
+use super::sample::{Sampler, Strata, cells};
+use super::{GcpIter, GcpOptions, Loss};
+use crate::engine::{Engine, GcpSample};
+use crate::error::Result;
+use crate::matrix::Matrix;
+use crate::tensor::CooTensor;
+use rayon::prelude::*;
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+const BETA1: f64 = 0.9;
+const BETA2: f64 = 0.999;
+const ADAM_EPS: f64 = 1e-8;
+
+/// The sample sizes (loss estimate, gradient) a run on a tensor of extents `dims`
+/// with `nnz` stored entries uses: `opts`' or GenTen's defaults.
+pub fn strata(dims: &[usize], nnz: usize, opts: &GcpOptions) -> (Strata, Strata) {
+    let zero_cells = (cells(dims) - nnz as f64).max(0.0);
+    let zeros_like = |n: usize| (n as f64).min(zero_cells) as usize;
+    let pick = |given: usize, default: usize| if given == 0 { default } else { given };
+    let f_nz = pick(opts.value_nonzeros, nnz.div_ceil(100).max(100_000).min(nnz));
+    let f_z = pick(opts.value_zeros, zeros_like(f_nz));
+    let g_nz = pick(
+        opts.grad_nonzeros,
+        (3 * nnz).div_ceil(opts.epochs.max(1)).max(1000).min(nnz),
+    );
+    let g_z = pick(opts.grad_zeros, zeros_like(g_nz));
+    (
+        Strata::new(dims, nnz, f_nz, f_z),
+        Strata::new(dims, nnz, g_nz, g_z),
+    )
+}
+
+/// `Σ w f(x, m)` over `sample`.
+fn estimate(
+    engine: &Engine,
+    sample: &GcpSample,
+    factors: &[Matrix<f64>],
+    loss: &Loss,
+    m: &mut Vec<f64>,
+) -> Result<f64> {
+    engine.gcp_values(sample, factors, m)?;
+    Ok(engine.install(|| {
+        m.par_chunks(4096)
+            .zip(sample.values().par_chunks(4096))
+            .zip(sample.weights().par_chunks(4096))
+            .map(|((m, x), w)| {
+                m.iter()
+                    .zip(x)
+                    .zip(w)
+                    .map(|((&m, &x), &w)| w * loss.value(x, m))
+                    .sum::<f64>()
+            })
+            .collect::<Vec<f64>>()
+            .iter()
+            .sum()
+    }))
+}
+
+/// What a run returns: the factors, the final loss, the initial loss, every epoch and
+/// why it stopped.
+pub(super) type Fitted = (Vec<Matrix<f64>>, f64, f64, Vec<GcpIter>, String);
+
+/// Runs GCP-SGD from `factors` (see the [module documentation](self)).
+pub(super) fn run(
+    engine: &Engine,
+    x: &CooTensor,
+    opts: &GcpOptions,
+    mut factors: Vec<Matrix<f64>>,
+    progress: &mut dyn FnMut(&GcpIter) -> ControlFlow<()>,
+) -> Result<Fitted> {
+    let start = Instant::now();
+    let loss = opts.loss;
+    let lb = loss.lower_bound();
+    let sampler = Sampler::new(x, opts.seed)?;
+    let (value_strata, grad_strata) = strata(x.dims(), x.nnz(), opts);
+    let mut value_sample = GcpSample::new(x.dims());
+    sampler.draw(&value_strata, 0, &mut value_sample)?;
+    let mut m = Vec::new();
+    let initial = estimate(engine, &value_sample, &factors, &loss, &mut m)?;
+    let mut best = initial;
+    let zeros = || -> Vec<Matrix<f64>> {
+        factors
+            .iter()
+            .map(|f| Matrix::zeros(f.rows(), f.cols()))
+            .collect()
+    };
+    let (mut mu, mut nu) = (zeros(), zeros());
+    let (mut kept, mut mu_kept, mut nu_kept) = (factors.clone(), mu.clone(), nu.clone());
+    let (mut beta1t, mut beta2t) = (1.0f64, 1.0f64);
+    let mut rate = opts.rate;
+    let mut fails = 0;
+    let mut iters = Vec::new();
+    let mut grads = Vec::new();
+    let mut sample = GcpSample::new(x.dims());
+    let mut stream = 1u64;
+    let mut stopped = format!("{} epochs run", opts.epochs);
+    for epoch in 0..opts.epochs {
+        for _ in 0..opts.epoch_iters {
+            sampler.draw(&grad_strata, stream, &mut sample)?;
+            stream += 1;
+            engine.gcp_gradient(&sample, &factors, &loss, false, &mut grads)?;
+            beta1t *= BETA1;
+            beta2t *= BETA2;
+            let step = rate * (1.0 - beta2t).sqrt() / (1.0 - beta1t);
+            engine.install(|| {
+                for (((a, g), mu), nu) in factors.iter_mut().zip(&grads).zip(&mut mu).zip(&mut nu) {
+                    adam(
+                        a.data_mut(),
+                        g.data(),
+                        mu.data_mut(),
+                        nu.data_mut(),
+                        step,
+                        lb,
+                    );
+                }
+            });
+        }
+        let f = estimate(engine, &value_sample, &factors, &loss, &mut m)?;
+        let accepted = f <= best && f.is_finite();
+        let step = rate;
+        if accepted {
+            best = f;
+            kept.clone_from(&factors);
+            mu_kept.clone_from(&mu);
+            nu_kept.clone_from(&nu);
+        } else {
+            fails += 1;
+            factors.clone_from(&kept);
+            mu.clone_from(&mu_kept);
+            nu.clone_from(&nu_kept);
+            beta1t /= BETA1.powi(opts.epoch_iters as i32);
+            beta2t /= BETA2.powi(opts.epoch_iters as i32);
+            rate *= opts.decay;
+        }
+        let it = GcpIter {
+            iter: epoch,
+            loss: f,
+            step,
+            accepted,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        iters.push(it);
+        if progress(&it).is_break() {
+            stopped = format!("stopped by the caller after epoch {}", epoch + 1);
+            break;
+        }
+        if fails > opts.max_fails {
+            stopped = format!("{fails} failed epochs (more than max_fails)");
+            break;
+        }
+    }
+    Ok((kept, best, initial, iters, stopped))
+}
+
+/// One Adam step on a factor: moments `mu`, `nu` updated with gradient `g`, then
+/// `a ← max(a − step · μ / √(ν + ε), lb)`.
+fn adam(a: &mut [f64], g: &[f64], mu: &mut [f64], nu: &mut [f64], step: f64, lb: f64) {
+    const CH: usize = 1 << 14;
+    a.par_chunks_mut(CH)
+        .zip(g.par_chunks(CH))
+        .zip(mu.par_chunks_mut(CH))
+        .zip(nu.par_chunks_mut(CH))
+        .for_each(|(((a, g), mu), nu)| {
+            for (((a, &g), mu), nu) in a.iter_mut().zip(g).zip(mu).zip(nu) {
+                *mu = BETA1 * *mu + (1.0 - BETA1) * g;
+                *nu = BETA2 * *nu + (1.0 - BETA2) * g * g;
+                *a = (*a - step * *mu / (*nu + ADAM_EPS).sqrt()).max(lb);
+            }
+        });
+}

@@ -1,0 +1,179 @@
+//! GCP's runs: SGD lowers its loss estimate and is the same for any thread count,
+//! L-BFGS-B lowers the exact loss to a point where the gradient vanishes, and data a
+//! loss cannot model is refused with one line naming the value.
+
+use super::*;
+use crate::engine::CpuOptions;
+
+/// A rank-2 nonnegative tensor with every third cell stored (values rounded to
+/// integers, so that every loss family has data it can model).
+fn low_rank(dims: &[usize]) -> CooTensor {
+    let f: Vec<Matrix<f64>> = Matrix::random_factors(dims, &vec![2; dims.len()], 17)
+        .iter()
+        .map(Matrix::to_f64)
+        .collect();
+    let cells: usize = dims.iter().product();
+    let mut idx = vec![Vec::new(); dims.len()];
+    let mut vals = Vec::new();
+    for l in (0..cells).step_by(3) {
+        let mut r = l;
+        let c: Vec<usize> = dims
+            .iter()
+            .map(|&d| {
+                let i = r % d;
+                r /= d;
+                i
+            })
+            .collect();
+        let m: f64 = (0..2)
+            .map(|r| c.iter().zip(&f).map(|(&i, f)| f.get(i, r)).product::<f64>())
+            .sum();
+        for (n, &i) in c.iter().enumerate() {
+            idx[n].push(i as u32);
+        }
+        vals.push((4.0 * m).round().max(1.0));
+    }
+    CooTensor::new(dims.to_vec(), idx, vals).unwrap()
+}
+
+fn engine(threads: usize) -> Engine {
+    Engine::cpu_with(CpuOptions {
+        threads: Some(threads),
+        ..CpuOptions::default()
+    })
+    .unwrap()
+}
+
+fn sgd_options(loss: Loss) -> GcpOptions {
+    GcpOptions {
+        epochs: 6,
+        epoch_iters: 40,
+        rate: 1e-2,
+        seed: 5,
+        ..GcpOptions::new(3, loss)
+    }
+}
+
+#[test]
+fn sgd_lowers_its_estimate_and_is_the_same_for_any_thread_count() {
+    let x = low_rank(&[12, 10, 8]);
+    for loss in [Loss::Gaussian, Loss::Poisson, Loss::PoissonLog] {
+        let opts = sgd_options(loss);
+        let run = |threads| {
+            gcp(&engine(threads), &x, &opts, &mut |_| {
+                ControlFlow::Continue(())
+            })
+        };
+        let one = run(1).unwrap();
+        assert!(
+            one.loss < one.initial_loss,
+            "{loss}: {} from {}",
+            one.loss,
+            one.initial_loss
+        );
+        assert_eq!(one.iters.len(), 6);
+        let three = run(3).unwrap();
+        let losses = |m: &GcpModel| m.iters.iter().map(|i| i.loss).collect::<Vec<_>>();
+        assert_eq!(losses(&one), losses(&three), "{loss}: another thread count");
+        assert_eq!(one.weights, three.weights, "{loss}");
+        for (a, b) in one.factors.iter().zip(&three.factors) {
+            assert_eq!(a.data(), b.data(), "{loss}");
+        }
+        let w = &one.weights;
+        assert!(w.windows(2).all(|p| p[0] >= p[1]), "weights sorted: {w:?}");
+        if loss.lower_bound() == 0.0 {
+            assert!(
+                one.factors
+                    .iter()
+                    .all(|f| f.data().iter().all(|&v| v >= 0.0))
+            );
+        }
+    }
+}
+
+#[test]
+fn a_failed_epoch_is_undone_and_shrinks_the_step() {
+    let x = low_rank(&[12, 10, 8]);
+    // A step far too large makes the first epochs fail.
+    let opts = GcpOptions {
+        rate: 50.0,
+        max_fails: 1,
+        ..sgd_options(Loss::Gaussian)
+    };
+    let model = gcp(&engine(2), &x, &opts, &mut |_| ControlFlow::Continue(())).unwrap();
+    let failed: Vec<&GcpIter> = model.iters.iter().filter(|i| !i.accepted).collect();
+    assert!(!failed.is_empty(), "{:?}", model.iters);
+    assert!(model.loss <= model.initial_loss);
+    let first = failed[0];
+    if let Some(next) = model.iters.get(first.iter + 1) {
+        assert_eq!(next.step, first.step * opts.decay);
+    }
+}
+
+#[test]
+fn lbfgs_reaches_a_stationary_point_of_the_exact_loss() {
+    let x = low_rank(&[6, 5, 4]);
+    for loss in [Loss::Gaussian, Loss::Poisson, Loss::BernoulliLogit] {
+        let x = if loss == Loss::BernoulliLogit {
+            let (d, i, v) = x.clone().into_parts();
+            CooTensor::new(d, i, vec![1.0; v.len()]).unwrap()
+        } else {
+            x.clone()
+        };
+        let opts = GcpOptions {
+            method: Method::Lbfgs,
+            seed: 2,
+            ..GcpOptions::new(2, loss)
+        };
+        let mut seen = 0;
+        let model = gcp(&engine(2), &x, &opts, &mut |_| {
+            seen += 1;
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert!(model.loss < model.initial_loss, "{loss}");
+        assert_eq!(seen, model.iters.len());
+        let last = model.iters.last().unwrap();
+        assert!((last.loss - model.loss).abs() <= 1e-9 * model.loss.abs().max(1.0));
+    }
+}
+
+#[test]
+fn lbfgs_refuses_an_index_space_beyond_the_dense_limit() {
+    let x = low_rank(&[6, 5, 4]);
+    let opts = GcpOptions {
+        method: Method::Lbfgs,
+        dense_limit: 100.0,
+        ..GcpOptions::new(2, Loss::Poisson)
+    };
+    let err = gcp(&engine(1), &x, &opts, &mut |_| ControlFlow::Continue(())).unwrap_err();
+    assert!(err.to_string().contains("dense_limit"), "{err}");
+    // The Gaussian loss sums its zeros in closed form: no limit.
+    let opts = GcpOptions {
+        loss: Loss::Gaussian,
+        max_iters: 3,
+        ..opts
+    };
+    assert!(gcp(&engine(1), &x, &opts, &mut |_| ControlFlow::Continue(())).is_ok());
+}
+
+#[test]
+fn data_a_loss_cannot_model_is_refused() {
+    let x = low_rank(&[6, 5, 4]);
+    let run = |loss| {
+        gcp(&engine(1), &x, &sgd_options(loss), &mut |_| {
+            ControlFlow::Continue(())
+        })
+    };
+    let err = run(Loss::BernoulliOdds).unwrap_err().to_string();
+    assert!(err.contains("binary"), "{err}");
+    let (d, i, mut v) = x.clone().into_parts();
+    v[3] = -2.0;
+    let neg = CooTensor::new(d, i, v).unwrap();
+    let err = gcp(&engine(1), &neg, &sgd_options(Loss::Gamma), &mut |_| {
+        ControlFlow::Continue(())
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("nonnegative") && err.contains("-2"), "{err}");
+}
