@@ -72,6 +72,8 @@ pub enum Command {
     Tucker(TuckerArgs),
     /// Nonnegative Poisson CP of a count tensor (CP-APR, multiplicative updates).
     CpApr(CpAprArgs),
+    /// Generalized CP under a chosen loss (GCP: stochastic gradients or L-BFGS-B).
+    Gcp(super::gcp::GcpArgs),
     /// One sparse MTTKRP, optionally checked against the FP64 reference.
     Mttkrp(KernelArgs),
     /// One sparse TTM-chain, optionally checked against the FP64 reference.

@@ -5,6 +5,7 @@ mod complete;
 mod cp_apr;
 mod decomp;
 mod device;
+mod gcp;
 mod kernel;
 mod load;
 mod output;
@@ -24,6 +25,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cp(a) => decomp::cp(a),
         Command::Tucker(a) => decomp::tucker(a),
         Command::CpApr(a) => cp_apr::cp_apr(a),
+        Command::Gcp(a) => gcp::gcp(a),
         Command::Mttkrp(a) => kernel::kernel(sptmc::Op::Mttkrp, a),
         Command::Ttmc(a) => kernel::kernel(sptmc::Op::Ttmc, a),
         Command::Phi(a) => kernel::kernel(sptmc::Op::Phi, a),

@@ -18,11 +18,13 @@
 //! is also decided here, once: [`tuning::profiles`].
 
 mod fit;
+mod gcp;
 mod options;
 mod prepare;
 pub mod tuning;
 
 pub use fit::{CompletionReport, CpAprReport, CpReport, Report, TuckerReport};
+pub use gcp::{GcpJob, GcpReport, GcpRequest, run_gcp};
 pub use options::{
     CompletionJob, CompletionRequest, CpAprJob, CpAprRequest, CpJob, CpRequest, TuckerJob,
     TuckerRequest, count,
