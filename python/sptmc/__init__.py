@@ -60,7 +60,9 @@ __all__ = [
     "tensor",
     "cp_als",
     "tucker_hooi",
+    "gcp",
     "CPResult",
+    "GCPResult",
     "TuckerResult",
     "backend_info",
     "Error",
@@ -498,6 +500,111 @@ def cp_als(
     )
     result = CPResult(raw, iters, tol)
     _say(verbose, _summary(f"CP-ALS rank {rank}", result, time.perf_counter() - start))
+    return result
+
+
+class GCPResult(CPResult):
+    """A GCP model: a :class:`CPResult` (weights, unit-norm factors, ``to_pyttb``)
+    fitted under a loss other than least squares.
+
+    Attributes:
+        loss: the final loss (SGD: the last accepted estimate over the fixed sample;
+            L-BFGS: the exact loss over every cell).
+        losses: float64 array, the loss after each epoch (SGD) or iteration (L-BFGS).
+        initial_loss: the loss of the initial factors.
+        fits, fit: the same numbers as ``losses`` and ``loss`` (lower is better), under
+            the names a :class:`CPResult` has.
+        stopped: why the run ended, in words; ``stopped_by`` is ``"iters"``.
+        stats: one dict per epoch or iteration (loss, step, accepted, seconds since
+            the start).
+    """
+
+    loss: float
+    losses: np.ndarray
+    initial_loss: float
+    stopped: str
+
+    def __init__(self, raw: dict) -> None:
+        self.factors = raw["factors"]
+        self.weights = raw["weights"]
+        self.losses = raw["losses"]
+        self.fits = raw["losses"]
+        self.seconds = raw["seconds"]
+        self.stats = raw["stats"]
+        self.stopped_by = "iters"
+        self.backend = raw["backend"]
+        self.pinv_solves = 0
+        self.loss = raw["loss"]
+        self.initial_loss = raw["initial_loss"]
+        self.stopped = raw["stopped"]
+
+    @property
+    def fit(self) -> float:
+        """The final loss (lower is better)."""
+        return float(self.loss)
+
+    def __repr__(self) -> str:
+        shape = tuple(f.shape[0] for f in self.factors)
+        return (
+            f"<sptmc.GCPResult rank={len(self.weights)} shape={shape} loss={self.loss:.6e} "
+            f"iterations={self.iterations}>"
+        )
+
+
+def gcp(
+    X: TensorLike,
+    rank: int,
+    *,
+    loss: str = "gaussian",
+    loss_param: Optional[float] = None,
+    method: str = "sgd",
+    seed: int = 0,
+    init: Any = None,
+    backend: str = "cpu",
+    threads: Optional[int] = None,
+    verbose: bool = False,
+    **options: Any,
+) -> GCPResult:
+    """Generalized CP under ``loss`` (the CLI's ``sptmc gcp``).
+
+    ``loss`` is one of gaussian, bernoulli-logit, bernoulli-odds, poisson-log, poisson,
+    gamma, rayleigh, negative-binomial, huber (``loss_param`` the threshold), beta
+    (``loss_param`` the exponent); negative-binomial takes its number of trials as
+    ``loss_param``. ``method="sgd"`` fits by stochastic gradients with Adam as GenTen's
+    ``gcp_sgd`` does; ``method="lbfgs"`` by L-BFGS-B on the exact loss as pyttb's
+    ``gcp_opt`` does (small tensors). ``options`` are the method's settings by their
+    command-line names with underscores: ``epochs``, ``epoch_iters``, ``rate``,
+    ``decay``, ``max_fails``, ``grad_nonzeros``, ``grad_zeros``, ``value_nonzeros``,
+    ``value_zeros`` (SGD), ``max_iters``, ``dense_limit`` (L-BFGS).
+
+    Data the loss cannot model (binary losses on other values, negative values for a
+    loss that needs nonnegative ones) raise :class:`InputError` naming the value.
+
+    Returns:
+        a :class:`GCPResult` (a :class:`CPResult`; ``to_pyttb()`` gives a ktensor).
+    """
+    rank = _args.integer("rank", rank)
+    T = tensor(X)
+    start = time.perf_counter()
+    _say(verbose, f"sptmc: GCP rank {rank} ({loss}, {method}) on {list(T.shape)}")
+    raw = _sptmc._gcp(
+        T,
+        rank,
+        _args.text("loss", loss),
+        None if loss_param is None else _args.number("loss_param", loss_param),
+        _args.text("method", method),
+        _args.integer("seed", seed),
+        _init_list(init),
+        dict(options),
+        _args.text("backend", backend),
+        _threads(threads),
+    )
+    result = GCPResult(raw)
+    _say(
+        verbose,
+        f"sptmc: GCP final loss {result.loss:.6e} after {result.iterations} "
+        f"({result.stopped}), {time.perf_counter() - start:.3f}s",
+    )
     return result
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "backend_info",
     "_cp_als",
     "_tucker_hooi",
+    "_gcp",
     "read",
     "KERNEL_BUILD",
     "__version__",
@@ -123,6 +124,18 @@ def _cp_als(
     backend: str,
     threads: Optional[int],
     progress: Optional[Callable[[dict[str, Any]], bool]],
+) -> dict[str, Any]: ...
+def _gcp(
+    tensor: Tensor,
+    rank: int,
+    loss: str,
+    loss_param: Optional[float],
+    method: str,
+    seed: int,
+    init: Optional[Sequence[npt.ArrayLike]],
+    options: dict[str, Any],
+    backend: str,
+    threads: Optional[int],
 ) -> dict[str, Any]: ...
 def _tucker_hooi(
     tensor: Tensor,

@@ -9,6 +9,7 @@
 mod convert;
 mod decomp;
 mod errors;
+mod gcp;
 mod run;
 
 use convert::{IndexSpec, describe, matrix, mode_indices, values};
@@ -534,6 +535,7 @@ mod sptmc_module {
     use super::{
         _describe, _from_index_arrays, Tensor, backend_info,
         decomp::{_cp_als, _tucker_hooi},
+        gcp::_gcp,
         read,
     };
 

@@ -1,0 +1,119 @@
+//! GCP for Python: the arguments as a [`GcpRequest`] to [`sptmc::driver`] (the
+//! command line's validation and run), run with the GIL released, the report returned
+//! as a dict of numpy arrays for `sptmc/__init__.py` to wrap in a `CPResult`.
+
+use crate::Tensor;
+use crate::convert::matrix;
+use crate::errors::to_py;
+use crate::run::{backend_choice, engine, in_engine};
+use numpy::{PyArray1, PyArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use sptmc::driver::{GcpRequest, count, run_gcp};
+use std::ops::ControlFlow;
+
+/// GCP; the arguments as `sptmc.gcp` takes them (`options` holds the method's options
+/// by their request names: `epochs`, `epoch_iters`, `rate`, `decay`, `max_fails`,
+/// `grad_nonzeros`, `grad_zeros`, `value_nonzeros`, `value_zeros`, `max_iters`,
+/// `dense_limit`).
+#[pyfunction]
+#[pyo3(signature = (tensor, rank, loss, loss_param, method, seed, init, options, backend, threads))]
+#[allow(clippy::too_many_arguments)]
+pub fn _gcp<'py>(
+    py: Python<'py>,
+    tensor: &Bound<'py, Tensor>,
+    rank: i64,
+    loss: &str,
+    loss_param: Option<f64>,
+    method: &str,
+    seed: i64,
+    init: Option<Vec<Bound<'py, PyAny>>>,
+    options: &Bound<'py, PyDict>,
+    backend: &str,
+    threads: Option<i64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let t = tensor.get();
+    let counted = |name: &str, v: i64| count(name, v).map_err(|e| to_py(py, e));
+    let mut request = GcpRequest::new(counted("rank", rank)?, loss);
+    request.loss_param = loss_param;
+    request.method = method.to_string();
+    request.seed = counted("seed", seed)? as u64;
+    request.init = init
+        .map(|fs| {
+            fs.iter()
+                .enumerate()
+                .map(|(m, f)| matrix(py, f, &format!("init[{m}]")).map(|f| f.to_f64()))
+                .collect::<PyResult<Vec<_>>>()
+        })
+        .transpose()?;
+    for (key, value) in options.iter() {
+        let key: String = key.extract()?;
+        let int = |v: &Bound<'py, PyAny>| -> PyResult<usize> { counted(&key, v.extract()?) };
+        match key.as_str() {
+            "epochs" => request.epochs = int(&value)?,
+            "epoch_iters" => request.epoch_iters = int(&value)?,
+            "max_fails" => request.max_fails = int(&value)?,
+            "grad_nonzeros" => request.grad_nonzeros = int(&value)?,
+            "grad_zeros" => request.grad_zeros = int(&value)?,
+            "value_nonzeros" => request.value_nonzeros = int(&value)?,
+            "value_zeros" => request.value_zeros = int(&value)?,
+            "max_iters" => request.max_iters = int(&value)?,
+            "rate" => request.rate = value.extract()?,
+            "decay" => request.decay = value.extract()?,
+            "dense_limit" => request.dense_limit = value.extract()?,
+            _ => {
+                return Err(to_py(
+                    py,
+                    sptmc::Error::InvalidOption(format!("gcp has no option {key:?}")),
+                ));
+            }
+        }
+    }
+    let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
+    let engine = engine(py, backend_choice(py, backend)?, threads)?;
+    let report = in_engine(py, &engine, || {
+        run_gcp(&job, &engine, &t.x, &mut |_| ControlFlow::Continue(()))
+    })?;
+    let model = &report.model;
+    let d = PyDict::new(py);
+    d.set_item("weights", PyArray1::from_slice(py, &model.weights))?;
+    let fs = model
+        .factors
+        .iter()
+        .map(|f| {
+            Ok(PyArray1::from_slice(py, f.data())
+                .reshape([f.rows(), f.cols()])?
+                .into_any())
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("factors", PyList::new(py, fs)?)?;
+    let losses: Vec<f64> = model.iters.iter().map(|s| s.loss).collect();
+    d.set_item("losses", PyArray1::from_vec(py, losses))?;
+    let mut last = 0.0;
+    let seconds: Vec<f64> = model
+        .iters
+        .iter()
+        .map(|s| {
+            let dt = s.seconds - last;
+            last = s.seconds;
+            dt
+        })
+        .collect();
+    d.set_item("seconds", PyArray1::from_vec(py, seconds))?;
+    let stats = PyList::empty(py);
+    for s in &model.iters {
+        let e = PyDict::new(py);
+        e.set_item("iteration", s.iter)?;
+        e.set_item("loss", s.loss)?;
+        e.set_item("step", s.step)?;
+        e.set_item("accepted", s.accepted)?;
+        e.set_item("seconds", s.seconds)?;
+        stats.append(e)?;
+    }
+    d.set_item("stats", stats)?;
+    d.set_item("loss", model.loss)?;
+    d.set_item("initial_loss", model.initial_loss)?;
+    d.set_item("stopped", model.stopped.clone())?;
+    d.set_item("backend", report.backend)?;
+    Ok(d)
+}

@@ -1,0 +1,79 @@
+"""GCP from Python: the model for several losses, a CPResult with pyttb's ktensor on
+request, determinism for a seed, the full-gradient method, and bad options as one
+clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sptmc
+
+from conftest import pyttb
+
+
+def counts(shape, rank, seed):
+    """A count tensor drawn from a rank-``rank`` nonnegative model, as COO."""
+    rng = np.random.default_rng(seed)
+    fs = [rng.random((d, rank)) for d in shape]
+    full = np.einsum("ir,jr,kr->ijk", *fs)
+    draws = rng.poisson(full)
+    subs = np.argwhere(draws > 0)
+    return sptmc.from_coo(subs, draws[tuple(subs.T)].astype(np.float64), shape)
+
+
+@pytest.fixture(scope="module")
+def X():
+    return counts((15, 12, 10), 2, seed=3)
+
+
+@pytest.mark.parametrize("loss", ["gaussian", "poisson", "poisson-log"])
+def test_sgd_lowers_the_loss_and_returns_a_cp_result(X, loss):
+    m = sptmc.gcp(X, 3, loss=loss, epochs=5, epoch_iters=50, rate=1e-2, seed=1, threads=2)
+    assert isinstance(m, sptmc.CPResult) and isinstance(m, sptmc.GCPResult)
+    assert m.loss < m.initial_loss
+    assert m.weights.shape == (3,) and np.all(np.diff(m.weights) <= 0)
+    assert [f.shape for f in m.factors] == [(15, 3), (12, 3), (10, 3)]
+    assert len(m.losses) == len(m.stats) == len(m.seconds) == m.iterations == 5
+    if loss == "poisson":
+        assert all(np.all(f >= 0) for f in m.factors)
+
+
+def test_sgd_is_deterministic_for_a_seed(X):
+    a = sptmc.gcp(X, 2, loss="poisson", epochs=3, epoch_iters=30, seed=4, threads=2)
+    b = sptmc.gcp(X, 2, loss="poisson", epochs=3, epoch_iters=30, seed=4, threads=2)
+    c = sptmc.gcp(X, 2, loss="poisson", epochs=3, epoch_iters=30, seed=5, threads=2)
+    np.testing.assert_array_equal(a.losses, b.losses)
+    np.testing.assert_array_equal(a.weights, b.weights)
+    assert not np.array_equal(a.losses, c.losses)
+
+
+def test_lbfgs_matches_the_dense_loss_of_its_model(X):
+    m = sptmc.gcp(X, 2, loss="gaussian", method="lbfgs", max_iters=200)
+    full = np.zeros(X.shape)
+    subs, vals = X.to_coo()
+    full[tuple(subs.T)] = vals
+    model = np.einsum("r,ir,jr,kr->ijk", m.weights, *m.factors)
+    assert m.loss == pytest.approx(np.sum((full - model) ** 2), rel=1e-9)
+    assert m.loss < m.initial_loss
+
+
+def test_to_pyttb_gives_a_ktensor(X):
+    ttb = pyttb()
+    m = sptmc.gcp(X, 2, loss="poisson", epochs=1, epoch_iters=10)
+    k = m.to_pyttb()
+    assert isinstance(k, ttb.ktensor)
+    np.testing.assert_allclose(k.weights, m.weights)
+
+
+def test_bad_options_are_one_clear_error(X):
+    with pytest.raises(sptmc.Error, match="unknown loss"):
+        sptmc.gcp(X, 2, loss="cauchy")
+    with pytest.raises(sptmc.Error, match="binary"):
+        sptmc.gcp(X, 2, loss="bernoulli-odds")
+    neg = sptmc.from_coo(np.array([[0, 0, 0], [1, 1, 1]]), np.array([1.0, -2.0]), (2, 2, 2))
+    with pytest.raises(sptmc.Error, match="nonnegative"):
+        sptmc.gcp(neg, 1, loss="gamma")
+    with pytest.raises(sptmc.Error, match="no option"):
+        sptmc.gcp(X, 2, loss="gaussian", epoch=3)
+    with pytest.raises(sptmc.Error, match="needs loss_param"):
+        sptmc.gcp(X, 2, loss="huber")
