@@ -356,7 +356,15 @@ fn a_new_model_replaces_the_earlier_whole() {
         ),
         (
             &["complete", file, "--rank", "2", "--epochs", "2"],
-            &["factor-0.txt", "factor-1.txt", "factor-2.txt", "model.json"],
+            &[
+                "bias-0.txt",
+                "bias-1.txt",
+                "bias-2.txt",
+                "factor-0.txt",
+                "factor-1.txt",
+                "factor-2.txt",
+                "model.json",
+            ],
         ),
     ];
     for (args, want) in cases {

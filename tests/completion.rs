@@ -283,6 +283,7 @@ twin!(sgd_steps_on_disjoint_rows_match_fp64, |engine| {
             lambda: 0.1,
             seed: epoch,
             shuffle: true,
+            bias: None,
         };
         s.sgd_epoch(&step).unwrap();
         reference::sgd_epoch(&x, &mut want, 0.5, 0.05, 0.1).unwrap();
@@ -328,6 +329,7 @@ fn cpu_sgd_with_one_worker_in_stored_order_matches_the_sequential_reference() {
             lambda: 0.05,
             seed: 1,
             shuffle: false,
+            bias: None,
         };
         for _ in 0..2 {
             s.sgd_epoch(&step).unwrap();
@@ -429,6 +431,7 @@ twin!(sessions_refuse_bad_arguments_with_typed_errors, |engine| {
             lambda,
             seed: 1,
             shuffle: true,
+            bias: None,
         };
         assert!(
             matches!(s.sgd_epoch(&step), Err(Error::InvalidOption(_))),
@@ -441,6 +444,7 @@ twin!(sessions_refuse_bad_arguments_with_typed_errors, |engine| {
         lambda: 0.0,
         seed: 1,
         shuffle: true,
+        bias: None,
     };
     let r = s.sgd_epoch(&huge).and_then(|_| s.loss());
     assert!(matches!(r, Err(Error::NonFinite(_))), "{r:?}");

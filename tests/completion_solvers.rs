@@ -78,15 +78,17 @@ fn options(solver: Solver, rank: usize, lambda: f64, seed: u64) -> CompletionOpt
     CompletionOptions {
         rank,
         solver,
-        lambda,
+        lambda: Some(lambda),
         max_epochs: 400,
         patience: 10,
         seed,
-        learning_rate: 0.02,
+        learning_rate: Some(0.02),
         ccd_inner: 3,
         init: None,
         // The truth is a pure rank-`rank` CP tensor.
         center: false,
+        biases: false,
+        bias_lambda: 5.0,
     }
 }
 
@@ -218,28 +220,28 @@ fn bad_options_are_refused_by_name() {
     let cases: Vec<(CompletionOptions, &str)> = vec![
         (
             CompletionOptions {
-                lambda: -0.5,
+                lambda: Some(-0.5),
                 ..base.clone()
             },
             "λ",
         ),
         (
             CompletionOptions {
-                lambda: f64::NAN,
+                lambda: Some(f64::NAN),
                 ..base.clone()
             },
             "λ",
         ),
         (
             CompletionOptions {
-                learning_rate: 0.0,
+                learning_rate: Some(0.0),
                 ..base.clone()
             },
             "learning rate",
         ),
         (
             CompletionOptions {
-                learning_rate: -1.0,
+                learning_rate: Some(-1.0),
                 ..base.clone()
             },
             "learning rate",
@@ -400,14 +402,16 @@ fn movielens_100k_every_solver_stays_below_1_0() {
         let o = CompletionOptions {
             rank: 16,
             solver,
-            lambda,
+            lambda: Some(lambda),
             max_epochs: 100,
             patience: 5,
             seed: 1,
-            learning_rate: 0.05,
+            learning_rate: Some(0.05),
             ccd_inner: 1,
             init: None,
             center: true,
+            biases: false,
+            bias_lambda: 5.0,
         };
         let m = complete(&engine, &p, &s.validation, &o).unwrap();
         let rmse = m.rmse(&s.test).unwrap().unwrap();

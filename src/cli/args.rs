@@ -144,9 +144,9 @@ pub struct CompleteArgs {
     /// Seed of the split, the initial factors and SGD's order.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Regularization λ of λ·Σ‖A‖² (default: 15 for ALS and CCD++, 10 for SGD, chosen
-    /// on MovieLens-100k; it scales with the entries per row and the values' spread, so
-    /// other data need their own: too large a λ collapses the factors to zero).
+    /// Regularization λ of λ·Σ‖A‖² (default: chosen on the validation entries by a
+    /// short warm-started path over a grid derived from the entries per row and the
+    /// values' spread; the choice is reported).
     #[arg(long)]
     pub lambda: Option<f64>,
     /// Most epochs.
@@ -155,15 +155,24 @@ pub struct CompleteArgs {
     /// Stop after this many epochs without a lower validation RMSE.
     #[arg(long, default_value_t = 5)]
     pub patience: usize,
-    /// SGD's initial learning rate.
-    #[arg(long, default_value_t = 0.05)]
-    pub learning_rate: f64,
+    /// SGD's initial learning rate (default: from the values' spread and the rank; the
+    /// bold driver adapts it every epoch).
+    #[arg(long)]
+    pub learning_rate: Option<f64>,
     /// CCD++'s sweeps over the modes per column.
     #[arg(long, default_value_t = 1)]
     pub ccd_inner: usize,
     /// Fit a pure CP model (μ = 0) instead of the training mean plus CP.
     #[arg(long)]
     pub no_center: bool,
+    /// Fit no bias terms (by default every row of every mode has one, learned with the
+    /// factors).
+    #[arg(long)]
+    pub no_biases: bool,
+    /// Regularization of the biases, in pseudo-entries (a row's bias shrinks like a mean
+    /// with this many extra entries at 0).
+    #[arg(long, default_value_t = 5.0)]
+    pub bias_lambda: f64,
     /// Write the model (factor-*.txt and model.json, read by `sptmc predict`) into this
     /// folder.
     #[arg(long)]

@@ -4,10 +4,10 @@ use super::args::{BackendArg, CompleteArgs, PredictArgs, SolverArg};
 use super::load::load;
 use super::{Told, engine, print_json};
 use serde_json::json;
-use sptmc::decomp::completion::{Baselines, split};
+use sptmc::decomp::completion::{files, split};
 use sptmc::decomp::{CompletionModel, EpochStats, Solver};
 use sptmc::driver::{self, CompletionRequest, NoForms};
-use sptmc::model_io::{read_factors, write_file_atomically, write_model};
+use sptmc::model_io::write_file_atomically;
 use sptmc::{CooTensor, Error, Result};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -105,8 +105,9 @@ fn progress_line(s: &EpochStats) -> String {
         .map(|r| format!("  lr {r:.3e}{}", if s.undone { " (undone)" } else { "" }))
         .unwrap_or_default();
     format!(
-        "  epoch {:3} ({:.3}s, kernels {:.3}s)  train RMSE {:.5}  validation RMSE {:.5}{lr}",
+        "  epoch {:3} (λ {:.3e}, {:.3}s, kernels {:.3}s)  train RMSE {:.5}  validation RMSE {:.5}{lr}",
         s.epoch + 1,
+        s.lambda,
         s.seconds,
         s.seconds_kernel,
         s.train_rmse,
@@ -131,6 +132,8 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
         learning_rate: a.learning_rate,
         ccd_inner: a.ccd_inner,
         center: !a.no_center,
+        biases: !a.no_biases,
+        bias_lambda: a.bias_lambda,
     };
     request.check()?;
     if let Some(dir) = &a.out {
@@ -158,10 +161,13 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
     let mut told = Told {
         quiet: a.common.json,
         header: &|_| {
+            let lambda = opts
+                .lambda
+                .map_or("chosen on validation".to_string(), |l| format!("{l}"));
             format!(
-                "completion ({solver}) rank {} λ {} on {:?}",
+                "completion ({solver}) rank {} λ {lambda}{} on {:?}",
                 opts.rank,
-                opts.lambda,
+                if opts.biases { " with biases" } else { "" },
                 train.dims()
             )
         },
@@ -169,57 +175,58 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
     };
     let report = driver::run(&job, &engine, &train, &NoForms, &mut told)?;
     let (model, seconds) = (&report.model, report.seconds);
-    let baselines = Baselines::fit(&train)?;
+    let baselines = &job.baselines;
     let best = *model.best().expect("at least one epoch ran");
     let test_rmse = model.rmse(&test)?;
     let empty: usize = model.empty_rows.iter().sum();
     if empty > 0 {
         eprintln!(
-            "sptmc: note: {:?} rows per mode have no training entry; they predict the training mean",
-            model.empty_rows
+            "sptmc: note: {:?} rows per mode have no training entry; they predict the training mean{}",
+            model.empty_rows,
+            if opts.biases {
+                " plus the other modes' biases"
+            } else {
+                ""
+            }
         );
     }
-    let summary = json!({
-        "kind": "completion",
-        "tensor": name,
-        "data": how,
-        "solver": solver.name(),
-        "rank": opts.rank,
-        "lambda": opts.lambda,
-        "seed": opts.seed,
-        "center": opts.center,
-        "learning_rate": (solver == Solver::Sgd).then_some(opts.learning_rate),
-        "dims": train.dims(),
-        "offset": model.offset,
-        "train_nnz": train.nnz(),
-        "validation_nnz": validation.nnz(),
-        "test_nnz": test.nnz(),
-        "backend": report.backend,
-        "train_rmse": best.train_rmse,
-        "validation_rmse": best.validation_rmse,
-        "test_rmse": test_rmse,
-        "baseline_test_rmse": baselines.bias_rmse(&test),
-        "mean_baseline_test_rmse": baselines.mean_rmse(&test),
-        "baseline_validation_rmse": baselines.bias_rmse(&validation),
-        "best_epoch": model.best_epoch,
-        "epochs_run": model.epochs.len(),
-        "empty_rows": model.empty_rows,
-        "pinv_solves": model.pinv_solves,
-        "seconds": seconds,
-        "seconds_per_epoch": seconds / model.epochs.len().max(1) as f64,
-        "epochs": model.epochs,
-    });
+    if opts.lambda.is_none() {
+        eprintln!(
+            "sptmc: λ {:.4e} chosen on validation ({} points of the path, best validation RMSE {:.5})",
+            model.lambda,
+            model.lambda_path.len(),
+            best.validation_rmse
+        );
+    }
+    if let (Some(lr), None) = (model.learning_rate, opts.learning_rate) {
+        eprintln!(
+            "sptmc: SGD's initial learning rate {lr:.4e}, from the values' spread and the rank"
+        );
+    }
+    if let Some(w) = report.warning(&job) {
+        eprintln!("sptmc: warning: {w}");
+    }
+    let summary = report.summary(&job, &name, &how, &train, &test)?;
     if let Some(dir) = &a.out {
-        write_model(dir, &model.factors, &[], &summary)?;
-        eprintln!("sptmc: wrote factor-*.txt, model.json to {}", dir.display());
+        files::write(dir, model, &summary)?;
+        eprintln!(
+            "sptmc: wrote factor-*.txt{}, model.json to {}",
+            if model.biases.is_empty() {
+                ""
+            } else {
+                ", bias-*.txt"
+            },
+            dir.display()
+        );
     }
     if a.common.json {
         print_json(&summary);
     } else {
         let show = |v: Option<f64>| v.map_or("n/a (no entries)".into(), |v| format!("{v:.5}"));
         println!(
-            "completion {solver} rank {}: test RMSE {} (validation {:.5}, train {:.5}; best epoch {} of {}, {seconds:.3}s); baselines on test: user+item bias {}, global mean {}",
+            "completion {solver} rank {} λ {:.4e}: test RMSE {} (validation {:.5}, train {:.5}; best epoch {} of {}, {seconds:.3}s); baselines on test: user+item bias {}, global mean {}",
             opts.rank,
+            model.lambda,
             show(test_rmse),
             best.validation_rmse,
             best.train_rmse,
@@ -234,35 +241,7 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
 
 /// Reads a model folder written by `sptmc complete --out`.
 fn read_model(dir: &Path) -> Result<CompletionModel> {
-    let path = dir.join("model.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    let bad = |why: String| Error::InvalidOption(format!("{}: {why}", path.display()));
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
-    if v["kind"] != "completion" {
-        return Err(bad(format!(
-            "kind is {}, not \"completion\" (write the model with `sptmc complete --out`)",
-            v["kind"]
-        )));
-    }
-    let dims: Vec<usize> =
-        serde_json::from_value(v["dims"].clone()).map_err(|e| bad(format!("dims: {e}")))?;
-    let offset = v["offset"]
-        .as_f64()
-        .ok_or_else(|| bad("no numeric offset".into()))?;
-    let solver: Solver =
-        serde_json::from_value(v["solver"].clone()).map_err(|e| bad(format!("solver: {e}")))?;
-    let factors = read_factors(dir, dims.len())?;
-    for (m, (f, &d)) in factors.iter().zip(&dims).enumerate() {
-        if f.rows() != d {
-            return Err(Error::shape(
-                format!("factor-{m}.txt rows (dims in model.json)"),
-                d,
-                f.rows(),
-            ));
-        }
-    }
-    CompletionModel::from_parts(solver, offset, factors)
+    files::read(dir)
 }
 
 /// `sptmc predict`.

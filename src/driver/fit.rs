@@ -5,7 +5,7 @@ use super::options::{CompletionJob, CpAprJob, CpJob, TuckerJob};
 use super::{Events, Job, check_finite};
 use crate::decomp::{
     CompletionModel, CpAprIter, CpAprModel, CpModel, EpochStats, IterStats, TuckerModel,
-    complete_with_progress, cp_als_with_control, cp_apr_with_progress, tucker_hooi_with_control,
+    complete_with_control, cp_als_with_control, cp_apr_with_progress, tucker_hooi_with_control,
 };
 use crate::engine::cpu::private_output_floats;
 use crate::engine::{Backend, Engine, Prepared, Workload};
@@ -261,10 +261,9 @@ impl Job for CompletionJob<'_> {
         prepared: &Prepared,
         events: &mut dyn Events<EpochStats>,
     ) -> Result<CompletionReport> {
-        // Completion's loop cannot be stopped from outside: every epoch continues.
         timed(engine, || {
-            complete_with_progress(engine, prepared, self.validation, &self.options, &mut |s| {
-                let _ = events.step(s);
+            complete_with_control(engine, prepared, self.validation, &self.options, &mut |s| {
+                events.step(s)
             })
         })
     }

@@ -17,6 +17,7 @@
 //! [`run`] does steps 2 to 5 for a validated [`Job`]. Where tuning profiles come from
 //! is also decided here, once: [`tuning::profiles`].
 
+mod completion;
 mod fit;
 mod gcp;
 mod options;
@@ -67,8 +68,8 @@ pub trait Events<S> {
     fn prepared(&mut self, _preparation: &Preparation) {}
 
     /// One iteration (or epoch) is done; [`ControlFlow::Break`] stops the run there
-    /// and returns the model so far, where the model's loop supports it (CP-ALS and
-    /// Tucker-HOOI; CP-APR and completion run on).
+    /// and returns the model so far, where the model's loop supports it (CP-ALS,
+    /// Tucker-HOOI and completion; CP-APR runs on).
     fn step(&mut self, step: &S) -> ControlFlow<()>;
 }
 

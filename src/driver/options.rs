@@ -3,6 +3,7 @@
 //! `ranks[1]`); the command line's flag is the same word (`--rank`), and both front
 //! ends print the message as it is.
 
+use crate::decomp::completion::Baselines;
 use crate::decomp::{
     CompletionOptions, CpAprOptions, CpOptions, NonInteger, Solver, TuckerOptions,
 };
@@ -242,8 +243,8 @@ pub struct CompletionRequest {
     pub rank: usize,
     /// The solver.
     pub solver: Solver,
-    /// The regularization `λ`; `None`: the solver's default (15 for ALS and CCD++, 10
-    /// for SGD).
+    /// The regularization `λ`; `None`: chosen on the validation entries (a short path
+    /// over a grid derived from the data).
     pub lambda: Option<f64>,
     /// The most epochs.
     pub epochs: usize,
@@ -251,12 +252,16 @@ pub struct CompletionRequest {
     pub patience: usize,
     /// The seed of the initial factors and of SGD's order.
     pub seed: u64,
-    /// SGD's initial learning rate.
-    pub learning_rate: f64,
+    /// SGD's initial learning rate; `None`: from the values' spread and the rank.
+    pub learning_rate: Option<f64>,
     /// CCD++'s sweeps per column.
     pub ccd_inner: usize,
     /// Whether the model adds the training mean.
     pub center: bool,
+    /// Whether the model learns a bias per row of every mode.
+    pub biases: bool,
+    /// The biases' regularization, in pseudo-entries.
+    pub bias_lambda: f64,
 }
 
 /// A validated completion run: its options and the validation entries it stops on.
@@ -266,14 +271,28 @@ pub struct CompletionJob<'a> {
     pub options: CompletionOptions,
     pub(super) dims: Vec<usize>,
     pub(super) validation: &'a CooTensor,
+    /// The mean and bias baselines, fitted to the training entries.
+    pub baselines: Baselines,
 }
 
 impl CompletionRequest {
-    /// The default `λ` of `solver`.
-    pub fn default_lambda(solver: Solver) -> f64 {
-        match solver {
-            Solver::Als | Solver::Ccd => 15.0,
-            Solver::Sgd => 10.0,
+    /// The request with every option at its default: rank 16, ALS, λ chosen on
+    /// validation, 100 epochs, patience 5, seed 1, SGD's rate from the data, one CCD++
+    /// sweep, centered, biases regularized by 5 pseudo-entries.
+    pub fn defaults() -> Self {
+        let o = CompletionOptions::default();
+        CompletionRequest {
+            rank: o.rank,
+            solver: o.solver,
+            lambda: o.lambda,
+            epochs: o.max_epochs,
+            patience: o.patience,
+            seed: 1,
+            learning_rate: o.learning_rate,
+            ccd_inner: o.ccd_inner,
+            center: o.center,
+            biases: o.biases,
+            bias_lambda: o.bias_lambda,
         }
     }
 
@@ -282,7 +301,7 @@ impl CompletionRequest {
         CompletionOptions {
             rank: self.rank,
             solver: self.solver,
-            lambda: self.lambda.unwrap_or(Self::default_lambda(self.solver)),
+            lambda: self.lambda,
             max_epochs: self.epochs,
             patience: self.patience,
             seed: self.seed,
@@ -290,6 +309,8 @@ impl CompletionRequest {
             ccd_inner: self.ccd_inner,
             init: None,
             center: self.center,
+            biases: self.biases,
+            bias_lambda: self.bias_lambda,
         }
     }
 
@@ -318,6 +339,7 @@ impl CompletionRequest {
             options: self.options(),
             dims: train.dims().to_vec(),
             validation,
+            baselines: Baselines::fit(train)?,
         })
     }
 }
@@ -415,9 +437,11 @@ mod tests {
             epochs: 0,
             patience: 5,
             seed: 0,
-            learning_rate: 0.05,
+            learning_rate: None,
             ccd_inner: 1,
             center: true,
+            biases: true,
+            bias_lambda: 5.0,
         };
         let err = completion.validate(&x, &x).unwrap_err().to_string();
         assert!(err.contains("epochs must be at least 1, got 0"), "{err}");
@@ -427,6 +451,7 @@ mod tests {
         }
         .validate(&x, &x)
         .unwrap();
-        assert_eq!(job.options.lambda, 15.0);
+        assert_eq!(job.options.lambda, None, "λ is chosen on validation");
+        assert_eq!(job.baselines.mean, 2.0);
     }
 }

@@ -43,6 +43,21 @@ pub struct SgdStep {
     /// without shuffling), many units at once, so there a sequential result is only
     /// reproduced where concurrent steps touch disjoint rows.
     pub shuffle: bool,
+    /// Bias terms folded into the factors (`None`: a plain CP model); see [`SgdBias`].
+    pub bias: Option<SgdBias>,
+}
+
+/// Bias terms carried as extra factor columns in an SGD step: of the session's rank
+/// `K`, the last `N` columns (`N` the order) are biases, column `K − N + n` holding
+/// mode `n`'s bias in mode `n` and a fixed 1 in every other mode, so that the model
+/// `Σ_r Π_m A⁽ᵐ⁾[i_m, r]` adds `Σ_n b⁽ⁿ⁾[i_n]`. A step moves a bias by
+/// `η_b (e − λ_b / c_n(i_n) · b)` and never moves the fixed ones.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SgdBias {
+    /// The biases' learning rate `η_b` (> 0).
+    pub learning_rate: f32,
+    /// The biases' regularization `λ_b` (≥ 0).
+    pub lambda: f32,
 }
 
 /// The completion kernels on one prepared tensor, with the factors kept by the backend.
@@ -193,6 +208,17 @@ pub(crate) fn check_col(col: usize, rank: usize) -> Result<()> {
     Ok(())
 }
 
+/// Checks that a session of rank `rank` on a tensor of order `order` has room for the
+/// bias columns `step` asks for (at least one CP column besides them).
+pub(crate) fn check_bias_columns(step: &SgdStep, rank: usize, order: usize) -> Result<()> {
+    if step.bias.is_some() && rank <= order {
+        return Err(Error::InvalidOption(format!(
+            "SGD with bias columns needs a rank above the order {order} (the last {order} columns are biases), got {rank}"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks an SGD step's learning rate and regularization.
 pub(crate) fn check_step(step: &SgdStep) -> Result<()> {
     if !(step.learning_rate.is_finite() && step.learning_rate > 0.0) {
@@ -206,6 +232,20 @@ pub(crate) fn check_step(step: &SgdStep) -> Result<()> {
             "the regularization λ must be a number ≥ 0, got {}",
             step.lambda
         )));
+    }
+    if let Some(b) = step.bias {
+        if !(b.learning_rate.is_finite() && b.learning_rate > 0.0) {
+            return Err(Error::InvalidOption(format!(
+                "the SGD bias learning rate must be a number > 0, got {}",
+                b.learning_rate
+            )));
+        }
+        if !(b.lambda.is_finite() && b.lambda >= 0.0) {
+            return Err(Error::InvalidOption(format!(
+                "the bias regularization must be a number ≥ 0, got {}",
+                b.lambda
+            )));
+        }
     }
     Ok(())
 }

@@ -87,13 +87,14 @@ pub fn write_model_dir(dir: &Path, files: &[ModelFile<'_>]) -> Result<()> {
 }
 
 /// Whether `name` is a file an sptmc model folder holds: `model.json`, `weights.txt`,
-/// `core.txt` or `factor-<m>.txt`.
+/// `core.txt`, `factor-<m>.txt` or (completion) `bias-<m>.txt`.
 pub fn is_model_file_name(name: &str) -> bool {
     matches!(name, "model.json" | "weights.txt" | "core.txt")
-        || name
-            .strip_prefix("factor-")
-            .and_then(|n| n.strip_suffix(".txt"))
-            .is_some_and(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+        || ["factor-", "bias-"].iter().any(|p| {
+            name.strip_prefix(p)
+                .and_then(|n| n.strip_suffix(".txt"))
+                .is_some_and(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+        })
 }
 
 /// Checks that writing a model into `dir` may replace what is there: nothing, an empty

@@ -433,6 +433,7 @@ fn sgd_on_the_diagonal(
         lambda: 0.1,
         seed: 7,
         shuffle: true,
+        bias: None,
     };
     timed(engine, ms, || s.sgd_epoch(&step))?;
     reference::completion::sgd_epoch(&x, &mut want, 0.5, 0.05, 0.1)?;

@@ -1,26 +1,37 @@
 //! Tensor completion: predict the missing entries of a tensor whose unstored entries are
 //! *unknown* (not zero), e.g. user × item × time ratings.
 //!
-//! The model is `m(i) = μ + Σ_r Π_n A⁽ⁿ⁾[i_n, r]`, `μ` the mean of the training values
-//! (as stored; 0 without [`CompletionOptions::center`]), fitted to the observed training entries only (every stored entry is
-//! observed, an explicit zero included) by minimizing
-//! `Σ_observed (x − m)² + λ Σ_n ‖A⁽ⁿ⁾‖²` with one of three solvers ([`Solver`]); every
-//! pass over the nonzeros runs on the engine ([`crate::engine::completion`]):
+//! The model, as recommender systems fit it, is
+//! `m(i) = μ + Σ_n b⁽ⁿ⁾[i_n] + Σ_r Π_n A⁽ⁿ⁾[i_n, r]`: `μ` the mean of the training values
+//! (0 without [`CompletionOptions::center`]), one bias per row of every mode (without
+//! [`CompletionOptions::biases`], none) and a rank-`R` CP model, fitted to the observed
+//! training entries only (every stored entry is observed, an explicit zero included)
+//! by minimizing `Σ_observed (x − m)² + λ Σ_n ‖A⁽ⁿ⁾‖² + λ_b Σ_n ‖b⁽ⁿ⁾‖²`. The biases
+//! are learned with the factors by every solver: they ride along as extra factor
+//! columns (`bias.rs`), so every pass over the nonzeros runs on the engine
+//! ([`crate::engine::completion`]). Biases of every mode, not only users and items:
+//! a tensor's third mode (time, context) has its own offsets, and the solvers treat all
+//! modes alike. `λ_b` ([`CompletionOptions::bias_lambda`]) is a count of pseudo-entries
+//! (a row's bias shrinks like a mean with that many extra entries at 0), so unlike `λ`
+//! it does not depend on the values' scale.
 //!
 //! - **ALS**: per mode, the normal equations of every row on the engine
 //!   (`G_i = Σ k kᵀ`, `b_i = Σ (x − μ) k` over the row's observed entries), then
 //!   `a_i = (G_i + λI)⁻¹ b_i` in f64 (Cholesky; the pseudo-inverse when `G_i + λI` is
-//!   singular, which only `λ = 0` allows).
+//!   singular, which only `λ = 0` allows); with biases, the row's bias is one more
+//!   unknown of the same system.
 //! - **CCD++** (Yu et al. 2012): per column `r`, take component `r` out of the residual,
 //!   update column `r` of every mode in turn by the exact one-variable minimizers
 //!   `a_ir = Σ ê k / (λ + Σ k²)` ([`CompletionOptions::ccd_inner`] sweeps), put it
-//!   back. The residual is recomputed from the factors at the start of every epoch, so
-//!   f32 rounding does not pile up.
+//!   back; the biases first, each by its exact update. The residual is recomputed from
+//!   the factors at the start of every epoch, so f32 rounding does not pile up.
 //! - **SGD**: one engine pass of per-nonzero gradient steps per epoch (on the CPU in
 //!   stratified blocks, lock-free). Learning rate schedule: the *bold driver* — after
 //!   an epoch that lowered the objective the rate grows by 5 %; an epoch that raised it
 //!   (or made a factor non-finite) is undone and the rate halved. After
-//!   [`MAX_HALVINGS`] halvings in a row the run stops with [`Error::Numerical`].
+//!   [`MAX_HALVINGS`] halvings in a row the run stops with [`Error::Numerical`]. The
+//!   biases step at their own rate, a fixed multiple of the factors' (their gradient
+//!   has no factor product in it).
 //!
 //! One epoch is one sweep over every mode (ALS), every column (CCD++) or every nonzero
 //! (SGD). After each, the training RMSE (`sqrt(loss / nnz)`) and the validation RMSE
@@ -28,36 +39,54 @@
 //! RMSE and stops after [`CompletionOptions::patience`] epochs without a lower one, or
 //! after [`CompletionOptions::max_epochs`]. The returned model is that best one.
 //!
+//! **λ chosen on validation** ([`CompletionOptions::lambda`] `None`, the default): a
+//! short path over a geometric grid of `λ`, large to small, each point warm-started
+//! from the previous one's best factors and run for a few epochs, scored by its best
+//! validation RMSE (`tune.rs`); the best point's `λ` then runs to the end as above. The
+//! grid comes from the data: its top is the `λ` at which a row with the mean number of
+//! entries is shrunk by half (`λ = c̄ κ`, `c̄` the geometric mean over modes of the
+//! entries per nonempty row, `κ = (s²/R)^((N−1)/N)` the size of a Khatri-Rao entry when
+//! the CP part has the values' spread `s`), and it descends by `√10`. SGD's initial
+//! rate, unless given, comes from the same scale: `0.1 / (R κ)`.
+//!
 //! Documented behaviour on awkward input:
 //! - A row with no training entries (e.g. a user whose every rating went to the test
-//!   set) has no information: its factor row is set to zero and kept there by every
-//!   solver, so the model predicts `μ + 0` for the entries that touch it.
-//!   [`CompletionModel::empty_rows`] counts those rows per mode.
+//!   set) has no information: its factor row and its bias are set to zero and kept
+//!   there by every solver, so the model predicts `μ +` the other modes' biases for the
+//!   entries that touch it. [`CompletionModel::empty_rows`] counts those rows per mode.
 //! - `λ < 0` or not finite, a learning rate ≤ 0 or not finite, rank 0, 0 epochs, an
 //!   empty validation set (early stopping needs one) or one whose extents differ from
 //!   the training tensor's: [`Error::InvalidOption`] / [`Error::Shape`] before any work.
 //! - `λ = 0` is allowed (ALS falls back to the pseudo-inverse where a row has fewer
 //!   entries than the rank; [`CompletionModel::pinv_solves`] counts it).
+//! - SGD with biases on the CUDA backend: [`Error::Unsupported`] (its kernel cannot
+//!   keep the fixed bias columns yet).
 //!
 //! Initial factors, unless given: mode `m` is `(2u − 1)·s` with `u` from
-//! `Matrix::random(I_m, R, seed + m)` and `s = sqrt(3)·(0.25 / R)^(1/(2N))`, so that the
-//! initial model (without `μ`) has a standard deviation near 0.5; rows without training
+//! `Matrix::random(I_m, R, seed + m)` and `s = sqrt(3)·(t² / R)^(1/(2N))`, so that the
+//! initial CP part has a standard deviation near `t`, the spread of the training
+//! values about `μ` (1 when they have none); biases start at 0; rows without training
 //! entries are zeroed. Deterministic for a given seed, options, backend and thread
 //! count.
 
-use crate::engine::{Engine, Prepared, RowCounts, SgdStep};
+use crate::engine::{Engine, Prepared, RowCounts};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use crate::tensor::CooTensor;
-use std::time::Instant;
+use std::ops::ControlFlow;
 
+mod bias;
+mod epochs;
+pub mod files;
 mod model;
 mod solve;
+mod tune;
 
-use model::rmse_of;
-pub use model::{BIAS_REG, BIAS_SWEEPS, Baselines, CompletionModel, Split, split};
-use solve::{column_update, solve_rows, sq_norm};
+use bias::Layout;
+use epochs::{Best, Fitter};
+pub use model::{BIAS_REG, BIAS_SWEEPS, Baselines, CompletionModel, PathPoint, Split, split};
+pub use tune::{PATH_EPOCHS, PATH_PATIENCE, PATH_POINTS, Scale};
 
 /// SGD gives up after this many halvings of the learning rate in a row.
 pub const MAX_HALVINGS: usize = 30;
@@ -98,16 +127,18 @@ pub struct CompletionOptions {
     pub rank: usize,
     /// The solver.
     pub solver: Solver,
-    /// The regularization `λ` (≥ 0) of `λ Σ‖A⁽ⁿ⁾‖²`.
-    pub lambda: f64,
+    /// The regularization `λ` (≥ 0) of `λ Σ‖A⁽ⁿ⁾‖²`; `None`: chosen on the validation
+    /// entries by a short path over a grid derived from the data (module docs).
+    pub lambda: Option<f64>,
     /// Most epochs to run (≥ 1).
     pub max_epochs: usize,
     /// Stop after this many epochs without a lower validation RMSE (≥ 1).
     pub patience: usize,
     /// Seed of the initial factors and of SGD's visiting order.
     pub seed: u64,
-    /// SGD's initial learning rate (> 0; ignored by the other solvers).
-    pub learning_rate: f64,
+    /// SGD's initial learning rate (> 0; ignored by the other solvers); `None`: from the
+    /// values' spread and the rank (module docs).
+    pub learning_rate: Option<f64>,
     /// CCD++'s sweeps over the modes per column (≥ 1; ignored by the others).
     pub ccd_inner: usize,
     /// Initial factors, one `I_m × R` matrix per mode; `None` draws them from `seed`.
@@ -116,24 +147,31 @@ pub struct CompletionOptions {
     /// from 0) or `μ = 0`, a pure CP model (`false`: a rank-`R` CP tensor is then fitted
     /// exactly by rank `R`, whereas a nonzero `μ` adds a constant, rank-one term).
     pub center: bool,
+    /// Learn a bias per row of every mode with the factors (`true`, recommender
+    /// practice) or fit `μ + CP` alone.
+    pub biases: bool,
+    /// `λ_b` (≥ 0) of `λ_b Σ‖b⁽ⁿ⁾‖²`, in pseudo-entries (module docs).
+    pub bias_lambda: f64,
 }
 
 impl Default for CompletionOptions {
-    /// Rank 16, ALS, `λ = 15`, at most 100 epochs, patience 5, seed 0, SGD rate 0.05,
-    /// one CCD++ sweep per column, centered (values from MovieLens-100k, see
-    /// `bench/results/2026-11-23-cpu-completion-epyc`).
+    /// Rank 16, ALS, `λ` chosen on validation, at most 100 epochs, patience 5, seed
+    /// 0, SGD's rate from the data, one CCD++ sweep per column, centered, with biases
+    /// regularized by [`BIAS_REG`] pseudo-entries (as the bias baseline).
     fn default() -> Self {
         CompletionOptions {
             rank: 16,
             solver: Solver::Als,
-            lambda: 15.0,
+            lambda: None,
             max_epochs: 100,
             patience: 5,
             seed: 0,
-            learning_rate: 0.05,
+            learning_rate: None,
             ccd_inner: 1,
             init: None,
             center: true,
+            biases: true,
+            bias_lambda: BIAS_REG,
         }
     }
 }
@@ -146,10 +184,17 @@ impl CompletionOptions {
                 "completion rank must be at least 1".into(),
             ));
         }
-        if !(self.lambda.is_finite() && self.lambda >= 0.0) {
+        if let Some(lambda) = self.lambda
+            && !(lambda.is_finite() && lambda >= 0.0)
+        {
             return Err(Error::InvalidOption(format!(
-                "the regularization λ must be a number ≥ 0, got {}",
-                self.lambda
+                "the regularization λ must be a number ≥ 0, got {lambda}"
+            )));
+        }
+        if !(self.bias_lambda.is_finite() && self.bias_lambda >= 0.0) {
+            return Err(Error::InvalidOption(format!(
+                "the bias regularization must be a number ≥ 0, got {}",
+                self.bias_lambda
             )));
         }
         if self.max_epochs == 0 {
@@ -159,11 +204,11 @@ impl CompletionOptions {
             return Err(Error::InvalidOption("patience must be at least 1".into()));
         }
         if self.solver == Solver::Sgd
-            && !(self.learning_rate.is_finite() && self.learning_rate > 0.0)
+            && let Some(lr) = self.learning_rate
+            && !(lr.is_finite() && lr > 0.0)
         {
             return Err(Error::InvalidOption(format!(
-                "the SGD learning rate must be a number > 0, got {}",
-                self.learning_rate
+                "the SGD learning rate must be a number > 0, got {lr}"
             )));
         }
         if self.ccd_inner == 0 {
@@ -176,8 +221,10 @@ impl CompletionOptions {
 /// What one epoch reached and cost.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EpochStats {
-    /// 0-based epoch number.
+    /// 0-based epoch number (over the whole run, the λ path included).
     pub epoch: usize,
+    /// The `λ` the epoch ran with.
+    pub lambda: f64,
     /// RMSE over the training entries after the epoch.
     pub train_rmse: f64,
     /// RMSE over the validation entries after the epoch.
@@ -194,31 +241,23 @@ pub struct EpochStats {
     pub seconds: f64,
 }
 
-/// The initial factors (see the module docs), with rows without entries zeroed.
-fn initial_factors(opts: &CompletionOptions, dims: &[usize], counts: &[Vec<u32>]) -> Vec<Matrix> {
-    let n = dims.len() as f64;
-    let s = (3.0f64.sqrt() * (0.25 / opts.rank as f64).powf(1.0 / (2.0 * n))) as f32;
-    let mut f = match &opts.init {
-        Some(f) => f.clone(),
-        None => Matrix::random_factors(dims, &vec![opts.rank; dims.len()], opts.seed)
-            .into_iter()
-            .map(|m| m.map(|u| (2.0 * u - 1.0) * s))
-            .collect(),
-    };
-    zero_empty_rows(&mut f, counts);
-    f
-}
-
-/// Sets the rows without training entries to zero.
-fn zero_empty_rows(factors: &mut [Matrix], counts: &[Vec<u32>]) {
-    for (f, c) in factors.iter_mut().zip(counts) {
-        let r = f.cols();
-        for (row, &n) in f.data_mut().chunks_exact_mut(r).zip(c) {
-            if n == 0 {
-                row.fill(0.0);
-            }
-        }
+/// The initial CP factors (`R` columns; see the module docs) for values of spread
+/// `spread` about `μ`.
+fn initial_factors(opts: &CompletionOptions, dims: &[usize], spread: f64) -> Vec<Matrix> {
+    if let Some(f) = &opts.init {
+        return f.clone();
     }
+    let n = dims.len() as f64;
+    let t = if spread > 0.0 && spread.is_finite() {
+        spread
+    } else {
+        1.0
+    };
+    let s = (3.0f64.sqrt() * (t * t / opts.rank as f64).powf(1.0 / (2.0 * n))) as f32;
+    Matrix::random_factors(dims, &vec![opts.rank; dims.len()], opts.seed)
+        .into_iter()
+        .map(|m| m.map(|u| (2.0 * u - 1.0) * s))
+        .collect()
 }
 
 /// Completion of the training tensor `train` (prepared for [`Op::Completion`]) on
@@ -233,13 +272,29 @@ pub fn complete(
     complete_with_progress(engine, train, validation, opts, &mut |_| {})
 }
 
-/// [`complete`], calling `progress` after every epoch.
+/// [`complete`], calling `progress` after every epoch (those of the λ path included).
 pub fn complete_with_progress(
     engine: &Engine,
     train: &Prepared,
     validation: &CooTensor,
     opts: &CompletionOptions,
     progress: &mut dyn FnMut(&EpochStats),
+) -> Result<CompletionModel> {
+    complete_with_control(engine, train, validation, opts, &mut |s| {
+        progress(s);
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`complete`], calling `control` after every epoch (those of the λ path included):
+/// [`ControlFlow::Break`] stops the run there and returns the best model so far (at
+/// the best λ of the path so far).
+pub fn complete_with_control(
+    engine: &Engine,
+    train: &Prepared,
+    validation: &CooTensor,
+    opts: &CompletionOptions,
+    control: &mut dyn FnMut(&EpochStats) -> ControlFlow<()>,
 ) -> Result<CompletionModel> {
     opts.validate()?;
     let dims = train.dims().to_vec();
@@ -261,157 +316,99 @@ pub fn complete_with_progress(
             format!("{:?}", validation.dims()),
         ));
     }
-    crate::memplan::MemoryPlan::cp(&dims, opts.rank).check()?;
+    let layout = Layout {
+        rank: opts.rank,
+        order: dims.len(),
+        biases: opts.biases,
+    };
+    if let Some(init) = &opts.init {
+        crate::engine::completion::check_factors(&dims, init)?;
+        if init[0].cols() != opts.rank {
+            return Err(Error::shape(
+                "initial factors' columns",
+                opts.rank,
+                init[0].cols(),
+            ));
+        }
+    }
+    crate::memplan::MemoryPlan::cp(&dims, layout.width()).check()?;
     let RowCounts { counts, mean } = engine.row_counts(train, Op::Completion)?;
     let offset = if opts.center { mean } else { 0.0 };
-    let nnz = train.nnz() as f64;
     let empty_rows: Vec<usize> = counts
         .iter()
         .map(|c| c.iter().filter(|&&n| n == 0).count())
         .collect();
-    let factors = initial_factors(opts, &dims, &counts);
-    let mut session = engine.completion_session(train, &factors, offset as f32)?;
+    // A session at zero first: its loss gives the values' spread about μ.
+    let zeros: Vec<Matrix> = dims
+        .iter()
+        .map(|&d| Matrix::zeros(d, layout.width()))
+        .collect();
+    let session = engine.completion_session(train, &zeros, offset as f32)?;
     // The session models offset as f32; predictions use the same value.
     let offset = f64::from(offset as f32);
-    let lambda = opts.lambda;
-
-    let mut state = Run {
-        epochs: Vec::new(),
-        best: (f64::INFINITY, 0, factors),
+    let mut fitter = Fitter {
+        session,
+        counts,
+        layout,
+        solver: opts.solver,
+        ccd_inner: opts.ccd_inner,
+        seed: opts.seed,
+        offset,
+        nnz: train.nnz() as f64,
+        bias_lambda: opts.bias_lambda,
+        lr: 0.0,
+        lr_start: 0.0,
+        bias_rate: 1.0,
+        halvings: 0,
+        beta: 1.0,
         pinv_solves: 0,
+        epochs: Vec::new(),
+        scratch: Matrix::zeros(1, 1),
+        stopped: false,
     };
-    let mut lr = opts.learning_rate;
-    let mut halvings = 0;
-    let mut prev_objective = {
-        let f = session.factors()?;
-        session.loss()? + lambda * sq_norm(&f)
+    let spread = (fitter.session.loss()? / fitter.nnz).sqrt();
+    let scale = Scale::of(&fitter.counts, fitter.nnz, spread, opts.rank);
+    let mut init = layout.widen(initial_factors(opts, &dims, spread));
+    layout.zero_empty_rows(&mut init, &fitter.counts);
+    fitter.set_factors(&init)?;
+    fitter.lr_start = opts.learning_rate.unwrap_or_else(|| scale.learning_rate());
+    fitter.lr = fitter.lr_start;
+    fitter.bias_rate = scale.bias_rate();
+    let learning_rate = (opts.solver == Solver::Sgd).then_some(fitter.lr);
+
+    let (lambda, lambda_path, start) = match opts.lambda {
+        Some(l) => (l, Vec::new(), None),
+        None => {
+            let (l, path, best) =
+                tune::path(&mut fitter, &scale, &init, opts, validation, control)?;
+            fitter.set_factors(&best.factors)?;
+            (l, path, Some(best))
+        }
     };
-    let mut scratch = Matrix::zeros(1, 1);
-    for epoch in 0..opts.max_epochs {
-        let start = Instant::now();
-        let mut kernel = 0.0;
-        let mut timed = |f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
-            let t = Instant::now();
-            let r = f();
-            kernel += t.elapsed().as_secs_f64();
-            r
-        };
-        let mut undone = false;
-        let mut rate = None;
-        match opts.solver {
-            Solver::Als => {
-                for (mode, count) in counts.iter().enumerate() {
-                    timed(&mut || session.normal_equations(mode, &mut scratch).map(|_| ()))?;
-                    let (a, pinv) = solve_rows(&scratch, opts.rank, lambda, count)?;
-                    state.pinv_solves += pinv;
-                    timed(&mut || session.set_factor(mode, &a).map(|_| ()))?;
-                }
-            }
-            Solver::Ccd => {
-                timed(&mut || session.reset_residual().map(|_| ()))?;
-                for col in 0..opts.rank {
-                    timed(&mut || session.add_column(col, 1.0).map(|_| ()))?;
-                    for _ in 0..opts.ccd_inner {
-                        for (mode, count) in counts.iter().enumerate() {
-                            timed(&mut || {
-                                session.column_terms(mode, col, &mut scratch).map(|_| ())
-                            })?;
-                            let v = column_update(&scratch, lambda, count);
-                            timed(&mut || session.set_column(mode, col, &v).map(|_| ()))?;
-                        }
-                    }
-                    timed(&mut || session.add_column(col, -1.0).map(|_| ()))?;
-                }
-            }
-            Solver::Sgd => {
-                let before = session.factors()?;
-                let step = SgdStep {
-                    learning_rate: lr as f32,
-                    lambda: lambda as f32,
-                    seed: opts.seed.wrapping_add(epoch as u64),
-                    shuffle: true,
-                };
-                rate = Some(lr);
-                let mut outcome = Ok(());
-                timed(&mut || {
-                    outcome = session.sgd_epoch(&step).map(|_| ());
-                    Ok(())
-                })?;
-                let objective = match outcome {
-                    Ok(()) => match session.loss() {
-                        Ok(l) => Some(l + lambda * sq_norm(&session.factors()?)),
-                        Err(Error::NonFinite(_)) => None,
-                        Err(e) => return Err(e),
-                    },
-                    Err(Error::NonFinite(_)) => None,
-                    Err(e) => return Err(e),
-                };
-                match objective {
-                    Some(o) if o.is_finite() && o <= prev_objective => {
-                        prev_objective = o;
-                        lr *= 1.05;
-                        halvings = 0;
-                    }
-                    _ => {
-                        for (m, f) in before.iter().enumerate() {
-                            session.set_factor(m, f)?;
-                        }
-                        undone = true;
-                        lr *= 0.5;
-                        halvings += 1;
-                        if halvings > MAX_HALVINGS {
-                            return Err(Error::Numerical(format!(
-                                "SGD: {MAX_HALVINGS} epochs in a row raised the objective or overflowed, down to learning rate {lr:e}"
-                            )));
-                        }
-                    }
-                }
-            }
+    let last = fitter.phase(lambda, opts.max_epochs, opts.patience, validation, control)?;
+    let best: Best = match (start, last) {
+        (Some(s), Some(l)) if s.rmse <= l.rmse => s,
+        (_, Some(l)) => l,
+        (Some(s), None) => s,
+        (None, None) => {
+            return Err(Error::InvalidOption(
+                "the completion run stopped before its first epoch".into(),
+            ));
         }
-        let f = session.factors()?;
-        let loss = session.loss()?;
-        let train_rmse = (loss / nnz).sqrt();
-        let validation_rmse = rmse_of(offset, &f, validation).expect("validation has entries");
-        if !validation_rmse.is_finite() {
-            return Err(Error::NonFinite(format!(
-                "validation RMSE {validation_rmse} after epoch {epoch}"
-            )));
-        }
-        let objective = loss + lambda * sq_norm(&f);
-        let stats = EpochStats {
-            epoch,
-            train_rmse,
-            validation_rmse,
-            objective,
-            learning_rate: rate,
-            undone,
-            seconds_kernel: kernel,
-            seconds: start.elapsed().as_secs_f64(),
-        };
-        progress(&stats);
-        state.epochs.push(stats);
-        if validation_rmse < state.best.0 {
-            state.best = (validation_rmse, epoch, f);
-        } else if epoch - state.best.1 >= opts.patience {
-            break;
-        }
-    }
-    let (_, best_epoch, factors) = state.best;
+    };
+    let (factors, biases) = layout.split(&best.factors);
     Ok(CompletionModel {
         solver: opts.solver,
         offset,
         factors,
-        epochs: state.epochs,
-        best_epoch,
+        biases,
+        lambda,
+        bias_lambda: opts.bias_lambda,
+        learning_rate,
+        lambda_path,
+        epochs: fitter.epochs,
+        best_epoch: best.epoch,
         empty_rows,
-        pinv_solves: state.pinv_solves,
+        pinv_solves: fitter.pinv_solves,
     })
-}
-
-/// The bookkeeping of a run: its epochs, the best validation RMSE with its epoch and
-/// factors, and the pseudo-inverse fallbacks.
-struct Run {
-    epochs: Vec<EpochStats>,
-    best: (f64, usize, Vec<Matrix>),
-    pinv_solves: usize,
 }

@@ -17,7 +17,18 @@ pub struct CompletionModel {
     pub offset: f64,
     /// One `I_m × R` factor per mode (those of the best epoch).
     pub factors: Vec<Matrix>,
-    /// Every epoch run, in order.
+    /// One bias per row of every mode (`I_m` values per mode), or none (empty) for a
+    /// model without bias terms.
+    pub biases: Vec<Vec<f64>>,
+    /// The `λ` the model was fitted with (given, or chosen on validation).
+    pub lambda: f64,
+    /// The biases' regularization `λ_b`.
+    pub bias_lambda: f64,
+    /// SGD's initial learning rate (given, or from the data); `None` for the others.
+    pub learning_rate: Option<f64>,
+    /// The λ path that chose `lambda` (empty when it was given).
+    pub lambda_path: Vec<PathPoint>,
+    /// Every epoch run, in order (the λ path's included).
     pub epochs: Vec<EpochStats>,
     /// The epoch whose factors these are (lowest validation RMSE).
     pub best_epoch: usize,
@@ -27,10 +38,28 @@ pub struct CompletionModel {
     pub pinv_solves: usize,
 }
 
+/// One point of the λ path: its `λ`, the lowest validation RMSE it reached and the
+/// epochs it ran.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PathPoint {
+    /// The point's `λ`.
+    pub lambda: f64,
+    /// Its best validation RMSE.
+    pub validation_rmse: f64,
+    /// The epochs it ran.
+    pub epochs: usize,
+}
+
 impl CompletionModel {
-    /// A model from its offset and factors (e.g. read back from files): one factor per
-    /// mode (at least two), all of one rank ≥ 1, every value finite. No epochs.
-    pub fn from_parts(solver: Solver, offset: f64, factors: Vec<Matrix>) -> Result<Self> {
+    /// A model from its offset, factors and biases (e.g. read back from files): one
+    /// factor per mode (at least two), all of one rank ≥ 1, every value finite; the
+    /// biases empty or one finite value per row of every mode. No epochs; `lambda` 0.
+    pub fn from_parts(
+        solver: Solver,
+        offset: f64,
+        factors: Vec<Matrix>,
+        biases: Vec<Vec<f64>>,
+    ) -> Result<Self> {
         if factors.len() < 2 {
             return Err(Error::shape(
                 "completion factors",
@@ -43,11 +72,29 @@ impl CompletionModel {
         if !offset.is_finite() {
             return Err(Error::NonFinite(format!("completion offset {offset}")));
         }
+        if !biases.is_empty() {
+            if biases.len() != dims.len() {
+                return Err(Error::shape("completion biases", dims.len(), biases.len()));
+            }
+            for (m, (b, &d)) in biases.iter().zip(&dims).enumerate() {
+                if b.len() != d {
+                    return Err(Error::shape(format!("biases of mode {m}"), d, b.len()));
+                }
+                if let Some(v) = b.iter().find(|v| !v.is_finite()) {
+                    return Err(Error::NonFinite(format!("bias of mode {m} is {v}")));
+                }
+            }
+        }
         Ok(CompletionModel {
             solver,
             offset,
             empty_rows: vec![0; factors.len()],
             factors,
+            biases,
+            lambda: 0.0,
+            bias_lambda: 0.0,
+            learning_rate: None,
+            lambda_path: Vec::new(),
             epochs: Vec::new(),
             best_epoch: 0,
             pinv_solves: 0,
@@ -69,21 +116,30 @@ impl CompletionModel {
         self.epochs.get(self.best_epoch)
     }
 
-    /// The prediction at `coords` (0-based): `μ + Σ_r Π_m A_m[i_m, r]`.
+    /// The prediction at `coords` (0-based): `μ + Σ_m b_m[i_m] + Σ_r Π_m A_m[i_m, r]`.
     pub fn predict(&self, coords: &[u32]) -> Result<f64> {
-        predict_at(self.offset, &self.factors, coords)
+        check_coords(&self.factors, coords)?;
+        Ok(self.at(coords))
+    }
+
+    /// [`CompletionModel::predict`] at coordinates in range.
+    fn at(&self, c: &[u32]) -> f64 {
+        let bias: f64 = (self.biases.iter().zip(c))
+            .map(|(b, &i)| b[i as usize])
+            .sum();
+        self.offset + bias + model_at(&self.factors, c)
     }
 
     /// The RMSE of the model's predictions over the entries of `x` (`None` when `x`
     /// holds none). `x` must have the model's order and no index beyond its extents.
     pub fn rmse(&self, x: &CooTensor) -> Result<Option<f64>> {
         check_covers(&self.dims(), x)?;
-        Ok(rmse_of(self.offset, &self.factors, x))
+        Ok(rmse_with(x, |c| self.at(c)))
     }
 }
 
-/// `μ + Σ_r Π_m F_m[c_m, r]` in f64, with the coordinates checked.
-fn predict_at(offset: f64, factors: &[Matrix], coords: &[u32]) -> Result<f64> {
+/// Checks that `coords` has one index per mode of `factors`, each in range.
+fn check_coords(factors: &[Matrix], coords: &[u32]) -> Result<()> {
     if coords.len() != factors.len() {
         return Err(Error::shape("coordinates", factors.len(), coords.len()));
     }
@@ -95,7 +151,7 @@ fn predict_at(offset: f64, factors: &[Matrix], coords: &[u32]) -> Result<f64> {
             )));
         }
     }
-    Ok(offset + model_at(factors, coords))
+    Ok(())
 }
 
 /// `Σ_r Π_m F_m[c_m, r]` in f64 (coordinates in range).

@@ -6,24 +6,17 @@ use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use faer::MatRef;
 use rayon::prelude::*;
-/// `Σ_n ‖A⁽ⁿ⁾‖²` in f64.
-pub(super) fn sq_norm(factors: &[Matrix]) -> f64 {
-    factors
-        .iter()
-        .flat_map(|f| f.data())
-        .map(|&v| f64::from(v) * f64::from(v))
-        .sum()
-}
 
-/// ALS: every row's `a_i = (G_i + λI)⁻¹ b_i` from the normal equations `ne`
-/// (`I × (R² + R)`), rows without entries at zero; the count of pseudo-inverse
-/// fallbacks.
+/// ALS: every row's `a_i = (G_i + diag(λ))⁻¹ b_i` from the normal equations `ne`
+/// (`I × (R² + R)`), `λ` one regularization per column (`R` of them), rows without
+/// entries at zero; the count of pseudo-inverse fallbacks.
 pub(super) fn solve_rows(
     ne: &Matrix,
     r: usize,
-    lambda: f64,
+    lambda: &[f64],
     counts: &[u32],
 ) -> Result<(Matrix, usize)> {
+    debug_assert_eq!(lambda.len(), r);
     let rows = ne.rows();
     let mut out = Matrix::zeros(rows, r);
     let pinv = out
@@ -63,7 +56,7 @@ fn solve_x4<const R: usize>(
     ne: &Matrix,
     first: usize,
     n: usize,
-    lambda: f64,
+    lambda: &[f64],
     counts: &[u32],
     out: &mut [f32],
 ) -> [bool; 4] {
@@ -82,7 +75,7 @@ fn solve_x4<const R: usize>(
             for (q, gpq) in gp.iter_mut().enumerate().skip(p) {
                 gpq[l] = f64::from(row[p * R + q]);
             }
-            gp[p][l] += lambda;
+            gp[p][l] += lambda[p];
             b[p][l] = f64::from(row[R * R + p]);
         }
     }
@@ -101,13 +94,13 @@ fn solve_x4<const R: usize>(
     done
 }
 
-/// One row of [`solve_rows`]: `a = (G + λI)⁻¹ b` by Cholesky, or by the
-/// pseudo-inverse when `G + λI` is singular (only `λ = 0` allows it); whether it took
-/// the pseudo-inverse.
-fn solve_one(row: &[f32], r: usize, lambda: f64, a: &mut [f32]) -> Result<bool> {
+/// One row of [`solve_rows`]: `a = (G + diag(λ))⁻¹ b` by Cholesky, or by the
+/// pseudo-inverse when `G + diag(λ)` is singular (only `λ = 0` allows it); whether it
+/// took the pseudo-inverse.
+fn solve_one(row: &[f32], r: usize, lambda: &[f64], a: &mut [f32]) -> Result<bool> {
     let system = || {
         let g: Vec<f64> = (0..r * r)
-            .map(|p| f64::from(row[p]) + if p / r == p % r { lambda } else { 0.0 })
+            .map(|p| f64::from(row[p]) + if p / r == p % r { lambda[p / r] } else { 0.0 })
             .collect();
         let x: Vec<f64> = row[r * r..].iter().map(|&v| f64::from(v)).collect();
         (g, x)

@@ -18,8 +18,8 @@ use super::sgd::Strata;
 use super::subnormal::FlushSubnormals;
 use crate::engine::RunStats;
 use crate::engine::completion::{
-    CompletionSession, SgdStep, check_col, check_factors, check_mode, check_new_column,
-    check_new_factor, check_step,
+    CompletionSession, SgdStep, check_bias_columns, check_col, check_factors, check_mode,
+    check_new_column, check_new_factor, check_step,
 };
 use crate::error::{Error, Result};
 use crate::hls::{HlsTensor, LOW_KEY_BITS};
@@ -289,6 +289,7 @@ impl CompletionSession for CpuCompletion<'_> {
 
     fn sgd_epoch(&mut self, step: &SgdStep) -> Result<RunStats> {
         check_step(step)?;
+        check_bias_columns(step, self.rank, self.hls.order())?;
         if self.strata.is_none() {
             self.strata = Some(Strata::new(self.hls, rayon::current_num_threads())?);
         }

@@ -279,6 +279,8 @@ struct Updater<'a> {
     counts: &'a [Vec<u32>],
     lr: f32,
     lambda: f32,
+    /// With bias columns: the first of them (`rank − order`), their rate and λ.
+    bias: Option<(usize, f32, f32)>,
     /// The rows as they were before the step, mode after mode.
     old: Vec<f32>,
     /// The product of the other modes' rows.
@@ -292,6 +294,9 @@ impl<'a> Updater<'a> {
             counts,
             lr: step.learning_rate,
             lambda: step.lambda,
+            bias: step
+                .bias
+                .map(|b| (rank.saturating_sub(order), b.learning_rate, b.lambda)),
             old: vec![0.0; order * rank],
             others: vec![0.0; rank],
         }
@@ -328,9 +333,23 @@ impl<'a> Updater<'a> {
             let at = (i as usize - *first) * r;
             let own = &self.old[m * r..(m + 1) * r];
             // The row's share of λ‖A‖²: λ over its nonzeros (≥ 1: this one).
-            let reg = self.lambda / self.counts[m][i as usize] as f32;
-            for ((a, &g), &a0) in block[at..at + r].iter_mut().zip(&self.others).zip(own) {
-                *a = a0 + self.lr * (g - reg * a0);
+            let count = self.counts[m][i as usize] as f32;
+            let reg = self.lambda / count;
+            let row = &mut block[at..at + r];
+            match self.bias {
+                None => {
+                    for ((a, &g), &a0) in row.iter_mut().zip(&self.others).zip(own) {
+                        *a = a0 + self.lr * (g - reg * a0);
+                    }
+                }
+                Some((first, lr_b, lambda_b)) => {
+                    for ((a, &g), &a0) in row[..first].iter_mut().zip(&self.others).zip(own) {
+                        *a = a0 + self.lr * (g - reg * a0);
+                    }
+                    // Only this mode's own bias moves; the others' columns stay at 1.
+                    let (a, g, a0) = (&mut row[first + m], self.others[first + m], own[first + m]);
+                    *a = a0 + lr_b * (g - lambda_b / count * a0);
+                }
             }
         }
     }

@@ -493,6 +493,12 @@ impl CompletionSession for CudaCompletion<'_> {
 
     fn sgd_epoch(&mut self, step: &SgdStep) -> Result<RunStats> {
         check_step(step)?;
+        if step.bias.is_some() {
+            // The kernel updates every column alike: it would move the fixed columns.
+            return Err(Error::Unsupported(
+                "the CUDA SGD kernel does not learn bias terms yet: run SGD with --backend cpu, or ALS or CCD++ (which learn them on CUDA)".into(),
+            ));
+        }
         let mut seconds = self.ensure_counts()?;
         let hls = &self.tensor.hls;
         let sp_units = hls.sparse().nnz().div_ceil(SGD_BATCH as usize) as u64;

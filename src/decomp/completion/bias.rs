@@ -1,0 +1,193 @@
+//! Bias terms carried as factor columns, so that every engine kernel (which fits a CP
+//! model) learns them with the factors.
+//!
+//! A model of rank `R` on a tensor of order `N` with biases is run as a CP model of
+//! rank `K = R + N`: column `R + n` holds mode `n`'s bias `b⁽ⁿ⁾` in mode `n` and a fixed
+//! 1 in every other mode, so `Σ_{r<K} Π_m A⁽ᵐ⁾[i_m, r] = CP_R(i) + Σ_n b⁽ⁿ⁾[i_n]`. The
+//! solvers update, per mode `n`, only the `R` CP columns and column `R + n`; the fixed
+//! ones stay at 1 in every row (rows without entries included, so that a prediction
+//! there still adds the other modes' biases).
+
+use crate::matrix::Matrix;
+
+/// How the model's columns are laid out in the session's factors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Layout {
+    /// The CP rank `R`.
+    pub rank: usize,
+    /// The order `N`.
+    pub order: usize,
+    /// Whether the last `N` columns are biases.
+    pub biases: bool,
+}
+
+impl Layout {
+    /// The session's rank: `R`, or `R + N` with biases.
+    pub fn width(&self) -> usize {
+        self.rank + if self.biases { self.order } else { 0 }
+    }
+
+    /// Appends the bias columns to factors of `R` columns (biases 0, fixed columns 1);
+    /// without biases, the factors as they are.
+    pub fn widen(&self, factors: Vec<Matrix>) -> Vec<Matrix> {
+        if !self.biases {
+            return factors;
+        }
+        let (r, k) = (self.rank, self.width());
+        factors
+            .into_iter()
+            .enumerate()
+            .map(|(n, f)| {
+                Matrix::from_fn(f.rows(), k, |i, c| match c {
+                    c if c < r => f.get(i, c),
+                    c if c == r + n => 0.0,
+                    _ => 1.0,
+                })
+            })
+            .collect()
+    }
+
+    /// Sets the learned columns of rows without training entries to zero: the CP
+    /// columns and the mode's own bias (the fixed columns stay at 1).
+    pub fn zero_empty_rows(&self, factors: &mut [Matrix], counts: &[Vec<u32>]) {
+        let (r, k) = (self.rank, self.width());
+        for (n, (f, c)) in factors.iter_mut().zip(counts).enumerate() {
+            for (row, &cnt) in f.data_mut().chunks_exact_mut(k).zip(c) {
+                if cnt == 0 {
+                    row[..r].fill(0.0);
+                    if self.biases {
+                        row[r + n] = 0.0;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `λ Σ_n ‖CP columns of A⁽ⁿ⁾‖² + λ_b Σ_n ‖b⁽ⁿ⁾‖²` in f64.
+    pub fn penalty(&self, factors: &[Matrix], lambda: f64, bias_lambda: f64) -> f64 {
+        let (cp, bias) = self.sq_norms(factors);
+        lambda * cp + bias_lambda * bias
+    }
+
+    /// `Σ_n ‖CP columns of A⁽ⁿ⁾‖²` and `Σ_n ‖b⁽ⁿ⁾‖²` in f64.
+    pub fn sq_norms(&self, factors: &[Matrix]) -> (f64, f64) {
+        let (r, k) = (self.rank, self.width());
+        let (mut cp, mut bias) = (0.0, 0.0);
+        for (n, f) in factors.iter().enumerate() {
+            for row in f.data().chunks_exact(k) {
+                cp += row[..r].iter().map(|&v| f64::from(v).powi(2)).sum::<f64>();
+                if self.biases {
+                    bias += f64::from(row[r + n]).powi(2);
+                }
+            }
+        }
+        (cp, bias)
+    }
+
+    /// The weight of every CP column: `Π_n ‖A⁽ⁿ⁾[:, r]‖`.
+    pub fn weights(&self, factors: &[Matrix]) -> Vec<f64> {
+        let (r, k) = (self.rank, self.width());
+        let mut w = vec![1.0; r];
+        for f in factors {
+            let mut sq = vec![0.0; r];
+            for row in f.data().chunks_exact(k) {
+                for (s, &v) in sq.iter_mut().zip(&row[..r]) {
+                    *s += f64::from(v).powi(2);
+                }
+            }
+            for (w, s) in w.iter_mut().zip(sq) {
+                *w *= s.sqrt();
+            }
+        }
+        w
+    }
+
+    /// Copies CP column `r` of every mode from `from` (same layout) where its weight
+    /// has fallen below `share` of `from`'s: a component shrunk to zero sits at a
+    /// saddle no solver leaves quickly. Returns how many were restarted.
+    pub fn revive(&self, factors: &mut [Matrix], from: &[Matrix], share: f64) -> usize {
+        let (r, k) = (self.rank, self.width());
+        let (now, then) = (self.weights(factors), self.weights(from));
+        let dead: Vec<usize> = (0..r).filter(|&c| now[c] < share * then[c]).collect();
+        for (f, g) in factors.iter_mut().zip(from) {
+            for (a, b) in f
+                .data_mut()
+                .chunks_exact_mut(k)
+                .zip(g.data().chunks_exact(k))
+            {
+                for &c in &dead {
+                    a[c] = b[c];
+                }
+            }
+        }
+        dead.len()
+    }
+
+    /// The model's parts: the `R` CP columns of every mode and (with biases) every
+    /// mode's bias, in f64.
+    pub fn split(&self, factors: &[Matrix]) -> (Vec<Matrix>, Vec<Vec<f64>>) {
+        let r = self.rank;
+        let cp = factors
+            .iter()
+            .map(|f| Matrix::from_fn(f.rows(), r, |i, c| f.get(i, c)))
+            .collect();
+        let biases = if self.biases {
+            factors
+                .iter()
+                .enumerate()
+                .map(|(n, f)| (0..f.rows()).map(|i| f64::from(f.get(i, r + n))).collect())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        (cp, biases)
+    }
+
+    /// ALS for mode `n` with biases: from the normal equations of every row at rank
+    /// `K` (`I × (K² + K)`: `G` row-major, then `b`), those of the `R + 1` unknowns (the
+    /// CP columns, then the bias), the fixed columns' contribution (`G` times 1) moved
+    /// to the right-hand side.
+    pub fn reduce(&self, ne: &Matrix, n: usize) -> Matrix {
+        let (r, k) = (self.rank, self.width());
+        let w = r + 1;
+        let free = |p: usize| if p < r { p } else { r + n };
+        let fixed: Vec<usize> = (0..self.order).filter(|&m| m != n).map(|m| r + m).collect();
+        let mut out = Matrix::zeros(ne.rows(), w * w + w);
+        for (src, dst) in ne
+            .data()
+            .chunks_exact(k * k + k)
+            .zip(out.data_mut().chunks_exact_mut(w * w + w))
+        {
+            for p in 0..w {
+                let gp = &src[free(p) * k..(free(p) + 1) * k];
+                for q in 0..w {
+                    dst[p * w + q] = gp[free(q)];
+                }
+                let moved: f64 = fixed.iter().map(|&x| f64::from(gp[x])).sum();
+                dst[w * w + p] = (f64::from(src[k * k + free(p)]) - moved) as f32;
+            }
+        }
+        out
+    }
+
+    /// The regularization of the `R + 1` unknowns of [`Layout::reduce`] (or the `R`
+    /// columns without biases).
+    pub fn diagonal(&self, lambda: f64, bias_lambda: f64) -> Vec<f64> {
+        let mut d = vec![lambda; self.rank];
+        if self.biases {
+            d.push(bias_lambda);
+        }
+        d
+    }
+
+    /// The factor of mode `n` at rank `K` from the solved unknowns of
+    /// [`Layout::reduce`] (`I × (R + 1)`): the fixed columns at 1.
+    pub fn expand(&self, solved: &Matrix, n: usize) -> Matrix {
+        let r = self.rank;
+        Matrix::from_fn(solved.rows(), self.width(), |i, c| match c {
+            c if c < r => solved.get(i, c),
+            c if c == r + n => solved.get(i, r),
+            _ => 1.0,
+        })
+    }
+}

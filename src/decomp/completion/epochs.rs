@@ -1,0 +1,310 @@
+//! The epochs of one solver at one `λ`: ALS sweeps, CCD++ column passes, SGD passes
+//! with the bold driver, each scored on the validation entries ([`Fitter::phase`]).
+
+use super::bias::Layout;
+use super::model::rmse_of;
+use super::solve::{column_update, solve_rows};
+use super::{EpochStats, MAX_HALVINGS, Solver};
+use crate::engine::{CompletionSession, SgdBias, SgdStep};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use crate::tensor::CooTensor;
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+/// The largest extrapolation step of ALS and CCD++.
+const MAX_BETA: f64 = 8.0;
+/// The smallest (an undone step halves `β` down to it).
+const MIN_BETA: f64 = 0.25;
+
+/// A run's session and what its epochs share.
+pub(super) struct Fitter<'s> {
+    pub session: Box<dyn CompletionSession + 's>,
+    /// Per mode, the training entries of every row.
+    pub counts: Vec<Vec<u32>>,
+    pub layout: Layout,
+    pub solver: Solver,
+    pub ccd_inner: usize,
+    pub seed: u64,
+    /// `μ`, as the session models it.
+    pub offset: f64,
+    /// Training entries.
+    pub nnz: f64,
+    /// `λ_b`, the biases' regularization.
+    pub bias_lambda: f64,
+    /// SGD's learning rate now (the bold driver moves it).
+    pub lr: f64,
+    /// SGD's rate at the start of every phase.
+    pub lr_start: f64,
+    /// SGD: the biases' rate over the factors' rate.
+    pub bias_rate: f64,
+    pub halvings: usize,
+    /// ALS and CCD++: the extrapolation step `β` (see [`Fitter::extrapolate`]).
+    pub beta: f64,
+    pub pinv_solves: usize,
+    /// Every epoch run, numbered in order.
+    pub epochs: Vec<EpochStats>,
+    pub scratch: Matrix,
+    /// Whether the caller's callback asked to stop: no further epoch runs.
+    pub stopped: bool,
+}
+
+/// The best epoch of a phase: its validation RMSE, its number and the factors.
+pub(super) struct Best {
+    pub rmse: f64,
+    pub epoch: usize,
+    pub factors: Vec<Matrix>,
+}
+
+impl Fitter<'_> {
+    /// Runs up to `max_epochs` epochs at `lambda` from the session's factors, scoring
+    /// each on `validation`; stops after `patience` epochs without a lower validation
+    /// RMSE (SGD: epochs it undid do not count), or when `control` breaks (then [`Fitter::stopped`] is set and no later
+    /// phase runs). Returns the phase's best epoch, `None` when none ran.
+    pub fn phase(
+        &mut self,
+        lambda: f64,
+        max_epochs: usize,
+        patience: usize,
+        validation: &CooTensor,
+        control: &mut dyn FnMut(&EpochStats) -> ControlFlow<()>,
+    ) -> Result<Option<Best>> {
+        let mut best: Option<Best> = None;
+        // Epochs since the best, undone ones not counted.
+        let mut since_best = 0;
+        // A new phase may take larger steps than the last one ended with (a new λ
+        // moves the minimum), never larger than the initial rate.
+        self.lr = self.lr_start.min(4.0 * self.lr);
+        self.halvings = 0;
+        let mut prev_objective = {
+            let f = self.session.factors()?;
+            self.session.loss()? + self.layout.penalty(&f, lambda, self.bias_lambda)
+        };
+        for _ in 0..max_epochs {
+            if self.stopped {
+                break;
+            }
+            let start = Instant::now();
+            let mut kernel = 0.0;
+            let (rate, undone) = self.epoch(lambda, &mut prev_objective, &mut kernel)?;
+            let f = self.session.factors()?;
+            let loss = self.session.loss()?;
+            let validation_rmse =
+                rmse_of(self.offset, &f, validation).expect("validation has entries");
+            if !validation_rmse.is_finite() {
+                return Err(Error::NonFinite(format!(
+                    "validation RMSE {validation_rmse} after epoch {}",
+                    self.epochs.len()
+                )));
+            }
+            let stats = EpochStats {
+                epoch: self.epochs.len(),
+                lambda,
+                train_rmse: (loss / self.nnz).sqrt(),
+                validation_rmse,
+                objective: loss + self.layout.penalty(&f, lambda, self.bias_lambda),
+                learning_rate: rate,
+                undone,
+                seconds_kernel: kernel,
+                seconds: start.elapsed().as_secs_f64(),
+            };
+            self.stopped = control(&stats).is_break();
+            self.epochs.push(stats);
+            match &best {
+                Some(_) if undone => {}
+                Some(b) if validation_rmse >= b.rmse => {
+                    since_best += 1;
+                    if since_best >= patience {
+                        break;
+                    }
+                }
+                _ => {
+                    since_best = 0;
+                    best = Some(Best {
+                        rmse: validation_rmse,
+                        epoch: self.epochs.len() - 1,
+                        factors: f,
+                    });
+                }
+            }
+        }
+        Ok(best)
+    }
+
+    /// One epoch at `lambda`; SGD's rate (SGD only) and whether the epoch was undone.
+    fn epoch(
+        &mut self,
+        lambda: f64,
+        prev_objective: &mut f64,
+        kernel: &mut f64,
+    ) -> Result<(Option<f64>, bool)> {
+        let mut timed = |f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
+            let t = Instant::now();
+            let r = f();
+            *kernel += t.elapsed().as_secs_f64();
+            r
+        };
+        let layout = self.layout;
+        let before = match self.solver {
+            Solver::Als | Solver::Ccd => Some(self.session.factors()?),
+            Solver::Sgd => None,
+        };
+        let s = &mut self.session;
+        let scratch = &mut self.scratch;
+        let out = match self.solver {
+            Solver::Als => {
+                let diagonal = layout.diagonal(lambda, self.bias_lambda);
+                for (mode, count) in self.counts.iter().enumerate() {
+                    timed(&mut || s.normal_equations(mode, scratch).map(|_| ()))?;
+                    let a = if layout.biases {
+                        let reduced = layout.reduce(scratch, mode);
+                        let (a, pinv) = solve_rows(&reduced, layout.rank + 1, &diagonal, count)?;
+                        self.pinv_solves += pinv;
+                        layout.expand(&a, mode)
+                    } else {
+                        let (a, pinv) = solve_rows(scratch, layout.rank, &diagonal, count)?;
+                        self.pinv_solves += pinv;
+                        a
+                    };
+                    timed(&mut || s.set_factor(mode, &a).map(|_| ()))?;
+                }
+                (None, false)
+            }
+            Solver::Ccd => {
+                timed(&mut || s.reset_residual().map(|_| ()))?;
+                // The biases first (one exact update each), then the CP columns.
+                let bias_cols = (0..layout.order)
+                    .filter(|_| layout.biases)
+                    .map(|n| (layout.rank + n, Some(n)));
+                let columns: Vec<(usize, Option<usize>)> = bias_cols
+                    .chain((0..layout.rank).map(|c| (c, None)))
+                    .collect();
+                for (col, bias_of) in columns {
+                    timed(&mut || s.add_column(col, 1.0).map(|_| ()))?;
+                    let (modes, sweeps, lam): (Vec<usize>, usize, f64) = match bias_of {
+                        Some(n) => (vec![n], 1, self.bias_lambda),
+                        None => ((0..layout.order).collect(), self.ccd_inner, lambda),
+                    };
+                    for _ in 0..sweeps {
+                        for &mode in &modes {
+                            timed(&mut || s.column_terms(mode, col, scratch).map(|_| ()))?;
+                            let v = column_update(scratch, lam, &self.counts[mode]);
+                            timed(&mut || s.set_column(mode, col, &v).map(|_| ()))?;
+                        }
+                    }
+                    timed(&mut || s.add_column(col, -1.0).map(|_| ()))?;
+                }
+                (None, false)
+            }
+            Solver::Sgd => {
+                let before = s.factors()?;
+                let lr = self.lr;
+                let step = SgdStep {
+                    learning_rate: lr as f32,
+                    lambda: lambda as f32,
+                    seed: self.seed.wrapping_add(self.epochs.len() as u64),
+                    shuffle: true,
+                    bias: layout.biases.then_some(SgdBias {
+                        learning_rate: (lr * self.bias_rate) as f32,
+                        lambda: self.bias_lambda as f32,
+                    }),
+                };
+                let mut outcome = Ok(());
+                timed(&mut || {
+                    outcome = s.sgd_epoch(&step).map(|_| ());
+                    Ok(())
+                })?;
+                let objective = match outcome {
+                    Ok(()) => match s.loss() {
+                        Ok(l) => Some(l + layout.penalty(&s.factors()?, lambda, self.bias_lambda)),
+                        Err(Error::NonFinite(_)) => None,
+                        Err(e) => return Err(e),
+                    },
+                    Err(Error::NonFinite(_)) => None,
+                    Err(e) => return Err(e),
+                };
+                match objective {
+                    Some(o) if o.is_finite() && o <= *prev_objective => {
+                        *prev_objective = o;
+                        self.lr *= 1.05;
+                        self.halvings = 0;
+                        (Some(lr), false)
+                    }
+                    _ => {
+                        for (m, f) in before.iter().enumerate() {
+                            s.set_factor(m, f)?;
+                        }
+                        self.lr *= 0.5;
+                        self.halvings += 1;
+                        if self.halvings > MAX_HALVINGS {
+                            return Err(Error::Numerical(format!(
+                                "SGD: {MAX_HALVINGS} epochs in a row raised the objective or overflowed, down to learning rate {:e}",
+                                self.lr
+                            )));
+                        }
+                        (Some(lr), true)
+                    }
+                }
+            }
+        };
+        if let Some(before) = before {
+            let t = Instant::now();
+            self.extrapolate(&before, lambda)?;
+            *kernel += t.elapsed().as_secs_f64();
+        }
+        Ok(out)
+    }
+
+    /// ALS and CCD++ cross long flat stretches ("swamps") of the objective in small
+    /// steps; after each sweep, try moving on along the sweep's step: `A + β (A −
+    /// A_before)`, kept when it lowers the objective (then `β` grows by half, up to
+    /// [`MAX_BETA`]), else undone (then `β` halves, down to [`MIN_BETA`]). The fixed
+    /// bias columns do not move (their step is 0); rows without entries stay at zero.
+    fn extrapolate(&mut self, before: &[Matrix], lambda: f64) -> Result<()> {
+        let after = self.session.factors()?;
+        let objective = |s: &mut Box<dyn CompletionSession + '_>, f: &[Matrix]| -> Result<f64> {
+            Ok(s.loss()? + self.layout.penalty(f, lambda, self.bias_lambda))
+        };
+        let base = objective(&mut self.session, &after)?;
+        let beta = self.beta as f32;
+        let ahead: Vec<Matrix> = after
+            .iter()
+            .zip(before)
+            .map(|(a, b)| {
+                let mut m = a.clone();
+                for (x, &y) in m.data_mut().iter_mut().zip(b.data()) {
+                    *x += beta * (*x - y);
+                }
+                m
+            })
+            .collect();
+        if ahead
+            .iter()
+            .any(|m| m.data().iter().any(|v| !v.is_finite()))
+        {
+            self.beta = (self.beta * 0.5).max(MIN_BETA);
+            return Ok(());
+        }
+        self.set_factors(&ahead)?;
+        let tried = match self.session.loss() {
+            Ok(l) => l + self.layout.penalty(&ahead, lambda, self.bias_lambda),
+            Err(Error::NonFinite(_)) => f64::INFINITY,
+            Err(e) => return Err(e),
+        };
+        if tried < base {
+            self.beta = (self.beta * 1.5).min(MAX_BETA);
+        } else {
+            self.set_factors(&after)?;
+            self.beta = (self.beta * 0.5).max(MIN_BETA);
+        }
+        Ok(())
+    }
+
+    /// Sets the session's factors.
+    pub fn set_factors(&mut self, factors: &[Matrix]) -> Result<()> {
+        for (m, f) in factors.iter().enumerate() {
+            self.session.set_factor(m, f)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,149 @@
+//! What the data say about `λ` and SGD's rate ([`Scale`]), and the short warm-started
+//! path over `λ` that picks it on the validation entries ([`path`]).
+
+use super::bias::Layout;
+use super::epochs::{Best, Fitter};
+use super::model::PathPoint;
+use super::{CompletionOptions, EpochStats};
+use crate::error::Result;
+use crate::matrix::Matrix;
+use crate::tensor::CooTensor;
+use std::ops::ControlFlow;
+
+/// Most points of the λ path.
+pub const PATH_POINTS: usize = 16;
+/// Most epochs at one point of the path.
+pub const PATH_EPOCHS: usize = 15;
+/// Epochs without a lower validation RMSE that end one point of the path.
+pub const PATH_PATIENCE: usize = 2;
+/// A point must lower the best validation RMSE by this share to count as better.
+const PATH_GAIN: f64 = 1e-3;
+/// The path stops after this many points in a row that were not better (once one
+/// after the first was).
+const PATH_WORSE: usize = 3;
+/// A CP component counts as shrunk away (and restarts from its initial values at the
+/// next point) below this share of its initial weight.
+const DEAD: f64 = 1e-2;
+
+/// The scales of a completion problem, from its training entries.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    /// `c̄`: the geometric mean over modes of the entries per nonempty row.
+    pub entries_per_row: f64,
+    /// `s`: the training values' spread about `μ` (root mean square).
+    pub spread: f64,
+    /// `κ = (s²/R)^((N−1)/N)`: a Khatri-Rao entry's square when the CP part has spread
+    /// `s` with balanced factors.
+    pub kr: f64,
+    /// The rank `R`.
+    pub rank: usize,
+}
+
+impl Scale {
+    /// The scales of entries counted per row in `counts`, `nnz` of them, of spread
+    /// `spread`, for rank `rank`.
+    pub fn of(counts: &[Vec<u32>], nnz: f64, spread: f64, rank: usize) -> Self {
+        let n = counts.len() as f64;
+        let log_mean: f64 = counts
+            .iter()
+            .map(|c| {
+                let rows = c.iter().filter(|&&k| k > 0).count().max(1) as f64;
+                (nnz / rows).max(1.0).ln()
+            })
+            .sum::<f64>()
+            / n;
+        let s = if spread > 0.0 && spread.is_finite() {
+            spread
+        } else {
+            1.0
+        };
+        Scale {
+            entries_per_row: log_mean.exp(),
+            spread: s,
+            kr: (s * s / rank as f64).powf((n - 1.0) / n),
+            rank,
+        }
+    }
+
+    /// The top of the λ grid: `c̄ κ`, where the mean row is shrunk by half.
+    pub fn lambda_top(&self) -> f64 {
+        self.entries_per_row * self.kr
+    }
+
+    /// The `k`-th λ of the grid: `c̄ κ / √10^k`.
+    pub fn lambda(&self, k: usize) -> f64 {
+        self.lambda_top() * 10f64.powf(-(k as f64) / 2.0)
+    }
+
+    /// SGD's initial rate: `0.1 / (R κ)` (a step moves a row by a tenth of the way to
+    /// its own least-squares fit of one entry).
+    pub fn learning_rate(&self) -> f64 {
+        0.1 / (self.rank as f64 * self.kr)
+    }
+
+    /// The biases' SGD rate over the factors': `R κ` (a bias's gradient has no factor
+    /// product in it).
+    pub fn bias_rate(&self) -> f64 {
+        self.rank as f64 * self.kr
+    }
+}
+
+/// The λ path: from the grid's top down, each point warm-started from the previous
+/// point's best factors (a CP component that a large λ shrank away restarted from
+/// `init`) and run for at most [`PATH_EPOCHS`] epochs (patience
+/// [`PATH_PATIENCE`]); it stops after [`PATH_WORSE`] points in a row no better than the
+/// best (once a point after the first was better), after [`PATH_POINTS`], or when
+/// `control` breaks. Returns
+/// the best point's λ, every point, and its best epoch.
+pub(super) fn path(
+    fitter: &mut Fitter<'_>,
+    scale: &Scale,
+    init: &[Matrix],
+    opts: &CompletionOptions,
+    validation: &CooTensor,
+    control: &mut dyn FnMut(&EpochStats) -> ControlFlow<()>,
+) -> Result<(f64, Vec<PathPoint>, Best)> {
+    let layout: Layout = fitter.layout;
+    let epochs = PATH_EPOCHS.min(opts.max_epochs);
+    let patience = PATH_PATIENCE.min(opts.patience);
+    let mut points = Vec::new();
+    let mut best: Option<(f64, Best)> = None;
+    let mut best_k = 0;
+    let mut worse = 0;
+    for k in 0..PATH_POINTS {
+        let lambda = scale.lambda(k);
+        let mut f = fitter.session.factors()?;
+        if k > 0 && layout.revive(&mut f, init, DEAD) > 0 {
+            fitter.set_factors(&f)?;
+            fitter.lr = fitter.lr_start;
+        }
+        let first = fitter.epochs.len();
+        let Some(b) = fitter.phase(lambda, epochs, patience, validation, control)? else {
+            break;
+        };
+        points.push(PathPoint {
+            lambda,
+            validation_rmse: b.rmse,
+            epochs: fitter.epochs.len() - first,
+        });
+        fitter.set_factors(&b.factors)?;
+        let better = best
+            .as_ref()
+            .is_none_or(|(_, bb)| b.rmse < bb.rmse * (1.0 - PATH_GAIN));
+        if better {
+            best = Some((lambda, b));
+            best_k = k;
+            worse = 0;
+        } else {
+            worse += 1;
+            if best_k > 0 && worse >= PATH_WORSE {
+                break;
+            }
+        }
+        if fitter.stopped {
+            break;
+        }
+    }
+    let (lambda, best) = best.expect("the first point runs an epoch");
+    Ok((lambda, points, best))
+}
