@@ -1,9 +1,10 @@
-"""sptmc: sparse tensor CP and Tucker decompositions from Python.
+"""sptmc: sparse tensor decompositions and completion from Python.
 
 The kernels that dominate CP and Tucker decomposition of sparse tensors — MTTKRP and
 TTM-chain — run over sptmc's HLS format (dense 16x16x16 bitmap tiles plus a linearized
-sparse remainder) on the CPU (rayon threads) or an NVIDIA GPU, with CP-ALS and
-Tucker-HOOI on top. The GIL is released while the engine works.
+sparse remainder) on the CPU (rayon threads) or an NVIDIA GPU, with CP-ALS,
+Tucker-HOOI, CP-APR (:func:`cp_apr`) and tensor completion (:func:`complete`) on top.
+The GIL is released while the engine works.
 
     >>> import numpy as np, sptmc
     >>> subs = np.array([[0, 0, 0], [1, 2, 0], [2, 1, 1]])     # nnz x N, 0-based
@@ -61,9 +62,14 @@ __all__ = [
     "cp_als",
     "tucker_hooi",
     "gcp",
+    "cp_apr",
+    "complete",
+    "load_completion",
     "CPResult",
     "GCPResult",
     "TuckerResult",
+    "CPAPRResult",
+    "CompletionModel",
     "backend_info",
     "Error",
     "InputError",
@@ -680,3 +686,7 @@ def _summary(what: str, r: _Result, total: float) -> str:
         f"({total / max(r.iterations, 1):.4f}s/iteration) on {r.backend}"
     )
 
+
+# The models in their own modules, which use the helpers above.
+from ._completion import CompletionModel, complete, load_completion  # noqa: E402
+from ._cp_apr import CPAPRResult, cp_apr  # noqa: E402

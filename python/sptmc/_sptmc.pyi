@@ -23,6 +23,11 @@ __all__ = [
     "_cp_als",
     "_tucker_hooi",
     "_gcp",
+    "_cp_apr",
+    "_complete",
+    "_split",
+    "_load_completion",
+    "_Completion",
     "read",
     "KERNEL_BUILD",
     "__version__",
@@ -148,3 +153,63 @@ def _tucker_hooi(
     threads: Optional[int],
     progress: Optional[Callable[[dict[str, Any]], bool]],
 ) -> dict[str, Any]: ...
+def _cp_apr(
+    tensor: Tensor,
+    rank: int,
+    iters: int,
+    inner: int,
+    tol: float,
+    stoptime: float,
+    eps: float,
+    kappa: float,
+    kappa_tol: float,
+    seed: int,
+    init: Optional[Sequence[npt.ArrayLike]],
+    non_integer: str,
+    backend: str,
+    threads: Optional[int],
+    progress: Optional[Callable[[dict[str, Any]], bool]],
+) -> dict[str, Any]: ...
+@final
+class _Completion:
+    """A fitted completion model and the summary of the run that made it."""
+
+    def predict(self, coords: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """The predictions at ``coords`` (``n x N``, 0-based)."""
+    def rmse(self, tensor: Tensor) -> Optional[float]:
+        """The RMSE over the entries of ``tensor`` (None when it has none)."""
+    def save(self, path: str) -> None:
+        """Writes the model folder ``sptmc predict`` reads."""
+    def summary_json(self) -> str:
+        """The run's summary as JSON text."""
+    def factors(self) -> list[npt.NDArray[np.float64]]:
+        """The factors, one ``I_m x R`` array per mode."""
+    def biases(self) -> list[npt.NDArray[np.float64]]:
+        """The biases, one array per mode (empty without biases)."""
+    @property
+    def offset(self) -> float:
+        """The model's constant (the training mean, or 0)."""
+
+def _split(
+    tensor: Tensor, fractions: Sequence[float], seed: int
+) -> tuple[Tensor, Tensor, Tensor]: ...
+def _complete(
+    train: Tensor,
+    validation: Optional[Tensor],
+    test: Optional[Tensor],
+    rank: int,
+    solver: str,
+    lambda_: Optional[float],
+    epochs: int,
+    patience: int,
+    seed: int,
+    learning_rate: Optional[float],
+    ccd_inner: int,
+    center: bool,
+    biases: bool,
+    bias_lambda: float,
+    backend: str,
+    threads: Optional[int],
+    progress: Optional[Callable[[dict[str, Any]], bool]],
+) -> tuple[_Completion, bool]: ...
+def _load_completion(path: str) -> _Completion: ...

@@ -16,7 +16,7 @@ use sptmc::decomp::IterStats;
 use sptmc::driver::{self, CpRequest, TuckerRequest, count};
 
 /// Initial factors from Python (one 2-D float array per mode).
-fn init_factors(
+pub(crate) fn init_factors(
     py: Python<'_>,
     init: Option<Vec<Bound<'_, PyAny>>>,
 ) -> PyResult<Option<Vec<Matrix>>> {
@@ -31,12 +31,12 @@ fn init_factors(
 
 /// The integer option `name` as a count ([`count`]: a negative value is refused by
 /// name).
-fn counted(py: Python<'_>, name: &str, value: i64) -> PyResult<usize> {
+pub(crate) fn counted(py: Python<'_>, name: &str, value: i64) -> PyResult<usize> {
     count(name, value).map_err(|e| to_py(py, e))
 }
 
 /// A factor as a new float64 `rows × cols` array.
-fn factor_array<'py>(py: Python<'py>, f: &Matrix) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn factor_array<'py>(py: Python<'py>, f: &Matrix) -> PyResult<Bound<'py, PyAny>> {
     let data: Vec<f64> = f.data().iter().map(|&v| v as f64).collect();
     Ok(PyArray1::from_vec(py, data)
         .reshape([f.rows(), f.cols()])?

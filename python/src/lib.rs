@@ -6,7 +6,9 @@
 //! arguments already normalized by the Python side (`sptmc/__init__.py`: layouts,
 //! duck typing, dtypes) and return plain values that it wraps.
 
+mod complete;
 mod convert;
+mod cp_apr;
 mod decomp;
 mod errors;
 mod gcp;
@@ -534,6 +536,8 @@ mod sptmc_module {
     #[pymodule_export]
     use super::{
         _describe, _from_index_arrays, Tensor, backend_info,
+        complete::{_complete, _load_completion, _split, Completion},
+        cp_apr::_cp_apr,
         decomp::{_cp_als, _tucker_hooi},
         gcp::_gcp,
         read,

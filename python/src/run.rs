@@ -5,6 +5,7 @@
 
 use crate::errors::{input_error, settle};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use sptmc::decomp::IterStats;
 use sptmc::engine::{BackendChoice, Engine};
 use std::ops::ControlFlow;
@@ -123,9 +124,21 @@ pub fn watched<T: Send>(
     progress: Option<&Bound<'_, PyAny>>,
     f: impl FnOnce(&mut dyn FnMut(&IterStats) -> ControlFlow<()>) -> sptmc::Result<T> + Send,
 ) -> PyResult<(T, Watch)> {
+    watched_steps(py, engine, progress, iteration_dict, f)
+}
+
+/// [`watched`] for a loop whose steps are `S`, each handed to `progress` as the dict
+/// `to_dict` makes of it.
+pub fn watched_steps<T: Send, S: Copy + Send>(
+    py: Python<'_>,
+    engine: &Engine,
+    progress: Option<&Bound<'_, PyAny>>,
+    to_dict: for<'py> fn(Python<'py>, &S) -> PyResult<Bound<'py, PyDict>>,
+    f: impl FnOnce(&mut dyn FnMut(&S) -> ControlFlow<()>) -> sptmc::Result<T> + Send,
+) -> PyResult<(T, Watch)> {
     let interrupted = AtomicBool::new(false);
     let with_progress = progress.is_some();
-    let (stats_tx, mut stats_rx) = mpsc::channel::<IterStats>();
+    let (stats_tx, mut stats_rx) = mpsc::channel::<S>();
     let (reply_tx, reply_rx) = mpsc::channel::<ControlFlow<()>>();
     let mut raised: Option<PyErr> = None;
     let mut stopped_by_callback = false;
@@ -134,7 +147,7 @@ pub fn watched<T: Send>(
         let interrupted = &interrupted;
         let worker = s.spawn(move || {
             // Owns its channel ends, so that it is Send (a Receiver is not Sync).
-            let mut control = move |st: &IterStats| -> ControlFlow<()> {
+            let mut control = move |st: &S| -> ControlFlow<()> {
                 if interrupted.load(Ordering::Relaxed) {
                     return ControlFlow::Break(());
                 }
@@ -166,7 +179,7 @@ pub fn watched<T: Send>(
                     let reply = if interrupted.load(Ordering::Relaxed) || raised.is_some() {
                         ControlFlow::Break(())
                     } else {
-                        match call_progress(py, progress, &stats) {
+                        match call_progress(py, progress, to_dict, &stats) {
                             Ok(false) => ControlFlow::Continue(()),
                             Ok(true) => {
                                 stopped_by_callback = true;
@@ -203,16 +216,22 @@ pub fn watched<T: Send>(
     ))
 }
 
-/// Calls `progress(stats_dict)`; whether it asked to stop.
-fn call_progress(
+/// Calls `progress(to_dict(s))`; whether it asked to stop.
+fn call_progress<S>(
     py: Python<'_>,
     progress: Option<&Bound<'_, PyAny>>,
-    s: &IterStats,
+    to_dict: for<'py> fn(Python<'py>, &S) -> PyResult<Bound<'py, PyDict>>,
+    s: &S,
 ) -> PyResult<bool> {
     let Some(cb) = progress else {
         return Ok(false);
     };
-    let d = pyo3::types::PyDict::new(py);
+    cb.call1((to_dict(py, s)?,))?.is_truthy()
+}
+
+/// A CP-ALS or Tucker-HOOI iteration as the `progress` dict.
+fn iteration_dict<'py>(py: Python<'py>, s: &IterStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
     d.set_item("iteration", s.iter)?;
     d.set_item("fit", s.fit)?;
     d.set_item("delta", s.delta)?;
@@ -223,5 +242,5 @@ fn call_progress(
     d.set_item("seconds_kernel", s.seconds_kernel)?;
     d.set_item("seconds_linalg", s.seconds_linalg)?;
     d.set_item("seconds_other", s.seconds_other)?;
-    cb.call1((d,))?.is_truthy()
+    Ok(d)
 }
