@@ -26,13 +26,13 @@
 
 mod input;
 mod output;
+pub mod part;
 
-pub use input::{MAX_LINE, check_text};
+pub use input::{MAX_LINE, check_text, stream_text};
 pub use output::{write, write_to};
 
 use super::CooTensor;
 use crate::error::{Error, Result};
-use rayon::prelude::*;
 use std::path::Path;
 
 /// The largest 1-based index a mode can hold (0-based indices are `u32`).
@@ -107,49 +107,27 @@ fn parse_checked(text: &[u8], origin: &Path) -> Result<(CooTensor, ReadReport)> 
             "the file holds no data lines (empty tensor)".into(),
         ));
     };
-    let shape = Shape {
-        order: start.order,
-        header: start.header.as_deref(),
-        first_data_line: start.line,
-    };
     let data = &text[start.offset..];
-    let chunks = split_chunks(data, rayon::current_num_threads());
-    let parsed: Vec<std::result::Result<Chunk, LineError>> =
-        chunks.par_iter().map(|c| parse_chunk(c, &shape)).collect();
-
-    // The first failing chunk in file order holds the first error; every chunk before
-    // it parsed, so its line count is known.
-    let mut lines_before = start.line - 1;
-    let mut parts = Vec::with_capacity(parsed.len());
-    for p in parsed {
-        match p {
-            Ok(c) => {
-                lines_before += c.lines;
-                parts.push(c);
-            }
-            Err(e) => return Err(err(lines_before + e.line + 1, e.reason)),
-        }
-    }
-
-    let order = start.order;
-    let entries: usize = parts.iter().map(|c| c.values.len()).sum();
+    let start = part::TextStart {
+        offset: start.offset,
+        line: start.line,
+        order: start.order,
+        header: start.header,
+    };
+    let parsed = part::parse_lines(data, start.line, &start, origin)?;
+    let entries = parsed.values.len();
     if entries == 0 {
         return Err(err(
             total_lines.max(1),
             "the file holds no data lines (empty tensor)".into(),
         ));
     }
-    let mut indices: Vec<Vec<u32>> = (0..order).map(|_| Vec::with_capacity(entries)).collect();
-    let mut values = Vec::with_capacity(entries);
-    let mut max = vec![0u32; order];
-    for c in &parts {
-        for m in 0..order {
-            indices[m].extend_from_slice(&c.indices[m]);
-            max[m] = max[m].max(c.max[m]);
-        }
-        values.extend_from_slice(&c.values);
-    }
-    drop(parts);
+    let part::Entries {
+        indices,
+        values,
+        max,
+        ..
+    } = parsed;
     let dims: Vec<usize> = match &start.header {
         Some(h) => h.clone(),
         None => max.iter().map(|&m| m as usize + 1).collect(),

@@ -141,7 +141,13 @@ pub(super) fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Resu
     let head = &magic[..got];
     if is_gzip {
         // The magic bytes are taken: the member reader puts them back in front.
-        read_gzip(path, file, total, progress)
+        // Compressed text usually expands 3–6×.
+        let mut text = Vec::with_capacity((total as usize).saturating_mul(4));
+        let ignored = read_gzip(path, file, total, progress, &mut |piece| {
+            text.extend_from_slice(piece);
+            Ok(())
+        })?;
+        Ok((text, ignored))
     } else {
         let mut text = Vec::with_capacity(total as usize);
         text.extend_from_slice(head);
@@ -161,15 +167,54 @@ pub(super) fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Resu
     }
 }
 
-/// Decompresses gzip member after member, as `gzip -d` does: what follows the last
-/// member without the gzip magic (zero padding, trailing garbage) is ignored and
-/// counted. Gives the text and the count.
+/// Reads the file's text piece by piece (at most 4 MiB each, gzip decompressed), checked
+/// as it comes in as [`read_text`] checks it, handing each piece to `sink` and never
+/// holding more than one; gives the bytes ignored after the last gzip member. An error
+/// of `sink` ends the reading and is returned.
+pub fn stream_text(path: &Path, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<u64> {
+    let io = |e| Error::io(path, e);
+    let mut file = File::open(path).map_err(io)?;
+    let mut magic = [0u8; 2];
+    let got = read_up_to(&mut file, &mut magic).map_err(io)?;
+    let is_gzip = got == 2 && magic == GZIP_MAGIC;
+    let named_gz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    if named_gz && !is_gzip {
+        return Err(Error::Decompress {
+            path: path.to_path_buf(),
+            reason: "the name ends in .gz but the file does not start with the gzip magic bytes"
+                .into(),
+        });
+    }
+    if is_gzip {
+        return read_gzip(path, file, 0, &mut |_, _| {}, sink);
+    }
+    let mut check = TextCheck::new();
+    let mut piece = magic[..got].to_vec();
+    loop {
+        let n = read_step(&mut file, &mut piece).map_err(io)?;
+        check.feed(&piece).map_err(|e| e.at(path))?;
+        if !piece.is_empty() {
+            sink(&piece)?;
+        }
+        piece.clear();
+        if n == 0 {
+            return Ok(0);
+        }
+    }
+}
+
+/// Decompresses gzip member after member, as `gzip -d` does, handing the text to
+/// `sink` piece by piece: what follows the last member without the gzip magic (zero
+/// padding, trailing garbage) is ignored and counted. Gives the count.
 fn read_gzip(
     path: &Path,
     raw: impl Read,
     total: u64,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<(Vec<u8>, u64)> {
+    sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<u64> {
     use std::io::BufRead;
     let io = |e| Error::io(path, e);
     let count = std::rc::Rc::new(std::cell::Cell::new(GZIP_MAGIC.len() as u64));
@@ -178,18 +223,19 @@ fn read_gzip(
         count: count.clone(),
     };
     let mut rest: Box<dyn BufRead> = Box::new(std::io::BufReader::with_capacity(1 << 16, counted));
-    // Compressed text usually expands 3–6×.
-    let mut text = Vec::with_capacity((total as usize).saturating_mul(4));
+    let mut piece = Vec::with_capacity(READ_STEP);
     let mut magic = GZIP_MAGIC;
     let mut check = TextCheck::new();
     loop {
         // Each member starts with the two magic bytes already taken from `rest`.
         let mut gz = flate2::bufread::GzDecoder::new(std::io::Cursor::new(magic).chain(rest));
         loop {
-            let n = read_step(&mut gz, &mut text).map_err(|e| decompress_error(path, e))?;
-            check
-                .feed(&text[text.len() - n..])
-                .map_err(|e| e.at(path))?;
+            piece.clear();
+            let n = read_step(&mut gz, &mut piece).map_err(|e| decompress_error(path, e))?;
+            check.feed(&piece).map_err(|e| e.at(path))?;
+            if n > 0 {
+                sink(&piece)?;
+            }
             progress(count.get(), total);
             if n == 0 {
                 break;
@@ -201,7 +247,7 @@ fn read_gzip(
             continue;
         }
         let ignored = got as u64 + std::io::copy(&mut rest, &mut std::io::sink()).map_err(io)?;
-        return Ok((text, ignored));
+        return Ok(ignored);
     }
 }
 
