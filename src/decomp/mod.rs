@@ -28,8 +28,8 @@
 //! or after the first iteration `k ≥ 1` whose fit changed by less than `tol` in
 //! absolute value. With `tol = 0` it always runs `max_iters` iterations.
 
-mod dense;
-mod residual;
+pub(crate) mod dense;
+pub(crate) mod residual;
 
 pub mod completion;
 pub mod cp_als;
@@ -82,7 +82,7 @@ pub struct IterStats {
 
 /// Accumulates the three timing buckets of an iteration.
 #[derive(Debug)]
-struct IterClock {
+pub(crate) struct IterClock {
     kernel: f64,
     linalg: f64,
     start: Instant,
@@ -91,7 +91,7 @@ struct IterClock {
 }
 
 impl IterClock {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         IterClock {
             kernel: 0.0,
             linalg: 0.0,
@@ -103,7 +103,7 @@ impl IterClock {
 
     /// Runs the engine call `f`, adding its time to the kernel bucket and the bytes it
     /// moved to the iteration's counts.
-    fn kernel(&mut self, f: impl FnOnce() -> Result<RunStats>) -> Result<()> {
+    pub(crate) fn kernel(&mut self, f: impl FnOnce() -> Result<RunStats>) -> Result<()> {
         let t = Instant::now();
         let out = f();
         self.kernel += t.elapsed().as_secs_f64();
@@ -114,7 +114,7 @@ impl IterClock {
     }
 
     /// Runs `f`, adding its time to the linear-algebra bucket.
-    fn linalg<T>(&mut self, f: impl FnOnce() -> T) -> T {
+    pub(crate) fn linalg<T>(&mut self, f: impl FnOnce() -> T) -> T {
         let t = Instant::now();
         let out = f();
         self.linalg += t.elapsed().as_secs_f64();
@@ -122,7 +122,7 @@ impl IterClock {
     }
 
     /// The iteration's statistics; `other` is the wall time not in the two buckets.
-    fn finish(&self, iter: usize, fit: f64, delta: f64) -> IterStats {
+    pub(crate) fn finish(&self, iter: usize, fit: f64, delta: f64) -> IterStats {
         let total = self.start.elapsed().as_secs_f64();
         IterStats {
             iter,
@@ -213,7 +213,7 @@ const RESIDUAL_ROUNDING: f64 = 1e-4;
 /// cancels `2⟨X, X̂⟩` (whose kernel result carries the backend's relative error)
 /// against `‖X‖² + ‖X̂‖²`, so twice that error, and never less than
 /// [`RESIDUAL_ROUNDING`].
-fn residual_rounding(engine: &crate::engine::Engine) -> f64 {
+pub(crate) fn residual_rounding(engine: &crate::engine::Engine) -> f64 {
     RESIDUAL_ROUNDING.max(2.0 * engine.backend().relative_error())
 }
 
@@ -221,7 +221,7 @@ fn residual_rounding(engine: &crate::engine::Engine) -> f64 {
 /// A residual below zero within `rounding` (relative to `‖X‖²`; see
 /// [`residual_rounding`]) counts as zero; one further below means the two do not come
 /// from the same values, and no fit is made up.
-fn fit_from(
+pub(crate) fn fit_from(
     norm_sq: f64,
     resid_sq: f64,
     rounding: f64,

@@ -26,10 +26,10 @@ use faer::Mat;
 /// takes its residual again exactly: there the cheap residual's rounding is a tenth or
 /// more of the residual itself. Data that fits that well is rare outside exact
 /// low-rank models, so the extra pass seldom runs.
-pub(super) const REFINE_WITHIN: f64 = 10.0;
+pub(crate) const REFINE_WITHIN: f64 = 10.0;
 
 /// `‖X̂‖² = λᵀ (∗_m A_mᵀA_m) λ` of a CP model with `grams[m] = A_mᵀA_m`.
-pub(super) fn cp_model_norm_sq(weights: &[f64], grams: &[Mat<f64>]) -> f64 {
+pub(crate) fn cp_model_norm_sq(weights: &[f64], grams: &[Mat<f64>]) -> f64 {
     let r = weights.len();
     let mut sum = 0.0;
     for i in 0..r {

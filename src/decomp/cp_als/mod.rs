@@ -38,7 +38,11 @@
 //! factor entries that underflow f32, as over very many modes) is an error, never a
 //! model of fit 0 returned as a success.
 
-use super::dense::{SolveKind, gram, gram_seq, inverse_spd, row_blocks};
+mod update;
+
+pub(crate) use update::{RowSums, Update, finish, solve_rows};
+
+use super::dense::{SolveKind, gram, inverse_spd};
 use super::{
     IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from, residual,
     residual_rounding,
@@ -48,10 +52,8 @@ use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use faer::Mat;
-use faer::linalg::matmul::matmul;
-use faer::{Accum, MatMut, MatRef, Par};
-use rayon::prelude::*;
 use std::ops::ControlFlow;
+use update::update_factor;
 
 /// Options of [`cp_als`].
 #[derive(Debug, Clone, PartialEq)]
@@ -334,162 +336,8 @@ pub fn cp_als_with_control(
     })
 }
 
-/// What [`update_factor`] hands back besides the new factor.
-struct Update {
-    /// The column norms divided out (the new `λ`).
-    norms: Vec<f64>,
-    /// `AᵀA` of the new, normalized factor.
-    gram: Mat<f64>,
-    /// `Σ_i M[i, r] A[i, r]` per column (only when asked for; for the fit).
-    inner: Vec<f64>,
-    /// `max_i |A[i, r]|` of the stored (f32) factor, for the kernels' scaling.
-    col_max: Vec<f32>,
-}
-
-/// The update of one mode with no full-size temporary, over fixed row blocks (so the
-/// result is the same whatever the thread count). Pass 1, per block: the MTTKRP rows
-/// widened to f64, `A = M V⁻¹` (`w` is `V⁻¹`) and `AᵀA` by two small GEMMs, the column
-/// norms (2-norm when `two_norm`, else `max(1, max |A[:, r]|)`) and, when `with_inner`,
-/// `Σ_i M[i, r] A[i, r]`; `A` is stored into `a`. Pass 2 divides the columns of `a` by
-/// the norms (a zero column is left as it is); the Gram and the inner products are
-/// scaled to match. `None` when `m` holds a non-finite entry.
-fn update_factor(
-    m: &Matrix,
-    w: &Mat<f64>,
-    a: &mut Matrix,
-    two_norm: bool,
-    with_inner: bool,
-) -> Result<Option<Update>> {
-    let (rows, r) = m.shape();
-    if a.shape() != (rows, r) {
-        *a = Matrix::zeros(rows, r);
-    }
-    if rows == 0 || r == 0 {
-        return Ok(Some(Update {
-            norms: vec![0.0; r],
-            gram: Mat::zeros(r, r),
-            inner: vec![0.0; if with_inner { r } else { 0 }],
-            col_max: vec![0.0; r],
-        }));
-    }
-    let step = row_blocks(rows) * r;
-    let blocks: Vec<Option<Block>> = a
-        .data_mut()
-        .par_chunks_mut(step)
-        .zip(m.data().par_chunks(step))
-        .map(|(ab, mb)| {
-            // Widened and checked in one pass; `&=` rather than `all` so the loop does
-            // not exit early (the early-exit check was a scalar loop that took about as
-            // long as the GEMM in the profile).
-            let mut finite = true;
-            let wide: Vec<f64> = mb
-                .iter()
-                .map(|&x| {
-                    finite &= x.is_finite();
-                    x as f64
-                })
-                .collect();
-            if !finite {
-                return None;
-            }
-            let n = mb.len() / r;
-            let mv = MatRef::from_row_major_slice(&wide, n, r);
-            // Row-major destination, so the pass below walks memory in order.
-            let mut abuf = vec![0f64; n * r];
-            let av = MatMut::from_row_major_slice_mut(&mut abuf, n, r);
-            matmul(av, Accum::Replace, mv, w.as_ref(), 1.0, Par::Seq);
-            let avr = MatRef::from_row_major_slice(&abuf, n, r);
-            let gram = gram_seq(avr);
-            let mut norm = vec![0f64; r];
-            let mut inner = vec![0f64; if with_inner { r } else { 0 }];
-            for ((arow, o), mrow) in abuf
-                .chunks_exact(r)
-                .zip(ab.chunks_exact_mut(r))
-                .zip(wide.chunks_exact(r))
-            {
-                for (d, &x) in o.iter_mut().zip(arow) {
-                    *d = x as f32;
-                }
-                if two_norm {
-                    for (s, &x) in norm.iter_mut().zip(arow) {
-                        *s += x * x;
-                    }
-                } else {
-                    for (s, &x) in norm.iter_mut().zip(arow) {
-                        let a = x.abs();
-                        *s = if a > *s { a } else { *s };
-                    }
-                }
-                for ((d, &x), &y) in inner.iter_mut().zip(arow).zip(mrow) {
-                    *d += x * y;
-                }
-            }
-            Some(Block { gram, norm, inner })
-        })
-        .collect();
-    let mut norms = vec![0f64; r];
-    let mut gram = Mat::<f64>::zeros(r, r);
-    let mut inner = vec![0f64; if with_inner { r } else { 0 }];
-    for b in blocks {
-        let Some(b) = b else { return Ok(None) };
-        for (n, x) in norms.iter_mut().zip(b.norm) {
-            *n = if two_norm { *n + x } else { n.max(x) };
-        }
-        gram += &b.gram;
-        for (i, x) in inner.iter_mut().zip(b.inner) {
-            *i += x;
-        }
-    }
-    for n in &mut norms {
-        *n = if two_norm { n.sqrt() } else { n.max(1.0) };
-    }
-    let inv: Vec<f64> = norms
-        .iter()
-        .map(|&n| if n > 0.0 { 1.0 / n } else { 1.0 })
-        .collect();
-    let col_max = a
-        .data_mut()
-        .par_chunks_mut(step)
-        .map(|ab| {
-            let mut big = vec![0f32; r];
-            for row in ab.chunks_exact_mut(r) {
-                for ((x, &s), b) in row.iter_mut().zip(&inv).zip(&mut big) {
-                    *x = (*x as f64 * s) as f32;
-                    *b = b.max(x.abs());
-                }
-            }
-            big
-        })
-        .reduce(
-            || vec![0f32; r],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(b) {
-                    *x = x.max(y);
-                }
-                a
-            },
-        );
-    let gram = Mat::from_fn(r, r, |i, j| gram[(i, j)] * inv[i] * inv[j]);
-    for (x, &s) in inner.iter_mut().zip(&inv) {
-        *x *= s;
-    }
-    Ok(Some(Update {
-        norms,
-        gram,
-        inner,
-        col_max,
-    }))
-}
-
-/// One row block's share of [`update_factor`]'s pass 1.
-struct Block {
-    gram: Mat<f64>,
-    norm: Vec<f64>,
-    inner: Vec<f64>,
-}
-
 /// `∗_{m≠n} G_m`, starting from the all-ones matrix.
-fn hadamard_except(grams: &[Mat<f64>], n: usize, rank: usize) -> Mat<f64> {
+pub(crate) fn hadamard_except(grams: &[Mat<f64>], n: usize, rank: usize) -> Mat<f64> {
     Mat::from_fn(rank, rank, |i, j| {
         grams
             .iter()
@@ -505,7 +353,7 @@ fn hadamard_except(grams: &[Mat<f64>], n: usize, rank: usize) -> Mat<f64> {
 /// when `m` is not 0 and lies outside `keep`; any other `a` is left bit for bit. One
 /// factor for the whole matrix, so that neither CP-ALS nor HOOI (whose subspaces a
 /// per-column scale would turn) take another path.
-pub(super) fn rescale_to_unit(a: &mut Matrix, keep: std::ops::Range<f32>) {
+pub(crate) fn rescale_to_unit(a: &mut Matrix, keep: std::ops::Range<f32>) {
     let m = a.data().iter().fold(0.0f32, |m, v| m.max(v.abs()));
     if m == 0.0 || !m.is_finite() || keep.contains(&m) {
         return;
@@ -555,7 +403,7 @@ fn normalize_columns(a: &mut Matrix<f64>, two_norm: bool) -> Vec<f64> {
 /// `‖X − X̂‖² = ‖X‖² + ‖X̂‖² − 2⟨X, X̂⟩` from `‖X‖²`, `λ`, the Grams and
 /// `inner[r] = Σ_i M[i, r] A[i, r]` of the last mode (its MTTKRP `M` and normalized
 /// factor `A`).
-fn cp_residual(norm_sq: f64, weights: &[f64], grams: &[Mat<f64>], inner: &[f64]) -> f64 {
+pub(crate) fn cp_residual(norm_sq: f64, weights: &[f64], grams: &[Mat<f64>], inner: &[f64]) -> f64 {
     let model_sq = residual::cp_model_norm_sq(weights, grams);
     let inner: f64 = inner.iter().zip(weights).map(|(c, w)| c * w).sum();
     norm_sq + model_sq - 2.0 * inner
@@ -563,7 +411,10 @@ fn cp_residual(norm_sq: f64, weights: &[f64], grams: &[Mat<f64>], inner: &[f64])
 
 /// Scales every column to unit 2-norm (into the weights) and sorts the components by
 /// decreasing weight (stable, so ties keep their order).
-fn arrange(mut weights: Vec<f64>, mut factors: Vec<Matrix<f64>>) -> (Vec<f64>, Vec<Matrix>) {
+pub(crate) fn arrange(
+    mut weights: Vec<f64>,
+    mut factors: Vec<Matrix<f64>>,
+) -> (Vec<f64>, Vec<Matrix>) {
     let r = weights.len();
     for f in &mut factors {
         let norms = normalize_columns(f, true);

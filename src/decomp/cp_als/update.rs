@@ -1,0 +1,210 @@
+//! One mode's factor update of CP-ALS, `A = M V⁻¹` then column normalization, in two
+//! passes so that the rows may be spread over processes: [`solve_rows`] solves the
+//! rows held here and gives their share of the column sums ([`RowSums`]); once the
+//! shares of every holder are combined ([`RowSums::combine`]), [`finish`] normalizes
+//! the rows held here. [`update_factor`] is both passes over a whole factor.
+
+use super::super::dense::{gram_seq, row_blocks};
+use crate::error::Result;
+use crate::matrix::Matrix;
+use faer::linalg::matmul::matmul;
+use faer::{Accum, Mat, MatMut, MatRef, Par};
+use rayon::prelude::*;
+
+/// What [`update_factor`] hands back besides the new factor.
+pub(crate) struct Update {
+    /// The column norms divided out (the new `λ`).
+    pub(crate) norms: Vec<f64>,
+    /// `AᵀA` of the new, normalized factor.
+    pub(crate) gram: Mat<f64>,
+    /// `Σ_i M[i, r] A[i, r]` per column (only when asked for; for the fit).
+    pub(crate) inner: Vec<f64>,
+    /// `max_i |A[i, r]|` of the stored (f32) factor, for the kernels' scaling.
+    pub(crate) col_max: Vec<f32>,
+}
+
+/// The column sums of solved rows before normalization: `AᵀA`, the column norms'
+/// accumulators (sums of squares when `two_norm`, else maxima of `|A[i, r]|`) and,
+/// when asked for, `Σ_i M[i, r] A[i, r]`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RowSums {
+    pub(crate) gram: Mat<f64>,
+    pub(crate) norm: Vec<f64>,
+    pub(crate) inner: Vec<f64>,
+    pub(crate) two_norm: bool,
+}
+
+impl RowSums {
+    fn zero(r: usize, two_norm: bool, with_inner: bool) -> Self {
+        RowSums {
+            gram: Mat::zeros(r, r),
+            norm: vec![0.0; r],
+            inner: vec![0.0; if with_inner { r } else { 0 }],
+            two_norm,
+        }
+    }
+
+    /// Adds the sums of other rows of the same factor.
+    pub(crate) fn combine(&mut self, other: &RowSums) {
+        for (n, &x) in self.norm.iter_mut().zip(&other.norm) {
+            *n = if self.two_norm { *n + x } else { n.max(x) };
+        }
+        self.gram += &other.gram;
+        for (i, &x) in self.inner.iter_mut().zip(&other.inner) {
+            *i += x;
+        }
+    }
+
+    /// The column norms: `sqrt` of the sums of squares, or `max(1, max |A[:, r]|)`.
+    pub(crate) fn norms(&self) -> Vec<f64> {
+        self.norm
+            .iter()
+            .map(|&n| if self.two_norm { n.sqrt() } else { n.max(1.0) })
+            .collect()
+    }
+}
+
+/// The update of one mode with no full-size temporary, over fixed row blocks (so the
+/// result is the same whatever the thread count): [`solve_rows`], then [`finish`].
+/// `None` when `m` holds a non-finite entry.
+pub(crate) fn update_factor(
+    m: &Matrix,
+    w: &Mat<f64>,
+    a: &mut Matrix,
+    two_norm: bool,
+    with_inner: bool,
+) -> Result<Option<Update>> {
+    let Some(sums) = solve_rows(m, w, a, two_norm, with_inner) else {
+        return Ok(None);
+    };
+    Ok(Some(finish(&sums, a)))
+}
+
+/// Pass 1, per row block: the MTTKRP rows widened to f64, `A = M V⁻¹` (`w` is `V⁻¹`)
+/// and `AᵀA` by two small GEMMs, the column norms' accumulators and, when
+/// `with_inner`, `Σ_i M[i, r] A[i, r]`; `A` is stored into `a` (resized to `m`'s
+/// shape). `None` when `m` holds a non-finite entry.
+pub(crate) fn solve_rows(
+    m: &Matrix,
+    w: &Mat<f64>,
+    a: &mut Matrix,
+    two_norm: bool,
+    with_inner: bool,
+) -> Option<RowSums> {
+    let (rows, r) = m.shape();
+    if a.shape() != (rows, r) {
+        *a = Matrix::zeros(rows, r);
+    }
+    let mut sums = RowSums::zero(r, two_norm, with_inner);
+    if rows == 0 || r == 0 {
+        return Some(sums);
+    }
+    let step = row_blocks(rows) * r;
+    let blocks: Vec<Option<RowSums>> = a
+        .data_mut()
+        .par_chunks_mut(step)
+        .zip(m.data().par_chunks(step))
+        .map(|(ab, mb)| {
+            // Widened and checked in one pass; `&=` rather than `all` so the loop does
+            // not exit early (the early-exit check was a scalar loop that took about as
+            // long as the GEMM in the profile).
+            let mut finite = true;
+            let wide: Vec<f64> = mb
+                .iter()
+                .map(|&x| {
+                    finite &= x.is_finite();
+                    x as f64
+                })
+                .collect();
+            if !finite {
+                return None;
+            }
+            let n = mb.len() / r;
+            let mv = MatRef::from_row_major_slice(&wide, n, r);
+            // Row-major destination, so the pass below walks memory in order.
+            let mut abuf = vec![0f64; n * r];
+            let av = MatMut::from_row_major_slice_mut(&mut abuf, n, r);
+            matmul(av, Accum::Replace, mv, w.as_ref(), 1.0, Par::Seq);
+            let avr = MatRef::from_row_major_slice(&abuf, n, r);
+            let gram = gram_seq(avr);
+            let mut norm = vec![0f64; r];
+            let mut inner = vec![0f64; if with_inner { r } else { 0 }];
+            for ((arow, o), mrow) in abuf
+                .chunks_exact(r)
+                .zip(ab.chunks_exact_mut(r))
+                .zip(wide.chunks_exact(r))
+            {
+                for (d, &x) in o.iter_mut().zip(arow) {
+                    *d = x as f32;
+                }
+                if two_norm {
+                    for (s, &x) in norm.iter_mut().zip(arow) {
+                        *s += x * x;
+                    }
+                } else {
+                    for (s, &x) in norm.iter_mut().zip(arow) {
+                        let a = x.abs();
+                        *s = if a > *s { a } else { *s };
+                    }
+                }
+                for ((d, &x), &y) in inner.iter_mut().zip(arow).zip(mrow) {
+                    *d += x * y;
+                }
+            }
+            Some(RowSums {
+                gram,
+                norm,
+                inner,
+                two_norm,
+            })
+        })
+        .collect();
+    for b in blocks {
+        sums.combine(&b?);
+    }
+    Some(sums)
+}
+
+/// Pass 2: divides the columns of `a` (rows solved by [`solve_rows`]) by the norms of
+/// `sums` (the sums over every row of the factor; a zero column is left as it is), and
+/// scales the Gram and the inner products to match. The column maxima are those of the
+/// rows in `a`.
+pub(crate) fn finish(sums: &RowSums, a: &mut Matrix) -> Update {
+    let r = sums.norm.len();
+    let norms = sums.norms();
+    let inv: Vec<f64> = norms
+        .iter()
+        .map(|&n| if n > 0.0 { 1.0 / n } else { 1.0 })
+        .collect();
+    let step = row_blocks(a.rows().max(1)) * r.max(1);
+    let col_max = a
+        .data_mut()
+        .par_chunks_mut(step)
+        .map(|ab| {
+            let mut big = vec![0f32; r];
+            for row in ab.chunks_exact_mut(r) {
+                for ((x, &s), b) in row.iter_mut().zip(&inv).zip(&mut big) {
+                    *x = (*x as f64 * s) as f32;
+                    *b = b.max(x.abs());
+                }
+            }
+            big
+        })
+        .reduce(
+            || vec![0f32; r],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x = x.max(y);
+                }
+                a
+            },
+        );
+    let gram = Mat::from_fn(r, r, |i, j| sums.gram[(i, j)] * inv[i] * inv[j]);
+    let inner = sums.inner.iter().zip(&inv).map(|(x, s)| x * s).collect();
+    Update {
+        norms,
+        gram,
+        inner,
+        col_max,
+    }
+}
