@@ -12,6 +12,9 @@
 //!   ([`CudaOptions::kernels`], [`kernel_search_from`]): `SPTMC_NVRTC_LIB`,
 //!   `SPTMC_CUDA_INCLUDE`, `CUDA_HOME` / `CUDA_PATH`, `SPTMC_REQUIRE_EMBEDDED_KERNELS`.
 //!
+//! - `mpirun`'s own variables: whether this process is one rank of several, and its
+//!   place on its node ([`mpi_launch`]).
+//!
 //! Any other value leaves the default. The thread count of the CPU backend is the
 //! caller's (rayon's `RAYON_NUM_THREADS` applies when the caller leaves it open).
 
@@ -43,6 +46,46 @@ pub fn engine_options_from(var: impl Fn(&str) -> Option<String>) -> EngineOption
             ..CudaOptions::default()
         },
     }
+}
+
+/// How `mpirun` started this process, from the variables its launcher sets (Open
+/// MPI's `OMPI_COMM_WORLD_SIZE` / `_LOCAL_RANK` / `_LOCAL_SIZE`, or the PMI ones of
+/// MPICH-style launchers: `PMI_SIZE`, `MPI_LOCALRANKID`, `MPI_LOCALNRANKS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MpiLaunch {
+    /// Ranks in the run.
+    pub size: usize,
+    /// This rank's number among those on its node.
+    pub local_rank: usize,
+    /// Ranks on its node.
+    pub local_size: usize,
+}
+
+/// The launch this process is part of; `None` when no MPI launcher started it.
+pub fn mpi_launch() -> Option<MpiLaunch> {
+    mpi_launch_from(|name| std::env::var(name).ok())
+}
+
+/// [`mpi_launch`] with the variables looked up by `var` (for tests).
+pub fn mpi_launch_from(var: impl Fn(&str) -> Option<String>) -> Option<MpiLaunch> {
+    let num = |name: &str| var(name).and_then(|v| v.trim().parse::<usize>().ok());
+    let (size, local_rank, local_size) = match num("OMPI_COMM_WORLD_SIZE") {
+        Some(size) => (
+            size,
+            num("OMPI_COMM_WORLD_LOCAL_RANK"),
+            num("OMPI_COMM_WORLD_LOCAL_SIZE"),
+        ),
+        None => (
+            num("PMI_SIZE")?,
+            num("MPI_LOCALRANKID"),
+            num("MPI_LOCALNRANKS"),
+        ),
+    };
+    Some(MpiLaunch {
+        size: size.max(1),
+        local_rank: local_rank.unwrap_or(0),
+        local_size: local_size.unwrap_or(size).max(1),
+    })
 }
 
 /// Where the CUDA backend looks for NVRTC and the CUDA headers when a kernel family
@@ -112,5 +155,41 @@ mod tests {
                 .kernels
                 .require_embedded
         );
+    }
+
+    #[test]
+    fn the_mpi_launch_is_read_from_open_mpi_or_pmi_variables() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |n: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == n)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(mpi_launch_from(|_| None), None);
+        let ompi = mpi_launch_from(vars(&[
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+        ]));
+        assert_eq!(
+            ompi,
+            Some(MpiLaunch {
+                size: 4,
+                local_rank: 1,
+                local_size: 2
+            })
+        );
+        let pmi = mpi_launch_from(vars(&[("PMI_SIZE", "3")]));
+        assert_eq!(
+            pmi,
+            Some(MpiLaunch {
+                size: 3,
+                local_rank: 0,
+                local_size: 3
+            })
+        );
+        assert_eq!(mpi_launch_from(vars(&[("PMI_SIZE", "x")])), None);
     }
 }

@@ -14,6 +14,7 @@
 // The core.
 pub mod accuracy;
 pub mod decomp;
+pub mod dist;
 pub mod engine;
 pub mod environment;
 pub mod error;

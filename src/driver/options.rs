@@ -83,12 +83,17 @@ impl CpRequest {
 
     /// Every check of the request against `x`; the run to do.
     pub fn validate(self, x: &CooTensor) -> Result<CpJob> {
+        self.validate_shape(x.dims(), x.nnz() as u64)
+    }
+
+    /// [`CpRequest::validate`] against a tensor known by its extents and nonzeros (one
+    /// split over processes, which no process holds whole).
+    pub fn validate_shape(self, dims: &[usize], nnz: u64) -> Result<CpJob> {
         self.check()?;
-        if self.rank > x.nnz() {
+        if self.rank as u64 > nnz {
             return Err(Error::InvalidRank(format!(
                 "rank {} exceeds the tensor's {} nonzeros: a CP model of that many components already fits it exactly",
-                self.rank,
-                x.nnz()
+                self.rank, nnz
             )));
         }
         let options = CpOptions {
@@ -98,10 +103,10 @@ impl CpRequest {
             seed: self.seed,
             init: self.init,
         };
-        options.validate(x.dims())?;
+        options.validate(dims)?;
         Ok(CpJob {
             options,
-            dims: x.dims().to_vec(),
+            dims: dims.to_vec(),
         })
     }
 }

@@ -1,0 +1,347 @@
+//! CP-ALS over a partition of ranks: the single-process algorithm of
+//! [`crate::decomp::cp_als`] (same initial factors, same updates, same fit), with the
+//! factor rows spread as [`super::partition`] says.
+//!
+//! Per mode `n`, on every rank:
+//! 1. the MTTKRP of its block on its own engine, giving partial rows of its slab;
+//! 2. the partial rows reduced to their owners within the slab's layer (one
+//!    all-to-all; the owner sums them in f64, in rank order);
+//! 3. the owners solve their rows with the same `R × R` system every rank forms from
+//!    the Grams; the Gram, column norms and inner products of the new rows are summed
+//!    (or, for max-norms, maximized) over all ranks, then every owner normalizes its
+//!    rows;
+//! 4. the updated rows gathered by every member of the layer (the ranks whose blocks
+//!    use them).
+//!
+//! The fit comes from the same all-reduced scalars. At the end rank 0 gathers the
+//! owned rows into the whole factors and arranges the model as the single process does.
+
+use super::comm::{Channel, DistResult, Failure, Reduce};
+use super::exchange::Block;
+use crate::decomp::cp_als::{
+    CpModel, CpOptions, RowSums, arrange, cp_residual, finish, hadamard_except, rescale_to_unit,
+    solve_rows,
+};
+use crate::decomp::dense::{SolveKind, gram, inverse_spd};
+use crate::decomp::{IterClock, IterStats, fit_from, residual, residual_rounding};
+use crate::engine::{Call, ColumnMax, Engine, Prepared, Workload};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use crate::ops::Op;
+use faer::Mat;
+use std::ops::ControlFlow;
+
+/// What one rank did in a distributed run.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct RankStats {
+    /// The rank.
+    pub rank: usize,
+    /// Nonzeros in its block.
+    pub nnz: u64,
+    /// Peak resident memory of the process, bytes (0 where the system does not say).
+    pub peak_bytes: u64,
+    /// Seconds of its own work in the iterations (kernels and dense algebra).
+    pub compute_seconds: f64,
+    /// Seconds inside collectives during the iterations (waiting included).
+    pub comm_seconds: f64,
+    /// Bytes it sent to other ranks per iteration (mean over the iterations).
+    pub bytes_per_iter: u64,
+}
+
+/// The outcome of a distributed CP-ALS on one rank.
+#[derive(Debug)]
+pub struct DistCp {
+    /// The whole model, on rank 0 only.
+    pub model: Option<CpModel>,
+    /// The fit after every iteration (every rank).
+    pub fits: Vec<f64>,
+    /// This rank's figures.
+    pub stats: RankStats,
+}
+
+/// The peak resident memory of this process (`VmHWM`), bytes; 0 where unknown.
+pub fn peak_memory() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// The rows `rows` of `f`.
+fn rows_of(f: &Matrix, rows: std::ops::Range<usize>) -> Matrix {
+    let r = f.cols();
+    Matrix::new(
+        rows.len(),
+        r,
+        f.data()[rows.start * r..rows.end * r].to_vec(),
+    )
+    .expect("a row range of a matrix")
+}
+
+/// CP-ALS of the tensor split as `block` on every rank of `ch`, each with its own
+/// `engine`; `control` is called after every iteration (on every rank, with the same
+/// statistics apart from times) and may stop the run.
+pub fn cp_als(
+    ch: &Channel,
+    engine: &Engine,
+    block: &Block,
+    opts: &CpOptions,
+    control: &mut dyn FnMut(&IterStats) -> ControlFlow<()>,
+) -> DistResult<DistCp> {
+    let dims = &block.dims;
+    let order = dims.len();
+    let rank = opts.rank;
+    let me = ch.rank();
+    let part = &block.partition;
+    ch.agree(opts.validate(dims).and_then(|()| {
+        if order < 2 {
+            return Err(Error::InvalidTensor(format!(
+                "a decomposition needs a tensor of order ≥ 2, got order {order}"
+            )));
+        }
+        Ok(())
+    }))?;
+    let prepared: Option<Prepared> = ch.agree(if block.tensor.nnz() > 0 {
+        let w = Workload {
+            op: Op::Mttkrp,
+            rank,
+        };
+        engine.prepare(&block.tensor, &[w]).map(Some)
+    } else {
+        Ok(None)
+    })?;
+    let mut norm_sq = [match &prepared {
+        Some(x) => ch.agree(x.hls(Op::Mttkrp).map(|h| h.stats().norm_sq))?,
+        None => ch.agree(Ok(0.0))?,
+    }];
+    ch.reduce_f64(&mut norm_sq, Reduce::Sum);
+    let norm_sq = norm_sq[0];
+    if !(norm_sq.is_finite() && norm_sq > 0.0) {
+        let e = Error::InvalidTensor(format!(
+            "the tensor's squared norm is {norm_sq}: every value rounds to zero in fp16 storage, or the fit is undefined"
+        ));
+        return Err(if me == 0 {
+            Failure::Here(e)
+        } else {
+            Failure::Elsewhere
+        });
+    }
+
+    // The single process's initial factors, rescaled as it does; each rank keeps its
+    // slabs' rows. The Grams and column maxima are those of the whole factors.
+    let mut slabs = Vec::with_capacity(order);
+    let mut grams: Vec<Mat<f64>> = Vec::with_capacity(order);
+    let mut col_max = ColumnMax::default();
+    for (m, mut f) in opts.initial_factors(dims).into_iter().enumerate() {
+        rescale_to_unit(&mut f, 0.0..0.0);
+        grams.push(gram(&f));
+        col_max.max.push(f.column_max_abs());
+        slabs.push(rows_of(&f, part.slab(m, me)));
+    }
+    let layers: Vec<Channel> = (0..order).map(|m| ch.split(part.layer(m, me))).collect();
+    let mut owned: Vec<Matrix> = (0..order)
+        .map(|m| rows_of(&slabs[m], rel(part.owned(m, me), part.slab(m, me).start)))
+        .collect();
+
+    let (bytes0, comm0) = (ch.traffic().bytes.get(), ch.traffic().seconds.get());
+    let mut compute = 0.0;
+    let mut weights = vec![1.0f64; rank];
+    let mut fits = Vec::new();
+    let mut pinv_solves = 0;
+    let mut fit_old = 0.0;
+    let mut iters: Vec<IterStats> = Vec::new();
+    let mut local = Matrix::zeros(0, 0);
+    for it in 0..opts.max_iters {
+        let mut clock = IterClock::start();
+        let mut inner = Vec::new();
+        for n in 0..order {
+            let last = n == order - 1;
+            // 1. The block's partial rows.
+            let slab = part.slab(n, me);
+            let done = match &prepared {
+                Some(x) => {
+                    let call = Call {
+                        col_max: Some(&col_max),
+                        check_finite: false,
+                        ..Call::default()
+                    };
+                    clock.kernel(|| {
+                        engine.run_into_with(Op::Mttkrp, x, n, &slabs, &call, &mut local)
+                    })
+                }
+                None => {
+                    local = Matrix::zeros(slab.len(), rank);
+                    Ok(())
+                }
+            };
+            ch.agree(done)?;
+            // 2. Reduced to the owners.
+            let layer = &layers[n];
+            let counts: Vec<u64> = part
+                .pieces(n, me)
+                .iter()
+                .map(|p| (p.len() * rank) as u64)
+                .collect();
+            let (parts, _) = layer.all_to_all(&local.data()[..slab.len() * rank], &counts);
+            let own = part.owned(n, me).len();
+            let mut sum = vec![0f64; own * rank];
+            for piece in parts.chunks_exact((own * rank).max(1)).take(layer.size()) {
+                for (s, &x) in sum.iter_mut().zip(piece) {
+                    *s += x as f64;
+                }
+            }
+            let m = Matrix::new(own, rank, sum.iter().map(|&x| x as f32).collect())
+                .expect("owned rows");
+            // 3. The owners' solve; the sums over every row combined.
+            let a = &mut owned[n];
+            let solved = clock.linalg(|| inverse_spd(&hadamard_except(&grams, n, rank)));
+            let (w, kind) = ch.agree(solved)?;
+            if kind == SolveKind::PseudoInverse {
+                pinv_solves += 1;
+            }
+            let sums = clock.linalg(|| solve_rows(&m, &w, a, it == 0, last));
+            let mut sums = ch.agree(sums.ok_or_else(|| {
+                Error::NonFinite(format!("MTTKRP of mode {n} in iteration {it}"))
+            }))?;
+            combine(ch, &mut sums);
+            let update = clock.linalg(|| finish(&sums, a));
+            let mut cmax: Vec<f64> = update.col_max.iter().map(|&x| x as f64).collect();
+            ch.reduce_f64(&mut cmax, Reduce::Max);
+            // 4. The new rows to every member of the layer.
+            let (rows, _) = layer.all_gather(a.data());
+            slabs[n] = Matrix::new(slab.len(), rank, rows).expect("the layer's rows");
+            weights = update.norms;
+            grams[n] = update.gram;
+            col_max.max[n] = cmax.iter().map(|&x| x as f32).collect();
+            if last {
+                inner = update.inner;
+            }
+        }
+        let rounding = residual_rounding(engine);
+        let mut resid_sq = cp_residual(norm_sq, &weights, &grams, &inner);
+        if resid_sq < residual::REFINE_WITHIN * rounding * norm_sq {
+            // Lost in the rounding of the kernels' inner product: again from the stored
+            // values in f64, each rank over its block.
+            let sums = match &prepared {
+                Some(x) => engine
+                    .cp_residual_sums(x, Op::Mttkrp, &weights, &slabs)
+                    .map(|s| [s.misfit, s.on_support]),
+                None => Ok([0.0, 0.0]),
+            };
+            let mut s = ch.agree(sums)?;
+            ch.reduce_f64(&mut s, Reduce::Sum);
+            let model_sq = residual::cp_model_norm_sq(&weights, &grams);
+            resid_sq = s[0] + (model_sq - s[1]).max(0.0);
+        }
+        let fit = ch.agree(fit_from(norm_sq, resid_sq, rounding, || {
+            format!("CP-ALS iteration {it}")
+        }))?;
+        let delta = fit - fit_old;
+        let stats = clock.finish(it, fit, delta);
+        compute += stats.seconds_kernel + stats.seconds_linalg;
+        fits.push(fit);
+        iters.push(stats);
+        if control(&stats).is_break() || (it > 0 && delta.abs() < opts.tol) {
+            break;
+        }
+        fit_old = fit;
+    }
+    let traffic = ch.traffic();
+    let stats = RankStats {
+        rank: me,
+        nnz: block.tensor.nnz() as u64,
+        peak_bytes: 0,
+        compute_seconds: compute,
+        comm_seconds: traffic.seconds.get() - comm0,
+        bytes_per_iter: (traffic.bytes.get() - bytes0) / iters.len().max(1) as u64,
+    };
+    let model = gather_model(ch, block, &owned, weights, iters, pinv_solves);
+    let model = ch.agree(model)?;
+    Ok(DistCp {
+        model,
+        fits,
+        stats: RankStats {
+            peak_bytes: peak_memory(),
+            ..stats
+        },
+    })
+}
+
+/// `r` relative to `base`.
+fn rel(r: std::ops::Range<usize>, base: usize) -> std::ops::Range<usize> {
+    r.start - base..r.end - base
+}
+
+/// Sums (or maximizes) the row sums of every rank.
+fn combine(ch: &Channel, sums: &mut RowSums) {
+    let r = sums.norm.len();
+    let mut buf: Vec<f64> = (0..r * r).map(|k| sums.gram[(k / r, k % r)]).collect();
+    buf.extend_from_slice(&sums.inner);
+    if sums.two_norm {
+        buf.extend_from_slice(&sums.norm);
+        ch.reduce_f64(&mut buf, Reduce::Sum);
+        sums.norm.copy_from_slice(&buf[r * r + sums.inner.len()..]);
+    } else {
+        ch.reduce_f64(&mut buf, Reduce::Sum);
+        ch.reduce_f64(&mut sums.norm, Reduce::Max);
+    }
+    sums.gram = Mat::from_fn(r, r, |i, j| buf[i * r + j]);
+    let k = sums.inner.len();
+    sums.inner.copy_from_slice(&buf[r * r..r * r + k]);
+}
+
+/// Rank 0 gathers every rank's owned rows into whole factors and arranges the model.
+fn gather_model(
+    ch: &Channel,
+    block: &Block,
+    owned: &[Matrix],
+    weights: Vec<f64>,
+    iters: Vec<IterStats>,
+    pinv_solves: usize,
+) -> Result<Option<CpModel>> {
+    let part = &block.partition;
+    let rank = weights.len();
+    let p = ch.size();
+    let mut factors = Vec::with_capacity(owned.len());
+    for (m, a) in owned.iter().enumerate() {
+        let mut counts = vec![0u64; p];
+        counts[0] = a.data().len() as u64;
+        let (rows, got) = ch.all_to_all(a.data(), &counts);
+        if ch.rank() != 0 {
+            continue;
+        }
+        let mut f = Matrix::<f64>::zeros(block.dims[m], rank);
+        let mut at = 0usize;
+        for (j, &n) in got.iter().enumerate() {
+            let r = part.owned(m, j);
+            debug_assert_eq!(n as usize, r.len() * rank);
+            for (k, &x) in rows[at..at + n as usize].iter().enumerate() {
+                f.data_mut()[r.start * rank + k] = x as f64;
+            }
+            at += n as usize;
+        }
+        factors.push(f);
+    }
+    if ch.rank() != 0 {
+        return Ok(None);
+    }
+    let (weights, factors) = arrange(weights, factors);
+    if weights.iter().all(|&w| w == 0.0) {
+        return Err(Error::Numerical(format!(
+            "CP-ALS collapsed to the zero model after {} iterations (every weight is 0, or its factor columns are): the products of factor entries underflow f32 over the tensor's {} modes, or the initial factors hold no usable column",
+            iters.len(),
+            block.dims.len()
+        )));
+    }
+    Ok(Some(CpModel {
+        weights,
+        factors,
+        fits: iters.iter().map(|s| s.fit).collect(),
+        iters,
+        pinv_solves,
+    }))
+}

@@ -1,0 +1,27 @@
+//! CP-ALS across processes (MPI ranks), each on its own engine.
+//!
+//! - [`comm`]: the communicator ([`comm::Comm`], single-process [`comm::SelfComm`]) and
+//!   the typed, accounted [`comm::Channel`] the models use;
+//! - [`partition`]: the medium-grained grid of ranks (and the coarse-grained variant),
+//!   slab boundaries that balance the nonzeros, who owns which factor rows;
+//! - [`volume`]: the communication-volume model the measured bytes are set against;
+//! - [`read`]: each rank reads its share of a `.tns` file (byte ranges of plain text;
+//!   rank 0 streaming a gzip file in rounds), [`exchange`] moves every nonzero to the
+//!   rank that holds it (one all-to-all) and gives each rank its block;
+//! - [`cp_als`]: CP-ALS over the ranks, the single process's mathematics reused;
+//! - `mpi` (feature `mpi`): [`comm::Comm`] over the system MPI.
+//!
+//! Everything but the MPI binding compiles without MPI, and runs (as one rank) on
+//! [`comm::SelfComm`].
+
+pub mod comm;
+pub mod cp_als;
+pub mod exchange;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+pub mod partition;
+pub mod read;
+pub mod volume;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,112 @@
+//! One-process checks of the distributed path (the communicator is [`SelfComm`]); the
+//! runs across ranks are in `tests/mpi_*.rs`.
+
+use super::comm::{Channel, Failure};
+use super::exchange::distribute;
+use super::partition::Scheme;
+use super::read::read_share;
+use crate::decomp::CpOptions;
+use crate::engine::Engine;
+use crate::tensor::generate::{GenSpec, Pattern, generate};
+use crate::tensor::tns;
+use std::ops::ControlFlow;
+
+#[test]
+fn messages_of_many_rounds_arrive_whole() {
+    let ch = Channel::single().with_round_bytes(64);
+    let send: Vec<u32> = (0..1000).collect();
+    let (got, counts) = ch.all_to_all(&send, &[1000]);
+    assert_eq!(got, send);
+    assert_eq!(counts, vec![1000]);
+    let (got, counts) = ch.all_gather(&send[..999]);
+    assert_eq!(got, &send[..999]);
+    assert_eq!(counts, vec![999]);
+    // Nothing leaves a single process.
+    assert_eq!(ch.traffic().bytes.get(), 0);
+}
+
+#[test]
+fn a_share_read_alone_is_the_whole_tensor() {
+    let x = generate(&GenSpec {
+        dims: vec![30, 20, 10],
+        nnz: 2000,
+        pattern: Pattern::Uniform,
+        seed: 4,
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["x.tns", "x.tns.gz"] {
+        let p = dir.path().join(name);
+        tns::write(&p, &x).unwrap();
+        let (want, _) = tns::read(&p).unwrap();
+        let ch = Channel::single();
+        let share = read_share(&ch, &p).unwrap();
+        assert_eq!(share.dims, want.dims());
+        let block = distribute(&ch, share, Scheme::Medium, &p).unwrap();
+        assert_eq!(block.tensor, want, "{name}");
+        assert_eq!(block.nnz, want.nnz() as u64);
+    }
+}
+
+#[test]
+fn bad_text_read_alone_is_the_text_readers_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.tns");
+    std::fs::write(&p, "1 1 1 1.0\n2 2 x 1.0\n").unwrap();
+    let want = tns::read(&p).unwrap_err().to_string();
+    match read_share(&Channel::single(), &p) {
+        Err(Failure::Here(e)) => assert_eq!(e.to_string(), want),
+        other => panic!("expected the parse error, got {other:?}"),
+    }
+    let p = dir.path().join("empty.tns");
+    std::fs::write(&p, "# nothing\n").unwrap();
+    let want = tns::read(&p).unwrap_err().to_string();
+    match read_share(&Channel::single(), &p) {
+        Err(Failure::Here(e)) => assert_eq!(e.to_string(), want),
+        other => panic!("expected the empty-tensor error, got {other:?}"),
+    }
+}
+
+#[test]
+fn one_rank_reproduces_the_single_process_exactly() {
+    let x = generate(&GenSpec {
+        dims: vec![40, 30, 20],
+        nnz: 4000,
+        pattern: Pattern::Uniform,
+        seed: 9,
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.tns");
+    tns::write(&p, &x).unwrap();
+    let (x, _) = tns::read(&p).unwrap();
+    let engine = Engine::cpu();
+    let opts = CpOptions {
+        rank: 4,
+        max_iters: 8,
+        tol: 0.0,
+        seed: 2,
+        init: None,
+    };
+    let prepared = engine
+        .prepare(
+            &x,
+            &[crate::engine::Workload {
+                op: crate::Op::Mttkrp,
+                rank: 4,
+            }],
+        )
+        .unwrap();
+    let want = crate::decomp::cp_als(&engine, &prepared, &opts).unwrap();
+    let ch = Channel::single();
+    let share = read_share(&ch, &p).unwrap();
+    let block = distribute(&ch, share, Scheme::Medium, &p).unwrap();
+    let got = super::cp_als::cp_als(&ch, &engine, &block, &opts, &mut |_| {
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(got.fits, want.fits);
+    let model = got.model.expect("rank 0 holds the model");
+    assert_eq!(model.weights, want.weights);
+    assert_eq!(model.factors, want.factors);
+}
