@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 /// A SPLATT-`cpd`-style progress line.
-fn progress_line(s: &IterStats) -> String {
+pub(super) fn progress_line(s: &IterStats) -> String {
     format!(
         "  its = {:3} ({:.3}s: kernel {:.3}s, linalg {:.3}s)  fit = {:.5}  delta = {:+.4e}",
         s.iter + 1,
@@ -32,7 +32,7 @@ pub(super) fn read_init(dir: Option<&Path>, order: usize) -> Result<Option<Vec<M
 /// Writes the model into `--out` when given (the factors, the model's own `files` as
 /// `(name, header, matrix)`, model.json), then prints the summary: as JSON, or as one
 /// line saying `what` reached which fit.
-fn finish(
+pub(super) fn finish(
     m: &ModelArgs,
     factors: &[Matrix],
     files: &[(&str, String, Matrix<f64>)],
@@ -62,8 +62,11 @@ fn finish(
     Ok(())
 }
 
-/// CP-ALS.
+/// CP-ALS (across ranks under mpirun, [`super::dist`]).
 pub fn cp(a: CpArgs) -> Result<ExitCode> {
+    if super::dist::wanted(a.grain.is_some())? {
+        return super::dist::cp(a);
+    }
     let mut request = CpRequest {
         rank: a.rank,
         iters: a.iters,

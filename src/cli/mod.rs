@@ -5,6 +5,7 @@ mod complete;
 mod cp_apr;
 mod decomp;
 mod device;
+mod dist;
 mod gcp;
 mod kernel;
 mod load;

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Per-rank memory and per-iteration time of distributed CP-ALS (rank 16) for FROSTT's
+largest tensors, from the costs measured on one machine (docs/distributed.md says how
+each was measured) and the medium-grained grid sptmc chooses (src/dist/partition.rs).
+Prints the markdown tables of docs/distributed.md."""
+
+import math
+
+R = 16
+TENSORS = {  # FROSTT: extents and nonzeros
+    "Amazon": ([4_821_207, 1_774_269, 1_805_187], 1_741_809_018),
+    "Patents": ([46, 239_172, 239_172], 3_596_640_708),
+    "Reddit-2015": ([8_211_298, 176_962, 8_116_559], 4_687_474_081),
+}
+RANKS = [16, 64, 256, 1024]
+
+# Measured on this machine (AMD EPYC, one thread, release build; see the doc).
+CPU_NS_PER_NNZ_MODE = 37.2  # MTTKRP, uboot-commitwords-3d, rank 16
+CPU_NS_PER_ROW = 222.0  # solve, Gram, norms per factor row and iteration, rank 16
+# Measured on an H100 (bench/results/2026-11-23-h100-second-run).
+GPU_NS_PER_NNZ_MODE = 0.043  # MTTKRP kernel, uniform 50 M nonzeros, rank 32
+GPU_BUS_BYTES_PER_S = 7.6e9  # factor rows up and MTTKRP rows back, CP-ALS on uboot
+GPU_HOST_NS_PER_ROW = 7.1  # host dense algebra per row (16 host threads)
+# Assumed network (not measurable here): 100 Gb/s per rank, 2 us per message.
+NET_BYTES_PER_S = 12.5e9
+NET_LATENCY_S = 2e-6
+# Bytes per nonzero (see the doc).
+HLS_BYTES = 6
+INPUT_PEAK_BYTES = 60
+
+
+def prime_factors(n):
+    out, f = [], 2
+    while f * f <= n:
+        while n % f == 0:
+            out.append(f)
+            n //= f
+        f += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def grid(p, dims):
+    shape = [1] * len(dims)
+    for f in sorted(prime_factors(p), reverse=True):
+        fits = [m for m in range(len(dims)) if shape[m] * f <= dims[m]] or list(range(len(dims)))
+        m = max(fits, key=lambda m: (dims[m] / shape[m], -m))
+        shape[m] *= f
+    return shape
+
+
+def plan(dims, nnz, p, gpu):
+    shape = grid(p, dims)
+    n = len(dims)
+    slab = [d / s for d, s in zip(dims, shape)]
+    q = [p / s for s in shape]
+    own = [s / qq for s, qq in zip(slab, q)]
+    nnz_rank = nnz / p
+    # Memory: the HLS form, the slabs of every factor, one MTTKRP output, owned rows;
+    # the input phase's peak; the whole initial factors (generated on every rank).
+    factor_bytes = sum(slab) * R * 4 + max(slab) * R * 4 + sum(own) * R * 4
+    steady = nnz_rank * HLS_BYTES + factor_bytes
+    peak_input = nnz_rank * INPUT_PEAK_BYTES
+    init_full = sum(dims) * R * 4
+    # Time per iteration.
+    rows_owned = sum(own)
+    if gpu:
+        kernel = n * nnz_rank * GPU_NS_PER_NNZ_MODE * 1e-9
+        bus = n * (sum(slab) + max(slab)) * R * 4 / GPU_BUS_BYTES_PER_S
+        dense = rows_owned * GPU_HOST_NS_PER_ROW * 1e-9
+        compute = kernel + bus + dense
+    else:
+        compute = n * nnz_rank * CPU_NS_PER_NNZ_MODE * 1e-9 + rows_owned * CPU_NS_PER_ROW * 1e-9
+    sent = sum(2 * s * R * 4 * (qq - 1) / qq for s, qq in zip(slab, q))
+    messages = sum(2 * (qq - 1) for qq in q) + 3 * n * 2 * math.log2(max(p, 2))
+    comm = sent / NET_BYTES_PER_S + messages * NET_LATENCY_S
+    return shape, steady, peak_input, init_full, compute, comm, sent
+
+
+def gb(x):
+    return f"{x / 1e9:.2f}"
+
+
+for name, (dims, nnz) in TENSORS.items():
+    print(f"\n### {name}: {dims}, {nnz:,} nonzeros, rank {R}\n")
+    print("| ranks | grid | nnz per rank (M) | memory per rank, steady / input peak (GB) | "
+          "bytes sent per rank and iteration (MB) | CPU s/iter (compute + comm) | "
+          "GPU s/iter (compute + comm) |")
+    print("|---|---|---|---|---|---|---|")
+    for p in RANKS:
+        shape, steady, peak, init_full, cpu, comm, sent = plan(dims, nnz, p, False)
+        _, _, _, _, gpu, _, _ = plan(dims, nnz, p, True)
+        print(f"| {p} | {'×'.join(map(str, shape))} | {nnz / p / 1e6:.1f} | "
+              f"{gb(steady)} / {gb(max(peak, steady))} | {sent / 1e6:.1f} | "
+              f"{cpu + comm:.3f} ({cpu:.3f} + {comm:.3f}) | {gpu + comm:.4f} ({gpu:.4f} + {comm:.3f}) |")
+    print(f"\nInitial factors generated whole on every rank today: {gb(init_full)} GB per rank "
+          "(transient; see below).")

@@ -1,0 +1,282 @@
+//! `sptmc cp` across MPI ranks: the same command under `mpirun` runs distributed when
+//! the binary was built with `--features mpi` (the launch is detected from `mpirun`'s
+//! variables, [`sptmc::environment::mpi_launch`]). Each rank reads its share of the
+//! file, holds its block on its own engine (the CPU with its share of the node's
+//! cores, or the GPU of its local rank with `--backend cuda`), and rank 0 alone
+//! writes `--out` and prints (`--json`: the usual summary plus a `distributed` object
+//! with one entry per rank).
+
+use sptmc::{Error, Result};
+
+/// Whether this `sptmc cp` runs across ranks. An error for a run that cannot be what
+/// was asked: `--grain` outside `mpirun`, or several ranks of a build without MPI
+/// (each would fit the whole tensor and write the same files).
+pub fn wanted(grain_given: bool) -> Result<bool> {
+    let launch = sptmc::environment::mpi_launch();
+    let with_mpi = cfg!(feature = "mpi");
+    match launch {
+        Some(_) if with_mpi => Ok(true),
+        Some(l) if l.size > 1 => Err(Error::Unsupported(format!(
+            "started by mpirun as one of {} ranks, but this sptmc was built without MPI: build it with `cargo build --release --features mpi`",
+            l.size
+        ))),
+        _ if grain_given => Err(Error::InvalidOption(
+            "--grain applies to runs under mpirun of a build with --features mpi".into(),
+        )),
+        _ => Ok(false),
+    }
+}
+
+/// Never called: [`wanted`] is false without the feature.
+#[cfg(not(feature = "mpi"))]
+pub fn cp(_: super::args::CpArgs) -> Result<std::process::ExitCode> {
+    unreachable!("wanted() is false without the mpi feature")
+}
+
+#[cfg(feature = "mpi")]
+pub use with_mpi::cp;
+
+#[cfg(feature = "mpi")]
+mod with_mpi {
+    use super::super::args::{BackendArg, CpArgs, GrainArg};
+    use super::super::decomp::{finish, progress_line, read_init};
+    use super::super::load::default_spec;
+    use serde_json::json;
+    use sptmc::decomp::IterStats;
+    use sptmc::dist::comm::{Channel, DistResult, Failure};
+    use sptmc::dist::cp_als::RankStats;
+    use sptmc::dist::exchange::{Block, distribute};
+    use sptmc::dist::mpi::Mpi;
+    use sptmc::dist::partition::{Partition, Scheme};
+    use sptmc::dist::read::{Share, read_share};
+    use sptmc::dist::volume;
+    use sptmc::driver::{CpReport, CpRequest};
+    use sptmc::engine::{BackendChoice, Engine};
+    use sptmc::tensor::tns::part::Entries;
+    use sptmc::{Error, Matrix, Result};
+    use std::ops::ControlFlow;
+    use std::path::Path;
+    use std::process::ExitCode;
+    use std::time::Instant;
+
+    /// CP-ALS across the ranks of this `mpirun`.
+    pub fn cp(a: CpArgs) -> Result<ExitCode> {
+        let mpi =
+            Mpi::init().ok_or_else(|| Error::Unsupported("MPI was initialized twice".into()))?;
+        let ch = Channel::new(Box::new(mpi.world()));
+        let outcome = run(&ch, &a);
+        // Every rank reaches this point (failures are agreed), so MPI ends on all.
+        drop(ch);
+        drop(mpi);
+        match outcome {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(Failure::Here(e)) => {
+                // One write, so that mpirun's forwarding of the ranks' output (and its
+                // own notice of the exit) cannot cut into the line.
+                use std::io::Write;
+                let line = format!("sptmc: error: {e}\n");
+                let _ = std::io::stderr().write_all(line.as_bytes());
+                Ok(ExitCode::from(1))
+            }
+            Err(Failure::Elsewhere) => Ok(ExitCode::from(1)),
+        }
+    }
+
+    /// Says `line` on stderr from rank 0.
+    fn say(ch: &Channel, line: &str) {
+        if ch.rank() == 0 {
+            eprintln!("sptmc: {line}");
+        }
+    }
+
+    /// This rank's engine: its share of the node's cores, or its local rank's GPU.
+    fn engine(ch: &Channel, a: &CpArgs) -> Result<Engine> {
+        let common = &a.model.common;
+        let launch = sptmc::environment::mpi_launch().expect("run under mpirun");
+        let mut opts = sptmc::environment::engine_options();
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        opts.cpu.threads = Some(common.threads.unwrap_or((cores / launch.local_size).max(1)));
+        opts.cpu.use_current_thread = true;
+        opts.cuda.ordinal = launch.local_rank;
+        let choice = match common.backend {
+            BackendArg::Auto => BackendChoice::Auto,
+            BackendArg::Cpu => BackendChoice::Cpu,
+            BackendArg::Cuda => BackendChoice::Cuda,
+        };
+        let engine = Engine::choose_with(choice, &opts)?.with_profiles(super::super::profiles());
+        if let Some(n) = engine.notice() {
+            say(ch, n);
+        }
+        say(
+            ch,
+            &format!(
+                "{} ranks, rank 0 on {}",
+                ch.size(),
+                engine.backend().describe()
+            ),
+        );
+        Ok(engine)
+    }
+
+    /// The built-in tensor (no file given), every rank keeping every `P`-th entry.
+    fn builtin_share(ch: &Channel) -> Result<Share> {
+        let x = sptmc::tensor::generate::generate(&default_spec())?;
+        let (p, me) = (ch.size(), ch.rank());
+        let mut e = Entries::new(x.order());
+        for k in (me..x.nnz()).step_by(p) {
+            for m in 0..x.order() {
+                e.indices[m].push(x.indices(m)[k]);
+            }
+            e.values.push(x.values()[k]);
+        }
+        Ok(Share {
+            entries: e,
+            dims: x.dims().to_vec(),
+            total_entries: x.nnz() as u64,
+            total_lines: 0,
+        })
+    }
+
+    fn run(ch: &Channel, a: &CpArgs) -> DistResult<()> {
+        let mut request = CpRequest {
+            rank: a.rank,
+            iters: a.iters,
+            tol: a.model.tol,
+            seed: a.model.seed,
+            init: None,
+        };
+        ch.agree(request.check())?;
+        let dir_ok = match (&a.model.out, ch.rank()) {
+            (Some(dir), 0) => super::super::output::check_dir(dir),
+            _ => Ok(()),
+        };
+        ch.agree(dir_ok)?;
+        let engine = ch.agree(engine(ch, a))?;
+        let scheme = match a.grain {
+            Some(GrainArg::Coarse) => Scheme::Coarse,
+            _ => Scheme::Medium,
+        };
+        let (share, name, path) = match a.file.as_deref() {
+            None => (
+                ch.agree(builtin_share(ch))?,
+                "built-in".to_string(),
+                Path::new("built-in"),
+            ),
+            Some(p) if p.extension().is_some_and(|e| e == "sptb") => {
+                return Err(ch
+                    .agree::<()>(Err(Error::Unsupported(format!(
+                        "{}: binary tensors are not read across ranks yet: give the .tns or .tns.gz it came from",
+                        p.display()
+                    ))))
+                    .expect_err("an error agreed"));
+            }
+            Some(p) => {
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| p.display().to_string());
+                (read_share(ch, p)?, name, p)
+            }
+        };
+        let start = Instant::now();
+        let block = distribute(ch, share, scheme, path)?;
+        say(
+            ch,
+            &format!(
+                "{name}: {:?}, {} nonzeros over {} ranks ({:?} grid {:?}), read and distributed in {:.3}s",
+                block.dims,
+                block.nnz,
+                ch.size(),
+                scheme,
+                block.partition.grid().shape,
+                start.elapsed().as_secs_f64()
+            ),
+        );
+        request.init = ch.agree(read_init(a.model.init.as_deref(), block.dims.len()))?;
+        let job = ch.agree(request.validate_shape(&block.dims, block.nnz))?;
+        let quiet = a.model.common.json || ch.rank() != 0;
+        let mut control = |s: &IterStats| {
+            if !quiet {
+                eprintln!("{}", progress_line(s));
+            }
+            ControlFlow::Continue(())
+        };
+        let start = Instant::now();
+        let out = sptmc::dist::cp_als::cp_als(ch, &engine, &block, &job.options, &mut control)?;
+        let seconds = start.elapsed().as_secs_f64();
+        let ranks = gather_stats(ch, &out.stats);
+        let Some(model) = out.model else {
+            return Ok(());
+        };
+        let report = CpReport {
+            model,
+            seconds,
+            backend: engine.backend().describe(),
+        };
+        let mut summary = report.summary(&name, &block.dims, block.nnz as usize);
+        summary["distributed"] = distributed_json(&block, scheme, a.rank, &ranks);
+        let model = &report.model;
+        let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
+        let files = [("weights.txt", "CP weights (lambda)".to_string(), weights)];
+        let what = format!("CP-ALS rank {} on {} ranks", a.rank, ch.size());
+        finish(&a.model, &model.factors, &files, &summary, &what)?;
+        Ok(())
+    }
+
+    /// Every rank's figures, on every rank.
+    fn gather_stats(ch: &Channel, s: &RankStats) -> Vec<RankStats> {
+        let nnz = ch.gather_u64(s.nnz);
+        let peak = ch.gather_u64(s.peak_bytes);
+        let compute = ch.gather_u64(s.compute_seconds.to_bits());
+        let comm = ch.gather_u64(s.comm_seconds.to_bits());
+        let bytes = ch.gather_u64(s.bytes_per_iter);
+        (0..ch.size())
+            .map(|r| RankStats {
+                rank: r,
+                nnz: nnz[r],
+                peak_bytes: peak[r],
+                compute_seconds: f64::from_bits(compute[r]),
+                comm_seconds: f64::from_bits(comm[r]),
+                bytes_per_iter: bytes[r],
+            })
+            .collect()
+    }
+
+    /// The `distributed` object of `--json`: the partition, every rank's figures, and
+    /// the bytes per iteration against the models (this grid's, the rough
+    /// `I·R/P^(1/N)` per mode, and the coarse-grained variant's).
+    fn distributed_json(
+        block: &Block,
+        scheme: Scheme,
+        r: usize,
+        ranks: &[RankStats],
+    ) -> serde_json::Value {
+        let p = &block.partition;
+        let n = block.dims.len();
+        let coarse = Partition::coarse(p.ranks(), &block.dims);
+        let per_rank: Vec<serde_json::Value> = ranks
+            .iter()
+            .map(|s| {
+                let model = volume::rows_bytes(p, s.rank, r).iter().sum::<u64>()
+                    + volume::scalars_bytes(p.ranks(), n, r);
+                let coarse_model = volume::rows_bytes(&coarse, s.rank, r).iter().sum::<u64>()
+                    + volume::scalars_bytes(p.ranks(), n, r);
+                json!({
+                    "rank": s.rank, "nnz": s.nnz, "peak_bytes": s.peak_bytes,
+                    "compute_seconds": s.compute_seconds, "comm_seconds": s.comm_seconds,
+                    "bytes_per_iter": s.bytes_per_iter,
+                    "model_bytes_per_iter": model,
+                    "coarse_model_bytes_per_iter": coarse_model,
+                })
+            })
+            .collect();
+        json!({
+            "ranks": p.ranks(),
+            "scheme": scheme,
+            "grid": p.grid().shape,
+            "bounds": (0..n).map(|m| p.bounds(m).to_vec()).collect::<Vec<_>>(),
+            "rough_bytes_per_iter": volume::rough_bytes(&block.dims, p.ranks(), r).iter().sum::<u64>(),
+            "per_rank": per_rank,
+        })
+    }
+}
