@@ -134,8 +134,13 @@ fn generated_tensor_fits_match_one_process_on_1_to_4_ranks() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "u.tns", &uniform(vec![60, 50, 40], 20_000, 7));
+    let x = uniform(vec![60, 50, 40], 20_000, 7);
+    let f = write(dir.path(), "u.tns", &x);
     same_fits(&f, &[1, 2, 3, 4]);
+    // The binary form: ranges of entries per rank.
+    let b = dir.path().join("u.sptb");
+    sptmc::tensor::binary::write(&b, &x).unwrap();
+    same_fits(b.to_str().unwrap(), &[2, 3]);
 }
 
 #[test]

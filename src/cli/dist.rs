@@ -162,14 +162,6 @@ mod with_mpi {
                 "built-in".to_string(),
                 Path::new("built-in"),
             ),
-            Some(p) if p.extension().is_some_and(|e| e == "sptb") => {
-                return Err(ch
-                    .agree::<()>(Err(Error::Unsupported(format!(
-                        "{}: binary tensors are not read across ranks yet: give the .tns or .tns.gz it came from",
-                        p.display()
-                    ))))
-                    .expect_err("an error agreed"));
-            }
             Some(p) => {
                 let name = p
                     .file_name()

@@ -4,6 +4,8 @@
 //!   bytes each, so a small file is read by fewer ranks); a rank reads the lines that
 //!   start in its range. Line numbers in errors are the file's: each rank counts its
 //!   lines and learns how many come before it.
+//! - **`.sptb`** is read by ranges of entries (rank 0 also streams the whole file
+//!   through its checksum).
 //! - **Gzip** cannot be split: rank 0 decompresses it as a stream and hands out the
 //!   text in rounds of whole lines, one piece per rank, never holding more than a
 //!   round ([`ROUND_PIECE`] bytes per rank).
@@ -46,8 +48,34 @@ fn empty(path: &Path, lines: u64) -> Error {
     }
 }
 
-/// Reads this rank's share of the `.tns` file at `path` (plain or gzipped).
+/// Reads this rank's share of the tensor file at `path`: `.tns` (plain or gzipped) or
+/// `.sptb` (a range of its entries per rank; rank 0 also checks the checksum).
 pub fn read_share(ch: &Channel, path: &Path) -> DistResult<Share> {
+    if path.extension().is_some_and(|e| e == "sptb") {
+        ch.agree(open(path).map(drop))?;
+        let range = crate::tensor::binary::part::Range {
+            part: ch.rank() as u64,
+            of: ch.size() as u64,
+            checksum: ch.rank() == 0,
+        };
+        let e = ch.agree(crate::tensor::binary::part::read_range(path, range))?;
+        let max = e
+            .indices
+            .iter()
+            .map(|ix| ix.iter().copied().max().unwrap_or(0))
+            .collect();
+        return Ok(Share {
+            entries: Entries {
+                indices: e.indices,
+                values: e.values,
+                max,
+                lines: 0,
+            },
+            dims: e.dims,
+            total_entries: e.nnz,
+            total_lines: 0,
+        });
+    }
     let gzip = ch.agree(is_gzip(path))?;
     let (entries, start, lines) = if gzip {
         read_streamed(ch, path)?
@@ -83,17 +111,23 @@ pub fn read_share(ch: &Channel, path: &Path) -> DistResult<Share> {
     })
 }
 
-/// Whether the file is gzip (by its magic bytes); a name ending in `.gz` without
-/// them is the text reader's error.
-fn is_gzip(path: &Path) -> Result<bool> {
-    let io = |e| Error::io(path, e);
-    let mut f = std::fs::File::open(path).map_err(|e| match e.kind() {
+/// The file, or the error a single process gives for it (a missing file is "no such
+/// file", not the system's longer wording).
+fn open(path: &Path) -> Result<std::fs::File> {
+    std::fs::File::open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => Error::io(
             path,
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
         ),
-        _ => io(e),
-    })?;
+        _ => Error::io(path, e),
+    })
+}
+
+/// Whether the file is gzip (by its magic bytes); a name ending in `.gz` without
+/// them is the text reader's error.
+fn is_gzip(path: &Path) -> Result<bool> {
+    let io = |e| Error::io(path, e);
+    let mut f = open(path)?;
     let mut magic = [0u8; 2];
     let got = f.read(&mut magic).map_err(io)?;
     let gz = got == 2 && magic == [0x1f, 0x8b];

@@ -24,6 +24,8 @@
 //! coordinates (which a file made by another tool may hold) are summed and counted, as
 //! the text reader does.
 
+pub mod part;
+
 use super::CooTensor;
 use crate::error::{Error, Result};
 use std::fs::File;
