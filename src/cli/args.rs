@@ -254,22 +254,12 @@ pub struct CpArgs {
     /// Maximum iterations.
     #[arg(long, short = 'i', default_value_t = 50)]
     pub iters: usize,
-    /// Under mpirun (a build with `--features mpi`): how the work is split over the
-    /// ranks (default medium).
+    /// Under mpirun (`--features mpi`): how the ranks split the work (default medium).
     #[arg(long, value_enum)]
-    pub grain: Option<GrainArg>,
+    pub grain: Option<super::dist::GrainArg>,
     /// Options of both decompositions.
     #[command(flatten)]
     pub model: ModelArgs,
-}
-
-/// How a run under mpirun splits the work.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum GrainArg {
-    /// A grid of ranks over the modes; factor rows exchanged within slabs.
-    Medium,
-    /// Every rank over whole modes; whole factors exchanged (for comparison).
-    Coarse,
 }
 
 /// `sptmc cp-apr`. Defaults are pyttb's `cp_apr(algorithm="mu")`.

@@ -8,6 +8,15 @@
 
 use sptmc::{Error, Result};
 
+/// How a run under mpirun splits the work (`--grain`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
+pub enum GrainArg {
+    /// A grid of ranks over the modes; factor rows exchanged within slabs.
+    Medium,
+    /// Every rank over whole modes; whole factors exchanged (for comparison).
+    Coarse,
+}
+
 /// Whether this `sptmc cp` runs across ranks. An error for a run that cannot be what
 /// was asked: `--grain` outside `mpirun`, or several ranks of a build without MPI
 /// (each would fit the whole tensor and write the same files).
@@ -38,9 +47,10 @@ pub use with_mpi::cp;
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use super::super::args::{BackendArg, CpArgs, GrainArg};
+    use super::super::args::{BackendArg, CpArgs};
     use super::super::decomp::{finish, progress_line, read_init};
     use super::super::load::default_spec;
+    use super::GrainArg;
     use serde_json::json;
     use sptmc::decomp::IterStats;
     use sptmc::dist::comm::{Channel, DistResult, Failure};
