@@ -21,8 +21,9 @@ use crate::engine::{Engine, EntryLoss, GcpSample};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::tensor::CooTensor;
-use lbfgsb_rs_pure::{IterationControl, LBFGSB};
+use lbfgsb_rs_pure::{IterationControl, LBFGSB, Status};
 use rayon::prelude::*;
+use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
 use std::time::Instant;
 
@@ -200,17 +201,15 @@ pub(super) fn run(
     let lower = vec![opts.loss.lower_bound(); v.len()];
     let upper = vec![f64::INFINITY; v.len()];
     let initial = objective.eval(&v)?.0;
-    let mut failure: Option<Error> = None;
+    let failure: RefCell<Option<Error>> = RefCell::new(None);
+    let count = Cell::new(0usize);
     let mut iters: Vec<GcpIter> = Vec::new();
     let mut previous = initial;
     let mut stopped = format!("{} iterations run", opts.max_iters);
-    let mut solver = LBFGSB::new(opts.memory)
-        .with_pgtol(opts.pgtol)
-        .with_max_iter(opts.max_iters);
     let mut fg = |v: &[f64]| match objective.eval(v) {
         Ok(r) => r,
         Err(e) => {
-            failure.get_or_insert(e);
+            failure.borrow_mut().get_or_insert(e);
             (f64::INFINITY, vec![0.0; v.len()])
         }
     };
@@ -223,6 +222,7 @@ pub(super) fn run(
             seconds: start.elapsed().as_secs_f64(),
         };
         iters.push(it);
+        count.set(count.get() + 1);
         if progress(&it).is_break() {
             stopped = format!("stopped by the caller after iteration {}", it.iter + 1);
             return IterationControl::StopCustom;
@@ -239,15 +239,40 @@ pub(super) fn run(
         }
         IterationControl::Continue
     };
-    let solution = solver
-        .minimize_with_callback(&mut v, &lower, &upper, &mut fg, &mut callback)
-        .map_err(|e| Error::Numerical(format!("L-BFGS-B: {e}")));
-    if let Some(e) = failure {
-        return Err(e);
+    // The port's line search gives up now and then on bounded problems where scipy's
+    // goes on; a failed line search restarts the solver from the last accepted point
+    // (its curvature pairs dropped), until one makes no iteration.
+    let mut restarts = 0;
+    let status = loop {
+        let done = count.get();
+        let mut solver = LBFGSB::new(opts.memory)
+            .with_pgtol(opts.pgtol)
+            .with_max_iter(opts.max_iters.saturating_sub(done).max(1));
+        let solution = solver
+            .minimize_with_callback(&mut v, &lower, &upper, &mut fg, &mut callback)
+            .map_err(|e| Error::Numerical(format!("L-BFGS-B: {e}")));
+        if let Some(e) = failure.borrow_mut().take() {
+            return Err(e);
+        }
+        let solution = solution?;
+        v = solution.x;
+        let made = count.get() - done;
+        if solution.status != Status::LineSearchFailure
+            || made == 0
+            || done + made >= opts.max_iters
+        {
+            break solution.status;
+        }
+        restarts += 1;
+    };
+    if status == Status::LineSearchFailure {
+        stopped = "the line search failed".into();
     }
-    let solution = solution?;
-    let factors = objective.unflatten(&solution.x);
-    let loss = objective.eval(&solution.x)?.0;
+    if restarts > 0 {
+        stopped = format!("{stopped} ({restarts} restarts after a failed line search)");
+    }
+    let factors = objective.unflatten(&v);
+    let loss = objective.eval(&v)?.0;
     Ok((factors, loss, initial, iters, stopped))
 }
 
