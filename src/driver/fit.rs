@@ -4,7 +4,7 @@
 use super::options::{CompletionJob, CpAprJob, CpJob, TuckerJob};
 use super::{Events, Job, check_finite};
 use crate::decomp::{
-    CompletionModel, CpAprIter, CpAprModel, CpModel, EpochStats, IterStats, TuckerModel,
+    CompletionModel, CpAprIter, CpAprModel, CpModel, EpochStats, IterStats, Solver, TuckerModel,
     complete_with_control, cp_als_with_control, cp_apr_with_progress, tucker_hooi_with_control,
 };
 use crate::engine::cpu::private_output_floats;
@@ -252,7 +252,23 @@ impl Job for CompletionJob<'_> {
     }
 
     fn memory(&self, _: &Engine) -> MemoryPlan {
-        MemoryPlan::cp(&self.dims, self.options.rank)
+        let order = self.dims.len();
+        // With biases every mode's bias rides as one more factor column.
+        let width = self.options.rank + if self.options.biases { order } else { 0 };
+        let mut plan = MemoryPlan::cp(&self.dims, width);
+        if self.options.solver == Solver::Als {
+            // A mode's normal equations (every row's K × K Gram and right-hand side, f32)
+            // and, with biases, their reduction to the R + 1 unknowns.
+            let widest = self.dims.iter().copied().max().unwrap_or(0) as u128;
+            let (k, w) = (width as u128, self.options.rank as u128 + 1);
+            let reduced = if self.options.biases { w * w + w } else { 0 };
+            plan.add(
+                format!("a mode's normal equations ({widest} rows × {width}² + {width}, f32)"),
+                widest.saturating_mul(k * k + k + reduced),
+                4,
+            );
+        }
+        plan
     }
 
     fn fit(
