@@ -75,20 +75,27 @@ mod with_mpi {
             Mpi::init().ok_or_else(|| Error::Unsupported("MPI was initialized twice".into()))?;
         let ch = Channel::new(Box::new(mpi.world()));
         let outcome = run(&ch, &a);
-        // Every rank reaches this point (failures are agreed), so MPI ends on all.
+        // Every rank reaches this point (failures are agreed). The failing rank says why
+        // before any rank leaves: mpirun ends the whole job at the first non-zero exit,
+        // which could otherwise come before that line was written.
+        if let Err(Failure::Here(e)) = &outcome {
+            // One write, so that mpirun's forwarding of the ranks' output (and its own
+            // notice of the exit) cannot cut into the line.
+            use std::io::Write;
+            let line = format!("sptmc: error: {e}\n");
+            let mut err = std::io::stderr();
+            let _ = err.write_all(line.as_bytes());
+            let _ = err.flush();
+        }
+        if outcome.is_err() {
+            // Everyone waits here until the line above is written.
+            ch.reduce_u64(&mut [0], sptmc::dist::comm::Reduce::Sum);
+        }
         drop(ch);
         drop(mpi);
         match outcome {
             Ok(()) => Ok(ExitCode::SUCCESS),
-            Err(Failure::Here(e)) => {
-                // One write, so that mpirun's forwarding of the ranks' output (and its
-                // own notice of the exit) cannot cut into the line.
-                use std::io::Write;
-                let line = format!("sptmc: error: {e}\n");
-                let _ = std::io::stderr().write_all(line.as_bytes());
-                Ok(ExitCode::from(1))
-            }
-            Err(Failure::Elsewhere) => Ok(ExitCode::from(1)),
+            Err(_) => Ok(ExitCode::from(1)),
         }
     }
 
