@@ -172,6 +172,9 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Under `ulimit -v`, one malloc arena: each further one reserves 64 MiB of the
+    // limited address space (see `sptmc::memplan`). Before any thread starts.
+    sptmc::memplan::share_one_malloc_arena();
     // A bug must not print a backtrace at a user: one line, and a non-zero exit.
     std::panic::set_hook(Box::new(|info| {
         eprintln!("sptmc: internal error: {info}");

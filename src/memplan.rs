@@ -10,13 +10,20 @@
 //!   ancestors (cgroup v2), or the v1 memory controller.
 //!
 //! These are read from `/proc` and `/sys/fs/cgroup` text, which needs no dependency.
+//!
+//! `ulimit -v` also counts address space a run reserves but never touches, which the
+//! other limits do not: each worker thread's malloc arena (glibc reserves 64 MiB per
+//! arena) and the packing buffer faer's matrix products keep per thread (twice the
+//! last-level cache). A plan counts these as [`MemoryPlan::reserve_for_workers`] says,
+//! against `ulimit -v` alone; the command line asks glibc for a single arena when
+//! `ulimit -v` is set ([`share_one_malloc_arena`]), so there only the buffers count.
 //! Sizes are summed in `u128` and saturate, so no rank or extent a user can type
 //! overflows a plan.
 
 use crate::error::{Error, Result};
 use crate::ops::Op;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The largest plan [`MemoryPlan::check`] has passed or refused in this process.
 static LARGEST_CHECKED: AtomicU64 = AtomicU64::new(0);
@@ -34,6 +41,55 @@ pub fn peak_rss() -> Option<u64> {
     kib_field(&status, "VmHWM:")
 }
 
+/// Whether this process asked glibc for a single malloc arena ([`share_one_malloc_arena`]).
+static ONE_ARENA: AtomicBool = AtomicBool::new(false);
+
+/// glibc's address-space reservation per malloc arena on 64-bit systems.
+const ARENA_RESERVE: u128 = 64 << 20;
+/// The stack a worker thread reserves (Rust's default for spawned threads).
+const THREAD_STACK: u128 = 2 << 20;
+
+/// Under `ulimit -v` (a finite soft `RLIMIT_AS`), asks glibc to serve every thread from
+/// one malloc arena: each further arena reserves 64 MiB of address space that counts
+/// against the limit though little of it is ever used. Returns whether it did so. For
+/// programs (the command line), before any thread starts; a library leaves the choice
+/// to its host, and plans then count one arena per worker.
+pub fn share_one_malloc_arena() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct it is given; mallopt takes plain ints.
+        let limited = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0
+            && lim.rlim_cur != libc::RLIM_INFINITY;
+        if limited && unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) } == 1 {
+            ONE_ARENA.store(true, Ordering::Relaxed);
+            return true;
+        }
+    }
+    false
+}
+
+/// The largest CPU cache in bytes (the last level), from sysfs; `None` where unknown.
+pub fn last_level_cache_bytes() -> Option<u64> {
+    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+    dir.filter_map(|e| {
+        let text = std::fs::read_to_string(e.ok()?.path().join("size")).ok()?;
+        let t = text.trim();
+        let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+        let n: u64 = num.parse().ok()?;
+        Some(match unit {
+            "K" => n << 10,
+            "M" => n << 20,
+            "G" => n << 30,
+            _ => n,
+        })
+    })
+    .max()
+}
+
 /// How much memory this process may still allocate, and which limit says so.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Available {
@@ -46,6 +102,12 @@ pub struct Available {
 /// The memory this process may still allocate: the smallest of the limits in the
 /// module docs; `None` when none can be read.
 pub fn available() -> Option<Available> {
+    available_reserving(0)
+}
+
+/// [`available`] with `reserved` bytes of address space still to be reserved by this
+/// run: they count against `ulimit -v` only.
+fn available_reserving(reserved: u64) -> Option<Available> {
     let mut best: Option<Available> = None;
     let mut consider = |bytes: Option<u64>, what: &str| {
         if let Some(b) = bytes
@@ -58,9 +120,17 @@ pub fn available() -> Option<Available> {
         }
     };
     consider(meminfo_available(), "MemAvailable of /proc/meminfo");
+    let as_words = if reserved == 0 {
+        "ulimit -v (RLIMIT_AS) less the address space in use".to_string()
+    } else {
+        format!(
+            "ulimit -v (RLIMIT_AS) less the address space in use and the {} its workers reserve",
+            human_bytes(reserved)
+        )
+    };
     consider(
-        rlimit_room("Max address space", "VmSize:"),
-        "ulimit -v (RLIMIT_AS) less the address space in use",
+        rlimit_room("Max address space", "VmSize:").map(|r| r.saturating_sub(reserved)),
+        &as_words,
     );
     consider(
         rlimit_room("Max data size", "VmData:"),
@@ -156,6 +226,8 @@ pub struct MemoryPlan {
     parts: Vec<(String, u128)>,
     /// Per part, when it is held.
     phases: Vec<Phase>,
+    /// Address space reserved but not used (counted against `ulimit -v` only).
+    reserved: u128,
 }
 
 /// When a part of a plan is held: the tensor and its prepared form for the whole run;
@@ -176,6 +248,7 @@ impl MemoryPlan {
             hint: hint.into(),
             parts: Vec::new(),
             phases: Vec::new(),
+            reserved: 0,
         }
     }
 
@@ -202,7 +275,33 @@ impl MemoryPlan {
     pub fn extend(&mut self, other: &MemoryPlan) -> &mut Self {
         self.parts.extend(other.parts.iter().cloned());
         self.phases.extend(other.phases.iter().copied());
+        self.reserved = self.reserved.saturating_add(other.reserved);
         self
+    }
+
+    /// Counts the address space `workers` threads doing the run's dense algebra reserve
+    /// without using it: faer's per-thread packing buffer (twice the last-level cache),
+    /// a stack each and, unless [`share_one_malloc_arena`] took effect, a malloc arena
+    /// each. It counts against `ulimit -v` only, never in [`MemoryPlan::bytes`] (which
+    /// is resident memory). Threads that already reserved theirs in an earlier run of
+    /// this process are counted again: the plan errs toward refusing.
+    pub fn reserve_for_workers(&mut self, workers: usize) -> &mut Self {
+        let gemm = 2 * last_level_cache_bytes().unwrap_or(0) as u128;
+        let arena = if ONE_ARENA.load(Ordering::Relaxed) {
+            0
+        } else {
+            ARENA_RESERVE
+        };
+        let per = gemm + arena + THREAD_STACK;
+        self.reserved = self
+            .reserved
+            .saturating_add((workers as u128).saturating_mul(per));
+        self
+    }
+
+    /// The address space [`MemoryPlan::reserve_for_workers`] counted, saturating.
+    pub fn reserved_bytes(&self) -> u64 {
+        u64::try_from(self.reserved).unwrap_or(u64::MAX)
     }
 
     /// The parts: a description and bytes each.
@@ -226,7 +325,7 @@ impl MemoryPlan {
     /// Checks the plan against [`available`].
     pub fn check(&self) -> Result<()> {
         LARGEST_CHECKED.fetch_max(self.bytes(), Ordering::Relaxed);
-        self.check_against(available().as_ref())
+        self.check_against(available_reserving(self.reserved_bytes()).as_ref())
     }
 
     /// Checks the plan against `available` (`None`: nothing known, the plan passes

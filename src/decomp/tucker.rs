@@ -218,7 +218,9 @@ pub fn tucker_hooi_with_control(
     let norm_sq = check_tensor(x, Op::Ttmc)?;
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
-    crate::memplan::MemoryPlan::tucker(&dims, &opts.ranks).check()?;
+    crate::memplan::MemoryPlan::tucker(&dims, &opts.ranks)
+        .reserve_for_workers(engine.install(rayon::current_num_threads))
+        .check()?;
     let order = dims.len();
 
     let mut factors = opts.initial_factors(&dims);

@@ -67,6 +67,7 @@ pub fn prepare(
 ) -> Result<Preparation> {
     let threshold = engine.threshold(workload).threshold;
     plan.add_tensor(x.nnz(), x.order());
+    plan.reserve_for_workers(engine.install(rayon::current_num_threads));
     if workload.op != Op::Ttmc {
         // MTTKRP, Φ and completion group the nonzeros by row on the CPU.
         plan.add_row_groups(x.dims(), x.nnz());
