@@ -44,10 +44,13 @@ def run(cmd):
 
 
 def sptmc_cmd(a, lam, center):
+    """`lam` "auto": sptmc's defaults (its λ path, epochs and stop; `center` ignored)."""
     cmd = [a.sptmc, "complete", "--train", a.train, "--validation", a.validation,
            "--test", a.test, "--solver", "als", "--rank", str(a.rank), "--seed", "1",
-           "--lambda", str(lam), "--patience", "20", "--epochs", str(a.max_epochs),
            "--threads", "2", "--backend", "cpu", "--no-cache", "--json"]
+    if lam == "auto":
+        return cmd
+    cmd += ["--lambda", str(lam), "--patience", "20", "--epochs", str(a.max_epochs)]
     return cmd + ([] if center else ["--no-center"])
 
 
@@ -56,7 +59,8 @@ def sptmc_run(a, lam, center):
     per_epoch = statistics.mean(e["seconds"] for e in d["epochs"])
     return dict(validation_rmse=d["validation_rmse"], test_rmse=d["test_rmse"],
                 epochs=d["epochs_run"], best_epoch=d["best_epoch"],
-                seconds_per_epoch=per_epoch, baseline_test_rmse=d["baseline_test_rmse"])
+                seconds_per_epoch=per_epoch, baseline_test_rmse=d["baseline_test_rmse"],
+                seconds=d.get("seconds"), chosen_lambda=d.get("lambda"))
 
 
 def splatt_cmd(a, reg):
@@ -94,7 +98,8 @@ def main():
     p.add_argument("--validation", required=True)
     p.add_argument("--test", required=True)
     p.add_argument("--rank", type=int, default=16)
-    p.add_argument("--sptmc-lambdas", default="15,17,18,20,22,25")
+    p.add_argument("--sptmc-lambdas", default="15,17,18,20,22,25",
+                   help='comma-separated; "auto" runs sptmc with its defaults')
     p.add_argument("--splatt-regs", default="15,18,20,22,25,30")
     p.add_argument("--max-epochs", type=int, default=300)
     p.add_argument("--rounds", type=int, default=3)
@@ -106,13 +111,13 @@ def main():
 
     quality = []
     for lam in a.sptmc_lambdas.split(","):
-        for center in (True, False):
+        for center in ((True,) if lam == "auto" else (True, False)):
             r = sptmc_run(a, lam, center)
-            quality.append(dict(tool="sptmc", reg=float(lam), center=center, **r))
+            quality.append(dict(tool="sptmc", reg=lam, center=center, **r))
             print(f"sptmc λ {lam} center {center}: val {r['validation_rmse']:.4f}", flush=True)
     for reg in a.splatt_regs.split(","):
         r = splatt_run(a, reg)
-        quality.append(dict(tool="splatt", reg=float(reg), center=False, **r))
+        quality.append(dict(tool="splatt", reg=reg, center=False, **r))
         print(f"splatt reg {reg}: val {r['validation_rmse']:.4f}", flush=True)
 
     def best(tool):
@@ -160,7 +165,7 @@ def main():
     ]
     for q in quality:
         t = f"{q['test_rmse']:.4f}" if q["test_rmse"] is not None else "–"
-        lines.append(f"| {q['tool']} | {q['reg']:g} | {'yes' if q['center'] else 'no'} | "
+        lines.append(f"| {q['tool']} | {q['reg']} | {'yes' if q['center'] else 'no'} | "
                      f"{q['epochs']} | {q['best_epoch']} | {q['validation_rmse']:.4f} | {t} |")
     lines += [
         "", f"sptmc's per-user + per-item bias baseline, test RMSE: "
