@@ -4,7 +4,7 @@
 use super::bias::Layout;
 use super::epochs::{Best, Fitter};
 use super::model::PathPoint;
-use super::{CompletionOptions, EpochStats};
+use super::{CompletionOptions, EpochStats, Solver};
 use crate::error::Result;
 use crate::matrix::Matrix;
 use crate::tensor::CooTensor;
@@ -22,8 +22,17 @@ const PATH_GAIN: f64 = 1e-3;
 /// after the first was).
 const PATH_WORSE: usize = 3;
 /// A CP component counts as shrunk away (and restarts from its initial values at the
-/// next point) below this share of its initial weight.
+/// next point) below this share of its initial weight: ALS and CCD++.
 const DEAD: f64 = 1e-2;
+/// The same for SGD, higher. Zero is a saddle of the CP part (every gradient of a
+/// component holds the product of its other modes' rows), and a gradient step leaves
+/// its neighbourhood at a speed that falls with the component's size to the power
+/// `N − 1`: a component that the large λ at the top of the path shrank to a few per
+/// cent of its weight grows back too slowly for the epochs of a point, whereas ALS and
+/// CCD++ leave it in one exact solve. With [`DEAD`] alone, SGD could end the path with
+/// every component at ~4 % of its initial weight and the model at the bias terms
+/// (train RMSE ten times the noise).
+const DEAD_SGD: f64 = 1e-1;
 
 /// The scales of a completion problem, from its training entries.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,8 +98,8 @@ impl Scale {
 }
 
 /// The λ path: from the grid's top down, each point warm-started from the previous
-/// point's best factors (a CP component that a large λ shrank away restarted from
-/// `init`) and run for at most [`PATH_EPOCHS`] epochs (patience
+/// point's best factors (a CP component that a large λ shrank away, below [`DEAD`] or,
+/// for SGD, [`DEAD_SGD`] of its initial weight, restarted from `init`) and run for at most [`PATH_EPOCHS`] epochs (patience
 /// [`PATH_PATIENCE`]); it stops after [`PATH_WORSE`] points in a row no better than the
 /// best (once a point after the first was better), after [`PATH_POINTS`], or when
 /// `control` breaks. Returns
@@ -113,7 +122,12 @@ pub(super) fn path(
     for k in 0..PATH_POINTS {
         let lambda = scale.lambda(k);
         let mut f = fitter.session.factors()?;
-        if k > 0 && layout.revive(&mut f, init, DEAD) > 0 {
+        let dead = if opts.solver == Solver::Sgd {
+            DEAD_SGD
+        } else {
+            DEAD
+        };
+        if k > 0 && layout.revive(&mut f, init, dead) > 0 {
             fitter.set_factors(&f)?;
             fitter.lr = fitter.lr_start;
         }

@@ -432,4 +432,42 @@ mod tests {
             assert!(seen_tiles.iter().all(|&n| n == 1), "{workers} workers");
         }
     }
+
+    /// One step with bias columns against a hand-computed one. Order 2, `R = 1`, so
+    /// `K = 3`: mode 0's row is `[a₀, b₀, 1]`, mode 1's `[a₁, 1, b₁]`. At `a₀ = 0.5`,
+    /// `b₀ = 0.2`, `a₁ = 2`, `b₁ = −0.1` the model is `1 + 0.2 − 0.1 = 1.1`, so at
+    /// `x = 2.1`, `e = 1`. With `η = 0.1`, `λ = 0.4`, `η_b = 0.5`, `λ_b = 2` and rows of
+    /// 2 (mode 0) and 4 (mode 1) nonzeros, from the rows before the step:
+    /// `a₀ = 0.5 + 0.1 (1·2 − 0.4/2 · 0.5) = 0.69`,
+    /// `b₀ = 0.2 + 0.5 (1 − 2/2 · 0.2) = 0.6`,
+    /// `a₁ = 2 + 0.1 (1·0.5 − 0.4/4 · 2) = 2.03`,
+    /// `b₁ = −0.1 + 0.5 (1 − 2/4 · (−0.1)) = 0.425`; the fixed columns stay at 1.
+    #[test]
+    fn a_step_with_biases_matches_the_hand_computed_one() {
+        let step = SgdStep {
+            learning_rate: 0.1,
+            lambda: 0.4,
+            seed: 0,
+            shuffle: false,
+            bias: Some(crate::engine::SgdBias {
+                learning_rate: 0.5,
+                lambda: 2.0,
+            }),
+        };
+        // Row 1 of mode 0 (2 nonzeros), row 0 of mode 1 (4 nonzeros).
+        let counts = vec![vec![7, 2], vec![4, 1]];
+        let mut upd = Updater::new(2, 3, &step, &counts);
+        // Mode 0's block starts at row 1 (one row); mode 1's at row 0 (two rows).
+        let mut m0 = vec![0.5f32, 0.2, 1.0];
+        let mut m1 = vec![2.0f32, 1.0, -0.1, 9.0, 9.0, 9.0];
+        {
+            let mut rows = [(1usize, m0.as_mut_slice()), (0usize, m1.as_mut_slice())];
+            upd.step(&mut rows, &[1, 0], 2.1);
+        }
+        let want0 = [0.69f32, 0.6, 1.0];
+        let want1 = [2.03f32, 1.0, 0.425, 9.0, 9.0, 9.0];
+        for (got, want) in m0.iter().chain(&m1).zip(want0.iter().chain(&want1)) {
+            assert!((got - want).abs() <= 1e-6, "{m0:?} {m1:?}");
+        }
+    }
 }
