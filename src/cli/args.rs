@@ -490,7 +490,7 @@ pub struct BenchArgs {
     /// Layout of the --gen-nnz tensor.
     #[arg(long, value_enum, default_value_t = GenLayout::BlockDense, requires = "gen_nnz")]
     pub gen_layout: GenLayout,
-    /// Bytes copied within the device to measure its copy rate (CUDA; 0 skips it).
+    /// Bytes of the copy whose rate the memory floors use (device; host: ≤ 256 MiB); 0: none.
     #[arg(long, default_value_t = 1 << 30)]
     pub copy_bytes: usize,
     /// Shared options.

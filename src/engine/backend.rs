@@ -183,6 +183,15 @@ impl BackendTensor {
             BackendTensor::Cuda(t) => t.bytes(),
         }
     }
+    /// Bytes of the form a kernel of `op` reads for target `mode`: the HLS form, or on
+    /// the CPU the row groups MTTKRP reads where it runs row by row (once built, by the
+    /// first call). What a kernel's memory floor counts.
+    pub fn form_bytes(&self, op: Op, mode: usize) -> usize {
+        match self {
+            BackendTensor::Cpu(t) => t.form_bytes(op, mode),
+            BackendTensor::Cuda(t) => t.bytes(),
+        }
+    }
     /// Which kind of backend holds it.
     pub fn kind(&self) -> BackendKind {
         match self {

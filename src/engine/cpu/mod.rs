@@ -221,6 +221,16 @@ impl CpuTensor {
         self.hls.bytes()
     }
 
+    /// Bytes of the form a kernel of `op` reads for target `mode`: the row groups it
+    /// streams where MTTKRP runs row by row (built by the first MTTKRP call), else the
+    /// HLS form.
+    pub fn form_bytes(&self, op: Op, mode: usize) -> usize {
+        match (op, self.rows.get()) {
+            (Op::Mttkrp, Some(Some(rows))) => rows.form_bytes(mode),
+            _ => self.hls.bytes(),
+        }
+    }
+
     /// The row-grouped MTTKRP where it is the kernel for this tensor (the backend's
     /// options fix `kernel` for the tensor's life).
     fn row_mttkrp(&self, kernel: MttkrpKernel) -> Option<&mttkrp_rows::RowMttkrp> {

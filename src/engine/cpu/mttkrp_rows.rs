@@ -51,6 +51,12 @@ impl RowMttkrp {
         Ok(Some(RowMttkrp { groups, plans }))
     }
 
+    /// Bytes of the groups MTTKRP of `mode` reads: the mode's row offsets, the other
+    /// modes' indices and the values.
+    pub(super) fn form_bytes(&self, mode: usize) -> usize {
+        self.groups[mode].bytes()
+    }
+
     /// MTTKRP of `mode` into `out` (`I_mode × R`, every entry overwritten), `factors`
     /// one per mode. The groups hold the values with the tensor's scale applied.
     pub(super) fn run(&self, mode: usize, factors: &[Matrix], out: &mut Matrix) {

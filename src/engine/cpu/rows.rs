@@ -188,6 +188,11 @@ impl RowGroups {
         &self.values
     }
 
+    /// Bytes it holds: offsets, indices and values.
+    pub(super) fn bytes(&self) -> usize {
+        self.ptr.len() * std::mem::size_of::<usize>() + 4 * (self.others.len() + self.values.len())
+    }
+
     /// Groups the nonzeros of `hls` (visited share by share, values minus `offset`)
     /// by their index in every mode: one [`RowGroups`] per mode.
     pub(super) fn build(hls: &HlsTensor, shares: &[Share], offset: f32) -> Result<Vec<Self>> {

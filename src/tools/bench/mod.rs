@@ -35,10 +35,19 @@
 //! the kernel-only bandwidth, which is also shown as a share of the device's measured
 //! copy rate ([`crate::engine::Backend::copy_rate`], bytes read + written per second)
 //! when the backend has one.
+//!
+//! # Memory floor
+//!
+//! Every kernel is also set against its memory floor ([`floor`]): the prepared form it
+//! reads for the mode, every factor but the target's and the output, each moved once
+//! at the measured copy rate (the device's on a GPU, [`floor::host_copy_rate`] on the
+//! CPU), and reported as a fraction of it (floor seconds over median seconds).
 
+pub mod floor;
 pub mod peers;
 mod report;
 
+pub use floor::FloorBytes;
 pub use report::{BenchReport, KernelRow, OpSummary, PartRow, PrepareRow, TensorReport};
 
 use super::cases::Case;
@@ -69,8 +78,9 @@ pub struct BenchOptions {
     /// every non-empty tile of a 3rd-order tensor on the dense path (HLS-D only),
     /// [`super::tune::crossover::NEVER_DENSE`] every nonzero on the sparse one (HLS-S only).
     pub threshold: Option<u32>,
-    /// Bytes of the device copy-rate measurement (ignored by backends without device
-    /// memory; 0 skips it).
+    /// Bytes of the copy-rate measurement the floors are taken at (device memory on a
+    /// GPU; on the CPU at most [`floor::HOST_COPY_MAX_BYTES`]); 0 skips it, and the
+    /// floors with it.
     pub copy_bytes: usize,
 }
 
@@ -127,16 +137,19 @@ pub fn run(
         ));
     }
     let copy_rate = if opts.copy_bytes > 0 {
-        let c = engine.backend().copy_rate(opts.copy_bytes, COPY_REPS)?;
-        if let Some(c) = &c {
-            progress(&format!(
-                "device copy rate {:.1} GB/s read+written ({} bytes, median of {})",
-                c.bytes_per_s / 1e9,
-                c.bytes,
-                c.reps
-            ));
-        }
-        c
+        let c = match engine.backend().copy_rate(opts.copy_bytes, COPY_REPS)? {
+            Some(c) => c,
+            None => engine
+                .backend()
+                .install(|| floor::host_copy_rate(opts.copy_bytes, COPY_REPS))?,
+        };
+        progress(&format!(
+            "device copy rate {:.1} GB/s read+written ({} bytes, median of {})",
+            c.bytes_per_s / 1e9,
+            c.bytes,
+            c.reps
+        ));
+        Some(c)
     } else {
         None
     };
@@ -264,6 +277,14 @@ fn bench_case(
                     let bytes_moved = p.part(op)?.bytes() as u64
                         + factor_bytes
                         + (out_rows * out_cols) as u64 * 4;
+                    let floor_bytes = FloorBytes::new(
+                        p.part(op)?.form_bytes(op, mode),
+                        x.dims(),
+                        &factors.iter().map(|f| f.cols()).collect::<Vec<_>>(),
+                        mode,
+                        (out_rows, out_cols),
+                    );
+                    let floor_s = copy_rate.and_then(|c| floor_bytes.seconds(c));
                     let row = KernelRow {
                         op,
                         rank,
@@ -278,15 +299,22 @@ fn bench_case(
                         kernel_min_s: t.kernel.as_ref().map(|k| k.min),
                         kernel_gb_per_s: None,
                         kernel_pct_of_copy: None,
+                        floor_bytes,
+                        floor_s,
+                        floor_fraction: floor_s.map(|f| f / median_s),
                     };
                     let row = with_kernel_bandwidth(row, copy_rate);
                     progress(&format!(
-                        "{}: {op} r{rank} mode {mode}: {:.3} ms (min {:.3} ms){}",
+                        "{}: {op} r{rank} mode {mode}: {:.3} ms (min {:.3} ms){}{}",
                         case.name,
                         median_s * 1e3,
                         min_s * 1e3,
                         row.kernel_median_s
-                            .map_or(String::new(), |k| format!(", kernels {:.3} ms", k * 1e3))
+                            .map_or(String::new(), |k| format!(", kernels {:.3} ms", k * 1e3)),
+                        row.floor_fraction.map_or(String::new(), |f| format!(
+                            ", {:.0}% of the floor",
+                            100.0 * f
+                        ))
                     ));
                     rows.push(row);
                 }
@@ -351,13 +379,14 @@ mod tests {
             max_ttmc_output: 600,
             seed: 1,
             threshold: None,
-            copy_bytes: 1 << 30,
+            copy_bytes: 1 << 22,
         };
         let mut lines = 0;
         let report = run(&Engine::cpu(), &cases, &opts, &mut |_| lines += 1).unwrap();
         let t = &report.tensors[0];
         assert_eq!(t.kernels.len(), 3 + 3 + 3 + 2);
-        assert_eq!(lines, 1 + t.kernels.len());
+        // The copy rate, the prepare and one line per kernel.
+        assert_eq!(lines, 2 + t.kernels.len());
         assert_eq!(t.summaries.len(), 3, "TTMc r4 lacks a mode");
         assert_eq!(t.notes.len(), 1);
         assert!(t.notes[0].contains("ttmc r4 mode 0 skipped"));
@@ -390,31 +419,47 @@ mod tests {
     }
 
     #[test]
-    fn the_cpu_reports_no_kernel_only_time_no_copy_rate_and_a_fused_launch() {
+    fn the_cpu_reports_no_kernel_only_time_a_host_copy_rate_and_a_fused_launch() {
         let cases = [generated_case(3000, 2, &[64, 48, 32], GenLayout::BlockDense).unwrap()];
         let opts = BenchOptions {
             reps: 2,
             mttkrp_ranks: vec![32],
             ttmc_ranks: vec![],
+            copy_bytes: 1 << 22,
             ..Default::default()
         };
         let report = run(&Engine::cpu(), &cases, &opts, &mut |_| {}).unwrap();
         assert_eq!(report.launch, Launch::Fused);
-        assert!(report.copy_rate.is_none());
+        let copy = report
+            .copy_rate
+            .expect("the CPU measures the host's copy rate");
+        assert_eq!(copy.bytes, 1 << 22);
         let t = &report.tensors[0];
         assert_eq!(t.prepare.parts.len(), 1, "TTMc was not asked for");
         assert_eq!(t.kernels.len(), 3);
         for k in &t.kernels {
             assert_eq!(k.op, Op::Mttkrp);
+            // MTTKRP runs row by row: its floor reads the mode's row groups (offsets,
+            // the other two indices and the value per nonzero), not the HLS form.
+            let groups = (t.dims[k.mode] + 1) * 8 + t.nnz * 3 * 4;
+            assert_eq!(k.floor_bytes.form, groups as u64);
+            let dims = &t.dims;
+            let others: usize = (0..3).filter(|&m| m != k.mode).map(|m| dims[m]).sum();
+            assert_eq!(k.floor_bytes.factors, (others * 32 * 4) as u64);
+            assert_eq!(k.floor_bytes.output, (dims[k.mode] * 32 * 4) as u64);
+            let floor = k.floor_s.unwrap();
+            assert_eq!(floor, k.floor_bytes.total() as f64 / copy.bytes_per_s);
+            assert_eq!(k.floor_fraction, Some(floor / k.median_s));
             assert!(k.kernel_median_s.is_none() && k.kernel_min_s.is_none());
             assert!(k.kernel_gb_per_s.is_none() && k.kernel_pct_of_copy.is_none());
         }
         assert!(t.summaries[0].all_modes_kernel_median_s.is_none());
         let table = report.table();
         assert!(table.contains("fused launch") && !table.contains("kernel ms"));
+        assert!(table.contains("%floor"), "{table}");
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
         assert_eq!(json["launch"], "fused");
-        assert!(json["copy_rate"].is_null());
+        assert_eq!(json["copy_rate"]["bytes"], 1 << 22);
         let k = &json["tensors"][0]["kernels"][0];
         for field in [
             "kernel_median_s",
@@ -425,6 +470,7 @@ mod tests {
             assert!(k.get(field).is_some_and(|v| v.is_null()), "{field}: {k}");
         }
         assert!(k["median_s"].as_f64().unwrap() > 0.0);
+        assert!(k["floor_fraction"].as_f64().unwrap() > 0.0);
         let nothing = BenchOptions {
             mttkrp_ranks: vec![],
             ..opts

@@ -67,6 +67,12 @@ pub struct KernelRow {
     /// Kernel-only bandwidth as a percentage of the measured device copy rate
     /// ([`BenchReport::copy_rate`]).
     pub kernel_pct_of_copy: Option<f64>,
+    /// The bytes of its memory floor (see [`super::floor`]).
+    pub floor_bytes: super::FloorBytes,
+    /// Seconds to move `floor_bytes` once at the measured copy rate; `null` without one.
+    pub floor_s: Option<f64>,
+    /// `floor_s / median_s`: the fraction of the floor the kernel runs at (1 = at it).
+    pub floor_fraction: Option<f64>,
 }
 
 /// One op at one rank over all modes.
@@ -86,6 +92,8 @@ pub struct OpSummary {
     pub mode_independence: f64,
     /// Sum over modes of the kernel-only medians, when every mode has one.
     pub all_modes_kernel_median_s: Option<f64>,
+    /// Sum over modes of the floor seconds, when every mode has one.
+    pub all_modes_floor_s: Option<f64>,
 }
 
 /// Everything measured on one tensor.
@@ -127,7 +135,8 @@ pub struct BenchReport {
     /// How the GPU kernels were launched (`fused` / `sequential`; always `fused` on the
     /// CPU).
     pub launch: Launch,
-    /// The device's measured copy rate, `null` on the CPU.
+    /// The measured copy rate the floors are taken at: device to device on a GPU, host
+    /// memory on the CPU; `null` when not measured (a copy size of 0).
     pub copy_rate: Option<CopyRate>,
     /// One entry per case.
     pub tensors: Vec<TensorReport>,
@@ -184,12 +193,16 @@ impl BenchReport {
             }
             s += "\n";
             let kernel_cols = t.kernels.iter().any(|k| k.kernel_median_s.is_some());
+            let floor_cols = t.kernels.iter().any(|k| k.floor_s.is_some());
             s += &format!(
                 "{:<7} {:>5} {:>4} {:>16} {:>10} {:>10} {:>9} {:>8}",
                 "op", "rank", "mode", "output", "median ms", "min ms", "Mnnz/s", "GB/s"
             );
             if kernel_cols {
                 s += &format!(" {:>10} {:>9} {:>6}", "kernel ms", "kern GB/s", "%copy");
+            }
+            if floor_cols {
+                s += &format!(" {:>9} {:>9} {:>6}", "floor MB", "floor ms", "%floor");
             }
             s += "\n";
             for k in &t.kernels {
@@ -204,18 +217,26 @@ impl BenchReport {
                     k.nnz_per_s / 1e6,
                     k.gb_per_s
                 );
+                let opt = |v: Option<f64>, scale: f64, prec: usize, width: usize| {
+                    v.map_or_else(
+                        || format!("{:>width$}", "-"),
+                        |v| format!("{:>width$.prec$}", v * scale),
+                    )
+                };
                 if kernel_cols {
-                    let opt = |v: Option<f64>, scale: f64, prec: usize, width: usize| {
-                        v.map_or_else(
-                            || format!("{:>width$}", "-"),
-                            |v| format!("{:>width$.prec$}", v * scale),
-                        )
-                    };
                     s += &format!(
                         " {} {} {}",
                         opt(k.kernel_median_s, 1e3, 3, 10),
                         opt(k.kernel_gb_per_s, 1.0, 2, 9),
                         opt(k.kernel_pct_of_copy, 1.0, 1, 6)
+                    );
+                }
+                if floor_cols {
+                    s += &format!(
+                        " {:>9.1} {} {}",
+                        k.floor_bytes.total() as f64 / 1e6,
+                        opt(k.floor_s, 1e3, 3, 9),
+                        opt(k.floor_fraction, 100.0, 1, 6)
                     );
                 }
                 s += "\n";
@@ -231,6 +252,13 @@ impl BenchReport {
                 );
                 if let Some(k) = m.all_modes_kernel_median_s {
                     s += &format!(", kernels only {:.3} ms", k * 1e3);
+                }
+                if let Some(f) = m.all_modes_floor_s {
+                    s += &format!(
+                        ", floor {:.3} ms ({:.1}% of it)",
+                        f * 1e3,
+                        100.0 * f / m.all_modes_median_s
+                    );
                 }
                 s += "\n";
             }
@@ -274,6 +302,7 @@ pub(super) fn summarize(op: Op, rank: usize, rows: &[KernelRow]) -> OpSummary {
             1.0
         },
         all_modes_kernel_median_s: rows.iter().map(|r| r.kernel_median_s).sum(),
+        all_modes_floor_s: rows.iter().map(|r| r.floor_s).sum(),
     }
 }
 
@@ -297,6 +326,15 @@ mod tests {
             kernel_min_s: Some(0.9e-3),
             kernel_gb_per_s: None,
             kernel_pct_of_copy: None,
+            floor_bytes: super::super::FloorBytes::new(
+                400_000_000,
+                &[10, 10],
+                &[32, 32],
+                0,
+                (10, 32),
+            ),
+            floor_s: Some(0.2e-3),
+            floor_fraction: Some(0.1),
         };
         let copy = CopyRate {
             bytes: 1 << 30,
@@ -343,6 +381,11 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("kernels only 1.000 ms"), "{table}");
+        assert!(
+            table.contains("%floor") && table.contains(" 10.0\n"),
+            "{table}"
+        );
+        assert!(table.contains("floor 0.200 ms (10.0% of it)"), "{table}");
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
         assert_eq!(json["launch"], "sequential");
         assert_eq!(json["copy_rate"]["bytes_per_s"], 2.5e12);
