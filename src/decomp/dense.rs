@@ -289,36 +289,6 @@ pub(crate) fn orthonormalize(a: &Matrix<f64>) -> Matrix<f64> {
     to_row_major(q.as_ref())
 }
 
-/// The `k` leading left singular vectors of the row-major `y` (`n × p`, `k ≤ n`) as an
-/// orthonormal `n × k` row-major matrix.
-///
-/// When `n ≤ p` a thin SVD of `y` itself is cheapest. Otherwise the `p × p` Gram `yᵀy`
-/// is eigendecomposed (its eigenvectors are the right singular vectors `V`), the
-/// leading `k` are mapped back by `y V_k` and re-orthonormalized by QR (which also
-/// removes the `Σ⁻¹` scaling and copes with zero singular values). The `n × n` matrix
-/// `y yᵀ` is never formed.
-pub(crate) fn leading_left_singular<T: Real>(y: &Matrix<T>, k: usize) -> Result<Matrix<f64>> {
-    let (n, p) = y.shape();
-    debug_assert!(k <= n);
-    if n <= p {
-        let y = y.map(Real::wide);
-        let svd = view(&y)
-            .thin_svd()
-            .map_err(|e| Error::Numerical(format!("thin SVD of a {n}×{p} matrix: {e:?}")))?;
-        let u = svd.U();
-        return Ok(Matrix::from_fn(n, k, |i, j| u[(i, j)]));
-    }
-    let g = gram(y);
-    let evd = g
-        .self_adjoint_eigen(Side::Lower)
-        .map_err(|e| Error::Numerical(format!("eigendecomposition of a {p}×{p} Gram: {e:?}")))?;
-    // Eigenvalues come in nondecreasing order: the leading k are the last k columns.
-    let u = evd.U();
-    let vk = Matrix::from_fn(p, k, |i, j| u[(i, p - 1 - j)]);
-    let yv = row_times(y, &vk);
-    Ok(orthonormalize(&yv))
-}
-
 /// `A B` for row-major `A` (`n × p`) and a small row-major `B` (`p × k`), row blocks in
 /// parallel (each output row depends only on its input row: deterministic).
 pub(crate) fn row_times<T: Real>(a: &Matrix<T>, b: &Matrix<f64>) -> Matrix<f64> {
@@ -476,32 +446,6 @@ mod tests {
             for j in 0..5 {
                 let (g, w) = (got[(i, j)], want[(i, j)]);
                 assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} vs {w}");
-            }
-        }
-    }
-
-    #[test]
-    fn leading_left_singular_both_paths_span_the_same_space() {
-        // A 40×6 matrix of exact rank 2: the leading 2-dim left singular subspace is
-        // its column space, whichever path computes it.
-        let l = Matrix::random(40, 2, 5).to_f64();
-        let r = Matrix::random(2, 6, 6).to_f64();
-        let y = row_times(&l, &r);
-        let tall = leading_left_singular(&y, 2).unwrap();
-        let yt = Matrix::from_fn(6, 40, |i, j| y.get(j, i));
-        // Wide path on the transpose gives right singular vectors of y; check the tall
-        // path instead against the projection property: (I − UUᵀ) y = 0.
-        let uty = to_row_major(at_b(&tall, &y).as_ref());
-        let proj = row_times(&tall, &uty);
-        for (p, w) in proj.data().iter().zip(y.data()) {
-            assert!((p - w).abs() < 1e-9, "{p} vs {w}");
-        }
-        let wide = leading_left_singular(&yt, 2).unwrap();
-        let utu = to_row_major(gram(&wide).as_ref());
-        for i in 0..2 {
-            for j in 0..2 {
-                let want = if i == j { 1.0 } else { 0.0 };
-                assert!((utu.get(i, j) - want).abs() < 1e-12);
             }
         }
     }

@@ -29,6 +29,7 @@
 //! absolute value. With `tol = 0` it always runs `max_iters` iterations.
 
 pub(crate) mod dense;
+pub(crate) mod leading;
 pub(crate) mod residual;
 
 pub mod completion;

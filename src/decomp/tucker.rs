@@ -4,10 +4,11 @@
 //! Per iteration, for each mode `n = 0, 1, …, N−1` in turn:
 //!
 //! 1. `Y_(n) = X_(n) (⊗_{m≠n} U_m)` — the TTMc, on the engine (f32), `I_n × Π_{m≠n} R_m`;
-//! 2. `U_n` = the `R_n` leading left singular vectors of `Y_(n)`: from a thin SVD of
-//!    `Y_(n)` when `I_n ≤ Π_{m≠n} R_m`, otherwise from the eigendecomposition of the
-//!    small Gram `Y_(n)ᵀY_(n)` mapped back through `Y_(n)` and re-orthonormalized by QR.
-//!    The `I_n × I_n` matrix `Y_(n)Y_(n)ᵀ` is never formed.
+//! 2. `U_n` = the `R_n` leading left singular vectors of `Y_(n)`, from the
+//!    eigendecomposition of its smaller Gram, never an SVD of `Y_(n)`
+//!    ([`super::leading`]): `Y_(n)Y_(n)ᵀ` when `I_n ≤ Π_{m≠n} R_m` (its leading
+//!    eigenvectors are `U_n`), otherwise `Y_(n)ᵀY_(n)`, whose leading eigenvectors are
+//!    mapped back through `Y_(n)` and made orthonormal by Cholesky QR.
 //!
 //! The core comes from the last mode's TTMc: `G_(N−1) = U_{N−1}ᵀ Y_(N−1)`, and
 //! `fit = 1 − sqrt(‖X‖² − ‖G‖²) / ‖X‖` (exact for orthonormal factors), with `‖X‖²` of
@@ -28,7 +29,8 @@
 //! A core that collapsed to zero for a nonzero tensor is an error, never a model of
 //! fit 0 returned as a success.
 
-use super::dense::{at_b, leading_left_singular, orthonormalize};
+use super::dense::{at_b, orthonormalize};
+use super::leading::leading_left_singular;
 use super::{
     IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from, residual,
     residual_rounding,

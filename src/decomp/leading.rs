@@ -1,0 +1,237 @@
+//! The leading left singular vectors of a TTMc output, from the eigendecomposition of
+//! its small Gram, never from an SVD of the output itself.
+//!
+//! Tucker-HOOI needs the `k` leading left singular vectors of `Y` (`n × p`, row-major):
+//! - `n ≤ p`: the eigenvectors of `Y Yᵀ` (`n × n`) are `Y`'s left singular vectors; the
+//!   `k` of the largest eigenvalues are `U`, orthonormal as they come;
+//! - `n > p`: the eigenvectors of `YᵀY` (`p × p`) are the right singular vectors `V`;
+//!   `Y V_k` has the left ones as columns, each scaled by its singular value, and is
+//!   made orthonormal by Cholesky QR, twice (the second pass removes what rounding left
+//!   of the first's error); where a Cholesky factor does not exist (a singular value
+//!   zero to working precision) Householder QR takes over.
+//!
+//! The Gram squares `Y`'s condition, but only the leading subspace is wanted: its
+//! error is about `ε σ₁² / (σ_k² − σ_{k+1}²)`, small wherever the subspace is well
+//! defined (checked against the SVD in the tests).
+//!
+//! The products over rows run on rayon in fixed row blocks (deterministic, see
+//! [`super::dense`]). The eigendecomposition of a Gram below [`SEQ_BELOW`] rows runs on
+//! the calling thread: faer's parallel factorizations keep their workers spinning
+//! between steps, which on uboot-commitwords-3d (ranks 8) cost a third of a Tucker
+//! iteration's CPU time with the spinning threads competing with the work itself.
+
+use super::dense::{gram, orthonormalize, row_blocks, row_times};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use faer::diag::Diag;
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::evd::{self, ComputeEigenvectors};
+use faer::linalg::matmul::matmul;
+use faer::prelude::*;
+use faer::{Accum, Par};
+use rayon::prelude::*;
+
+/// Grams of fewer rows than this are eigendecomposed on the calling thread; larger ones
+/// with faer's parallelism, where each step has enough work to hide the handoffs.
+pub(crate) const SEQ_BELOW: usize = 1024;
+
+/// The `k` leading left singular vectors of the row-major `y` (`n × p`, `k ≤ n`) as an
+/// orthonormal `n × k` row-major matrix (see the module docs).
+pub(crate) fn leading_left_singular<T: super::dense::Real>(
+    y: &Matrix<T>,
+    k: usize,
+) -> Result<Matrix<f64>> {
+    let (n, p) = y.shape();
+    debug_assert!(k <= n);
+    if n <= p {
+        let g = outer_gram(y);
+        let u = leading_eigenvectors(g.as_ref(), k)?;
+        return Ok(Matrix::from_fn(n, k, |i, j| u[(i, j)]));
+    }
+    let v = leading_eigenvectors(gram(y).as_ref(), k)?;
+    let vk = Matrix::from_fn(p, k, |i, j| v[(i, j)]);
+    let yv = row_times(y, &vk);
+    Ok(cholesky_qr(&yv)
+        .and_then(|q| cholesky_qr(&q))
+        .unwrap_or_else(|| orthonormalize(&yv)))
+}
+
+/// `Y Yᵀ` in f64 for a row-major `y` (`n × p`): each fixed block of output rows,
+/// `Y[a..b] Yᵀ`, computed on its own (deterministic; `Y Yᵀ` is symmetric, so the
+/// row-major result is also its column-major form).
+fn outer_gram<T: super::dense::Real>(y: &Matrix<T>) -> Mat<f64> {
+    let (n, p) = y.shape();
+    let wide: Vec<f64> = y.data().iter().map(|x| x.wide()).collect();
+    let yr = MatRef::from_row_major_slice(&wide, n, p);
+    let mut out = vec![0f64; n * n];
+    let block = row_blocks(n).clamp(1, 256);
+    out.par_chunks_mut(block * n.max(1))
+        .enumerate()
+        .for_each(|(b, o)| {
+            let rows = o.len() / n;
+            let dst = MatMut::from_row_major_slice_mut(o, rows, n);
+            let src = yr.subrows(b * block, rows);
+            matmul(dst, Accum::Replace, src, yr.transpose(), 1.0, Par::Seq);
+        });
+    Mat::from_fn(n, n, |i, j| out[i * n + j])
+}
+
+/// The eigenvectors of the `k` largest eigenvalues of the symmetric `g`, largest first,
+/// as the columns of an `n × k` matrix.
+fn leading_eigenvectors(g: MatRef<'_, f64>, k: usize) -> Result<Mat<f64>> {
+    let n = g.nrows();
+    let par = if n < SEQ_BELOW {
+        Par::Seq
+    } else {
+        faer::get_global_parallelism()
+    };
+    let mut s = Diag::<f64>::zeros(n);
+    let mut u = Mat::<f64>::zeros(n, n);
+    let scratch =
+        evd::self_adjoint_evd_scratch::<f64>(n, ComputeEigenvectors::Yes, par, Default::default());
+    evd::self_adjoint_evd(
+        g,
+        s.as_mut(),
+        Some(u.as_mut()),
+        par,
+        MemStack::new(&mut MemBuffer::new(scratch)),
+        Default::default(),
+    )
+    .map_err(|e| Error::Numerical(format!("eigendecomposition of a {n}×{n} Gram: {e:?}")))?;
+    // Eigenvalues come in nondecreasing order: the leading k are the last k columns.
+    Ok(Mat::from_fn(n, k, |i, j| u[(i, n - 1 - j)]))
+}
+
+/// `W R⁻¹` for the Cholesky factor `RᵀR = WᵀW` of the row-major `w` (`n × k`): an
+/// orthonormal basis of its columns' span when they are well conditioned; `None` where
+/// a pivot is not safely positive (dependent columns).
+fn cholesky_qr(w: &Matrix<f64>) -> Option<Matrix<f64>> {
+    let k = w.cols();
+    let c = gram(w);
+    // Lower-triangular L with L Lᵀ = C (so R = Lᵀ).
+    let mut l = vec![0f64; k * k];
+    let scale = (0..k).map(|i| c[(i, i)]).fold(0f64, f64::max);
+    for j in 0..k {
+        let mut d = c[(j, j)];
+        for t in 0..j {
+            d -= l[j * k + t] * l[j * k + t];
+        }
+        // A NaN pivot fails too.
+        if d.partial_cmp(&(scale * k as f64 * f64::EPSILON)) != Some(std::cmp::Ordering::Greater) {
+            return None;
+        }
+        let d = d.sqrt();
+        l[j * k + j] = d;
+        for i in j + 1..k {
+            let mut x = c[(i, j)];
+            for t in 0..j {
+                x -= l[i * k + t] * l[j * k + t];
+            }
+            l[i * k + j] = x / d;
+        }
+    }
+    // Each row u of the result solves u Lᵀ = w (forward substitution).
+    let mut q = Matrix::<f64>::zeros(w.rows(), k);
+    q.data_mut()
+        .par_chunks_mut(k.max(1))
+        .zip(w.data().par_chunks(k.max(1)))
+        .for_each(|(u, wr)| {
+            for j in 0..k {
+                let mut x = wr[j];
+                for t in 0..j {
+                    x -= u[t] * l[j * k + t];
+                }
+                u[j] = x / l[j * k + j];
+            }
+        });
+    Some(q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decomp::dense::{at_b, to_row_major};
+
+    /// `n × p` with singular values `σ_j = 2^{-j}` (of `min(n, p)`), random singular
+    /// vectors.
+    fn spectrum(n: usize, p: usize, seed: u64) -> Matrix<f64> {
+        let m = n.min(p);
+        let a = orthonormalize(&Matrix::random(n, m, seed).to_f64());
+        let b = orthonormalize(&Matrix::random(p, m, seed + 1).to_f64());
+        Matrix::from_fn(n, p, |i, j| {
+            (0..m)
+                .map(|t| a.get(i, t) * 0.5f64.powi(t as i32) * b.get(j, t))
+                .sum()
+        })
+    }
+
+    /// The distance of `u`'s span from `want`'s: `‖U − W (WᵀU)‖_F`, the sines of the
+    /// principal angles between them; and how far `UᵀU` is from the identity.
+    fn angle_and_orthogonality(u: &Matrix<f64>, want: &Matrix<f64>) -> (f64, f64) {
+        let wtu = to_row_major(at_b(want, u).as_ref());
+        let proj = row_times(want, &wtu);
+        let sin = (u.data().iter().zip(proj.data()))
+            .map(|(a, b)| (a - b).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let utu = to_row_major(gram(u).as_ref());
+        let k = u.cols();
+        let off = (0..k * k)
+            .map(|t| (utu.data()[t] - if t / k == t % k { 1.0 } else { 0.0 }).abs())
+            .fold(0f64, f64::max);
+        (sin, off)
+    }
+
+    /// Both paths (tall: `YᵀY`; wide and square: `Y Yᵀ`) give the SVD's leading
+    /// subspace, orthonormal, in f64 and from f32 outputs, within what the Gram's
+    /// squared condition allows: `ε σ₁² / (σ_k² − σ_{k+1}²)` (f64), and for the f32
+    /// output its rounding over the gap, `ε₃₂ σ₁ / (σ_k − σ_{k+1})` (times a margin).
+    #[test]
+    fn leading_vectors_span_the_svds_leading_subspace() {
+        for (n, p, k) in [(300, 40, 8), (40, 300, 8), (64, 64, 16), (2000, 64, 8)] {
+            let y = spectrum(n, p, 11 + n as u64);
+            let svd = MatRef::from_row_major_slice(y.data(), n, p)
+                .thin_svd()
+                .unwrap();
+            let want = Matrix::from_fn(n, k, |i, j| svd.U()[(i, j)]);
+            let (sk, sk1) = (0.5f64.powi(k as i32 - 1), 0.5f64.powi(k as i32));
+            let u = leading_left_singular(&y, k).unwrap();
+            assert_eq!(u.shape(), (n, k));
+            let (sin, off) = angle_and_orthogonality(&u, &want);
+            let bound = 100.0 * f64::EPSILON / (sk * sk - sk1 * sk1);
+            assert!(sin < bound && off < 1e-12, "{n}×{p} k {k}: {sin:e} {off:e}");
+            let u32 = leading_left_singular(&y.to_f32(), k).unwrap();
+            let (sin, off) = angle_and_orthogonality(&u32, &want);
+            let bound = 100.0 * f64::from(f32::EPSILON) / (sk - sk1);
+            assert!(
+                sin < bound && off < 1e-12,
+                "f32 {n}×{p} k {k}: {sin:e} {off:e}"
+            );
+        }
+    }
+
+    /// A tall `Y` of rank below `k`: Cholesky QR finds no factor, Householder QR still
+    /// gives `k` orthonormal columns holding the column space.
+    #[test]
+    fn rank_deficient_outputs_still_give_orthonormal_factors() {
+        let l = Matrix::random(200, 2, 5).to_f64();
+        let r = Matrix::random(2, 6, 6).to_f64();
+        let y = row_times(&l, &r);
+        assert!(
+            cholesky_qr(&row_times(
+                &y,
+                &Matrix::from_fn(6, 4, |i, j| { if i == j { 1.0 } else { 0.0 } })
+            ))
+            .is_none()
+        );
+        let u = leading_left_singular(&y, 4).unwrap();
+        let (_, off) = angle_and_orthogonality(&u, &u);
+        assert!(off < 1e-12, "{off:e}");
+        // The leading two columns hold y's column space: (I − U₂U₂ᵀ) y = 0.
+        let u2 = Matrix::from_fn(200, 2, |i, j| u.get(i, j));
+        let proj = row_times(&u2, &to_row_major(at_b(&u2, &y).as_ref()));
+        for (a, b) in proj.data().iter().zip(y.data()) {
+            assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+        }
+    }
+}
