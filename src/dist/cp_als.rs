@@ -18,8 +18,9 @@
 
 use super::comm::{Channel, DistResult, Failure, Reduce};
 use super::exchange::Block;
+use super::init::{initial_rows, rows_of};
 use crate::decomp::cp_als::{
-    CpModel, CpOptions, RowSums, arrange, cp_residual, finish, hadamard_except, rescale_to_unit,
+    CpModel, CpOptions, RowSums, arrange, cp_residual, finish, hadamard_except, rescale_by_max,
     solve_rows,
 };
 use crate::decomp::dense::{SolveKind, gram, inverse_spd};
@@ -71,15 +72,11 @@ pub fn peak_memory() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// The rows `rows` of `f`.
-fn rows_of(f: &Matrix, rows: std::ops::Range<usize>) -> Matrix {
-    let r = f.cols();
-    Matrix::new(
-        rows.len(),
-        r,
-        f.data()[rows.start * r..rows.end * r].to_vec(),
-    )
-    .expect("a row range of a matrix")
+/// The Gram matrix `AᵀA` of `rows` (some rows of a factor of `d` rows), row-major.
+fn gram_of(rows: &Matrix) -> Vec<f64> {
+    let g = gram(rows);
+    let r = rows.cols();
+    (0..r * r).map(|k| g[(k / r, k % r)]).collect()
 }
 
 /// CP-ALS of the tensor split as `block` on every rank of `ch`, each with its own
@@ -131,16 +128,29 @@ pub fn cp_als(
         });
     }
 
-    // The single process's initial factors, rescaled as it does; each rank keeps its
-    // slabs' rows. The Grams and column maxima are those of the whole factors.
+    // The single process's initial factors, rescaled as it does, each rank drawing only
+    // its slabs' rows. The rescaling, the Grams and the column maxima are those of the
+    // whole factors: from every rank's owned rows, combined over the ranks.
     let mut slabs = Vec::with_capacity(order);
     let mut grams: Vec<Mat<f64>> = Vec::with_capacity(order);
     let mut col_max = ColumnMax::default();
-    for (m, mut f) in opts.initial_factors(dims).into_iter().enumerate() {
-        rescale_to_unit(&mut f, 0.0..0.0);
-        grams.push(gram(&f));
-        col_max.max.push(f.column_max_abs());
-        slabs.push(rows_of(&f, part.slab(m, me)));
+    for m in 0..order {
+        let slab = part.slab(m, me);
+        let mut f = initial_rows(opts.init.as_deref(), opts.seed, m, slab.clone(), rank);
+        let own = rows_of(&f, rel(part.owned(m, me), slab.start));
+        let mut largest = [f64::from(
+            own.data().iter().fold(0.0f32, |a, v| a.max(v.abs())),
+        )];
+        ch.reduce_f64(&mut largest, Reduce::Max);
+        rescale_by_max(&mut f, largest[0] as f32, 0.0..0.0);
+        let own = rows_of(&f, rel(part.owned(m, me), slab.start));
+        let mut g = gram_of(&own);
+        ch.reduce_f64(&mut g, Reduce::Sum);
+        grams.push(Mat::from_fn(rank, rank, |i, j| g[i * rank + j]));
+        let mut cmax: Vec<f64> = own.column_max_abs().iter().map(|&x| f64::from(x)).collect();
+        ch.reduce_f64(&mut cmax, Reduce::Max);
+        col_max.max.push(cmax.iter().map(|&x| x as f32).collect());
+        slabs.push(f);
     }
     let layers: Vec<Channel> = (0..order).map(|m| ch.split(part.layer(m, me))).collect();
     let mut owned: Vec<Matrix> = (0..order)

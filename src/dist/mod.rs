@@ -8,6 +8,7 @@
 //! - [`read`]: each rank reads its share of a `.tns` file (byte ranges of plain text;
 //!   rank 0 streaming a gzip file in rounds), [`exchange`] moves every nonzero to the
 //!   rank that holds it (one all-to-all) and gives each rank its block;
+//! - [`init`]: each rank draws only its rows of the initial factors;
 //! - [`cp_als`]: CP-ALS over the ranks, the single process's mathematics reused;
 //! - `mpi` (feature `mpi`): [`comm::Comm`] over the system MPI.
 //!
@@ -17,6 +18,7 @@
 pub mod comm;
 pub mod cp_als;
 pub mod exchange;
+pub mod init;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod partition;

@@ -357,6 +357,12 @@ pub(crate) fn hadamard_except(grams: &[Mat<f64>], n: usize, rank: usize) -> Mat<
 /// per-column scale would turn) take another path.
 pub(crate) fn rescale_to_unit(a: &mut Matrix, keep: std::ops::Range<f32>) {
     let m = a.data().iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    rescale_by_max(a, m, keep);
+}
+
+/// [`rescale_to_unit`] with `m` the largest magnitude of a matrix of which `a` holds
+/// some rows (rows spread over processes scale alike).
+pub(crate) fn rescale_by_max(a: &mut Matrix, m: f32, keep: std::ops::Range<f32>) {
     if m == 0.0 || !m.is_finite() || keep.contains(&m) {
         return;
     }
