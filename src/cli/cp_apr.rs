@@ -5,14 +5,14 @@ use super::args::{CpAprArgs, NonIntegerArg};
 use super::decomp::read_init;
 use super::load::load;
 use super::{Told, engine, print_json};
-use sptmc::decomp::{CpAprIter, NonInteger};
+use sptmc::decomp::{CpAprIter, CpAprModel, NonInteger};
 use sptmc::driver::{self, CpAprRequest, NoForms};
 use sptmc::model_io::write_model;
 use sptmc::{Matrix, Result};
 use std::process::ExitCode;
 
 /// The progress line of an outer iteration.
-fn progress_line(s: &CpAprIter) -> String {
+pub(super) fn progress_line(s: &CpAprIter) -> String {
     format!(
         "  its = {:3} ({:.3}s: kernel {:.3}s)  log-likelihood = {:.6e}  kkt = {:.4e}  inner = {}  κ-modes = {}",
         s.iter + 1,
@@ -25,9 +25,9 @@ fn progress_line(s: &CpAprIter) -> String {
     )
 }
 
-/// CP-APR.
-pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
-    let mut request = CpAprRequest {
+/// The request the arguments make (no initial factors read yet).
+pub(super) fn request(a: &CpAprArgs) -> CpAprRequest {
+    CpAprRequest {
         rank: a.rank,
         iters: a.iters,
         inner: a.inner,
@@ -42,7 +42,15 @@ pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
             NonIntegerArg::Warn => NonInteger::Warn,
             NonIntegerArg::Error => NonInteger::Error,
         },
-    };
+    }
+}
+
+/// CP-APR (across ranks under mpirun, [`super::dist`]).
+pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
+    if super::dist::wanted(false)? {
+        return super::dist::cp_apr(a);
+    }
+    let mut request = request(&a);
     request.check()?;
     if let Some(dir) = &a.out {
         super::output::check_dir(dir)?;
@@ -67,11 +75,25 @@ pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
         line: progress_line,
     };
     let report = driver::run(&job, &engine, x, &NoForms, &mut told)?;
-    let model = &report.model;
+    let summary = report.summary(&job, &loaded.name, x.dims(), x.nnz());
+    let what = format!("CP-APR rank {}", a.rank);
+    finish(&a, &report.model, &summary, report.seconds, &what)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Says the model's warnings, writes it into `--out` when given, then prints the
+/// summary: as JSON, or as one line saying `what` reached which log-likelihood in
+/// `total` seconds.
+pub(super) fn finish(
+    a: &CpAprArgs,
+    model: &CpAprModel,
+    summary: &serde_json::Value,
+    total: f64,
+    what: &str,
+) -> Result<()> {
     for w in &model.warnings {
         eprintln!("sptmc: warning: {w}");
     }
-    let summary = report.summary(&job, &loaded.name, x.dims(), x.nnz());
     if let Some(dir) = &a.out {
         let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
         let header = "CP-APR weights (lambda); factor columns sum to 1".to_string();
@@ -79,21 +101,19 @@ pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
             dir,
             &model.factors,
             &[("weights.txt", header, weights)],
-            &summary,
+            summary,
         )?;
         eprintln!(
             "sptmc: wrote weights.txt, factor-*.txt, model.json to {}",
             dir.display()
         );
     }
-    let total = report.seconds;
     if a.common.json {
-        print_json(&summary);
+        print_json(summary);
     } else {
         let n = model.iters.len();
         println!(
-            "CP-APR rank {}: final log-likelihood {:.10e} after {n} iterations{}, {total:.3}s ({:.4}s/iteration)",
-            a.rank,
+            "{what}: final log-likelihood {:.10e} after {n} iterations{}, {total:.3}s ({:.4}s/iteration)",
             model.log_likelihood,
             if model.converged {
                 " (KKT tolerance met)"
@@ -103,5 +123,5 @@ pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
             total / n.max(1) as f64
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

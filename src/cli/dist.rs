@@ -1,4 +1,5 @@
-//! `sptmc cp` across MPI ranks: the same command under `mpirun` runs distributed when
+//! `sptmc cp` and `sptmc cp-apr` across MPI ranks: the same command under `mpirun` runs
+//! distributed when
 //! the binary was built with `--features mpi` (the launch is detected from `mpirun`'s
 //! variables, [`sptmc::environment::mpi_launch`]). Each rank reads its share of the
 //! file, holds its block on its own engine (the CPU with its share of the node's
@@ -42,17 +43,23 @@ pub fn cp(_: super::args::CpArgs) -> Result<std::process::ExitCode> {
     unreachable!("wanted() is false without the mpi feature")
 }
 
+/// Never called: [`wanted`] is false without the feature.
+#[cfg(not(feature = "mpi"))]
+pub fn cp_apr(_: super::args::CpAprArgs) -> Result<std::process::ExitCode> {
+    unreachable!("wanted() is false without the mpi feature")
+}
+
 #[cfg(feature = "mpi")]
-pub use with_mpi::cp;
+pub use with_mpi::{cp, cp_apr};
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use super::super::args::{BackendArg, CpArgs};
+    use super::super::args::{BackendArg, Common, CpAprArgs, CpArgs};
     use super::super::decomp::{finish, progress_line, read_init};
     use super::super::load::default_spec;
     use super::GrainArg;
     use serde_json::json;
-    use sptmc::decomp::IterStats;
+    use sptmc::decomp::{CpAprIter, IterStats};
     use sptmc::dist::comm::{Channel, DistResult, Failure};
     use sptmc::dist::cp_als::RankStats;
     use sptmc::dist::exchange::{Block, distribute};
@@ -60,7 +67,7 @@ mod with_mpi {
     use sptmc::dist::partition::{Partition, Scheme};
     use sptmc::dist::read::{Share, read_share};
     use sptmc::dist::volume;
-    use sptmc::driver::{CpReport, CpRequest};
+    use sptmc::driver::{CpAprReport, CpReport, CpRequest};
     use sptmc::engine::{BackendChoice, Engine};
     use sptmc::tensor::tns::part::Entries;
     use sptmc::{Error, Matrix, Result};
@@ -71,10 +78,20 @@ mod with_mpi {
 
     /// CP-ALS across the ranks of this `mpirun`.
     pub fn cp(a: CpArgs) -> Result<ExitCode> {
+        with_ranks(|ch| run(ch, &a))
+    }
+
+    /// CP-APR across the ranks of this `mpirun`.
+    pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
+        with_ranks(|ch| run_apr(ch, &a))
+    }
+
+    /// Runs `f` on every rank of this `mpirun`; the failing rank says why.
+    fn with_ranks(f: impl FnOnce(&Channel) -> DistResult<()>) -> Result<ExitCode> {
         let mpi =
             Mpi::init().ok_or_else(|| Error::Unsupported("MPI was initialized twice".into()))?;
         let ch = Channel::new(Box::new(mpi.world()));
-        let outcome = run(&ch, &a);
+        let outcome = f(&ch);
         // Every rank reaches this point (failures are agreed). The failing rank says why
         // before any rank leaves: mpirun ends the whole job at the first non-zero exit,
         // which could otherwise come before that line was written.
@@ -107,8 +124,7 @@ mod with_mpi {
     }
 
     /// This rank's engine: its share of the node's cores, or its local rank's GPU.
-    fn engine(ch: &Channel, a: &CpArgs) -> Result<Engine> {
-        let common = &a.model.common;
+    fn engine(ch: &Channel, common: &Common) -> Result<Engine> {
         let launch = sptmc::environment::mpi_launch().expect("run under mpirun");
         let mut opts = sptmc::environment::engine_options();
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
@@ -154,26 +170,14 @@ mod with_mpi {
         })
     }
 
-    fn run(ch: &Channel, a: &CpArgs) -> DistResult<()> {
-        let mut request = CpRequest {
-            rank: a.rank,
-            iters: a.iters,
-            tol: a.model.tol,
-            seed: a.model.seed,
-            init: None,
-        };
-        ch.agree(request.check())?;
-        let dir_ok = match (&a.model.out, ch.rank()) {
-            (Some(dir), 0) => super::super::output::check_dir(dir),
-            _ => Ok(()),
-        };
-        ch.agree(dir_ok)?;
-        let engine = ch.agree(engine(ch, a))?;
-        let scheme = match a.grain {
-            Some(GrainArg::Coarse) => Scheme::Coarse,
-            _ => Scheme::Medium,
-        };
-        let (share, name, path) = match a.file.as_deref() {
+    /// Reads the tensor `file` (the built-in one when `None`) across the ranks and gives
+    /// each its block of the partition by `scheme`; with the tensor's name.
+    fn read_block(
+        ch: &Channel,
+        file: Option<&Path>,
+        scheme: Scheme,
+    ) -> DistResult<(Block, String)> {
+        let (share, name, path) = match file {
             None => (
                 ch.agree(builtin_share(ch))?,
                 "built-in".to_string(),
@@ -201,6 +205,29 @@ mod with_mpi {
                 start.elapsed().as_secs_f64()
             ),
         );
+        Ok((block, name))
+    }
+
+    fn run(ch: &Channel, a: &CpArgs) -> DistResult<()> {
+        let mut request = CpRequest {
+            rank: a.rank,
+            iters: a.iters,
+            tol: a.model.tol,
+            seed: a.model.seed,
+            init: None,
+        };
+        ch.agree(request.check())?;
+        let dir_ok = match (&a.model.out, ch.rank()) {
+            (Some(dir), 0) => super::super::output::check_dir(dir),
+            _ => Ok(()),
+        };
+        ch.agree(dir_ok)?;
+        let engine = ch.agree(engine(ch, &a.model.common))?;
+        let scheme = match a.grain {
+            Some(GrainArg::Coarse) => Scheme::Coarse,
+            _ => Scheme::Medium,
+        };
+        let (block, name) = read_block(ch, a.file.as_deref(), scheme)?;
         request.init = ch.agree(read_init(a.model.init.as_deref(), block.dims.len()))?;
         let job = ch.agree(request.validate_shape(&block.dims, block.nnz))?;
         let quiet = a.model.common.json || ch.rank() != 0;
@@ -223,7 +250,14 @@ mod with_mpi {
             backend: engine.backend().describe(),
         };
         let mut summary = report.summary(&name, &block.dims, block.nnz as usize);
-        summary["distributed"] = distributed_json(&block, scheme, a.rank, &ranks);
+        let (p, n, r) = (&block.partition, block.dims.len(), a.rank);
+        let model = |p: &Partition, k: usize| {
+            volume::rows_bytes(p, k, r).iter().sum::<u64>() + volume::scalars_bytes(p.ranks(), n, r)
+        };
+        let rough = volume::rough_bytes(&block.dims, p.ranks(), r)
+            .iter()
+            .sum::<u64>();
+        summary["distributed"] = distributed_json(&block, scheme, &ranks, &model, rough);
         let model = &report.model;
         let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
         let files = [("weights.txt", "CP weights (lambda)".to_string(), weights)];
@@ -252,13 +286,14 @@ mod with_mpi {
     }
 
     /// The `distributed` object of `--json`: the partition, every rank's figures, and
-    /// the bytes per iteration against the models (this grid's, the rough
-    /// `I·R/P^(1/N)` per mode, and the coarse-grained variant's).
+    /// the bytes per iteration against the models (`model` of a partition and a rank:
+    /// this grid's and the coarse-grained variant's; the rough `I·R/P^(1/N)` figure).
     fn distributed_json(
         block: &Block,
         scheme: Scheme,
-        r: usize,
         ranks: &[RankStats],
+        model: &dyn Fn(&Partition, usize) -> u64,
+        rough: u64,
     ) -> serde_json::Value {
         let p = &block.partition;
         let n = block.dims.len();
@@ -266,16 +301,12 @@ mod with_mpi {
         let per_rank: Vec<serde_json::Value> = ranks
             .iter()
             .map(|s| {
-                let model = volume::rows_bytes(p, s.rank, r).iter().sum::<u64>()
-                    + volume::scalars_bytes(p.ranks(), n, r);
-                let coarse_model = volume::rows_bytes(&coarse, s.rank, r).iter().sum::<u64>()
-                    + volume::scalars_bytes(p.ranks(), n, r);
                 json!({
                     "rank": s.rank, "nnz": s.nnz, "peak_bytes": s.peak_bytes,
                     "compute_seconds": s.compute_seconds, "comm_seconds": s.comm_seconds,
                     "bytes_per_iter": s.bytes_per_iter,
-                    "model_bytes_per_iter": model,
-                    "coarse_model_bytes_per_iter": coarse_model,
+                    "model_bytes_per_iter": model(p, s.rank),
+                    "coarse_model_bytes_per_iter": model(&coarse, s.rank),
                 })
             })
             .collect();
@@ -284,8 +315,54 @@ mod with_mpi {
             "scheme": scheme,
             "grid": p.grid().shape,
             "bounds": (0..n).map(|m| p.bounds(m).to_vec()).collect::<Vec<_>>(),
-            "rough_bytes_per_iter": volume::rough_bytes(&block.dims, p.ranks(), r).iter().sum::<u64>(),
+            "rough_bytes_per_iter": rough,
             "per_rank": per_rank,
         })
+    }
+
+    fn run_apr(ch: &Channel, a: &CpAprArgs) -> DistResult<()> {
+        let mut request = super::super::cp_apr::request(a);
+        ch.agree(request.check())?;
+        let dir_ok = match (&a.out, ch.rank()) {
+            (Some(dir), 0) => super::super::output::check_dir(dir),
+            _ => Ok(()),
+        };
+        ch.agree(dir_ok)?;
+        let engine = ch.agree(engine(ch, &a.common))?;
+        let (block, name) = read_block(ch, a.file.as_deref(), Scheme::Medium)?;
+        request.init = ch.agree(read_init(a.init.as_deref(), block.dims.len()))?;
+        let job = ch.agree(request.validate_shape(&block.dims, block.nnz))?;
+        let quiet = a.common.json || ch.rank() != 0;
+        let mut progress = |s: &CpAprIter| {
+            if !quiet {
+                eprintln!("{}", super::super::cp_apr::progress_line(s));
+            }
+        };
+        let start = Instant::now();
+        let out = sptmc::dist::cp_apr::cp_apr(ch, &engine, &block, &job.options, &mut progress)?;
+        let seconds = start.elapsed().as_secs_f64();
+        let ranks = gather_stats(ch, &out.stats);
+        let Some(model) = out.model else {
+            return Ok(());
+        };
+        let report = CpAprReport {
+            model,
+            seconds,
+            backend: engine.backend().describe(),
+        };
+        let mut summary = report.summary(&job, &name, &block.dims, block.nnz as usize);
+        // The bytes models read the mean Φ evaluations per mode and iteration.
+        let iters = out.iters.len().max(1) as f64;
+        let evals: Vec<f64> = out.evaluations.iter().map(|&e| e as f64 / iters).collect();
+        let (n, r) = (block.dims.len(), a.rank);
+        let model = |p: &Partition, k: usize| {
+            volume::apr_rows_bytes(p, k, r, &evals).iter().sum::<u64>()
+                + volume::apr_scalars_bytes(p.ranks(), n, r, evals.iter().sum())
+        };
+        let rough = volume::apr_rough_bytes(&block.dims, block.partition.ranks(), r, &evals);
+        summary["distributed"] = distributed_json(&block, Scheme::Medium, &ranks, &model, rough);
+        let what = format!("CP-APR rank {} on {} ranks", a.rank, ch.size());
+        super::super::cp_apr::finish(a, &report.model, &summary, seconds, &what)?;
+        Ok(())
     }
 }

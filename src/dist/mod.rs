@@ -1,4 +1,4 @@
-//! CP-ALS across processes (MPI ranks), each on its own engine.
+//! CP-ALS and CP-APR across processes (MPI ranks), each on its own engine.
 //!
 //! - [`comm`]: the communicator ([`comm::Comm`], single-process [`comm::SelfComm`]) and
 //!   the typed, accounted [`comm::Channel`] the models use;
@@ -10,6 +10,8 @@
 //!   rank that holds it (one all-to-all) and gives each rank its block;
 //! - [`init`]: each rank draws only its rows of the initial factors;
 //! - [`cp_als`]: CP-ALS over the ranks, the single process's mathematics reused;
+//! - [`cp_apr`]: CP-APR over the ranks, the same multiplicative updates by the rows'
+//!   owners;
 //! - `mpi` (feature `mpi`): [`comm::Comm`] over the system MPI.
 //!
 //! Everything but the MPI binding compiles without MPI, and runs (as one rank) on
@@ -17,6 +19,7 @@
 
 pub mod comm;
 pub mod cp_als;
+pub mod cp_apr;
 pub mod exchange;
 pub mod init;
 #[cfg(feature = "mpi")]

@@ -110,3 +110,53 @@ fn one_rank_reproduces_the_single_process_exactly() {
     assert_eq!(model.weights, want.weights);
     assert_eq!(model.factors, want.factors);
 }
+
+#[test]
+fn one_rank_reproduces_the_single_process_cp_apr_exactly() {
+    let g = generate(&GenSpec {
+        dims: vec![40, 30, 20],
+        nnz: 3000,
+        pattern: Pattern::Uniform,
+        seed: 5,
+    })
+    .unwrap();
+    // Counts 1 … 4.
+    let entries: Vec<_> = (0..g.nnz())
+        .map(|k| (g.coords(k), 1.0 + (k % 4) as f64))
+        .collect();
+    let x = crate::tensor::CooTensor::from_entries(g.dims().to_vec(), entries).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.tns");
+    tns::write(&p, &x).unwrap();
+    let (x, _) = tns::read(&p).unwrap();
+    let engine = Engine::cpu();
+    let opts = crate::decomp::CpAprOptions {
+        rank: 3,
+        max_iters: 6,
+        tol: 0.0,
+        seed: 4,
+        ..Default::default()
+    };
+    let prepared = engine
+        .prepare(
+            &x,
+            &[crate::engine::Workload {
+                op: crate::Op::Mttkrp,
+                rank: 3,
+            }],
+        )
+        .unwrap();
+    let want = crate::decomp::cp_apr(&engine, &prepared, &opts).unwrap();
+    let ch = Channel::single();
+    let share = read_share(&ch, &p).unwrap();
+    let block = distribute(&ch, share, Scheme::Medium, &p).unwrap();
+    let got = super::cp_apr::cp_apr(&ch, &engine, &block, &opts, &mut |_| {}).unwrap();
+    let model = got.model.expect("rank 0 holds the model");
+    assert_eq!(model.log_likelihoods(), want.log_likelihoods());
+    assert_eq!(model.weights, want.weights);
+    assert_eq!(model.factors, want.factors);
+    assert_eq!(
+        got.evaluations.iter().sum::<u64>() as usize,
+        want.iters.iter().map(|s| s.inner_iters).sum::<usize>()
+    );
+}

@@ -218,6 +218,12 @@ impl CpAprRequest {
 
     /// Every check of the request against `x`; the run to do.
     pub fn validate(self, x: &CooTensor) -> Result<CpAprJob> {
+        self.validate_shape(x.dims(), x.nnz() as u64)
+    }
+
+    /// [`CpAprRequest::validate`] against a tensor known by its extents and nonzeros
+    /// (one split over processes, which no process holds whole).
+    pub fn validate_shape(self, dims: &[usize], nnz: u64) -> Result<CpAprJob> {
         self.check()?;
         let options = CpAprOptions {
             rank: self.rank,
@@ -232,11 +238,11 @@ impl CpAprRequest {
             init: self.init,
             non_integer: self.non_integer,
         };
-        options.validate(x.dims())?;
+        options.validate(dims)?;
         Ok(CpAprJob {
             options,
-            dims: x.dims().to_vec(),
-            nnz: x.nnz(),
+            dims: dims.to_vec(),
+            nnz: nnz as usize,
         })
     }
 }

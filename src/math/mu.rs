@@ -30,7 +30,22 @@ pub struct MuInner {
 /// ([`kkt_violation`]; stop when below `tol`), then `B ← B ∗ Φ`. `out` holds the last
 /// Φ. The definition a fused session's inner iterations reproduce to the bit.
 pub fn inner_iterations(
+    phi: impl FnMut(&[f64], &mut [f64]) -> Result<(u64, u64)>,
+    b: &mut [f64],
+    max_inner: usize,
+    tol: f64,
+    out: &mut [f64],
+) -> Result<MuInner> {
+    inner_iterations_combined(phi, Ok, b, max_inner, tol, out)
+}
+
+/// [`inner_iterations`] on some rows of `B` (and of Φ), the others held elsewhere:
+/// each evaluation's violation over these rows goes through `combine`, which gives the
+/// violation over all rows (the largest over the processes that hold them), and the
+/// stopping test reads that. With `combine` the identity it is [`inner_iterations`].
+pub fn inner_iterations_combined(
     mut phi: impl FnMut(&[f64], &mut [f64]) -> Result<(u64, u64)>,
+    mut combine: impl FnMut(f64) -> Result<f64>,
     b: &mut [f64],
     max_inner: usize,
     tol: f64,
@@ -42,7 +57,7 @@ pub fn inner_iterations(
         let (to, from) = phi(b, out)?;
         done.bytes_to_device += to;
         done.bytes_from_device += from;
-        done.violation = kkt_violation(b, out);
+        done.violation = combine(kkt_violation(b, out))?;
         if done.violation < tol {
             break;
         }

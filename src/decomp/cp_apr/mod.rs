@@ -70,10 +70,9 @@ use std::time::Instant;
 mod mu;
 mod options;
 
-use mu::{
-    column_sums, fix_inadmissible, has_unsure_zero, log_likelihood, mark_support, mu_inner_seq,
-    normalize, scale_columns, to_f32,
-};
+use mu::{has_unsure_zero, log_likelihood, mark_support, mu_inner_seq, to_f32};
+// The element-wise passes, shared with CP-APR across processes (`crate::dist`).
+pub(crate) use mu::{column_sums, fix_inadmissible, normalize, scale_columns};
 pub use options::{CpAprOptions, NonInteger};
 
 /// What one outer iteration did and cost.
@@ -414,7 +413,7 @@ pub fn cp_apr_with_progress(
 
 /// [`Error::Numerical`] when the model collapsed for a tensor with a positive value:
 /// every weight 0, or a weight or factor entry not finite.
-fn check_not_collapsed(
+pub(crate) fn check_not_collapsed(
     positive: bool,
     weights: &[f64],
     factors: &[Vec<f64>],

@@ -182,7 +182,7 @@ const CHUNK_ROWS: usize = 4096;
 
 /// Column sums of a row-major `rows × rank` matrix, over fixed row blocks added in
 /// order (the same result whatever the thread count).
-pub(super) fn column_sums(a: &[f64], rank: usize) -> Vec<f64> {
+pub(crate) fn column_sums(a: &[f64], rank: usize) -> Vec<f64> {
     let parts: Vec<Vec<f64>> = a
         .par_chunks(rank * CHUNK_ROWS)
         .map(|block| {
@@ -205,7 +205,7 @@ pub(super) fn column_sums(a: &[f64], rank: usize) -> Vec<f64> {
 }
 
 /// Divides every column by its sum (a column whose sum is 0 is left as it is).
-pub(super) fn normalize(a: &mut [f64], sums: &[f64]) {
+pub(crate) fn normalize(a: &mut [f64], sums: &[f64]) {
     let inv: Vec<f64> = sums
         .iter()
         .map(|&s| if s > 0.0 { 1.0 / s } else { 1.0 })
@@ -214,7 +214,7 @@ pub(super) fn normalize(a: &mut [f64], sums: &[f64]) {
 }
 
 /// Multiplies column `r` by `s[r]`.
-pub(super) fn scale_columns(a: &mut [f64], s: &[f64]) {
+pub(crate) fn scale_columns(a: &mut [f64], s: &[f64]) {
     let rank = s.len();
     a.par_chunks_mut(rank * CHUNK_ROWS).for_each(|block| {
         for row in block.chunks_exact_mut(rank) {
@@ -237,7 +237,7 @@ pub(super) fn to_f32(a: &[f64], dst: &mut [f32]) {
 }
 
 /// Adds `kappa` to every entry below `kappa_tol` whose `Φ` is positive; whether any was.
-pub(super) fn fix_inadmissible(a: &mut [f64], phi: &[f64], kappa_tol: f64, kappa: f64) -> bool {
+pub(crate) fn fix_inadmissible(a: &mut [f64], phi: &[f64], kappa_tol: f64, kappa: f64) -> bool {
     if phi.len() != a.len() {
         return false;
     }

@@ -1,0 +1,476 @@
+//! CP-APR over a partition of ranks: the single-process algorithm of
+//! [`crate::decomp::cp_apr`] (same initial factors, same multiplicative updates, same
+//! log-likelihood), with the factor rows spread as [`super::partition`] says.
+//!
+//! Every rank keeps, in f64, the rows of each mode's slab that its block uses; the
+//! owners of a row (see [`super::partition::Partition::owned`]) are the ones that
+//! update it. Per mode `n`, on every rank:
+//! 1. the owners move their inadmissible zeros (from their rows' last Φ) and scale
+//!    their rows by `λ`;
+//! 2. the rank's Φ session ([`crate::engine::PhiRun`]) is fixed on mode `n` with the
+//!    slabs of the other modes;
+//! 3. MU's inner iterations ([`crate::math::mu::inner_iterations_combined`]) on the
+//!    owned rows, each Φ evaluation being: the owned rows of `B` gathered by every
+//!    member of the slab's layer (the ranks whose blocks use them), Φ of the rank's
+//!    block for the slab (a partial sum over its nonzeros), the partial rows reduced to
+//!    their owners (one all-to-all in the layer, summed in rank order); the KKT
+//!    violation is the largest over all ranks, so every rank stops after the same
+//!    evaluation;
+//! 4. the column sums all-reduced into `λ`, the owners normalize, and the layer gathers
+//!    the normalized rows.
+//!
+//! The log-likelihood: each rank's log term from its session (fixed on the last mode),
+//! summed, minus `Σ_r λ_r Π_n Σ_i A_n[i, r]` from the all-reduced column sums. At the
+//! end rank 0 gathers the owned rows and arranges the model as the single process does.
+//! Φ needs the backend's f64 session (the CPU's); a rank whose engine has none stops
+//! the run with an error.
+
+use super::comm::{Channel, DistResult, Failure, Reduce};
+use super::cp_als::{RankStats, peak_memory};
+use super::exchange::Block;
+use super::init::initial_rows;
+use crate::decomp::cp_apr::{
+    check_not_collapsed, column_sums, fix_inadmissible, normalize, scale_columns,
+};
+use crate::decomp::{CpAprIter, CpAprModel, CpAprOptions, NonInteger};
+use crate::engine::{Engine, PhiParams, PhiRun, Prepared, Workload};
+use crate::error::{Error, Result};
+use crate::math::mu::inner_iterations_combined;
+use crate::matrix::Matrix;
+use crate::ops::Op;
+use std::cell::RefCell;
+use std::ops::Range;
+use std::time::Instant;
+
+/// The outcome of a distributed CP-APR on one rank.
+#[derive(Debug)]
+pub struct DistCpApr {
+    /// The whole model, on rank 0 only.
+    pub model: Option<CpAprModel>,
+    /// Every iteration's statistics (every rank; the kernel times and bytes this
+    /// rank's own).
+    pub iters: Vec<CpAprIter>,
+    /// Φ evaluations of each mode, summed over the iterations (the same on every
+    /// rank).
+    pub evaluations: Vec<u64>,
+    /// This rank's figures.
+    pub stats: RankStats,
+}
+
+/// `r` relative to `base`, scaled to entries of rows of `rank` values.
+fn entries(r: Range<usize>, base: usize, rank: usize) -> Range<usize> {
+    (r.start - base) * rank..(r.end - base) * rank
+}
+
+/// The checks of the tensor's values (negative values refused, non-integers a warning
+/// or an error per `non_integer`), over every rank's block; the warnings and whether
+/// some value is positive.
+fn census(
+    ch: &Channel,
+    x: Option<&Prepared>,
+    non_integer: NonInteger,
+    nnz: u64,
+) -> DistResult<(Vec<String>, bool)> {
+    let c = x.map(|x| x.census().clone()).unwrap_or_default();
+    let mut n = [c.negative as u64, c.non_integer as u64, c.nonzero as u64];
+    ch.reduce_u64(&mut n, Reduce::Sum);
+    ch.agree(if c.negative > 0 {
+        Err(Error::InvalidTensor(format!(
+            "CP-APR models counts, but {} values are negative (the first: {}); a Poisson model needs values ≥ 0",
+            n[0],
+            c.first_negative.unwrap_or(f64::NAN)
+        )))
+    } else {
+        Ok(())
+    })?;
+    let mut warnings = Vec::new();
+    if n[1] > 0 {
+        let firsts = ch.gather_u64(c.first_non_integer.unwrap_or(f64::NAN).to_bits());
+        let first = firsts
+            .iter()
+            .map(|&b| f64::from_bits(b))
+            .find(|v| !v.is_nan())
+            .unwrap_or(f64::NAN);
+        let what = format!(
+            "{} of {nnz} values are not integers (the first: {first}); CP-APR's Poisson model assumes counts",
+            n[1]
+        );
+        match non_integer {
+            NonInteger::Warn => warnings.push(what),
+            NonInteger::Error => ch.agree(if ch.rank() == 0 {
+                Err(Error::InvalidTensor(what))
+            } else {
+                Ok(())
+            })?,
+        }
+    }
+    if n[2] == 0 {
+        warnings.push("the tensor has no nonzero value: the model is zero".into());
+    }
+    Ok((warnings, n[2] > 0))
+}
+
+/// This rank's Φ of its block for the slab of the fixed mode, with target rows `b`.
+struct BlockPhi<'a> {
+    run: Option<PhiRun<'a>>,
+    out: Vec<f64>,
+    kernel: f64,
+    to_device: u64,
+    from_device: u64,
+}
+
+impl BlockPhi<'_> {
+    /// Φ of the block (zeros for a rank without nonzeros), its log term when asked.
+    fn phi(&mut self, b: &[f64], params: PhiParams) -> Result<f64> {
+        let t = Instant::now();
+        let got = match &mut self.run {
+            Some(run) => run.phi(b, params, &mut self.out).map(|s| {
+                self.to_device += s.bytes_to_device;
+                self.from_device += s.bytes_from_device;
+                s.log_term.unwrap_or(0.0)
+            }),
+            None => {
+                self.out.clear();
+                self.out.resize(b.len(), 0.0);
+                Ok(0.0)
+            }
+        };
+        self.kernel += t.elapsed().as_secs_f64();
+        got
+    }
+
+    /// Fixes the session on `mode` with the other modes' slabs.
+    fn fix(&mut self, mode: usize, slabs: &[Vec<f64>]) -> Result<()> {
+        let t = Instant::now();
+        let got = match &mut self.run {
+            Some(run) => {
+                let all: Vec<&[f64]> = slabs.iter().map(Vec::as_slice).collect();
+                run.fix(mode, &all).map(|_| ())
+            }
+            None => Ok(()),
+        };
+        self.kernel += t.elapsed().as_secs_f64();
+        got
+    }
+}
+
+/// Sums the partial rows `local` (the slab of mode `n`) of every member of the layer
+/// into the rows this rank owns, `out`, in the members' rank order.
+fn reduce_to_owners(layer: &Channel, counts: &[u64], local: &[f64], out: &mut [f64]) {
+    let (parts, _) = layer.all_to_all(local, counts);
+    out.fill(0.0);
+    if out.is_empty() {
+        return;
+    }
+    for piece in parts.chunks_exact(out.len()) {
+        for (s, &x) in out.iter_mut().zip(piece) {
+            *s += x;
+        }
+    }
+}
+
+/// CP-APR of the tensor split as `block` on every rank of `ch`, each with its own
+/// `engine` (see the [module documentation](self)); `progress` is called after every
+/// outer iteration on every rank.
+pub fn cp_apr(
+    ch: &Channel,
+    engine: &Engine,
+    block: &Block,
+    opts: &CpAprOptions,
+    progress: &mut dyn FnMut(&CpAprIter),
+) -> DistResult<DistCpApr> {
+    let dims = &block.dims;
+    let order = dims.len();
+    let rank = opts.rank;
+    let me = ch.rank();
+    let part = &block.partition;
+    ch.agree(if order < 2 {
+        Err(Error::InvalidTensor(format!(
+            "a decomposition needs a tensor of order ≥ 2, got order {order}"
+        )))
+    } else {
+        opts.validate(dims)
+    })?;
+    let local_nnz = block.tensor.nnz();
+    ch.agree(crate::memplan::MemoryPlan::cp_apr(block.tensor.dims(), local_nnz, rank).check())?;
+    let prepared: Option<Prepared> = ch.agree(if local_nnz > 0 {
+        let w = Workload {
+            op: Op::Mttkrp,
+            rank,
+        };
+        engine.prepare(&block.tensor, &[w]).map(Some)
+    } else {
+        Ok(None)
+    })?;
+    let (warnings, positive) = census(ch, prepared.as_ref(), opts.non_integer, block.nnz)?;
+    let run = ch.agree(match &prepared {
+        Some(x) => engine.phi_run(x, rank).and_then(|r| {
+            r.map(Some).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "CP-APR across ranks needs Φ in f64 sessions, which the {} backend does not offer (or their buffers do not fit in memory): run it with --backend cpu",
+                    engine.kind()
+                ))
+            })
+        }),
+        None => Ok(None),
+    })?;
+    let mut phi = BlockPhi {
+        run,
+        out: Vec::new(),
+        kernel: 0.0,
+        to_device: 0,
+        from_device: 0,
+    };
+
+    // Each rank's slab rows of the single process's initial factors, in f64, divided
+    // by the whole columns' sums (all-reduced from the owned rows) into λ.
+    let slab_rows: Vec<Range<usize>> = (0..order).map(|m| part.slab(m, me)).collect();
+    let own: Vec<Range<usize>> = (0..order)
+        .map(|m| entries(part.owned(m, me), slab_rows[m].start, rank))
+        .collect();
+    let mut slabs: Vec<Vec<f64>> = (0..order)
+        .map(|m| {
+            let f = initial_rows(
+                opts.init.as_deref(),
+                opts.seed,
+                m,
+                slab_rows[m].clone(),
+                rank,
+            );
+            f.data().iter().map(|&v| f64::from(v)).collect()
+        })
+        .collect();
+    let mut lambda = vec![1.0f64; rank];
+    for m in 0..order {
+        let mut sums = column_sums(&slabs[m][own[m].clone()], rank);
+        ch.reduce_f64(&mut sums, Reduce::Sum);
+        normalize(&mut slabs[m], &sums);
+        for (l, s) in lambda.iter_mut().zip(&sums) {
+            *l *= s;
+        }
+    }
+    let layers: Vec<Channel> = (0..order).map(|m| ch.split(part.layer(m, me))).collect();
+    let counts: Vec<Vec<u64>> = (0..order)
+        .map(|m| {
+            part.pieces(m, me)
+                .iter()
+                .map(|p| (p.len() * rank) as u64)
+                .collect()
+        })
+        .collect();
+    let params = PhiParams {
+        eps: opts.eps as f32,
+        log_term: false,
+    };
+
+    let (bytes0, comm0) = (ch.traffic().bytes.get(), ch.traffic().seconds.get());
+    let start = Instant::now();
+    let mut compute = 0.0;
+    // The last Φ of each mode's owned rows (for the inadmissible zeros).
+    let mut phis: Vec<Vec<f64>> = vec![Vec::new(); order];
+    let mut kkt = vec![0.0f64; order];
+    let mut evaluations = vec![0u64; order];
+    let mut iters: Vec<CpAprIter> = Vec::new();
+    let mut converged = false;
+    for it in 0..opts.max_iters {
+        let t0 = Instant::now();
+        let c0 = ch.traffic().seconds.get();
+        let (k0, to0, from0) = (phi.kernel, phi.to_device, phi.from_device);
+        let mut all_met = true;
+        let mut inner_iters = 0;
+        let mut moved = vec![0.0f64; order];
+        for n in 0..order {
+            let o = own[n].clone();
+            // 1. Inadmissible zeros, and the weights into this mode (owned rows).
+            if it > 0
+                && fix_inadmissible(
+                    &mut slabs[n][o.clone()],
+                    &phis[n],
+                    opts.kappa_tol,
+                    opts.kappa,
+                )
+            {
+                moved[n] = 1.0;
+            }
+            scale_columns(&mut slabs[n][o.clone()], &lambda);
+            lambda.fill(1.0);
+            // 2. The session on this mode, the other slabs fixed.
+            ch.agree(phi.fix(n, &slabs))?;
+            // 3. MU's inner iterations, each Φ from every block of the layer.
+            phis[n].resize(o.len(), 0.0);
+            let layer = &layers[n];
+            let failed: RefCell<Option<Failure>> = RefCell::new(None);
+            let evaluate = |b: &[f64], out: &mut [f64]| -> Result<(u64, u64)> {
+                let (slab_b, _) = layer.all_gather(b);
+                let (to, from) = (phi.to_device, phi.from_device);
+                let done = phi.phi(&slab_b, params);
+                if let Err(f) = ch.agree(done) {
+                    *failed.borrow_mut() = Some(f);
+                    return Err(Error::Numerical("Φ failed on some rank".into()));
+                }
+                reduce_to_owners(layer, &counts[n], &phi.out, out);
+                Ok((phi.to_device - to, phi.from_device - from))
+            };
+            let largest = |v: f64| -> Result<f64> {
+                // NaN travels as a flag: a maximum over NaN is not defined.
+                let mut m = [if v.is_nan() { 0.0 } else { v }, f64::from(v.is_nan())];
+                ch.reduce_f64(&mut m, Reduce::Max);
+                Ok(if m[1] > 0.0 { f64::NAN } else { m[0] })
+            };
+            let done = inner_iterations_combined(
+                evaluate,
+                largest,
+                &mut slabs[n][o.clone()],
+                opts.max_inner,
+                opts.tol,
+                &mut phis[n],
+            );
+            let inner = match done {
+                Ok(inner) => inner,
+                Err(e) => return Err(failed.into_inner().unwrap_or(Failure::Here(e))),
+            };
+            evaluations[n] += inner.evaluations as u64;
+            inner_iters += inner.evaluations;
+            if inner.evaluations > 0 {
+                kkt[n] = inner.violation;
+            }
+            if inner.updated {
+                all_met = false;
+            }
+            // 4. The weights back out of this mode; the layer gets the new rows.
+            let mut sums = column_sums(&slabs[n][o.clone()], rank);
+            ch.reduce_f64(&mut sums, Reduce::Sum);
+            normalize(&mut slabs[n][o.clone()], &sums);
+            lambda.copy_from_slice(&sums);
+            let (rows, _) = layers[n].all_gather(&slabs[n][o]);
+            slabs[n] = rows;
+        }
+        // The log-likelihood: the session is fixed on the last mode with the final
+        // factors of the others.
+        let last = order - 1;
+        let mut b = slabs[last].clone();
+        scale_columns(&mut b, &lambda);
+        let log_term = ch.agree(phi.phi(
+            &b,
+            PhiParams {
+                log_term: true,
+                ..params
+            },
+        ))?;
+        let mut buf = vec![log_term];
+        for m in 0..order {
+            buf.extend(column_sums(&slabs[m][own[m].clone()], rank));
+        }
+        buf.extend_from_slice(&moved);
+        buf.push(f64::from(start.elapsed().as_secs_f64() > opts.max_seconds));
+        ch.reduce_f64(&mut buf, Reduce::Sum);
+        let total: f64 = (0..rank)
+            .map(|r| (0..order).fold(lambda[r], |p, m| p * buf[1 + m * rank + r]))
+            .sum();
+        let log_likelihood = buf[0] - total;
+        ch.agree(if log_likelihood.is_finite() {
+            Ok(())
+        } else {
+            Err(Error::NonFinite(format!(
+                "the log-likelihood is {log_likelihood} (Σ x log m = {}, Σ m = {total})",
+                buf[0]
+            )))
+        })?;
+        let flags = &buf[1 + order * rank..];
+        let stats = CpAprIter {
+            iter: it,
+            log_likelihood,
+            kkt_violation: kkt.iter().copied().fold(0.0, f64::max),
+            inner_iters,
+            violations: flags[..order].iter().filter(|&&f| f > 0.0).count(),
+            seconds: t0.elapsed().as_secs_f64(),
+            seconds_kernel: phi.kernel - k0,
+            bytes_to_device: phi.to_device - to0,
+            bytes_from_device: phi.from_device - from0,
+        };
+        compute += stats.seconds - (ch.traffic().seconds.get() - c0);
+        iters.push(stats);
+        progress(&stats);
+        if all_met {
+            converged = true;
+            break;
+        }
+        if flags[order] > 0.0 {
+            break;
+        }
+    }
+    let traffic = ch.traffic();
+    let stats = RankStats {
+        rank: me,
+        nnz: local_nnz as u64,
+        peak_bytes: 0,
+        compute_seconds: compute,
+        comm_seconds: traffic.seconds.get() - comm0,
+        bytes_per_iter: (traffic.bytes.get() - bytes0) / iters.len().max(1) as u64,
+    };
+    let model = gather_model(ch, block, &slabs, &own, &lambda, (positive, iters.len()));
+    let model = ch.agree(model)?.map(|(weights, factors)| CpAprModel {
+        weights,
+        factors,
+        log_likelihood: iters.last().map_or(0.0, |s| s.log_likelihood),
+        iters: iters.clone(),
+        converged,
+        warnings,
+    });
+    Ok(DistCpApr {
+        model,
+        iters,
+        evaluations,
+        stats: RankStats {
+            peak_bytes: peak_memory(),
+            ..stats
+        },
+    })
+}
+
+/// Rank 0 gathers every rank's owned rows (`own`: entries of `slabs`) into the whole
+/// factors and orders the components by decreasing `λ`, as the single process does:
+/// the weights and factors there, `None` elsewhere; an error when the model collapsed
+/// (for a tensor with a positive value, after `iterations`).
+fn gather_model(
+    ch: &Channel,
+    block: &Block,
+    slabs: &[Vec<f64>],
+    own: &[Range<usize>],
+    lambda: &[f64],
+    (positive, iterations): (bool, usize),
+) -> Result<Option<(Vec<f64>, Vec<Matrix>)>> {
+    let part = &block.partition;
+    let rank = lambda.len();
+    let p = ch.size();
+    let mut whole = Vec::with_capacity(slabs.len());
+    for (m, (slab, o)) in slabs.iter().zip(own).enumerate() {
+        let mut counts = vec![0u64; p];
+        counts[0] = o.len() as u64;
+        let (rows, got) = ch.all_to_all(&slab[o.clone()], &counts);
+        if ch.rank() != 0 {
+            continue;
+        }
+        let mut f = vec![0f64; block.dims[m] * rank];
+        let mut at = 0usize;
+        for (j, &n) in got.iter().enumerate() {
+            let start = part.owned(m, j).start * rank;
+            f[start..start + n as usize].copy_from_slice(&rows[at..at + n as usize]);
+            at += n as usize;
+        }
+        whole.push(f);
+    }
+    if ch.rank() != 0 {
+        return Ok(None);
+    }
+    let mut perm: Vec<usize> = (0..rank).collect();
+    perm.sort_by(|&i, &j| lambda[j].total_cmp(&lambda[i]));
+    let weights: Vec<f64> = perm.iter().map(|&k| lambda[k]).collect();
+    check_not_collapsed(positive, &weights, &whole, iterations)?;
+    let factors = whole
+        .iter()
+        .zip(&block.dims)
+        .map(|(f, &d)| Matrix::from_fn(d, rank, |i, j| f[i * rank + perm[j]] as f32))
+        .collect();
+    Ok(Some((weights, factors)))
+}
