@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Per-rank memory and per-iteration time of distributed CP-ALS (rank 16) for FROSTT's
-largest tensors, from the costs measured on one machine (docs/distributed.md says how
-each was measured) and the medium-grained grid sptmc chooses (src/dist/partition.rs).
-Prints the markdown tables of docs/distributed.md."""
+"""Per-rank memory and per-iteration time of distributed CP-ALS and CP-APR (rank 16) for
+FROSTT's largest tensors, from the costs measured on one machine (docs/distributed.md
+says how each was measured) and the medium-grained grid sptmc chooses
+(src/dist/partition.rs). Prints the markdown tables of docs/distributed.md."""
 
 import math
 
@@ -21,6 +21,12 @@ CPU_NS_PER_ROW = 222.0  # solve, Gram, norms per factor row and iteration, rank 
 GPU_NS_PER_NNZ_MODE = 0.043  # MTTKRP kernel, uniform 50 M nonzeros, rank 32
 GPU_BUS_BYTES_PER_S = 7.6e9  # factor rows up and MTTKRP rows back, CP-ALS on uboot
 GPU_HOST_NS_PER_ROW = 7.1  # host dense algebra per row (16 host threads)
+# CP-APR (CPU only: across ranks it needs the CPU's f64 Φ sessions). CPU time per
+# nonzero and Φ evaluation, the session's fix per mode and the log-likelihood's Φ
+# included: uboot-commitwords-3d, rank 16, 10 inner iterations per mode, one thread.
+APR_NS_PER_NNZ_EVAL = 6.4
+APR_INNER = 10  # Φ evaluations per mode and iteration (pyttb's maxinneriters)
+APR_PI_BYTES = 8 * R  # the session's π per nonzero (f64)
 # Assumed network (not measurable here): 100 Gb/s per rank, 2 us per message.
 NET_BYTES_PER_S = 12.5e9
 NET_LATENCY_S = 2e-6
@@ -57,12 +63,12 @@ def plan(dims, nnz, p, gpu):
     q = [p / s for s in shape]
     own = [s / qq for s, qq in zip(slab, q)]
     nnz_rank = nnz / p
-    # Memory: the HLS form, the slabs of every factor, one MTTKRP output, owned rows;
-    # the input phase's peak; the whole initial factors (generated on every rank).
+    # Memory: the HLS form, the slabs of every factor, one MTTKRP output, owned rows
+    # (the initial factors: each rank draws only its slabs' rows); the input phase's
+    # peak.
     factor_bytes = sum(slab) * R * 4 + max(slab) * R * 4 + sum(own) * R * 4
     steady = nnz_rank * HLS_BYTES + factor_bytes
     peak_input = nnz_rank * INPUT_PEAK_BYTES
-    init_full = sum(dims) * R * 4
     # Time per iteration.
     rows_owned = sum(own)
     if gpu:
@@ -75,7 +81,25 @@ def plan(dims, nnz, p, gpu):
     sent = sum(2 * s * R * 4 * (qq - 1) / qq for s, qq in zip(slab, q))
     messages = sum(2 * (qq - 1) for qq in q) + 3 * n * 2 * math.log2(max(p, 2))
     comm = sent / NET_BYTES_PER_S + messages * NET_LATENCY_S
-    return shape, steady, peak_input, init_full, compute, comm, sent
+    return shape, steady, peak_input, compute, comm, sent
+
+
+def plan_apr(dims, nnz, p):
+    """CP-APR per rank: memory (HLS form, the session's π, the slabs in f64 with their
+    Φ), bytes sent and CPU seconds per iteration with APR_INNER evaluations per mode."""
+    shape = grid(p, dims)
+    n = len(dims)
+    slab = [d / s for d, s in zip(dims, shape)]
+    q = [p / s for s in shape]
+    own = [s / qq for s, qq in zip(slab, q)]
+    nnz_rank = nnz / p
+    e = APR_INNER
+    steady = nnz_rank * (HLS_BYTES + APR_PI_BYTES) + sum(slab) * R * 8 * 2 + max(slab) * R * 8
+    compute = nnz_rank * (n * e + 1) * APR_NS_PER_NNZ_EVAL * 1e-9
+    sent = sum((e * (s - o) + (e + 1) * o * (qq - 1)) * R * 8 for s, o, qq in zip(slab, own, q))
+    messages = sum((2 * e + 1) * (qq - 1) for qq in q) + (3 * e + n + 2) * 2 * math.log2(max(p, 2))
+    comm = sent / NET_BYTES_PER_S + messages * NET_LATENCY_S
+    return shape, steady, compute, comm, sent
 
 
 def gb(x):
@@ -89,10 +113,15 @@ for name, (dims, nnz) in TENSORS.items():
           "GPU s/iter (compute + comm) |")
     print("|---|---|---|---|---|---|---|")
     for p in RANKS:
-        shape, steady, peak, init_full, cpu, comm, sent = plan(dims, nnz, p, False)
-        _, _, _, _, gpu, _, _ = plan(dims, nnz, p, True)
+        shape, steady, peak, cpu, comm, sent = plan(dims, nnz, p, False)
+        _, _, _, gpu, _, _ = plan(dims, nnz, p, True)
         print(f"| {p} | {'×'.join(map(str, shape))} | {nnz / p / 1e6:.1f} | "
               f"{gb(steady)} / {gb(max(peak, steady))} | {sent / 1e6:.1f} | "
               f"{cpu + comm:.3f} ({cpu:.3f} + {comm:.3f}) | {gpu + comm:.4f} ({gpu:.4f} + {comm:.3f}) |")
-    print(f"\nInitial factors generated whole on every rank today: {gb(init_full)} GB per rank "
-          "(transient; see below).")
+    print(f"\nCP-APR ({APR_INNER} Φ evaluations per mode and iteration, CPU):\n")
+    print("| ranks | memory per rank, steady (GB) | bytes sent per rank and iteration (MB) | "
+          "CPU s/iter (compute + comm) |")
+    print("|---|---|---|---|")
+    for p in RANKS:
+        _, steady, cpu, comm, sent = plan_apr(dims, nnz, p)
+        print(f"| {p} | {gb(steady)} | {sent / 1e6:.1f} | {cpu + comm:.2f} ({cpu:.2f} + {comm:.3f}) |")
