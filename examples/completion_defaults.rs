@@ -1,13 +1,13 @@
 //! Completion with its defaults on the grid of generated low-rank problems (truth
 //! ranks 3 and 8, offsets 0 and 2, value scales ×0.01, ×1 and ×100, 10 % and 25 % of
 //! a 120 × 100 × 80 tensor observed, noise σ = 5 % of the values' spread), every
-//! solver, the model's rank = the truth's and every other option at its default; and,
-//! when the shared data hold it, MovieLens-100k 80/10/10 at rank 16 against the bias
-//! baseline over three seeds. Writes a Markdown table.
+//! solver, the model's rank = the truth's (or `--rank`) and every other option at its
+//! default; and, when the shared data hold it, MovieLens-100k 80/10/10 at rank 16
+//! against the bias baseline over three seeds. Writes a Markdown table.
 //!
 //! ```text
 //! cargo run --release --example completion_defaults -- [--out FILE] [--seed 1]
-//!     [--threads 2] [--movielens FILE]
+//!     [--threads 2] [--movielens FILE | --no-movielens] [--rank R]
 //! ```
 
 #[path = "../tests/support/low_rank.rs"]
@@ -39,6 +39,12 @@ struct Args {
     /// MovieLens-100k as .tns(.gz) (default: the shared data's, when present).
     #[arg(long)]
     movielens: Option<PathBuf>,
+    /// The model's rank on the generated tensors (default: the truth's rank).
+    #[arg(long)]
+    rank: Option<usize>,
+    /// Skip MovieLens-100k.
+    #[arg(long)]
+    no_movielens: bool,
 }
 
 /// One run: the model's test RMSE, its λ, epochs and seconds.
@@ -80,17 +86,30 @@ fn main() -> sptmc::Result<()> {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "# Completion with its defaults\n\n{} · commit {} · CPU, {} threads · `cargo run --release --example completion_defaults -- --seed {} --threads {}`\n",
+        "# Completion with its defaults\n\n{} · commit {} · CPU, {} threads · {} profile · `cargo run{} --example completion_defaults -- {}`\n",
         utc_now(),
         build_commit(),
         a.threads,
-        a.seed,
-        a.threads
+        if cfg!(debug_assertions) {
+            "dev"
+        } else {
+            "release"
+        },
+        if cfg!(debug_assertions) {
+            ""
+        } else {
+            " --release"
+        },
+        std::env::args().skip(1).collect::<Vec<_>>().join(" ")
     );
+    let model_rank = match a.rank {
+        Some(r) => format!("Model rank {r}"),
+        None => "Model rank = truth rank".into(),
+    };
     let _ = writeln!(
         md,
         "Generated 120 × 100 × 80 tensors: `scale · (CP_R + offset)`, factors uniform in [0, 1), \
-         noise σ = 5 % of the values' spread, split 80/10/10. Model rank = truth rank, every other \
+         noise σ = 5 % of the values' spread, split 80/10/10. {model_rank}, every other \
          option at its default (λ chosen on validation, SGD's rate from the data, biases). \
          Target: test RMSE ≤ 1.15 σ.\n"
     );
@@ -122,7 +141,7 @@ fn main() -> sptmc::Result<()> {
                             &s.train,
                             &s.validation,
                             &s.test,
-                            rank,
+                            a.rank.unwrap_or(rank),
                             solver,
                             a.seed,
                         )?;
@@ -144,7 +163,10 @@ fn main() -> sptmc::Result<()> {
         }
     }
     let _ = writeln!(md, "\n{pass} of {total} runs within 1.15 σ.\n");
-    let ml = a.movielens.clone().or_else(|| {
+    let ml = a.movielens.clone().filter(|_| !a.no_movielens).or_else(|| {
+        if a.no_movielens {
+            return None;
+        }
         let p = PathBuf::from("/work/shared/data/movielens-100k.tns.gz");
         p.exists().then_some(p)
     });
