@@ -170,7 +170,7 @@ pub struct CompleteArgs {
     #[arg(long)]
     pub no_biases: bool,
     /// Regularization of the biases, in pseudo-entries (a row's bias shrinks like a mean
-    /// with this many extra entries at 0).
+    /// with this many extra entries at its mode's mean bias).
     #[arg(long, default_value_t = 5.0)]
     pub bias_lambda: f64,
     /// Write the model (factor-*.txt and model.json, read by `sptmc predict`) into this

@@ -28,7 +28,7 @@ use crate::matrix::Matrix;
 use crate::ops::Op;
 
 /// One SGD epoch's settings ([`CompletionSession::sgd_epoch`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SgdStep {
     /// The learning rate `η` (> 0).
     pub learning_rate: f32,
@@ -51,13 +51,16 @@ pub struct SgdStep {
 /// `K`, the last `N` columns (`N` the order) are biases, column `K − N + n` holding
 /// mode `n`'s bias in mode `n` and a fixed 1 in every other mode, so that the model
 /// `Σ_r Π_m A⁽ᵐ⁾[i_m, r]` adds `Σ_n b⁽ⁿ⁾[i_n]`. A step moves a bias by
-/// `η_b (e − λ_b / c_n(i_n) · b)` and never moves the fixed ones.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// `η_b (e − λ_b / c_n(i_n) · (b − m_n))`, `m_n` mode `n`'s center, and never moves the
+/// fixed ones.
+#[derive(Debug, Clone, PartialEq)]
 pub struct SgdBias {
     /// The biases' learning rate `η_b` (> 0).
     pub learning_rate: f32,
     /// The biases' regularization `λ_b` (≥ 0).
     pub lambda: f32,
+    /// Per mode, the value `m_n` its biases are shrunk toward (finite; empty: all 0).
+    pub centers: Vec<f32>,
 }
 
 /// The completion kernels on one prepared tensor, with the factors kept by the backend.
@@ -216,6 +219,15 @@ pub(crate) fn check_bias_columns(step: &SgdStep, rank: usize, order: usize) -> R
             "SGD with bias columns needs a rank above the order {order} (the last {order} columns are biases), got {rank}"
         )));
     }
+    if let Some(b) = &step.bias
+        && !(b.centers.is_empty() || b.centers.len() == order)
+    {
+        return Err(Error::shape(
+            "SGD bias centers",
+            format!("{order} (one per mode) or none"),
+            b.centers.len(),
+        ));
+    }
     Ok(())
 }
 
@@ -233,7 +245,7 @@ pub(crate) fn check_step(step: &SgdStep) -> Result<()> {
             step.lambda
         )));
     }
-    if let Some(b) = step.bias {
+    if let Some(b) = &step.bias {
         if !(b.learning_rate.is_finite() && b.learning_rate > 0.0) {
             return Err(Error::InvalidOption(format!(
                 "the SGD bias learning rate must be a number > 0, got {}",
@@ -244,6 +256,11 @@ pub(crate) fn check_step(step: &SgdStep) -> Result<()> {
             return Err(Error::InvalidOption(format!(
                 "the bias regularization must be a number ≥ 0, got {}",
                 b.lambda
+            )));
+        }
+        if let Some(c) = b.centers.iter().find(|c| !c.is_finite()) {
+            return Err(Error::InvalidOption(format!(
+                "the SGD bias centers must be finite, got {c}"
             )));
         }
     }

@@ -63,25 +63,51 @@ impl Layout {
         }
     }
 
-    /// `λ Σ_n ‖CP columns of A⁽ⁿ⁾‖² + λ_b Σ_n ‖b⁽ⁿ⁾‖²` in f64.
+    /// `λ Σ_n ‖CP columns of A⁽ⁿ⁾‖² + λ_b Σ_n ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²` in f64, `b̄⁽ⁿ⁾` the mean
+    /// of mode `n`'s biases ([`Layout::centers`]).
     pub fn penalty(&self, factors: &[Matrix], lambda: f64, bias_lambda: f64) -> f64 {
         let (cp, bias) = self.sq_norms(factors);
         lambda * cp + bias_lambda * bias
     }
 
-    /// `Σ_n ‖CP columns of A⁽ⁿ⁾‖²` and `Σ_n ‖b⁽ⁿ⁾‖²` in f64.
+    /// `Σ_n ‖CP columns of A⁽ⁿ⁾‖²` and `Σ_n ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²` in f64.
     pub fn sq_norms(&self, factors: &[Matrix]) -> (f64, f64) {
         let (r, k) = (self.rank, self.width());
+        let centers = self.centers(factors);
         let (mut cp, mut bias) = (0.0, 0.0);
         for (n, f) in factors.iter().enumerate() {
             for row in f.data().chunks_exact(k) {
                 cp += row[..r].iter().map(|&v| f64::from(v).powi(2)).sum::<f64>();
                 if self.biases {
-                    bias += f64::from(row[r + n]).powi(2);
+                    bias += (f64::from(row[r + n]) - centers[n]).powi(2);
                 }
             }
         }
         (cp, bias)
+    }
+
+    /// Per mode, the mean `b̄⁽ⁿ⁾` of its biases over every row, toward which they are
+    /// shrunk (0 without biases). A mode's mean bias is a constant the regularization
+    /// leaves free: shrinking the biases toward 0 instead would pull the model toward
+    /// `μ`, which fights a CP part whose own mean is not the training mean (a
+    /// nonnegative low-rank tensor fitted at its own rank stopped at 1.38 σ that way).
+    pub fn centers(&self, factors: &[Matrix]) -> Vec<f64> {
+        let (r, k) = (self.rank, self.width());
+        factors
+            .iter()
+            .enumerate()
+            .map(|(n, f)| {
+                if !self.biases || f.rows() == 0 {
+                    return 0.0;
+                }
+                let sum: f64 = f
+                    .data()
+                    .chunks_exact(k)
+                    .map(|row| f64::from(row[r + n]))
+                    .sum();
+                sum / f.rows() as f64
+            })
+            .collect()
     }
 
     /// The weight of every CP column: `Π_n ‖A⁽ⁿ⁾[:, r]‖`.

@@ -157,7 +157,16 @@ impl Fitter<'_> {
                 for (mode, count) in self.counts.iter().enumerate() {
                     timed(&mut || s.normal_equations(mode, scratch).map(|_| ()))?;
                     let a = if layout.biases {
-                        let reduced = layout.reduce(scratch, mode);
+                        let mut reduced = layout.reduce(scratch, mode);
+                        // The bias is shrunk toward the mode's mean bias: `λ_b b̄` on
+                        // the right-hand side.
+                        let shift = (self.bias_lambda * layout.centers(&s.factors()?)[mode]) as f32;
+                        let w = layout.rank + 1;
+                        for (row, &c) in reduced.data_mut().chunks_exact_mut(w * w + w).zip(count) {
+                            if c > 0 {
+                                row[w * w + layout.rank] += shift;
+                            }
+                        }
                         let (a, pinv) = solve_rows(&reduced, layout.rank + 1, &diagonal, count)?;
                         self.pinv_solves += pinv;
                         layout.expand(&a, mode)
@@ -185,10 +194,14 @@ impl Fitter<'_> {
                         Some(n) => (vec![n], 1, self.bias_lambda),
                         None => ((0..layout.order).collect(), self.ccd_inner, lambda),
                     };
+                    let center = match bias_of {
+                        Some(n) => layout.centers(&s.factors()?)[n],
+                        None => 0.0,
+                    };
                     for _ in 0..sweeps {
                         for &mode in &modes {
                             timed(&mut || s.column_terms(mode, col, scratch).map(|_| ()))?;
-                            let v = column_update(scratch, lam, &self.counts[mode]);
+                            let v = column_update(scratch, lam, center, &self.counts[mode]);
                             timed(&mut || s.set_column(mode, col, &v).map(|_| ()))?;
                         }
                     }
@@ -204,9 +217,10 @@ impl Fitter<'_> {
                     lambda: lambda as f32,
                     seed: self.seed.wrapping_add(self.epochs.len() as u64),
                     shuffle: true,
-                    bias: layout.biases.then_some(SgdBias {
+                    bias: layout.biases.then(|| SgdBias {
                         learning_rate: (lr * self.bias_rate) as f32,
                         lambda: self.bias_lambda as f32,
+                        centers: layout.centers(&before).iter().map(|&c| c as f32).collect(),
                     }),
                 };
                 let mut outcome = Ok(());

@@ -6,13 +6,16 @@
 //! (0 without [`CompletionOptions::center`]), one bias per row of every mode (without
 //! [`CompletionOptions::biases`], none) and a rank-`R` CP model, fitted to the observed
 //! training entries only (every stored entry is observed, an explicit zero included)
-//! by minimizing `Σ_observed (x − m)² + λ Σ_n ‖A⁽ⁿ⁾‖² + λ_b Σ_n ‖b⁽ⁿ⁾‖²`. The biases
+//! by minimizing `Σ_observed (x − m)² + λ Σ_n ‖A⁽ⁿ⁾‖² + λ_b Σ_n ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²`
+//! (`b̄⁽ⁿ⁾` the mean of mode `n`'s biases: each mode's mean bias is free, so the model's
+//! constant is not tied to `μ` when the CP part has a mean of its own). The biases
 //! are learned with the factors by every solver: they ride along as extra factor
 //! columns (`bias.rs`), so every pass over the nonzeros runs on the engine
 //! ([`crate::engine::completion`]). Biases of every mode, not only users and items:
 //! a tensor's third mode (time, context) has its own offsets, and the solvers treat all
 //! modes alike. `λ_b` ([`CompletionOptions::bias_lambda`]) is a count of pseudo-entries
-//! (a row's bias shrinks like a mean with that many extra entries at 0), so unlike `λ`
+//! (a row's bias shrinks like a mean with that many extra entries at the mode's mean
+//! bias), so unlike `λ`
 //! it does not depend on the values' scale.
 //!
 //! - **ALS**: per mode, the normal equations of every row on the engine
@@ -150,7 +153,7 @@ pub struct CompletionOptions {
     /// Learn a bias per row of every mode with the factors (`true`, recommender
     /// practice) or fit `μ + CP` alone.
     pub biases: bool,
-    /// `λ_b` (≥ 0) of `λ_b Σ‖b⁽ⁿ⁾‖²`, in pseudo-entries (module docs).
+    /// `λ_b` (≥ 0) of `λ_b Σ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²`, in pseudo-entries (module docs).
     pub bias_lambda: f64,
 }
 

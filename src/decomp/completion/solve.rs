@@ -120,9 +120,10 @@ fn solve_one(row: &[f32], r: usize, lambda: &[f64], a: &mut [f32]) -> Result<boo
     Ok(pinv)
 }
 
-/// CCD++: a column's new values `Σ ê k / (λ + Σ k²)` from its terms (`I × 2`); rows
-/// without entries (or with `λ + Σ k² = 0`) at zero.
-pub(super) fn column_update(terms: &Matrix, lambda: f64, counts: &[u32]) -> Vec<f32> {
+/// CCD++: a column's new values `(Σ ê k + λ c) / (λ + Σ k²)` from its terms (`I × 2`),
+/// `c` the value the column is shrunk toward (0 for a CP column, the mean for a bias);
+/// rows without entries (or with `λ + Σ k² = 0`) at zero.
+pub(super) fn column_update(terms: &Matrix, lambda: f64, center: f64, counts: &[u32]) -> Vec<f32> {
     terms
         .data()
         .chunks_exact(2)
@@ -132,7 +133,7 @@ pub(super) fn column_update(terms: &Matrix, lambda: f64, counts: &[u32]) -> Vec<
             if n == 0 || den <= 0.0 {
                 0.0
             } else {
-                (f64::from(t[0]) / den) as f32
+                ((f64::from(t[0]) + lambda * center) / den) as f32
             }
         })
         .collect()

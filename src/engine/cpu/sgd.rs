@@ -281,6 +281,8 @@ struct Updater<'a> {
     lambda: f32,
     /// With bias columns: the first of them (`rank − order`), their rate and λ.
     bias: Option<(usize, f32, f32)>,
+    /// Per mode, the value its bias is shrunk toward.
+    centers: Vec<f32>,
     /// The rows as they were before the step, mode after mode.
     old: Vec<f32>,
     /// The product of the other modes' rows.
@@ -296,7 +298,12 @@ impl<'a> Updater<'a> {
             lambda: step.lambda,
             bias: step
                 .bias
+                .as_ref()
                 .map(|b| (rank.saturating_sub(order), b.learning_rate, b.lambda)),
+            centers: match &step.bias {
+                Some(b) if !b.centers.is_empty() => b.centers.clone(),
+                _ => vec![0.0; order],
+            },
             old: vec![0.0; order * rank],
             others: vec![0.0; rank],
         }
@@ -348,7 +355,7 @@ impl<'a> Updater<'a> {
                     }
                     // Only this mode's own bias moves; the others' columns stay at 1.
                     let (a, g, a0) = (&mut row[first + m], self.others[first + m], own[first + m]);
-                    *a = a0 + lr_b * (g - lambda_b / count * a0);
+                    *a = a0 + lr_b * (g - lambda_b / count * (a0 - self.centers[m]));
                 }
             }
         }
@@ -441,7 +448,8 @@ mod tests {
     /// `a₀ = 0.5 + 0.1 (1·2 − 0.4/2 · 0.5) = 0.69`,
     /// `b₀ = 0.2 + 0.5 (1 − 2/2 · 0.2) = 0.6`,
     /// `a₁ = 2 + 0.1 (1·0.5 − 0.4/4 · 2) = 2.03`,
-    /// `b₁ = −0.1 + 0.5 (1 − 2/4 · (−0.1)) = 0.425`; the fixed columns stay at 1.
+    /// `b₁ = −0.1 + 0.5 (1 − 2/4 · (−0.1 − 0.3)) = 0.5` (mode 1's biases shrink toward
+    /// 0.3); the fixed columns stay at 1.
     #[test]
     fn a_step_with_biases_matches_the_hand_computed_one() {
         let step = SgdStep {
@@ -452,6 +460,7 @@ mod tests {
             bias: Some(crate::engine::SgdBias {
                 learning_rate: 0.5,
                 lambda: 2.0,
+                centers: vec![0.0, 0.3],
             }),
         };
         // Row 1 of mode 0 (2 nonzeros), row 0 of mode 1 (4 nonzeros).
@@ -465,7 +474,7 @@ mod tests {
             upd.step(&mut rows, &[1, 0], 2.1);
         }
         let want0 = [0.69f32, 0.6, 1.0];
-        let want1 = [2.03f32, 1.0, 0.425, 9.0, 9.0, 9.0];
+        let want1 = [2.03f32, 1.0, 0.5, 9.0, 9.0, 9.0];
         for (got, want) in m0.iter().chain(&m1).zip(want0.iter().chain(&want1)) {
             assert!((got - want).abs() <= 1e-6, "{m0:?} {m1:?}");
         }
