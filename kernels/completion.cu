@@ -69,6 +69,13 @@
 
 namespace hls {
 
+/* Stored value i of `base` as t.value_type says: the completion kernels run on CUDA
+ * cores, where a uniform branch per value costs next to nothing, so one entry serves
+ * both types. */
+__device__ __forceinline__ float stored_value(const HlsLaunchParams& t, uint64_t base, uint64_t i) {
+    return t.value_type == HLS_VALUES_F32 ? load_value<float>(base, i) : load_value<__half>(base, i);
+}
+
 constexpr int kChunk = HLS_COMPLETION_CHUNK;
 static_assert(kChunk <= kWarp, "lane j loads the value of nonzero j of a chunk");
 constexpr int kTileParts = HLS_COMPLETION_TILE_PARTS;
@@ -109,7 +116,6 @@ __device__ __forceinline__ void for_each_nonzero(const HlsCompletionParams& p, F
     uint32_t c[kMaxOrder];
 
     const uint32_t* keys = reinterpret_cast<const uint32_t*>(t.sp_keys);
-    const __half* vals = reinterpret_cast<const __half*>(t.sp_values);
     const uint64_t* prefixes = reinterpret_cast<const uint64_t*>(t.sp_block_prefix);
     for (uint64_t q = gid; q < t.sp_nnz; q += threads) {
         const uint64_t prefix = __ldg(prefixes + block_of(t, q));
@@ -117,7 +123,7 @@ __device__ __forceinline__ void for_each_nonzero(const HlsCompletionParams& p, F
 #pragma unroll
         for (int m = 0; m < kMaxOrder; ++m)
             c[m] = m < (int)order ? sparse_coord(prefix, low, t.sp_shift[m], t.sp_mask[m]) : 0u;
-        f(q, c, __half2float(vals[q]) * t.value_scale);
+        f(q, c, stored_value(t, t.sp_values, q) * t.value_scale);
     }
 
     const int lane = threadIdx.x & 31;
@@ -125,7 +131,6 @@ __device__ __forceinline__ void for_each_nonzero(const HlsCompletionParams& p, F
     const uint64_t* tkeys = reinterpret_cast<const uint64_t*>(t.tile_keys);
     const uint64_t* bitmaps = reinterpret_cast<const uint64_t*>(t.tile_bitmaps);
     const uint32_t* toffs = reinterpret_cast<const uint32_t*>(t.tile_offsets);
-    const __half* tvals = reinterpret_cast<const __half*>(t.tile_values);
 #pragma unroll
     for (int m = kTileOrder; m < kMaxOrder; ++m) c[m] = 0u;
     for (uint64_t tile = gid / kWarp; tile < t.n_tiles; tile += warps) { /* warp-uniform */
@@ -148,7 +153,7 @@ __device__ __forceinline__ void for_each_nonzero(const HlsCompletionParams& p, F
             uint64_t bits = k ? w1 : w0;
             while (bits) {
                 cell_coords(o, next_cell((uint32_t)(2 * lane + k), bits), c);
-                f(t.sp_nnz + slot, c, __half2float(tvals[slot]) * t.value_scale);
+                f(t.sp_nnz + slot, c, stored_value(t, t.tile_values, slot) * t.value_scale);
                 ++slot;
             }
         }
@@ -406,13 +411,11 @@ hls_completion_sgd(const HlsCompletionParams p) {
     const uint64_t warps = (uint64_t)gridDim.x * kWarps;
     const uint64_t sp_units = (t.sp_nnz + p.sgd_batch - 1) / p.sgd_batch;
     const uint32_t* keys = reinterpret_cast<const uint32_t*>(t.sp_keys);
-    const __half* vals = reinterpret_cast<const __half*>(t.sp_values);
     const uint64_t* prefixes = reinterpret_cast<const uint64_t*>(t.sp_block_prefix);
     const uint64_t* offsets = reinterpret_cast<const uint64_t*>(t.sp_block_offsets);
     const uint64_t* tkeys = reinterpret_cast<const uint64_t*>(t.tile_keys);
     const uint64_t* bitmaps = reinterpret_cast<const uint64_t*>(t.tile_bitmaps);
     const uint32_t* toffs = reinterpret_cast<const uint32_t*>(t.tile_offsets);
-    const __half* tvals = reinterpret_cast<const __half*>(t.tile_values);
     uint32_t c[kMaxOrder];
     bool bad = false;
 
@@ -430,7 +433,7 @@ hls_completion_sgd(const HlsCompletionParams p) {
 #pragma unroll
                 for (int m = 0; m < kMaxOrder; ++m)
                     c[m] = m < (int)t.order ? sparse_coord(prefix, low, t.sp_shift[m], t.sp_mask[m]) : 0u;
-                sgd_step(p, c, __half2float(vals[q]) * t.value_scale, lane, bad);
+                sgd_step(p, c, stored_value(t, t.sp_values, q) * t.value_scale, lane, bad);
             }
         } else {
             const uint64_t tile = (unit - sp_units) / kTileParts;
@@ -448,7 +451,7 @@ hls_completion_sgd(const HlsCompletionParams p) {
                 uint64_t bits = __ldg(bm + w);
                 while (bits) { /* warp-uniform: every lane reads the same word */
                     cell_coords(o, next_cell(w, bits), c);
-                    sgd_step(p, c, __half2float(tvals[slot]) * t.value_scale, lane, bad);
+                    sgd_step(p, c, stored_value(t, t.tile_values, slot) * t.value_scale, lane, bad);
                     ++slot;
                 }
             }

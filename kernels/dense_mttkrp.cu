@@ -5,8 +5,10 @@
  * Per tile, target mode n (offset e), other modes a < b (offsets ea, eb):
  *   M[e, c] = sum_ea F_a[ea, c] * T_e[ea, c],   T_e = X_e[16 x 16] * F_b(tile rows)[16 x R]
  * The first product runs on tensor cores; the Hadamard product with F_a and the sum over
- * ea run in fp32 on the accumulators, so only X (exact fp16 as stored) and the F_b tile
- * rows are rounded to fp16, and no Khatri-Rao product is formed.
+ * ea run in fp32 on the accumulators, so only the F_b tile rows are rounded to fp16
+ * (X is fp16 as stored; f32 values run as two fp16 terms, hi = fp16(v) and lo =
+ * fp16(v - hi), in two passes whose MMAs both accumulate in fp32), and no Khatri-Rao
+ * product is formed.
  *
  * One block of HLS_BLOCK_THREADS (4 warps) per tile.
  * - All threads: expand the tile into slices X_e[ea][eb] in shared memory (xs).
@@ -48,9 +50,11 @@ __device__ __forceinline__ float transpose_reduce8(const float (&v)[8], int lane
     return keep + __shfl_xor_sync(kFullMask, send, 4);
 }
 
-/* Dense MTTKRP of tile t by the whole block. out: float[dims[mode]][out_cols]. */
-__device__ void dense_mttkrp_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
-    expand_tile(p, t, s);
+/* One fp16 term (`what`) of the dense MTTKRP of tile t by the whole block, added to
+ * out: float[dims[mode]][out_cols]. */
+template <typename T>
+__device__ void dense_mttkrp_term(const HlsLaunchParams& p, uint64_t t, TileSmem& s, Expand what) {
+    expand_tile<T>(p, t, s, what);
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, tq = lane & 3;
@@ -133,11 +137,29 @@ __device__ void dense_mttkrp_tile(const HlsLaunchParams& p, uint64_t t, TileSmem
     }
 }
 
+/* Dense MTTKRP of tile t by the whole block: one pass per fp16 term of the values
+ * (kValueTerms: f32 values as hi + lo, two MMAs per fragment, both accumulated in fp32
+ * into the output). */
+template <typename T>
+__device__ void dense_mttkrp_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
+    dense_mttkrp_term<T>(p, t, s, Expand::Hi);
+    if (kValueTerms<T> > 1) {
+        __syncthreads(); /* every warp is done with xs before it is refilled */
+        dense_mttkrp_term<T>(p, t, s, Expand::Lo);
+    }
+}
+
 }  // namespace hls
 
-/* Dense tiles only: grid = n_tiles blocks of HLS_BLOCK_THREADS. */
+/* Dense tiles only: grid = n_tiles blocks of HLS_BLOCK_THREADS; fp16 values, and f32
+ * values (_f32). */
 extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS)
 hls_dense_mttkrp(const HlsLaunchParams p) {
     __shared__ __align__(16) hls::TileSmem smem;
-    if (blockIdx.x < p.n_tiles) hls::dense_mttkrp_tile(p, blockIdx.x, smem);
+    if (blockIdx.x < p.n_tiles) hls::dense_mttkrp_tile<__half>(p, blockIdx.x, smem);
+}
+extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS)
+hls_dense_mttkrp_f32(const HlsLaunchParams p) {
+    __shared__ __align__(16) hls::TileSmem smem;
+    if (blockIdx.x < p.n_tiles) hls::dense_mttkrp_tile<float>(p, blockIdx.x, smem);
 }

@@ -9,7 +9,8 @@
  *   P = F_b^T X_e^T   [Rb x 16]  (M = rb, K = eb, N = ea)
  *   Q = P' F_a        [Rb x Ra]  (M = rb, K = ea, N = ra),  Y_e = Q^T
  * P' is P with each row scaled by a power of two (its largest entry just below 1) and
- * rounded to fp16; the scales are folded back when Q is written. Output row
+ * rounded to fp16; the scales are folded back when Q is written. f32 values run as two
+ * fp16 terms of X (hi = fp16(v), lo = fp16(v - hi)), in two passes added in fp32. Output row
  * I_n = tile origin + e, column ra * Rb + rb.
  *
  * One block of HLS_BLOCK_THREADS (4 warps) per tile.
@@ -29,9 +30,11 @@ namespace hls {
 constexpr int kTtmcMT = HLS_TTMC_MAX_RANK / 16; /* 16-row tiles of rb */
 constexpr int kTtmcNT = HLS_TTMC_MAX_RANK / 8;  /* 8-column tiles of ra */
 
-/* Dense TTMc of tile t by the whole block. out: float[dims[mode]][Ra * Rb]. */
-__device__ void dense_ttmc_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
-    expand_tile(p, t, s);
+/* One fp16 term (`what`) of the dense TTMc of tile t by the whole block, added to
+ * out: float[dims[mode]][Ra * Rb]. */
+template <typename T>
+__device__ void dense_ttmc_term(const HlsLaunchParams& p, uint64_t t, TileSmem& s, Expand what) {
+    expand_tile<T>(p, t, s, what);
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, tq = lane & 3;
@@ -159,11 +162,29 @@ __device__ void dense_ttmc_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& 
     }
 }
 
+/* Dense TTMc of tile t by the whole block: one pass per fp16 term of the values
+ * (kValueTerms: f32 values as hi + lo, two MMAs per fragment, both accumulated in fp32
+ * into the output). */
+template <typename T>
+__device__ void dense_ttmc_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
+    dense_ttmc_term<T>(p, t, s, Expand::Hi);
+    if (kValueTerms<T> > 1) {
+        __syncthreads(); /* every warp is done with xs before it is refilled */
+        dense_ttmc_term<T>(p, t, s, Expand::Lo);
+    }
+}
+
 }  // namespace hls
 
-/* Dense tiles only: grid = n_tiles blocks of HLS_BLOCK_THREADS. */
+/* Dense tiles only: grid = n_tiles blocks of HLS_BLOCK_THREADS; fp16 values, and f32
+ * values (_f32). */
 extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS)
 hls_dense_ttmc(const HlsLaunchParams p) {
     __shared__ __align__(16) hls::TileSmem smem;
-    if (blockIdx.x < p.n_tiles) hls::dense_ttmc_tile(p, blockIdx.x, smem);
+    if (blockIdx.x < p.n_tiles) hls::dense_ttmc_tile<__half>(p, blockIdx.x, smem);
+}
+extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS)
+hls_dense_ttmc_f32(const HlsLaunchParams p) {
+    __shared__ __align__(16) hls::TileSmem smem;
+    if (blockIdx.x < p.n_tiles) hls::dense_ttmc_tile<float>(p, blockIdx.x, smem);
 }

@@ -4,7 +4,7 @@
  * batches on CUDA cores (sparse.cu), warp w of such a block taking batch
  * (b - n_tiles) * HLS_BLOCK_WARPS + w. Grid = n_tiles + ceil(sp_nnz /
  * (sp_batch * HLS_BLOCK_WARPS)) blocks of HLS_BLOCK_THREADS threads.
- * One entry point per op and sparse lane layout (see sparse.cu). The entries ask for at
+ * One entry point per op, sparse lane layout and value type (see sparse.cu). The entries ask for at
  * least 4 (MTTKRP) or 3 (TTMc) resident blocks per SM, i.e. at most 128 or 170
  * registers a thread: left to its own target, ptxas squeezes the union of the dense and
  * sparse paths into 64 registers and spills.
@@ -20,17 +20,21 @@
 #include "dense_ttmc.cu"
 #include "sparse.cu"
 
-#define HLS_FUSED_ENTRY(name, dense, V, S, TTMC, MIN_BLOCKS)                         \
+#define HLS_FUSED_ENTRY_T(name, dense, V, S, TTMC, MIN_BLOCKS, T)                    \
     extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS, MIN_BLOCKS)      \
     name(const HlsLaunchParams p) {                                                  \
         __shared__ __align__(16) hls::TileSmem smem;                                 \
         if (blockIdx.x < p.n_tiles) {                                                \
-            hls::dense(p, blockIdx.x, smem);                                         \
+            hls::dense<T>(p, blockIdx.x, smem);                                      \
         } else {                                                                     \
-            hls::sparse_warp<V, S, TTMC>(                                            \
+            hls::sparse_warp<V, S, TTMC, T>(                                         \
                 p, (blockIdx.x - p.n_tiles) * hls::kWarps + (threadIdx.x >> 5));     \
         }                                                                            \
     }
+/* One entry for fp16 values and one (_f32) for f32 values. */
+#define HLS_FUSED_ENTRY(name, dense, V, S, TTMC, MIN_BLOCKS)              \
+    HLS_FUSED_ENTRY_T(name, dense, V, S, TTMC, MIN_BLOCKS, __half)       \
+    HLS_FUSED_ENTRY_T(name##_f32, dense, V, S, TTMC, MIN_BLOCKS, float)
 HLS_FUSED_ENTRY(hls_fused_mttkrp_v4s1, dense_mttkrp_tile, 4, 1, false, 4)
 HLS_FUSED_ENTRY(hls_fused_mttkrp_v4s2, dense_mttkrp_tile, 4, 2, false, 4)
 HLS_FUSED_ENTRY(hls_fused_mttkrp_v4s4, dense_mttkrp_tile, 4, 4, false, 4)

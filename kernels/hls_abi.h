@@ -45,6 +45,10 @@ typedef unsigned long long uint64_t;
 /* Rows of A one block of the CP update holds at a time. */
 #define HLS_CP_TILE_ROWS 16
 
+/* Stored value types (HlsLaunchParams.value_type; src/hls/values.rs ValueType). */
+#define HLS_VALUES_F16 0
+#define HLS_VALUES_F32 1
+
 /* Operation codes (HlsLaunchParams.op). */
 #define HLS_OP_MTTKRP 0
 #define HLS_OP_TTMC 1
@@ -56,10 +60,11 @@ typedef struct HlsLaunchParams {
     uint64_t tile_keys;    /* const uint64_t[n_tiles]: tile keys under tile_shift/mask */
     uint64_t tile_bitmaps; /* const uint64_t[n_tiles][HLS_BITMAP_WORDS] */
     uint64_t tile_offsets; /* const uint32_t[n_tiles + 1]: exclusive prefix of tile nnz */
-    uint64_t tile_values;  /* const __half[dense nnz], tile after tile, bitmap order */
+    uint64_t tile_values;  /* const __half or float[dense nnz] (value_type), tile after
+                              tile, bitmap order */
     /* Sparse part (any order up to HLS_MAX_ORDER). */
     uint64_t sp_keys;         /* const uint32_t[sp_nnz]: low 32 key bits */
-    uint64_t sp_values;       /* const __half[sp_nnz] */
+    uint64_t sp_values;       /* const __half or float[sp_nnz] (value_type) */
     uint64_t sp_block_prefix; /* const uint64_t[sp_blocks]: key bits above 32 */
     uint64_t sp_block_offsets;/* const uint64_t[sp_blocks + 1] */
     /* Factors, one slot per mode (the target mode's slot is unused): fp32, row-major,
@@ -96,7 +101,9 @@ typedef struct HlsLaunchParams {
     uint32_t mode;      /* target mode */
     uint32_t op;        /* HLS_OP_MTTKRP or HLS_OP_TTMC */
     uint32_t out_cols;  /* output columns */
-    float value_scale;  /* stored fp16 value * value_scale = tensor value */
+    float value_scale;  /* stored value * value_scale = tensor value */
+    uint32_t value_type; /* HLS_VALUES_F16 or HLS_VALUES_F32: the type of both parts' values */
+    uint32_t value_pad;  /* zero; keeps phi_log 8-byte aligned */
     /* Phi (kernels/phi.cu): the floor eps of the model value, and a double that
        sum x ln max(mu, eps) is added to atomically (0: not wanted). The target mode's
        factor slot holds B. */

@@ -30,6 +30,42 @@ struct TileSmem {
     int warp_tot[kWarps];
 };
 
+/* Stored values: T is the type a tensor's values are stored in (__half, or float for
+ * p.value_type == HLS_VALUES_F32). Every kernel that reads values is a template over
+ * it, with one entry point per type (the f32 ones named with an _f32 suffix), so the
+ * fp16 kernels are compiled exactly as without f32 and each type's loops have no
+ * branch on it. */
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+__device__ __forceinline__ float widen(float v) { return v; }
+
+/* Stored value i of `base` (tile_values or sp_values), widened, not scaled. */
+template <typename T>
+__device__ __forceinline__ float load_value(uint64_t base, uint64_t i) {
+    return widen(reinterpret_cast<const T*>(base)[i]);
+}
+
+/* How many fp16 terms a dense tile's values are split into for the tensor cores: one
+ * for fp16 values, two for f32 (hi = fp16(v), lo = fp16(v - hi), ~22 bits together). */
+template <typename T>
+constexpr int kValueTerms = sizeof(T) == sizeof(float) ? 2 : 1;
+
+/* What expand_tile writes into a cell: the value's first fp16 term, its second, or
+ * (for kernels that need the exact value) the value's slot in the tile plus one, as a
+ * 16-bit integer (at most 4096; 0 is an empty cell). */
+enum class Expand { Hi, Lo, Slot };
+
+/* What expand_tile writes for the value in `slot` (see Expand): an fp16 value as it is
+ * (it has one term), an f32 value's hi or lo term, or the slot. */
+__device__ __forceinline__ __half cell_value(const __half* vals, int slot, Expand what) {
+    return what == Expand::Slot ? __ushort_as_half((unsigned short)(slot + 1)) : vals[slot];
+}
+__device__ __forceinline__ __half cell_value(const float* vals, int slot, Expand what) {
+    if (what == Expand::Slot) return __ushort_as_half((unsigned short)(slot + 1));
+    const float v = vals[slot];
+    const __half hi = __float2half_rn(v);
+    return what == Expand::Hi ? hi : __float2half_rn(v - __half2float(hi));
+}
+
 /* The other two modes of a 3rd-order tensor, in increasing order. */
 __device__ __forceinline__ void other_modes(uint32_t mode, int& a, int& b) {
     a = mode == 0 ? 1 : 0;
@@ -99,12 +135,15 @@ __device__ __forceinline__ void red_add4(float* out, float v0, float v1, float v
 
 /*
  * Expands dense tile t into s.xs as slices X_e[ea][eb] for the target mode (e = the
- * target coordinate's offset, a < b the other modes), values as stored (fp16).
+ * target coordinate's offset, a < b the other modes): per cell what `what` says
+ * (Expand::Hi: fp16 values as stored, or an f32 value's fp16 term hi; Expand::Lo: an
+ * f32 value's second term v - hi, 0 for fp16 values; Expand::Slot: slot + 1).
  * Thread `tid` owns the 32-bit half (tid & 1) of bitmap word (tid >> 1); a block-wide
  * exclusive scan of the halves' popcounts gives each set bit its value slot. Cells
  * without a nonzero are zero. Ends with a barrier: xs is ready for every thread.
  */
-__device__ void expand_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
+template <typename T>
+__device__ void expand_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s, Expand what) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     uint4* z = reinterpret_cast<uint4*>(s.xs);
     for (int i = tid; i < kXsHalves / 8; i += kThreads) z[i] = make_uint4(0u, 0u, 0u, 0u);
@@ -127,7 +166,7 @@ __device__ void expand_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
         if (w < warp) slot += s.warp_tot[w];
 
     const uint32_t first = __ldg(reinterpret_cast<const uint32_t*>(p.tile_offsets) + t);
-    const __half* vals = reinterpret_cast<const __half*>(p.tile_values) + first;
+    const T* vals = reinterpret_cast<const T*>(p.tile_values) + first;
     const uint32_t base_bit = (uint32_t)tid * 32u;
     while (bits) {
         const uint32_t pos = base_bit + (uint32_t)(__ffs(bits) - 1);
@@ -141,7 +180,8 @@ __device__ void expand_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
         } else {
             e = e2; ea = e0; eb = e1;
         }
-        s.xs[e * kXsSlice + ea * kXsLd + eb] = vals[slot++];
+        s.xs[e * kXsSlice + ea * kXsLd + eb] = cell_value(vals, slot, what);
+        ++slot;
     }
     __syncthreads();
 }

@@ -30,7 +30,8 @@
  *
  * Dense tiles (phi_dense_tile): one block of 4 warps per tile. All threads expand the
  * tile into shared memory as 16 slices X_e[ea][eb] of the target mode (hls_common.cuh,
- * 12 KB, fp16 as stored). Warp w takes slices e = w, w + 4, w + 8, w + 12 (output rows
+ * 12 KB, fp16 as stored; for f32 values each cell holds its value's slot plus one and
+ * the value is read whole from global memory, Φ not being linear in x). Warp w takes slices e = w, w + 4, w + 8, w + 12 (output rows
  * origin + e): it keeps B's row of the slice in registers, scans the slice's 256 cells
  * in 8 rounds of 32 (one cell per lane, a ballot of the nonzero ones), and the groups
  * take the round's nonzeros in turn (group g the g-th remaining set bit), reading the
@@ -70,7 +71,7 @@ __device__ __forceinline__ void phi_log_flush(const HlsLaunchParams& p, double l
 
 /* Phi of warp `gwarp`'s batch of sparse nonzeros (global warp index among the sparse
  * blocks). */
-template <int V, int S>
+template <int V, int S, typename T>
 __device__ void phi_sparse_warp(const HlsLaunchParams& p, uint64_t gwarp) {
     const uint64_t begin = gwarp * p.sp_batch;
     if (begin >= p.sp_nnz) return;
@@ -82,7 +83,6 @@ __device__ void phi_sparse_warp(const HlsLaunchParams& p, uint64_t gwarp) {
     const int gbase = lane & ~(L - 1);
     const uint32_t C = p.out_cols, order = p.order, mode = p.mode;
     const uint32_t* keys = reinterpret_cast<const uint32_t*>(p.sp_keys);
-    const __half* vals = reinterpret_cast<const __half*>(p.sp_values);
     const uint64_t* prefixes = reinterpret_cast<const uint64_t*>(p.sp_block_prefix);
     const uint64_t* offsets = reinterpret_cast<const uint64_t*>(p.sp_block_offsets);
     const float* B = reinterpret_cast<const float*>(p.factor[mode]);
@@ -112,7 +112,7 @@ __device__ void phi_sparse_warp(const HlsLaunchParams& p, uint64_t gwarp) {
         uint32_t b = blk;
         if (valid) {
             low = __ldg(keys + q);
-            val = __half2float(vals[q]) * p.value_scale;
+            val = load_value<T>(p.sp_values, q) * p.value_scale;
             while (q >= __ldg(offsets + b + 1)) ++b;
         }
         const uint64_t prefix = __ldg(prefixes + b);
@@ -177,9 +177,12 @@ __device__ void phi_sparse_warp(const HlsLaunchParams& p, uint64_t gwarp) {
 }
 
 /* Phi of dense tile t by the whole block. */
-template <int V, int S>
+template <int V, int S, typename T>
 __device__ void phi_dense_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& sm) {
-    expand_tile(p, t, sm);
+    /* Φ is not linear in x: f32 values are read whole, through their slots. */
+    constexpr bool by_slot = kValueTerms<T> > 1;
+    expand_tile<T>(p, t, sm, by_slot ? Expand::Slot : Expand::Hi);
+    const uint64_t first = __ldg(reinterpret_cast<const uint32_t*>(p.tile_offsets) + t);
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const uint32_t lg = p.sp_lanes_log2;
@@ -225,7 +228,10 @@ __device__ void phi_dense_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s
         const __half* slice = sm.xs + e * kXsSlice;
         for (int round = 0; round < kTile * kTile / kWarp; ++round) {
             const int cell = round * kWarp + lane;
-            const float mine = __half2float(slice[(cell >> 4) * kXsLd + (cell & 15)]);
+            const __half h = slice[(cell >> 4) * kXsLd + (cell & 15)];
+            const unsigned short s1 = __half_as_ushort(h);
+            const float mine = !by_slot ? __half2float(h)
+                               : s1 ? load_value<T>(p.tile_values, first + s1 - 1) : 0.f;
             uint32_t mask = __ballot_sync(kFullMask, mine != 0.f);
             while (mask) { /* warp-uniform */
                 uint32_t mm = mask;
@@ -288,30 +294,34 @@ __device__ void phi_dense_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s
 /*
  * Entry points per lane layout (V, S), as for MTTKRP: the fused grid (blocks below
  * n_tiles run dense tiles, the rest sparse batches), the sparse batches alone and the
- * dense tiles alone. The first two ask for at least 4 resident blocks per SM (at most
- * 128 registers a thread): without the bound ptxas spilled 8 bytes in some sparse
- * layouts. The host picks the entries by name (src/engine/cuda/kernels.rs).
+ * dense tiles alone, each for fp16 values and (suffix _f32) for f32 values. The first
+ * two ask for at least 4 resident blocks per SM (at most 128 registers a thread):
+ * without the bound ptxas spilled 8 bytes in some sparse layouts. The host picks the
+ * entries by name (src/engine/cuda/kernels.rs).
  */
-#define HLS_PHI_ENTRIES(V, S)                                                               \
+#define HLS_PHI_ENTRIES_T(V, S, T, SUFFIX)                                                  \
     extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS, 4)                      \
-    hls_fused_phi_v##V##s##S(const HlsLaunchParams p) {                                     \
+    hls_fused_phi_v##V##s##S##SUFFIX(const HlsLaunchParams p) {                             \
         __shared__ __align__(16) hls::TileSmem smem;                                        \
         if (blockIdx.x < p.n_tiles) {                                                       \
-            hls::phi_dense_tile<V, S>(p, blockIdx.x, smem);                                 \
+            hls::phi_dense_tile<V, S, T>(p, blockIdx.x, smem);                              \
         } else {                                                                            \
-            hls::phi_sparse_warp<V, S>(                                                     \
+            hls::phi_sparse_warp<V, S, T>(                                                  \
                 p, (blockIdx.x - p.n_tiles) * hls::kWarps + (threadIdx.x >> 5));            \
         }                                                                                   \
     }                                                                                       \
     extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS, 4)                      \
-    hls_sparse_phi_v##V##s##S(const HlsLaunchParams p) {                                    \
-        hls::phi_sparse_warp<V, S>(p, (uint64_t)blockIdx.x * hls::kWarps + (threadIdx.x >> 5)); \
+    hls_sparse_phi_v##V##s##S##SUFFIX(const HlsLaunchParams p) {                            \
+        hls::phi_sparse_warp<V, S, T>(p, (uint64_t)blockIdx.x * hls::kWarps + (threadIdx.x >> 5)); \
     }                                                                                       \
     extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS)                         \
-    hls_dense_phi_v##V##s##S(const HlsLaunchParams p) {                                     \
+    hls_dense_phi_v##V##s##S##SUFFIX(const HlsLaunchParams p) {                             \
         __shared__ __align__(16) hls::TileSmem smem;                                        \
-        if (blockIdx.x < p.n_tiles) hls::phi_dense_tile<V, S>(p, blockIdx.x, smem);         \
+        if (blockIdx.x < p.n_tiles) hls::phi_dense_tile<V, S, T>(p, blockIdx.x, smem);      \
     }
+#define HLS_PHI_ENTRIES(V, S)             \
+    HLS_PHI_ENTRIES_T(V, S, __half, )     \
+    HLS_PHI_ENTRIES_T(V, S, float, _f32)
 HLS_PHI_ENTRIES(4, 1)
 HLS_PHI_ENTRIES(4, 2)
 HLS_PHI_ENTRIES(4, 4)

@@ -18,7 +18,7 @@
  * - Segmented reduction: each group keeps its sums in registers while its output row
  *   repeats and adds them to global memory (one vector reduction per slot on sm_90)
  *   only when the row changes and at the batch's end. Values are summed as stored
- *   (fp16 widened) and the sums multiplied by the tensor's scale then, so values far
+ *   (fp16 or f32 widened) and the sums multiplied by the tensor's scale then, so values far
  *   below f32's normal range still contribute when their products are not.
  * Outputs wider than one pass (sp_cols_per_pass columns) are done in several passes over
  * the batch. Factors are fp32 as the caller holds them, read through the read-only path.
@@ -94,7 +94,7 @@ __device__ __forceinline__ void flush_row(float* out, uint32_t C, uint32_t row, 
 
 /* One pass of a warp over nonzeros [begin, end) for output columns col0 .. col0 +
  * sp_cols_per_pass. V: columns per vector; S: vectors per lane; TTMC: the op. */
-template <int V, int S, bool TTMC>
+template <int V, int S, bool TTMC, typename T>
 __device__ void sparse_pass(const HlsLaunchParams& p, uint64_t begin, uint64_t end, uint32_t col0) {
     const int lane = threadIdx.x & 31;
     const uint32_t lg = p.sp_lanes_log2;
@@ -103,7 +103,6 @@ __device__ void sparse_pass(const HlsLaunchParams& p, uint64_t begin, uint64_t e
     const int gbase = lane & ~(L - 1);
     const uint32_t C = p.out_cols, order = p.order, mode = p.mode;
     const uint32_t* keys = reinterpret_cast<const uint32_t*>(p.sp_keys);
-    const __half* vals = reinterpret_cast<const __half*>(p.sp_values);
     const uint64_t* prefixes = reinterpret_cast<const uint64_t*>(p.sp_block_prefix);
     const uint64_t* offsets = reinterpret_cast<const uint64_t*>(p.sp_block_offsets);
     float* out = reinterpret_cast<float*>(p.out);
@@ -152,7 +151,7 @@ __device__ void sparse_pass(const HlsLaunchParams& p, uint64_t begin, uint64_t e
         uint32_t b = blk;
         if (valid) {
             low = __ldg(keys + q);
-            val = __half2float(vals[q]); /* as stored; scaled once per flush */
+            val = load_value<T>(p.sp_values, q); /* as stored; scaled once per flush */
             while (q >= __ldg(offsets + b + 1)) ++b;
         }
         const uint64_t prefix = __ldg(prefixes + b);
@@ -218,28 +217,32 @@ __device__ void sparse_pass(const HlsLaunchParams& p, uint64_t begin, uint64_t e
 }
 
 /* Every pass of warp `gwarp`'s batch (global warp index among the sparse blocks). */
-template <int V, int S, bool TTMC>
+template <int V, int S, bool TTMC, typename T>
 __device__ void sparse_warp(const HlsLaunchParams& p, uint64_t gwarp) {
     const uint64_t begin = gwarp * p.sp_batch;
     if (begin >= p.sp_nnz) return;
     const uint64_t end = min(begin + (uint64_t)p.sp_batch, p.sp_nnz);
     for (uint32_t col0 = 0; col0 < p.out_cols; col0 += p.sp_cols_per_pass)
-        sparse_pass<V, S, TTMC>(p, begin, end, col0);
+        sparse_pass<V, S, TTMC, T>(p, begin, end, col0);
 }
 
 }  // namespace hls
 
 /*
- * Entry points, one per op and lane layout (vector width V, slots S), so that each is
- * compiled with only the registers its layout needs. The host picks the one matching
- * sp_vec / sp_slots (src/engine/cuda/kernels.rs names them). Sparse part only: grid =
+ * Entry points, one per op, lane layout (vector width V, slots S) and value type (the
+ * f32 ones end in _f32), so that each is compiled with only the registers its layout
+ * needs. The host picks the one matching sp_vec / sp_slots and the tensor's values
+ * (src/engine/cuda/kernels.rs names them). Sparse part only: grid =
  * ceil(sp_nnz / (sp_batch * HLS_BLOCK_WARPS)) blocks.
  */
-#define HLS_SPARSE_ENTRY(name, V, S, TTMC)                                          \
+#define HLS_SPARSE_ENTRY_T(name, V, S, TTMC, T)                                     \
     extern "C" __global__ void __launch_bounds__(HLS_BLOCK_THREADS)                  \
     name(const HlsLaunchParams p) {                                                  \
-        hls::sparse_warp<V, S, TTMC>(p, (uint64_t)blockIdx.x * hls::kWarps + (threadIdx.x >> 5)); \
+        hls::sparse_warp<V, S, TTMC, T>(p, (uint64_t)blockIdx.x * hls::kWarps + (threadIdx.x >> 5)); \
     }
+#define HLS_SPARSE_ENTRY(name, V, S, TTMC)        \
+    HLS_SPARSE_ENTRY_T(name, V, S, TTMC, __half) \
+    HLS_SPARSE_ENTRY_T(name##_f32, V, S, TTMC, float)
 HLS_SPARSE_ENTRY(hls_sparse_mttkrp_v4s1, 4, 1, false)
 HLS_SPARSE_ENTRY(hls_sparse_mttkrp_v4s2, 4, 2, false)
 HLS_SPARSE_ENTRY(hls_sparse_mttkrp_v4s4, 4, 4, false)

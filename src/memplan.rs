@@ -185,7 +185,7 @@ impl MemoryPlan {
     /// ([`crate::hls::HlsBuilder::scratch_bytes_per_nonzero`], for `op`'s key order and
     /// with the slabs where 3rd-order tiles are classified), freed before the fit; and
     /// per form its sparse part and dense tiles (at most `nnz / threshold` tiles, each
-    /// with its key, bitmap and value offset).
+    /// with its key, bitmap and value offset), its values stored as `values`.
     pub fn add_prepare(
         &mut self,
         nnz: usize,
@@ -193,6 +193,7 @@ impl MemoryPlan {
         forms: usize,
         threshold: u32,
         op: Op,
+        values: crate::hls::ValueType,
     ) -> &mut Self {
         let nnz = nnz as u128;
         let forms = forms.max(1) as u128;
@@ -204,9 +205,10 @@ impl MemoryPlan {
         let key_order = crate::hls::KeyOrder::for_op(op);
         let classifies =
             order == crate::hls::TILE_ORDER && threshold as usize <= crate::hls::DenseTile::CELLS;
-        let scratch = crate::hls::HlsBuilder::scratch_bytes_per_nonzero(key_order, classifies);
+        let scratch =
+            crate::hls::HlsBuilder::scratch_bytes_per_nonzero(key_order, classifies, values);
         let what = format!(
-            "HLS build: fp16 values, keys{}{}",
+            "HLS build: {values} values, keys{}{}",
             match key_order {
                 crate::hls::KeyOrder::Mode => " in mode order",
                 crate::hls::KeyOrder::ByExtent => " sorted with their positions",
@@ -216,9 +218,10 @@ impl MemoryPlan {
         self.add_in(Phase::Build, what, nnz, scratch as u128)
             .add_in(
                 Phase::Whole,
-                "HLS form(s): sparse part",
+                format!("HLS form(s): sparse part, {values} values"),
                 nnz.saturating_mul(forms),
-                9,
+                // A 4-byte key, the value, and 3 bytes of block metadata and slack.
+                7 + values.bytes() as u128,
             )
             .add_in(
                 Phase::Whole,

@@ -8,7 +8,6 @@ mod common;
 use common::twin;
 use sptmc::accuracy::{SMAPE_TARGET_PERCENT, compare_slices};
 use sptmc::engine::{Engine, Prepared, SgdStep};
-use sptmc::hls::values::dequantize;
 use sptmc::reference::completion as reference;
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::{CooTensor, Error, Matrix, Op};
@@ -18,7 +17,7 @@ use sptmc::{CooTensor, Error, Matrix, Op};
 fn in_session_order(p: &Prepared) -> CooTensor {
     let hls = p.hls(Op::Completion).unwrap();
     let mut entries = Vec::with_capacity(hls.nnz());
-    hls.for_each_nonzero(|c, v| entries.push((c.to_vec(), dequantize(v, hls.scale()))));
+    hls.for_each_nonzero(|c, v| entries.push((c.to_vec(), v)));
     CooTensor::from_entries(hls.dims().to_vec(), entries).unwrap()
 }
 

@@ -1,8 +1,10 @@
 //! The fit near 1: the decompositions take a residual that is lost in the rounding of
 //! their f32 kernels again in f64 from the stored values, so the fit reported is that
-//! of the model returned against the values the kernels saw (fp16), to f64 rounding:
-//! 1 for an exact model, the stored tensor's own best fit where fp16 rounding left it
-//! short of rank one, and the same whether the input repeated coordinates. Each test
+//! of the model returned against the values the kernels saw (here fp16, asked for with
+//! `ValueChoice::F16`), to f64 rounding: 1 for an exact model, the stored tensor's own
+//! best fit where fp16 rounding left it short of rank one (and 1 to rounding again when
+//! the same tensor is stored exactly, as `auto` does), and the same whether the input
+//! repeated coordinates. Each test
 //! runs on the CPU and, as its CUDA twin, on the GPU (`common::twin`), where the
 //! tensor-core kernels' fp16 factors leave the model further from the optimum (but its
 //! fit, taken in f64, never above it).
@@ -12,6 +14,7 @@ mod common;
 use common::twin;
 use sptmc::decomp::{CpOptions, TuckerOptions, cp_als, tucker_hooi};
 use sptmc::engine::{BackendKind, Engine};
+use sptmc::hls::ValueChoice;
 use sptmc::tensor::CooTensor;
 use sptmc::{Error, Op};
 
@@ -48,11 +51,13 @@ fn exact_rank_one() -> CooTensor {
     )
 }
 
-/// The best rank-one fit of `x` as stored for the CP kernels, by 500 rank-one ALS
-/// sweeps in f64 on the dense 4 × 3 × 5 array (converged far below 1e-12).
+/// The best rank-one fit of `x` as stored in fp16 for the CP kernels, by 500 rank-one
+/// ALS sweeps in f64 on the dense 4 × 3 × 5 array (converged far below 1e-12).
 fn best_rank_one_fit_of_stored(x: &CooTensor) -> f64 {
     let e = Engine::cpu();
-    let p = e.prepare_with_thresholds(x, &[(Op::Mttkrp, 78)]).unwrap();
+    let p = e
+        .prepare_with_values(x, &[(Op::Mttkrp, 78)], ValueChoice::F16)
+        .unwrap();
     let stored = p.hls(Op::Mttkrp).unwrap().to_coo();
     let mut t = [[[0.0f64; 5]; 3]; 4];
     for k in 0..stored.nnz() {
@@ -101,8 +106,12 @@ fn slack(e: &Engine) -> f64 {
     }
 }
 
-fn cp_fit(e: &Engine, x: &CooTensor, iters: usize) -> f64 {
-    let p = e.prepare_with_thresholds(x, &[(Op::Mttkrp, 78)]).unwrap();
+/// CP-ALS's fit with the values stored in fp16 (`F16`, what this file is about) or as
+/// `values` chooses.
+fn cp_fit_as(e: &Engine, x: &CooTensor, iters: usize, values: ValueChoice) -> f64 {
+    let p = e
+        .prepare_with_values(x, &[(Op::Mttkrp, 78)], values)
+        .unwrap();
     let opts = CpOptions {
         rank: 1,
         max_iters: iters,
@@ -112,8 +121,14 @@ fn cp_fit(e: &Engine, x: &CooTensor, iters: usize) -> f64 {
     cp_als(e, &p, &opts).unwrap().fit().unwrap()
 }
 
+fn cp_fit(e: &Engine, x: &CooTensor, iters: usize) -> f64 {
+    cp_fit_as(e, x, iters, ValueChoice::F16)
+}
+
 fn tucker_fit(e: &Engine, x: &CooTensor) -> f64 {
-    let p = e.prepare_with_thresholds(x, &[(Op::Ttmc, 61)]).unwrap();
+    let p = e
+        .prepare_with_values(x, &[(Op::Ttmc, 61)], ValueChoice::F16)
+        .unwrap();
     let mut opts = TuckerOptions::with_ranks(vec![1; x.order()]);
     opts.max_iters = 3;
     tucker_hooi(e, &p, &opts).unwrap().fit().unwrap()
@@ -160,6 +175,13 @@ twin!(fp16_rounding_of_the_values_is_part_of_the_residual, |e| {
         fit <= best + 1e-9 && fit > best - slack(e),
         "Tucker fit {fit}, best {best}"
     );
+    // Stored exactly enough (f32, as `auto` stores these values), the tensor is rank
+    // one again to f32 rounding.
+    let fit = cp_fit_as(e, &x, 5, ValueChoice::Auto);
+    assert!(
+        fit > 1.0 - slack(e).max(1e-6) && fit <= 1.0,
+        "auto: fit {fit}"
+    );
 });
 
 twin!(a_single_value_fits_exactly, |e| {
@@ -205,9 +227,13 @@ fn a_tensor_whose_values_all_vanish_in_fp16_has_no_fit() {
     let x = CooTensor::from_entries(vec![2, 2, 2], [([0u32, 0, 0], 1e-320), ([1, 1, 1], 2e-320)])
         .unwrap();
     let e = Engine::cpu();
-    let p = e.prepare_with_thresholds(&x, &[(Op::Mttkrp, 78)]).unwrap();
-    match cp_als(&e, &p, &CpOptions::with_rank(1)) {
-        Err(Error::InvalidTensor(m)) => assert!(m.contains("fp16"), "{m}"),
-        other => panic!("expected InvalidTensor, got {other:?}"),
+    for (values, name) in [(ValueChoice::F16, "fp16"), (ValueChoice::Auto, "f32")] {
+        let p = e
+            .prepare_with_values(&x, &[(Op::Mttkrp, 78)], values)
+            .unwrap();
+        match cp_als(&e, &p, &CpOptions::with_rank(1)) {
+            Err(Error::InvalidTensor(m)) => assert!(m.contains(name), "{m}"),
+            other => panic!("expected InvalidTensor, got {other:?}"),
+        }
     }
 }

@@ -131,7 +131,8 @@ fn runner(cases: u32) -> TestRunner {
 /// Builds the HLS form of a tensor that read, within its memory plan.
 fn builds_within_plan(x: &CooTensor) -> Result<(), TestCaseError> {
     let mut plan = MemoryPlan::new("fuzz", "-");
-    plan.add_prepare(x.nnz(), x.order(), 1, 78, sptmc::Op::Mttkrp);
+    let values = sptmc::hls::ValueChoice::Auto.resolve_values(x.values());
+    plan.add_prepare(x.nnz(), x.order(), 1, 78, sptmc::Op::Mttkrp, values);
     let (built, peak) = measured(|| HlsBuilder::new(78).build(x));
     if let Err(e) = &built {
         prop_assert!(

@@ -174,16 +174,25 @@ fn cp_apr_on_a_tensor_of_thirty_million_rows_is_planned_within_one_and_a_half_ti
 
 /// The HLS build's scratch comes from the sizes of what the builder allocates: the
 /// sort with positions costs more than keys in mode order, the tile slabs add a key and
-/// a position per nonzero, and the fp16 values are always held.
+/// a position per nonzero, and the values are always held, 2 bytes each in fp16 and 4
+/// in f32.
 #[test]
 fn the_build_scratch_follows_the_builders_allocations() {
-    use sptmc::hls::{HlsBuilder, KeyOrder};
+    use sptmc::hls::{HlsBuilder, KeyOrder, ValueType};
     let s = HlsBuilder::scratch_bytes_per_nonzero;
     let slab = std::mem::size_of::<(u64, u32)>();
     for order in [KeyOrder::Mode, KeyOrder::ByExtent] {
-        assert_eq!(s(order, true), s(order, false) + slab);
+        for v in [ValueType::F16, ValueType::F32] {
+            assert_eq!(s(order, true, v), s(order, false, v) + slab);
+        }
+        assert_eq!(
+            s(order, false, ValueType::F32),
+            s(order, false, ValueType::F16) + 2
+        );
     }
-    assert!(s(KeyOrder::ByExtent, false) > s(KeyOrder::Mode, false));
+    assert!(
+        s(KeyOrder::ByExtent, false, ValueType::F16) > s(KeyOrder::Mode, false, ValueType::F16)
+    );
     // Mode order: fp16 value, u64 prefix, u32 low word, one flag.
-    assert_eq!(s(KeyOrder::Mode, false), 2 + 8 + 4 + 1);
+    assert_eq!(s(KeyOrder::Mode, false, ValueType::F16), 2 + 8 + 4 + 1);
 }

@@ -16,6 +16,7 @@ fn report_for(engine: &Engine, thresholds: &[(Op, usize, u32)]) -> TuneReport {
         version: "test".into(),
         date: "2026-11-22".into(),
         options: TuneOptions::quick(),
+        values: sptmc::hls::ValueType::F16,
         results: thresholds
             .iter()
             .map(|&(op, rank, t)| OpRankTuning {

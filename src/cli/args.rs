@@ -4,8 +4,10 @@
 //! (`allow_negative_numbers`): `--tol -1` reaches the check that names the option,
 //! instead of clap suggesting to write it after `--`.
 
+pub use super::common::{BackendArg, Common};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use sptmc::engine::Launch;
+use sptmc::hls::ValueChoice;
 use sptmc::tools::cases::GenLayout;
 use std::path::PathBuf;
 
@@ -20,47 +22,6 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Backend choice on the command line.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum BackendArg {
-    /// CUDA when a device is usable, else CPU.
-    Auto,
-    /// The rayon CPU backend.
-    Cpu,
-    /// The CUDA backend (fails without a device).
-    Cuda,
-}
-
-/// Options every command that computes shares.
-#[derive(Debug, Args, Clone)]
-pub struct Common {
-    /// Backend.
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
-    pub backend: BackendArg,
-    /// Worker threads of the CPU backend (default: all cores, or RAYON_NUM_THREADS);
-    /// at most 4 per core.
-    #[arg(long, value_parser = parse_threads)]
-    pub threads: Option<usize>,
-    /// Machine-readable JSON on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `--threads`: from 1 to 4 per core of this machine. More threads than that only
-/// wait for the cores (and 10,000 of them take minutes to start and join).
-fn parse_threads(s: &str) -> Result<usize, String> {
-    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let max = 4 * cores;
-    match n {
-        0 => Err("must be at least 1".into()),
-        n if n > max => Err(format!(
-            "at most {max} (4 per core; this machine has {cores}): more threads only wait for the cores"
-        )),
-        n => Ok(n),
-    }
 }
 
 /// The subcommands.
@@ -395,6 +356,9 @@ pub struct InfoArgs {
     /// Tile threshold for the HLS statistics.
     #[arg(long, short = 't', default_value_t = 78)]
     pub threshold: u32,
+    /// How the values are stored: auto (fp16 where exact, else f32), f16 or f32.
+    #[arg(long, default_value_t = ValueChoice::Auto)]
+    pub values: ValueChoice,
     /// Machine-readable JSON on stdout.
     #[arg(long)]
     pub json: bool,

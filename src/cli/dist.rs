@@ -136,7 +136,9 @@ mod with_mpi {
             BackendArg::Cpu => BackendChoice::Cpu,
             BackendArg::Cuda => BackendChoice::Cuda,
         };
-        let engine = Engine::choose_with(choice, &opts)?.with_profiles(super::super::profiles());
+        let engine = Engine::choose_with(choice, &opts)?
+            .with_profiles(super::super::profiles())
+            .with_values(common.values);
         if let Some(n) = engine.notice() {
             say(ch, n);
         }
@@ -248,6 +250,8 @@ mod with_mpi {
             model,
             seconds,
             backend: engine.backend().describe(),
+            // Each rank chooses the type of its own block's values under --values.
+            values: None,
         };
         let mut summary = report.summary(&name, &block.dims, block.nnz as usize);
         let (p, n, r) = (&block.partition, block.dims.len(), a.rank);
@@ -349,6 +353,8 @@ mod with_mpi {
             model,
             seconds,
             backend: engine.backend().describe(),
+            // Each rank chooses the type of its own block's values under --values.
+            values: None,
         };
         let mut summary = report.summary(&job, &name, &block.dims, block.nnz as usize);
         // The bytes models read the mean Φ evaluations per mode and iteration.

@@ -63,7 +63,8 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     };
     // Everything this run allocates, checked before any of it.
     let mut plan = MemoryPlan::kernel(op, x.dims(), a.mode, &ranks, a.check, a.out.is_some());
-    plan.add_prepare(x.nnz(), x.order(), 1, threshold, op);
+    let values = engine.values().resolve_values(x.values());
+    plan.add_prepare(x.nnz(), x.order(), 1, threshold, op, values);
     plan.add_tensor(x.nnz(), x.order());
     if op == sptmc::Op::Mttkrp {
         plan.add_row_groups(x.dims(), x.nnz());
@@ -74,7 +75,9 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
         None => engine.prepare(x, &[Workload { op, rank }])?,
     };
     super::say_thresholds(&prepared);
-    report_precision(prepared.hls(op)?.stats());
+    let built = prepared.hls(op)?.stats();
+    report_precision(built);
+    eprintln!("sptmc: values {} ({})", built.values, built.value_note());
     let factors = Matrix::random_factors(x.dims(), &ranks, a.seed);
     // The engine refuses a result holding inf or NaN: none is printed or written.
     let mut out = Matrix::zeros(0, 0);
@@ -100,6 +103,7 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
             "op": op.name(), "tensor": loaded.name, "dims": x.dims(), "nnz": x.nnz(),
             "mode": a.mode, "ranks": ranks, "threshold": stats.threshold,
             "dense_share": stats.dense_share(), "backend": engine.backend().describe(),
+            "values": stats.value_report(),
             "seconds_median": median, "seconds_min": times.min,
             "nnz_per_second": x.nnz() as f64 / median, "accuracy": accuracy,
         }));
@@ -142,9 +146,19 @@ pub fn info(a: InfoArgs) -> Result<ExitCode> {
         format!("the HLS form of {} nonzeros", x.nnz()),
         "the tensor is too large for this machine",
     );
-    plan.add_prepare(x.nnz(), x.order(), 1, a.threshold, sptmc::Op::Mttkrp);
+    let values = a.values.resolve_values(x.values());
+    plan.add_prepare(
+        x.nnz(),
+        x.order(),
+        1,
+        a.threshold,
+        sptmc::Op::Mttkrp,
+        values,
+    );
     plan.check()?;
-    let hls = HlsBuilder::new(a.threshold).build(x)?;
+    let hls = HlsBuilder::new(a.threshold)
+        .with_values(a.values)
+        .build(x)?;
     let s = hls.stats();
     report_precision(s);
     if a.json {
@@ -175,9 +189,10 @@ pub fn info(a: InfoArgs) -> Result<ExitCode> {
         s.sparse_nnz,
         s.sparse_blocks
     );
+    println!("  values    {} ({})", s.values, s.value_note());
     println!(
-        "  fp16      scale {}, worst relative error {:.2e}, {} subnormal, {} lost",
-        s.quant.scale, s.quant.max_rel_err, s.quant.subnormal, s.quant.flushed_to_zero
+        "  {:<9} scale {}, worst relative error {:.2e}, {} subnormal, {} lost",
+        s.values, s.quant.scale, s.quant.max_rel_err, s.quant.subnormal, s.quant.flushed_to_zero
     );
     println!("bytes (MiB)                  bytes/nnz  vs COO");
     let row = |name: &str, b: usize| {
@@ -195,6 +210,8 @@ pub fn info(a: InfoArgs) -> Result<ExitCode> {
     if x.order() == 3 {
         row("all tiles dense", s.all_dense_bytes);
     }
+    row("HLS with fp16 values", s.f16_bytes);
+    row("HLS with f32 values", s.f32_bytes);
     row("COO (u32 indices, f32)", s.coo_bytes);
     Ok(ExitCode::SUCCESS)
 }

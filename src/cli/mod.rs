@@ -1,6 +1,7 @@
 //! What each subcommand does; `args` has the options.
 
 pub mod args;
+mod common;
 mod complete;
 mod cp_apr;
 mod decomp;
@@ -60,7 +61,9 @@ pub fn engine(common: &Common) -> Result<Engine> {
         BackendArg::Cpu => BackendChoice::Cpu,
         BackendArg::Cuda => BackendChoice::Cuda,
     };
-    let engine = Engine::choose_with(choice, &opts)?.with_profiles(profiles());
+    let engine = Engine::choose_with(choice, &opts)?
+        .with_profiles(profiles())
+        .with_values(common.values);
     if let Some(n) = engine.notice() {
         eprintln!("sptmc: {n}");
     }
@@ -103,7 +106,11 @@ impl<S> Events<S> for Told<'_, S> {
         if let Ok(stats) = p.stats() {
             load::report_precision(stats);
         }
-        eprintln!("sptmc: {}", (self.header)(&p.prepared));
+        let values = p.stats().map_or_else(
+            |_| String::new(),
+            |s| format!(", values {} ({})", s.values, s.value_note()),
+        );
+        eprintln!("sptmc: {}{values}", (self.header)(&p.prepared));
     }
 
     fn step(&mut self, s: &S) -> ControlFlow<()> {

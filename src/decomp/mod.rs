@@ -194,9 +194,13 @@ fn check_tensor(x: &Prepared, op: Op) -> Result<f64> {
     let n = stats.norm_sq;
     if !(n.is_finite() && n > 0.0) {
         let why = if stats.quant.flushed_to_zero > 0 {
-            "every value rounds to zero in fp16 storage"
+            let ty = match stats.values {
+                crate::hls::ValueType::F16 => "fp16",
+                crate::hls::ValueType::F32 => "f32",
+            };
+            format!("every value rounds to zero in {ty} storage")
         } else {
-            "the fit is undefined"
+            "the fit is undefined".to_string()
         };
         return Err(Error::InvalidTensor(format!(
             "the tensor's squared norm is {n}: {why}"

@@ -69,6 +69,7 @@ impl CompletionReport {
             "validation_nnz": job.validation.nnz(),
             "test_nnz": test.nnz(),
             "backend": self.backend,
+            "values": self.values,
             "train_rmse": best.train_rmse,
             "validation_rmse": best.validation_rmse,
             "test_rmse": m.rmse(test)?,

@@ -10,6 +10,7 @@ use crate::decomp::{
 use crate::engine::cpu::private_output_floats;
 use crate::engine::{Backend, Engine, Prepared, Workload};
 use crate::error::Result;
+use crate::hls::ValueReport;
 use crate::memplan::MemoryPlan;
 use crate::ops::Op;
 use serde_json::{Value, json};
@@ -24,6 +25,9 @@ pub struct Report<M> {
     pub seconds: f64,
     /// The device it ran on, in words.
     pub backend: String,
+    /// How the tensor's values were stored (`None` where the model reads them from
+    /// the input in f64, as GCP's samples do).
+    pub values: Option<ValueReport>,
 }
 
 /// A CP-ALS model and how the run went.
@@ -36,19 +40,20 @@ pub type CpAprReport = Report<CpAprModel>;
 pub type CompletionReport = Report<CompletionModel>;
 
 /// What CP-ALS and Tucker-HOOI summaries share: the tensor (`name`, `dims`, `nnz`),
-/// the device, the final fit, the seconds and every iteration's statistics.
-fn iterations_summary(
+/// the device and the values' type, the final fit, the seconds and every iteration's
+/// statistics.
+fn iterations_summary<M>(
+    r: &Report<M>,
     name: &str,
     dims: &[usize],
     nnz: usize,
-    backend: &str,
     fit: Option<f64>,
-    seconds: f64,
     iters: &[IterStats],
 ) -> Value {
+    let (backend, seconds) = (&r.backend, r.seconds);
     json!({
         "tensor": name, "dims": dims, "nnz": nnz,
-        "backend": backend, "final_fit": fit, "seconds": seconds,
+        "backend": backend, "values": r.values, "final_fit": fit, "seconds": seconds,
         "seconds_per_iter": seconds / iters.len().max(1) as f64,
         "iterations": iters.iter().map(|s| json!({
             "iter": s.iter, "fit": s.fit, "delta": s.delta,
@@ -64,15 +69,7 @@ impl CpReport {
     /// seconds and iterations).
     pub fn summary(&self, name: &str, dims: &[usize], nnz: usize) -> Value {
         let m = &self.model;
-        let mut v = iterations_summary(
-            name,
-            dims,
-            nnz,
-            &self.backend,
-            m.fit(),
-            self.seconds,
-            &m.iters,
-        );
+        let mut v = iterations_summary(self, name, dims, nnz, m.fit(), &m.iters);
         v["kind"] = json!("cp");
         v["rank"] = json!(m.rank());
         v["weights"] = json!(m.weights);
@@ -85,15 +82,7 @@ impl TuckerReport {
     /// `core_dims`, fit, seconds and iterations).
     pub fn summary(&self, job: &TuckerJob, name: &str, dims: &[usize], nnz: usize) -> Value {
         let m = &self.model;
-        let mut v = iterations_summary(
-            name,
-            dims,
-            nnz,
-            &self.backend,
-            m.fit(),
-            self.seconds,
-            &m.iters,
-        );
+        let mut v = iterations_summary(self, name, dims, nnz, m.fit(), &m.iters);
         v["kind"] = json!("tucker");
         v["ranks"] = json!(job.options.ranks);
         v["core_dims"] = json!(m.core_dims);
@@ -109,7 +98,7 @@ impl CpAprReport {
         let (m, o) = (&self.model, &job.options);
         json!({
             "kind": "cp-apr", "tensor": name, "dims": dims, "nnz": nnz,
-            "rank": o.rank, "backend": self.backend,
+            "rank": o.rank, "backend": self.backend, "values": self.values,
             "log_likelihood": m.log_likelihood, "converged": m.converged,
             "seconds": self.seconds, "seconds_per_iter": self.seconds / m.iters.len().max(1) as f64,
             "weights": m.weights, "warnings": m.warnings,
@@ -123,16 +112,24 @@ impl CpAprReport {
     }
 }
 
-/// The fit `f` on `engine`, timed, with the device it ran on.
-fn timed<M>(engine: &Engine, f: impl FnOnce() -> Result<M>) -> Result<Report<M>> {
+/// The fit `f` on `engine`, timed, with the device it ran on and how the values of
+/// `prepared`'s form for `op` are stored.
+fn timed<M>(
+    engine: &Engine,
+    prepared: &Prepared,
+    op: Op,
+    f: impl FnOnce() -> Result<M>,
+) -> Result<Report<M>> {
     // The CPU backend describes the thread count of its own pool.
     let backend = engine.backend().describe();
+    let values = Some(prepared.hls(op)?.stats().value_report());
     let start = Instant::now();
     let model = f()?;
     Ok(Report {
         model,
         seconds: start.elapsed().as_secs_f64(),
         backend,
+        values,
     })
 }
 
@@ -157,7 +154,7 @@ impl Job for CpJob {
         prepared: &Prepared,
         events: &mut dyn Events<IterStats>,
     ) -> Result<CpReport> {
-        let r = timed(engine, || {
+        let r = timed(engine, prepared, self.workload().op, || {
             cp_als_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
         })?;
         check_finite("CP weights", &r.model.weights)?;
@@ -199,7 +196,7 @@ impl Job for TuckerJob {
         prepared: &Prepared,
         events: &mut dyn Events<IterStats>,
     ) -> Result<TuckerReport> {
-        let r = timed(engine, || {
+        let r = timed(engine, prepared, self.workload().op, || {
             tucker_hooi_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
         })?;
         check_finite("the Tucker core", &r.model.core)?;
@@ -229,7 +226,7 @@ impl Job for CpAprJob {
         events: &mut dyn Events<CpAprIter>,
     ) -> Result<CpAprReport> {
         // CP-APR's loop cannot be stopped from outside: every step continues.
-        let r = timed(engine, || {
+        let r = timed(engine, prepared, self.workload().op, || {
             cp_apr_with_progress(engine, prepared, &self.options, &mut |s| {
                 let _ = events.step(s);
             })
@@ -277,7 +274,7 @@ impl Job for CompletionJob<'_> {
         prepared: &Prepared,
         events: &mut dyn Events<EpochStats>,
     ) -> Result<CompletionReport> {
-        timed(engine, || {
+        timed(engine, prepared, self.workload().op, || {
             complete_with_control(engine, prepared, self.validation, &self.options, &mut |s| {
                 events.step(s)
             })

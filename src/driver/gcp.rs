@@ -150,6 +150,8 @@ pub fn run_gcp(
         model,
         seconds: start.elapsed().as_secs_f64(),
         backend,
+        // GCP samples the input's f64 values; no stored form is involved.
+        values: None,
     })
 }
 

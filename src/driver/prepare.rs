@@ -80,7 +80,8 @@ pub fn prepare(
             built: false,
         });
     }
-    plan.add_prepare(x.nnz(), x.order(), 1, threshold, workload.op);
+    let values = engine.values().resolve_values(x.values());
+    plan.add_prepare(x.nnz(), x.order(), 1, threshold, workload.op, values);
     plan.check()?;
     let prepared = Arc::new(engine.prepare(x, &[workload])?);
     forms.keep(engine, workload.op, threshold, &prepared);

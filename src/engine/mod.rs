@@ -80,6 +80,8 @@ pub struct Engine {
     profiles: Profiles,
     notice: Option<String>,
     launch: Launch,
+    /// How [`Engine::prepare`] stores a tensor's values.
+    values: crate::hls::ValueChoice,
     /// Numbers the [`FactorVersions`] sets this engine makes.
     factor_sets: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
@@ -95,6 +97,7 @@ impl Engine {
             profiles: Profiles::builtin(),
             notice: None,
             launch,
+            values: Default::default(),
             factor_sets: Default::default(),
         }
     }
@@ -176,6 +179,18 @@ impl Engine {
     pub fn with_profiles(mut self, profiles: Profiles) -> Self {
         self.profiles = profiles;
         self
+    }
+
+    /// Prepares every later tensor with its values stored as `values` chooses (the
+    /// default is [`crate::hls::ValueChoice::Auto`]: fp16 where it is exact, else f32).
+    pub fn with_values(mut self, values: crate::hls::ValueChoice) -> Self {
+        self.values = values;
+        self
+    }
+
+    /// How this engine stores the values of the tensors it prepares.
+    pub fn values(&self) -> crate::hls::ValueChoice {
+        self.values
     }
 
     /// Runs every later call with `launch`; [`Error::Unsupported`] when the backend has

@@ -10,7 +10,7 @@
 use super::backend::foreign;
 use super::{Backend, BackendTensor, Engine, Prepared};
 use crate::error::Result;
-use crate::hls::{HlsTensor, values::dequantize};
+use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
 use crate::ops::Op;
 
@@ -110,11 +110,10 @@ impl Engine {
 
 /// [`Engine::cp_residual_sums`] over `hls`.
 fn cp_sums(hls: &HlsTensor, weights: &[f64], factors: &[Matrix]) -> ResidualSums {
-    let (rank, scale) = (weights.len(), hls.scale());
+    let rank = weights.len();
     let [misfit, on_support] = hls.par_sum_nonzeros(
         || (),
-        |_, c, v| {
-            let x = dequantize(v, scale);
+        |_, c, x| {
             let xh: f64 = (0..rank)
                 .map(|r| {
                     (factors.iter().zip(c))
@@ -142,13 +141,11 @@ fn tucker_sums(hls: &HlsTensor, core: &[f64], ranks: &[usize], factors: &[Matrix
                 .sum()
         })
         .collect();
-    let scale = hls.scale();
     // x̂ = Z[c_{N−1}, :] contracted with U_{N−2}[c_{N−2}, :] (the fastest index of the
     // row), then with U_{N−3}[c_{N−3}, :], … down to mode 0, in a per-chunk buffer:
     // about `Π_{m<N−1} R_m` multiply-adds, no division.
     let scratch = || vec![0.0f64; rest / ranks[last - 1]];
-    let [misfit, on_support] = hls.par_sum_nonzeros(scratch, |buf, c, v| {
-        let x = dequantize(v, scale);
+    let [misfit, on_support] = hls.par_sum_nonzeros(scratch, |buf, c, x| {
         let zrow = &z[c[last] as usize * rest..][..rest];
         let (r, row) = (ranks[last - 1], factors[last - 1].row(c[last - 1] as usize));
         let mut len = rest / r;
@@ -194,21 +191,24 @@ impl ValueCensus {
 /// [`Engine::value_census`] over `hls`.
 fn census(hls: &HlsTensor) -> ValueCensus {
     let scale = f64::from(hls.scale());
-    let dense = hls.dense().map_or(&[][..], |d| d.values());
-    let stored = hls.sparse().values().iter().chain(dense);
-    ValueCensus::of_values(stored.map(|h| f64::from(h.to_f32()) * scale))
+    let (sparse, dense) = (hls.sparse().values(), hls.dense().map(|d| d.values()));
+    let stored = (0..sparse.len()).map(|p| sparse.get(p)).chain(
+        dense
+            .into_iter()
+            .flat_map(|d| (0..d.len()).map(|p| d.get(p))),
+    );
+    ValueCensus::of_values(stored.map(|v| v * scale))
 }
 
 /// [`Engine::row_counts`] over `hls`.
 fn row_counts(hls: &HlsTensor) -> RowCounts {
-    let scale = hls.scale();
     let mut counts: Vec<Vec<u32>> = hls.dims().iter().map(|&d| vec![0; d]).collect();
     let mut sum = 0.0;
     hls.for_each_nonzero(|c, v| {
         for (n, &i) in counts.iter_mut().zip(c) {
             n[i as usize] += 1;
         }
-        sum += dequantize(v, scale);
+        sum += v;
     });
     RowCounts {
         counts,

@@ -4,7 +4,7 @@
 use super::profile::ProfileChoice;
 use super::{BackendTensor, Engine, ValueCensus, Workload};
 use crate::error::{Error, Result};
-use crate::hls::{HlsBuilder, HlsTensor, KeyOrder};
+use crate::hls::{HlsBuilder, HlsTensor, KeyOrder, ValueChoice};
 use crate::ops::Op;
 use crate::tensor::CooTensor;
 use std::sync::Arc;
@@ -105,11 +105,27 @@ impl Engine {
 
     /// Prepares `x` with explicit thresholds per op (for the tuner and benches).
     pub fn prepare_with_thresholds(&self, x: &CooTensor, with: &[(Op, u32)]) -> Result<Prepared> {
-        self.install(|| self.prepare_here(x, with))
+        self.prepare_with_values(x, with, self.values())
     }
 
-    /// [`Engine::prepare_with_thresholds`] on the current thread's pool.
-    fn prepare_here(&self, x: &CooTensor, with: &[(Op, u32)]) -> Result<Prepared> {
+    /// [`Engine::prepare_with_thresholds`] with the values stored as `values` chooses
+    /// instead of as the engine does ([`Engine::with_values`]).
+    pub fn prepare_with_values(
+        &self,
+        x: &CooTensor,
+        with: &[(Op, u32)],
+        values: ValueChoice,
+    ) -> Result<Prepared> {
+        self.install(|| self.prepare_here(x, with, values))
+    }
+
+    /// [`Engine::prepare_with_values`] on the current thread's pool.
+    fn prepare_here(
+        &self,
+        x: &CooTensor,
+        with: &[(Op, u32)],
+        values: ValueChoice,
+    ) -> Result<Prepared> {
         if with.is_empty() {
             return Err(Error::InvalidOption("prepare needs at least one op".into()));
         }
@@ -140,7 +156,7 @@ impl Engine {
             let mut thresholds: Vec<u32> = mine.iter().map(|w| w.1).collect();
             thresholds.sort_unstable();
             thresholds.dedup();
-            let built = HlsBuilder::build_many_in(x, &thresholds, order)?;
+            let built = HlsBuilder::build_many_in(x, &thresholds, order, values)?;
             let mut handed: Vec<Arc<BackendTensor>> = Vec::with_capacity(built.len());
             for h in built {
                 // Thresholds that classify every tile alike give the same form: a higher

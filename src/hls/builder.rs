@@ -17,7 +17,9 @@
 use super::layout::KeyLayout;
 use super::stats::HlsStats;
 use super::tile::{self, tile_index};
-use super::values::{QuantReport, choose_scale, quantize};
+use super::values::{
+    QuantReport, StoredValue, ValueChoice, ValueType, Values, choose_scale, with_values,
+};
 use super::{Bitmap, DenseTile, DenseTiles, HlsTensor, LOW_KEY_BITS, SparsePart, TILE_ORDER};
 use crate::error::{Error, Result};
 use crate::tensor::CooTensor;
@@ -62,6 +64,7 @@ impl KeyOrder {
 #[derive(Debug, Clone, Copy)]
 pub struct HlsBuilder {
     threshold: u32,
+    values: ValueChoice,
 }
 
 /// One non-empty tile of a slab: its key and its range in the slab's sorted entries.
@@ -80,15 +83,16 @@ struct Slab {
 
 impl HlsBuilder {
     /// Bytes per nonzero that a build holds at its peak besides the forms it returns,
-    /// from the sizes of what it allocates (the memory plan's figure): the fp16 values;
+    /// from the sizes of what it allocates (the memory plan's figure): the values
+    /// stored as `values` (`f16` while [`ValueChoice::Auto`] finds out, then `f32`);
     /// the 3rd-order slabs where `tiles` are classified (a tile key with its cell and a
     /// position per nonzero); and the larger of the keys being sorted — in mode order
     /// only the split keys (prefix and low word), in another order also the sorted
     /// (prefix, low word, position) triples they are split from and the positions — and
     /// the split keys with one form's dense-membership flags after them.
-    pub fn scratch_bytes_per_nonzero(key_order: KeyOrder, tiles: bool) -> usize {
+    pub fn scratch_bytes_per_nonzero(key_order: KeyOrder, tiles: bool, values: ValueType) -> usize {
         use std::mem::size_of;
-        let values = size_of::<f16>();
+        let values = values.bytes();
         let slabs = if tiles { size_of::<(u64, u32)>() } else { 0 };
         let split = size_of::<u64>() + size_of::<u32>();
         let positions = match key_order {
@@ -106,7 +110,15 @@ impl HlsBuilder {
     /// A builder that makes tiles with at least `threshold` nonzeros dense. A threshold
     /// above 4096 (a tile's cell count), e.g. `u32::MAX`, keeps every nonzero sparse.
     pub fn new(threshold: u32) -> Self {
-        HlsBuilder { threshold }
+        HlsBuilder {
+            threshold,
+            values: ValueChoice::Auto,
+        }
+    }
+
+    /// The builder storing values as `values` chooses (default [`ValueChoice::Auto`]).
+    pub fn with_values(self, values: ValueChoice) -> Self {
+        HlsBuilder { values, ..self }
     }
 
     /// The threshold.
@@ -116,22 +128,27 @@ impl HlsBuilder {
 
     /// Builds the HLS form of `x`.
     pub fn build(&self, x: &CooTensor) -> Result<HlsTensor> {
-        Ok(Self::build_many(x, &[self.threshold])?
-            .pop()
-            .expect("one threshold gives one tensor"))
+        Ok(
+            Self::build_many_in(x, &[self.threshold], KeyOrder::ByExtent, self.values)?
+                .pop()
+                .expect("one threshold gives one tensor"),
+        )
     }
 
     /// Builds one HLS tensor per threshold, sharing the sort and the tile count, with
-    /// the sparse keys in [`KeyOrder::ByExtent`].
+    /// the sparse keys in [`KeyOrder::ByExtent`] and the values' type chosen by
+    /// [`ValueChoice::Auto`].
     pub fn build_many(x: &CooTensor, thresholds: &[u32]) -> Result<Vec<HlsTensor>> {
-        Self::build_many_in(x, thresholds, KeyOrder::ByExtent)
+        Self::build_many_in(x, thresholds, KeyOrder::ByExtent, ValueChoice::Auto)
     }
 
-    /// [`HlsBuilder::build_many`] with the sparse keys in the given order.
+    /// [`HlsBuilder::build_many`] with the sparse keys in the given order and the
+    /// values stored as `values` chooses.
     pub fn build_many_in(
         x: &CooTensor,
         thresholds: &[u32],
         order: KeyOrder,
+        values: ValueChoice,
     ) -> Result<Vec<HlsTensor>> {
         if x.nnz() == 0 {
             return Err(Error::InvalidTensor("the tensor has no nonzeros".into()));
@@ -184,7 +201,7 @@ impl HlsBuilder {
             )));
         }
         let scale = choose_scale(max_abs);
-        let (halves, quant, norm_sq) = quantize_all(x.values(), scale);
+        let (stored, quant, norm_sq) = store_all(x.values(), scale, values);
 
         // Step 2: tiles of 3rd-order tensors.
         let tile_layout = tile::key_layout(x.dims())?;
@@ -204,21 +221,26 @@ impl HlsBuilder {
         // word; shared by every threshold.
         let keys = sorted_keys(x, &layout);
         let prefixes = &keys.prefixes;
-        let all_sparse_bytes = sparse_bytes(nnz, count_blocks(prefixes));
+        let all_sparse_bytes = sparse_bytes(nnz, count_blocks(prefixes), stored.value_type());
 
         let mut out = Vec::with_capacity(thresholds.len());
         for &threshold in thresholds {
             let mut in_dense = vec![false; nnz];
-            let dense = slabs
-                .as_ref()
-                .map(|slabs| dense_part(slabs, threshold, &tile_layout, &halves, &mut in_dense));
-            let sparse = sparse_part(&layout, &keys, &halves, &in_dense);
+            let dense = slabs.as_ref().map(|slabs| {
+                with_values!(&stored, |v| {
+                    dense_part(slabs, threshold, &tile_layout, v, &mut in_dense)
+                })
+            });
+            let sparse = with_values!(&stored, |v| sparse_part(&layout, &keys, v, &in_dense));
             let dense_nnz = dense.as_ref().map_or(0, DenseTiles::nnz);
+            let value_bytes = stored.value_type().bytes();
             let all_dense_bytes = if slabs.is_some() {
-                tiles_total * DenseTile::META_BYTES + 4 + nnz * 2
+                tiles_total * DenseTile::META_BYTES + 4 + nnz * value_bytes
             } else {
                 0
             };
+            let hls_bytes = dense.as_ref().map_or(0, DenseTiles::bytes) + sparse.bytes();
+            let with_type = |t: ValueType| hls_bytes - nnz * value_bytes + nnz * t.bytes();
             let stats = HlsStats {
                 nnz,
                 duplicates_summed,
@@ -232,6 +254,10 @@ impl HlsBuilder {
                 sparse_bytes: sparse.bytes(),
                 all_sparse_bytes,
                 all_dense_bytes,
+                value_choice: values,
+                values: stored.value_type(),
+                f16_bytes: with_type(ValueType::F16),
+                f32_bytes: with_type(ValueType::F32),
                 coo_bytes: x.coo_bytes(),
                 quant,
                 norm_sq,
@@ -249,14 +275,29 @@ impl HlsBuilder {
     }
 }
 
-fn quantize_all(values: &[f64], scale: f32) -> (Vec<f16>, QuantReport, f64) {
-    let halves: Vec<f16> = values.par_iter().map(|&v| quantize(v, scale)).collect();
+/// The values stored as `choice` chooses (with [`ValueChoice::Auto`], fp16 first and
+/// f32 if fp16 does not hold every value), the report of what they lost, and the squared
+/// norm of the values as stored.
+fn store_all(values: &[f64], scale: f32, choice: ValueChoice) -> (Values, QuantReport, f64) {
+    if choice == ValueChoice::F32 {
+        return store_as::<f32>(values, scale);
+    }
+    let halves = store_as::<f16>(values, scale);
+    if choice.resolve(&halves.1) == ValueType::F32 {
+        drop(halves);
+        return store_as::<f32>(values, scale);
+    }
+    halves
+}
+
+fn store_as<V: StoredValue>(values: &[f64], scale: f32) -> (Values, QuantReport, f64) {
+    let stored: Vec<V> = values.par_iter().map(|&v| V::store(v, scale)).collect();
     // In units of the scale, so no square underflows; the scale is a power of two.
-    let units: f64 = halves.par_iter().map(|h| h.to_f64() * h.to_f64()).sum();
+    let units: f64 = stored.par_iter().map(|h| h.to_f64() * h.to_f64()).sum();
     let norm_sq = units * scale as f64 * scale as f64;
     let quant = values
         .par_iter()
-        .zip(&halves)
+        .zip(&stored)
         .fold(
             || QuantReport {
                 scale,
@@ -274,7 +315,7 @@ fn quantize_all(values: &[f64], scale: f32) -> (Vec<f16>, QuantReport, f64) {
             },
             QuantReport::merge,
         );
-    (halves, quant, norm_sq)
+    (V::wrap(stored), quant, norm_sq)
 }
 
 /// Splits the (sorted) tensor into 16-row slabs of mode 0 and sorts each by tile.
@@ -320,11 +361,11 @@ fn sort_slabs(x: &CooTensor, tile_layout: &KeyLayout) -> Vec<Slab> {
         .collect()
 }
 
-fn dense_part(
+fn dense_part<V: StoredValue>(
     slabs: &[Slab],
     threshold: u32,
     tile_layout: &KeyLayout,
-    halves: &[f16],
+    stored: &[V],
     in_dense: &mut [bool],
 ) -> DenseTiles {
     let mut keys = Vec::new();
@@ -339,7 +380,7 @@ fn dense_part(
             let mut bits: BitArray<Bitmap, Lsb0> = BitArray::ZERO;
             for &(k, p) in &slab.entries[run.start as usize..run.end as usize] {
                 bits.set((k & ((1 << DenseTile::CELL_BITS) - 1)) as usize, true);
-                values.push(halves[p as usize]);
+                values.push(stored[p as usize]);
                 in_dense[p as usize] = true;
             }
             keys.push(run.key);
@@ -352,7 +393,7 @@ fn dense_part(
         keys,
         bitmaps,
         offsets,
-        values,
+        values: V::wrap(values),
     }
 }
 
@@ -416,17 +457,18 @@ fn count_blocks(prefixes: &[u64]) -> usize {
     prefixes.first().map_or(0, |_| 1) + prefixes.par_windows(2).filter(|w| w[0] != w[1]).count()
 }
 
-/// Bytes of a sparse part of `nnz` nonzeros in `blocks` blocks (see [`SparsePart::bytes`]).
-fn sparse_bytes(nnz: usize, blocks: usize) -> usize {
-    nnz * 6 + blocks * 8 + (blocks + 1) * 8
+/// Bytes of a sparse part of `nnz` nonzeros in `blocks` blocks with values of type
+/// `values` (see [`SparsePart::bytes`]).
+fn sparse_bytes(nnz: usize, blocks: usize, values: ValueType) -> usize {
+    nnz * (4 + values.bytes()) + blocks * 8 + (blocks + 1) * 8
 }
 
 /// The sparse part: the nonzeros not in dense tiles (`in_dense`, by position in the
 /// tensor), in key order.
-fn sparse_part(
+fn sparse_part<V: StoredValue>(
     layout: &KeyLayout,
     sorted: &SortedKeys,
-    halves: &[f16],
+    stored: &[V],
     in_dense: &[bool],
 ) -> SparsePart {
     let n = in_dense.iter().filter(|&&d| !d).count();
@@ -445,7 +487,7 @@ fn sparse_part(
             block_offsets.push(keys.len() as u64);
         }
         keys.push(sorted.lows[q]);
-        values.push(halves[p]);
+        values.push(stored[p]);
     }
     block_offsets.push(keys.len() as u64);
     SparsePart {
@@ -453,6 +495,6 @@ fn sparse_part(
         block_prefix,
         block_offsets,
         keys,
-        values,
+        values: V::wrap(values),
     }
 }

@@ -7,7 +7,8 @@
 //! - [`SparsePart`] (HLS-S, any order): the remaining nonzeros as sorted linearized
 //!   keys ([`KeyLayout`]) and values.
 //!
-//! Values are fp16 with one tensor-wide power-of-two scale ([`values`]).
+//! Values are fp16 or f32 ([`ValueType`], one per tensor) with one tensor-wide
+//! power-of-two scale ([`values`]).
 //! [`HlsBuilder`] makes an [`HlsTensor`] from a [`crate::tensor::CooTensor`].
 
 mod builder;
@@ -18,10 +19,11 @@ pub mod values;
 
 pub use builder::{HlsBuilder, KeyOrder};
 pub use layout::KeyLayout;
-pub use stats::HlsStats;
+pub use stats::{HlsStats, ValueReport};
+pub use values::{StoredValue, ValueChoice, ValueType, Values};
 
 use crate::tensor::CooTensor;
-use half::f16;
+use values::with_values;
 
 pub use tile::{TILE, TILE_BITS, TILE_ORDER};
 
@@ -50,7 +52,7 @@ pub struct DenseTiles {
     keys: Vec<u64>,
     bitmaps: Vec<Bitmap>,
     offsets: Vec<u32>,
-    values: Vec<f16>,
+    values: Values,
 }
 
 impl DenseTiles {
@@ -79,7 +81,7 @@ impl DenseTiles {
         &self.offsets
     }
     /// All dense values, tile after tile, each in bitmap order.
-    pub fn values(&self) -> &[f16] {
+    pub fn values(&self) -> &Values {
         &self.values
     }
     /// Number of nonzeros in the dense part.
@@ -91,14 +93,21 @@ impl DenseTiles {
     pub fn tile_origin(&self, t: usize) -> [u32; TILE_ORDER] {
         DenseTile::origin(tile::decode_key(&self.layout, self.keys[t]))
     }
-    /// The values of tile `t`.
-    pub fn tile_values(&self, t: usize) -> &[f16] {
-        &self.values[self.offsets[t] as usize..self.offsets[t + 1] as usize]
+    /// Where tile `t`'s values lie in [`DenseTiles::values`].
+    #[inline]
+    pub fn tile_range(&self, t: usize) -> std::ops::Range<usize> {
+        self.offsets[t] as usize..self.offsets[t + 1] as usize
     }
-    /// Calls `f(coords, value)` for every nonzero of tile `t`, in bitmap order.
+    /// Calls `f(coords, value)` for every nonzero of tile `t`, in bitmap order, with
+    /// `vals` the dense values (of their stored type `V`, not scaled).
     #[inline(always)]
-    pub fn for_each_in_tile(&self, t: usize, mut f: impl FnMut(&[u32; TILE_ORDER], f16)) {
-        let vals = self.tile_values(t);
+    pub fn for_each_in_tile<V: StoredValue>(
+        &self,
+        vals: &[V],
+        t: usize,
+        mut f: impl FnMut(&[u32; TILE_ORDER], V),
+    ) {
+        let vals = &vals[self.tile_range(t)];
         let mut v = 0;
         DenseTile::walk_cells(self.tile_origin(t), &self.bitmaps[t], |c| {
             f(&c, vals[v]);
@@ -107,7 +116,7 @@ impl DenseTiles {
     }
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.keys.len() * DenseTile::META_BYTES + 4 + self.values.len() * 2
+        self.keys.len() * DenseTile::META_BYTES + 4 + self.values.bytes()
     }
 }
 
@@ -126,7 +135,7 @@ pub struct SparsePart {
     block_prefix: Vec<u64>,
     block_offsets: Vec<u64>,
     keys: Vec<u32>,
-    values: Vec<f16>,
+    values: Values,
 }
 
 impl SparsePart {
@@ -151,7 +160,7 @@ impl SparsePart {
         &self.keys
     }
     /// Values, one per key.
-    pub fn values(&self) -> &[f16] {
+    pub fn values(&self) -> &Values {
         &self.values
     }
     /// The full key of entry `p` in block `b`.
@@ -165,8 +174,11 @@ impl SparsePart {
     }
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        // 4-byte low key + 2-byte value per nonzero; 8-byte prefix and offset per block.
-        self.keys.len() * 6 + self.block_prefix.len() * 8 + self.block_offsets.len() * 8
+        // 4-byte low key + the value per nonzero; 8-byte prefix and offset per block.
+        self.keys.len() * 4
+            + self.values.bytes()
+            + self.block_prefix.len() * 8
+            + self.block_offsets.len() * 8
     }
 }
 
@@ -194,9 +206,13 @@ impl HlsTensor {
     pub fn threshold(&self) -> u32 {
         self.threshold
     }
-    /// Stored fp16 values times this give the tensor's values.
+    /// Stored values times this give the tensor's values.
     pub fn scale(&self) -> f32 {
         self.scale
+    }
+    /// The type its values are stored in (both parts alike).
+    pub fn value_type(&self) -> ValueType {
+        self.sparse.values.value_type()
     }
     /// The dense tiles (`None` for tensors whose order is not 3).
     pub fn dense(&self) -> Option<&DenseTiles> {
@@ -220,41 +236,66 @@ impl HlsTensor {
     }
 
     /// Calls `f(coords, value)` for every stored nonzero: the sparse part in key
-    /// order, then the dense tiles in tile and bitmap order. Values are the stored fp16
-    /// (multiply by [`HlsTensor::scale`]).
-    pub fn for_each_nonzero(&self, mut f: impl FnMut(&[u32], f16)) {
+    /// order, then the dense tiles in tile and bitmap order. Values are as stored,
+    /// times the scale (the tensor's values as the kernels see them), in f64.
+    pub fn for_each_nonzero(&self, mut f: impl FnMut(&[u32], f64)) {
+        let scale = f64::from(self.scale);
         let mut c = vec![0u32; self.order()];
         let layout = self.sparse.layout();
-        for b in 0..self.sparse.block_prefix.len() {
-            let (s, e) = (
-                self.sparse.block_offsets[b] as usize,
-                self.sparse.block_offsets[b + 1] as usize,
-            );
-            for p in s..e {
-                layout.decode_all(self.sparse.full_key(b, p), &mut c);
-                f(&c, self.sparse.values[p]);
+        with_values!(&self.sparse.values, |vals| {
+            for b in 0..self.sparse.block_prefix.len() {
+                let (s, e) = (
+                    self.sparse.block_offsets[b] as usize,
+                    self.sparse.block_offsets[b + 1] as usize,
+                );
+                for (p, v) in (s..e).zip(&vals[s..e]) {
+                    layout.decode_all(self.sparse.full_key(b, p), &mut c);
+                    f(&c, v.to_f64() * scale);
+                }
             }
-        }
+        });
         if let Some(d) = &self.dense {
-            for t in 0..d.len() {
-                d.for_each_in_tile(t, |c, v| f(c, v));
-            }
+            with_values!(&d.values, |vals| {
+                for t in 0..d.len() {
+                    d.for_each_in_tile(vals, t, |c, v| f(c, v.to_f64() * scale));
+                }
+            });
         }
     }
 
     /// `Σ f(scratch, coords, value)` over every stored nonzero, in parallel, in f64,
-    /// for `K` sums at once; `scratch` makes each chunk's working memory once. The
-    /// nonzeros are cut into fixed chunks whose partial sums are added in order, so the
-    /// result does not depend on the number of threads.
+    /// for `K` sums at once; `scratch` makes each chunk's working memory once; values
+    /// as [`HlsTensor::for_each_nonzero`] gives them. The nonzeros are cut into fixed
+    /// chunks whose partial sums are added in order, so the result does not depend on
+    /// the number of threads.
     pub fn par_sum_nonzeros<S, const K: usize>(
         &self,
         scratch: impl Fn() -> S + Sync,
-        f: impl Fn(&mut S, &[u32], f16) -> [f64; K] + Sync,
+        f: impl Fn(&mut S, &[u32], f64) -> [f64; K] + Sync,
+    ) -> [f64; K] {
+        let (sparse, dense) = (&self.sparse.values, self.dense.as_ref().map(|d| &d.values));
+        match (sparse, dense) {
+            (Values::F16(s), Some(Values::F16(d))) => self.par_sum_as(s, d, scratch, f),
+            (Values::F32(s), Some(Values::F32(d))) => self.par_sum_as(s, d, scratch, f),
+            (Values::F16(s), _) => self.par_sum_as(s, &[], scratch, f),
+            (Values::F32(s), _) => self.par_sum_as(s, &[], scratch, f),
+        }
+    }
+
+    /// [`HlsTensor::par_sum_nonzeros`] over values of type `V` (`dense` empty when
+    /// there are no dense tiles).
+    fn par_sum_as<V: StoredValue, S, const K: usize>(
+        &self,
+        sparse_values: &[V],
+        dense_values: &[V],
+        scratch: impl Fn() -> S + Sync,
+        f: impl Fn(&mut S, &[u32], f64) -> [f64; K] + Sync,
     ) -> [f64; K] {
         use rayon::prelude::*;
         const CHUNK: usize = 1 << 14;
         const TILES: usize = 16;
         let order = self.order();
+        let scale = f64::from(self.scale);
         let sp = &self.sparse;
         let add = |sum: &mut [f64; K], t: [f64; K]| {
             for (s, t) in sum.iter_mut().zip(t) {
@@ -269,12 +310,13 @@ impl HlsTensor {
                 let mut b = sp.block_of(s);
                 let mut sum = [0.0; K];
                 let mut st = scratch();
-                for p in s..e {
+                for (p, v) in (s..e).zip(&sparse_values[s..e]) {
                     while sp.block_offsets[b + 1] as usize <= p {
                         b += 1;
                     }
                     sp.layout.decode_all(sp.full_key(b, p), &mut coords);
-                    add(&mut sum, f(&mut st, &coords, sp.values[p]));
+                    let x = v.to_f64() * scale;
+                    add(&mut sum, f(&mut st, &coords, x));
                 }
                 sum
             })
@@ -287,7 +329,9 @@ impl HlsTensor {
                     let mut sum = [0.0; K];
                     let mut st = scratch();
                     for t in c * TILES..((c + 1) * TILES).min(d.len()) {
-                        d.for_each_in_tile(t, |c, v| add(&mut sum, f(&mut st, c, v)));
+                        d.for_each_in_tile(dense_values, t, |c, v| {
+                            add(&mut sum, f(&mut st, c, v.to_f64() * scale))
+                        });
                     }
                     sum
                 })
@@ -300,16 +344,14 @@ impl HlsTensor {
         total
     }
 
-    /// Back to COO, sorted lexicographically, with the fp16-rounded values. Converting
+    /// Back to COO, sorted lexicographically, with the values as stored. Converting
     /// a COO tensor to HLS and back gives the same coordinates.
     pub fn to_coo(&self) -> CooTensor {
         let n = self.order();
         // Mode order (the sparse part's own order is by level).
         let layout = KeyLayout::new(&self.dims).expect("the sparse layout fits, so this does");
         let mut entries: Vec<(u128, f64)> = Vec::with_capacity(self.nnz());
-        self.for_each_nonzero(|c, v| {
-            entries.push((layout.encode(c), values::dequantize(v, self.scale)))
-        });
+        self.for_each_nonzero(|c, v| entries.push((layout.encode(c), v)));
         entries.sort_unstable_by_key(|e| e.0);
         let mut indices = vec![Vec::with_capacity(entries.len()); n];
         let mut vals = Vec::with_capacity(entries.len());

@@ -1,6 +1,6 @@
 //! Statistics an HLS build reports (cf. the HLS paper's Table IV).
 
-use super::values::QuantReport;
+use super::values::{QuantReport, ValueChoice, ValueType};
 
 /// What a build produced and what it cost.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -31,9 +31,17 @@ pub struct HlsStats {
     pub all_dense_bytes: usize,
     /// Bytes of COO with u32 indices and f32 values.
     pub coo_bytes: usize,
-    /// fp16 quantization of the values.
+    /// How the values' type was chosen.
+    pub value_choice: ValueChoice,
+    /// The type the values are stored in.
+    pub values: ValueType,
+    /// Bytes of this HLS form with fp16 values.
+    pub f16_bytes: usize,
+    /// Bytes of this HLS form with f32 values.
+    pub f32_bytes: usize,
+    /// What fp16 storage would lose, and what the stored values lost.
     pub quant: QuantReport,
-    /// Squared Frobenius norm of the values as stored (fp16 times the scale, summed in
+    /// Squared Frobenius norm of the values as stored (times the scale, summed in
     /// f64): the norm that matches what the kernels compute with, which a fit must use.
     pub norm_sq: f64,
 }
@@ -53,8 +61,51 @@ impl HlsStats {
         self.dense_bytes + self.sparse_bytes
     }
 
+    /// The values' type, why, and what each type costs.
+    pub fn value_report(&self) -> ValueReport {
+        ValueReport {
+            value_type: self.values,
+            choice: self.value_choice,
+            why: self.value_note(),
+            f16_inexact: self.quant.f16_inexact,
+            f16_bytes: self.f16_bytes,
+            f32_bytes: self.f32_bytes,
+        }
+    }
+
+    /// The values' type and why, as the first line of a command says it: `fp16 exact`,
+    /// `f32: N values not exact in fp16`, or which type was asked for.
+    pub fn value_note(&self) -> String {
+        let n = self.quant.f16_inexact;
+        match (self.value_choice, self.values) {
+            (ValueChoice::Auto, ValueType::F16) => "fp16 exact".into(),
+            (ValueChoice::Auto, ValueType::F32) => format!("f32: {n} values not exact in fp16"),
+            (_, ValueType::F16) if n == 0 => "fp16 (asked for; exact)".into(),
+            (_, ValueType::F16) => format!("fp16 (asked for; {n} values not exact)"),
+            (_, ValueType::F32) => "f32 (asked for)".into(),
+        }
+    }
+
     /// HLS bytes over COO bytes.
     pub fn bytes_vs_coo(&self) -> f64 {
         self.hls_bytes() as f64 / self.coo_bytes.max(1) as f64
     }
+}
+
+/// How a tensor's values are stored and why, as a run reports it (`--json`'s `values`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ValueReport {
+    /// The stored type.
+    #[serde(rename = "type")]
+    pub value_type: ValueType,
+    /// How it was chosen.
+    pub choice: ValueChoice,
+    /// Why, in words ([`HlsStats::value_note`]).
+    pub why: String,
+    /// Nonzero values that fp16 does not hold exactly after the scale.
+    pub f16_inexact: usize,
+    /// Bytes of the HLS form with fp16 values.
+    pub f16_bytes: usize,
+    /// Bytes of the HLS form with f32 values.
+    pub f32_bytes: usize,
 }

@@ -1,10 +1,19 @@
-//! fp16 storage of tensor values with one tensor-wide power-of-two scale.
+//! Storage of tensor values: fp16 or f32, with one tensor-wide power-of-two scale.
 //!
 //! The scale `2^e` is the smallest power of two with `max|v| / 2^e ≤ 65504` (fp16's
 //! largest finite value), so nothing overflows and small values keep as much headroom
 //! above fp16's normal range (≥ 2^-14) as the largest value allows. A power of two keeps
 //! scaling exact: integer counts such as ratings stay exact.
+//!
+//! Each tensor stores its values in one [`ValueType`], chosen when it is built
+//! ([`ValueChoice`]): fp16 where every value is exact in it after the scale (integer
+//! counts up to 2048, values on a coarse grid), else f32. f32 values are stored scaled
+//! too: every kernel then treats both types alike (the stored value times the scale),
+//! and the scaled values stay within fp16's range, which the GPU's two-term fp16 split
+//! of the dense tiles needs. The scale being a power of two, `f32(v / 2^e) · 2^e` is
+//! `f32(v)` unless `v / 2^e` falls below f32's normal range.
 
+use crate::error::{Error, Result};
 use half::f16;
 
 /// fp16's largest finite value.
@@ -52,12 +61,281 @@ pub fn dequantize(h: f16, scale: f32) -> f64 {
     h.to_f64() * scale as f64
 }
 
-/// What storing values in fp16 cost in precision.
+/// The precision the values of a tensor are stored in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueType {
+    /// IEEE half precision: 2 bytes a value.
+    #[default]
+    F16,
+    /// IEEE single precision: 4 bytes a value.
+    F32,
+}
+
+impl ValueType {
+    /// Bytes of one stored value.
+    pub fn bytes(self) -> usize {
+        match self {
+            ValueType::F16 => 2,
+            ValueType::F32 => 4,
+        }
+    }
+
+    /// `f16` or `f32`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueType::F16 => "f16",
+            ValueType::F32 => "f32",
+        }
+    }
+}
+
+impl std::fmt::Display for ValueType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a tensor's [`ValueType`] is chosen when it is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueChoice {
+    /// fp16 where it holds every value exactly (after the scale), else f32.
+    #[default]
+    Auto,
+    /// fp16 whatever it loses.
+    F16,
+    /// f32 whatever the values.
+    F32,
+}
+
+impl ValueChoice {
+    /// The type chosen for values whose fp16 form `quant` describes.
+    pub fn resolve(self, quant: &QuantReport) -> ValueType {
+        match self {
+            ValueChoice::F16 => ValueType::F16,
+            ValueChoice::F32 => ValueType::F32,
+            ValueChoice::Auto if quant.f16_inexact == 0 => ValueType::F16,
+            ValueChoice::Auto => ValueType::F32,
+        }
+    }
+
+    /// The type a build of a tensor with `values` (its duplicates summed) stores them
+    /// in: what [`ValueChoice::resolve`] will find, in one pass over them, for a memory
+    /// plan made before the build.
+    pub fn resolve_values(self, values: &[f64]) -> ValueType {
+        use rayon::prelude::*;
+        match self {
+            ValueChoice::F16 => ValueType::F16,
+            ValueChoice::F32 => ValueType::F32,
+            ValueChoice::Auto => {
+                let max_abs = values.par_iter().map(|v| v.abs()).reduce(|| 0.0, f64::max);
+                let scale = choose_scale(max_abs);
+                if values
+                    .par_iter()
+                    .all(|&v| dequantize(quantize(v, scale), scale) == v)
+                {
+                    ValueType::F16
+                } else {
+                    ValueType::F32
+                }
+            }
+        }
+    }
+
+    /// `auto`, `f16` or `f32`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueChoice::Auto => "auto",
+            ValueChoice::F16 => "f16",
+            ValueChoice::F32 => "f32",
+        }
+    }
+}
+
+impl std::fmt::Display for ValueChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ValueChoice {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(ValueChoice::Auto),
+            "f16" => Ok(ValueChoice::F16),
+            "f32" => Ok(ValueChoice::F32),
+            other => Err(Error::InvalidOption(format!(
+                "values must be \"auto\", \"f16\" or \"f32\", got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// A stored value type: what the kernels read, generic so that their inner loops are
+/// compiled once per type, without a branch per value.
+pub trait StoredValue: Copy + Send + Sync + std::fmt::Debug + PartialEq + 'static {
+    /// The type's tag.
+    const TYPE: ValueType;
+    /// `v / scale` rounded to this type.
+    fn store(v: f64, scale: f32) -> Self;
+    /// The stored value, widened (not scaled).
+    fn to_f32(self) -> f32;
+    /// The stored value, widened (not scaled).
+    fn to_f64(self) -> f64;
+    /// Whether it is a normal number of its type (zero is not).
+    fn is_normal(self) -> bool;
+    /// The values of `v` if they are of this type.
+    fn slice(v: &Values) -> Option<&[Self]>;
+    /// Values of this type.
+    fn wrap(v: Vec<Self>) -> Values;
+}
+
+impl StoredValue for f16 {
+    const TYPE: ValueType = ValueType::F16;
+    #[inline(always)]
+    fn store(v: f64, scale: f32) -> Self {
+        quantize(v, scale)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        f16::to_f64(self)
+    }
+    fn is_normal(self) -> bool {
+        f16::is_normal(self)
+    }
+    fn slice(v: &Values) -> Option<&[Self]> {
+        match v {
+            Values::F16(v) => Some(v),
+            Values::F32(_) => None,
+        }
+    }
+    fn wrap(v: Vec<Self>) -> Values {
+        Values::F16(v)
+    }
+}
+
+impl StoredValue for f32 {
+    const TYPE: ValueType = ValueType::F32;
+    #[inline(always)]
+    fn store(v: f64, scale: f32) -> Self {
+        (v / scale as f64) as f32
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn is_normal(self) -> bool {
+        f32::is_normal(self)
+    }
+    fn slice(v: &Values) -> Option<&[Self]> {
+        match v {
+            Values::F32(v) => Some(v),
+            Values::F16(_) => None,
+        }
+    }
+    fn wrap(v: Vec<Self>) -> Values {
+        Values::F32(v)
+    }
+}
+
+/// Stored values of one type (multiply by the tensor's scale for the values).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Values {
+    /// fp16 values.
+    F16(Vec<f16>),
+    /// f32 values.
+    F32(Vec<f32>),
+}
+
+impl Default for Values {
+    fn default() -> Self {
+        Values::F16(Vec::new())
+    }
+}
+
+impl Values {
+    /// Their type.
+    pub fn value_type(&self) -> ValueType {
+        match self {
+            Values::F16(_) => ValueType::F16,
+            Values::F32(_) => ValueType::F32,
+        }
+    }
+    /// How many.
+    pub fn len(&self) -> usize {
+        match self {
+            Values::F16(v) => v.len(),
+            Values::F32(v) => v.len(),
+        }
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Value `i` as stored (not scaled), widened to f64.
+    #[inline]
+    pub fn get(&self, i: usize) -> f64 {
+        match self {
+            Values::F16(v) => v[i].to_f64(),
+            Values::F32(v) => v[i] as f64,
+        }
+    }
+    /// The values as `V` (the caller dispatched on [`Values::value_type`]).
+    ///
+    /// # Panics
+    /// If they are of another type.
+    #[inline]
+    pub fn typed<V: StoredValue>(&self) -> &[V] {
+        V::slice(self).expect("dispatched on the values' own type")
+    }
+    /// The fp16 values, if that is their type.
+    pub fn as_f16(&self) -> Option<&[f16]> {
+        f16::slice(self)
+    }
+    /// The f32 values, if that is their type.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        f32::slice(self)
+    }
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.len() * self.value_type().bytes()
+    }
+}
+
+/// Evaluates `$body` with `$v` bound to the typed slice of the [`Values`] `$values`:
+/// one monomorphic copy of the body per stored type, the branch taken once.
+macro_rules! with_values {
+    ($values:expr, |$v:ident| $body:expr) => {
+        match $values {
+            $crate::hls::values::Values::F16($v) => $body,
+            $crate::hls::values::Values::F32($v) => $body,
+        }
+    };
+}
+pub(crate) use with_values;
+
+/// What storing values in fp16 costs in precision, and what the stored type kept.
+///
+/// `f16_inexact` is about fp16 whatever the stored type (what [`ValueChoice::Auto`]
+/// decides on); the other figures are about the values as stored.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct QuantReport {
     /// The tensor-wide scale.
     pub scale: f32,
-    /// Largest relative error `|v − v̂| / |v|` over nonzero values.
+    /// Nonzero values that fp16 does not hold exactly after the scale.
+    pub f16_inexact: usize,
+    /// Largest relative error `|v − v̂| / |v|` over nonzero values as stored.
     pub max_rel_err: f64,
     /// Nonzero values that landed in fp16's subnormal range (reduced precision).
     pub subnormal: usize,
@@ -73,9 +351,16 @@ pub struct QuantReport {
 
 impl QuantReport {
     /// Accounts for one value and its stored form.
-    pub fn record(&mut self, v: f64, h: f16) {
+    pub fn record<V: StoredValue>(&mut self, v: f64, h: V) {
         if v == 0.0 {
             return;
+        }
+        let exact_in_f16 = match V::TYPE {
+            ValueType::F16 => h.to_f64() * self.scale as f64 == v,
+            ValueType::F32 => dequantize(quantize(v, self.scale), self.scale) == v,
+        };
+        if !exact_in_f16 {
+            self.f16_inexact += 1;
         }
         let a = v.abs();
         if a < KERNEL_TINY {
@@ -84,7 +369,7 @@ impl QuantReport {
                 self.kernel_flushed += 1;
             }
         }
-        let back = dequantize(h, self.scale);
+        let back = h.to_f64() * self.scale as f64;
         self.max_rel_err = self.max_rel_err.max((back - v).abs() / v.abs());
         if h.to_f64() == 0.0 {
             self.flushed_to_zero += 1;
@@ -96,6 +381,7 @@ impl QuantReport {
     /// Combines two reports over disjoint values with the same scale.
     pub fn merge(mut self, o: QuantReport) -> QuantReport {
         self.max_rel_err = self.max_rel_err.max(o.max_rel_err);
+        self.f16_inexact += o.f16_inexact;
         self.subnormal += o.subnormal;
         self.flushed_to_zero += o.flushed_to_zero;
         self.kernel_tiny += o.kernel_tiny;

@@ -90,6 +90,8 @@ pub struct SelftestRow {
     pub mode: usize,
     /// Rank (MTTKRP) or rank of every other mode (TTMc).
     pub rank: usize,
+    /// The type the tensor's values were stored in (`None`: not prepared).
+    pub values: Option<crate::hls::ValueType>,
     /// SMAPE against FP64, in percent (`None` on error).
     pub smape_percent: Option<f64>,
     /// Max relative error.
@@ -148,6 +150,7 @@ impl SelftestRow {
             kernel,
             mode,
             rank,
+            values: None,
             smape_percent: a.as_ref().map(|a| a.smape_percent),
             max_rel_err: a.as_ref().map(|a| a.max_rel_err),
             rel_frobenius: a.as_ref().map(|a| a.rel_frobenius),
@@ -196,17 +199,18 @@ impl SelftestReport {
     pub fn table(&self) -> String {
         let mut s = format!("backend: {}\n", self.backend);
         s += &format!(
-            "{:<24} {:<23} {:>4} {:>4} {:>10} {:>10} {:>10} {:>9}  status\n",
-            "tensor", "op", "mode", "rank", "smape%", "max rel", "rel frob", "ms"
+            "{:<24} {:<23} {:>4} {:>4} {:>6} {:>10} {:>10} {:>10} {:>9}  status\n",
+            "tensor", "op", "mode", "rank", "values", "smape%", "max rel", "rel frob", "ms"
         );
         let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2e}"));
         for r in &self.rows {
             s += &format!(
-                "{:<24} {:<23} {:>4} {:>4} {:>10} {:>10} {:>10} {:>9.3}  {}\n",
+                "{:<24} {:<23} {:>4} {:>4} {:>6} {:>10} {:>10} {:>10} {:>9.3}  {}\n",
                 r.tensor,
                 r.label(),
                 r.mode,
                 r.rank,
+                r.values.map_or("-", |v| v.name()),
                 f(r.smape_percent),
                 f(r.max_rel_err),
                 f(r.rel_frobenius),
@@ -255,10 +259,19 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
                 }
                 Err(e) => return Err(e),
             };
+            // Every row of this preparation runs on its values' type.
+            let first = rows.len();
+            let stored = prepared.hls(op).ok().map(|h| h.value_type());
+            let tag = |rows: &mut Vec<SelftestRow>| {
+                for r in &mut rows[first..] {
+                    r.values = stored;
+                }
+            };
             if op == Op::Completion {
                 if case.factors == FactorKind::Uniform {
                     completion_rows(engine, &case.name, &prepared, rank, &mut rows)?;
                 }
+                tag(&mut rows);
                 continue;
             }
             for mode in 0..x.order() {
@@ -284,6 +297,7 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
                     &case.name, op, None, row, time_ms, checked,
                 ));
             }
+            tag(&mut rows);
         }
     }
     Ok(SelftestReport {
@@ -298,9 +312,7 @@ pub fn run(engine: &Engine, cases: &[SelftestCase]) -> Result<SelftestReport> {
 fn in_session_order(p: &Prepared) -> Result<CooTensor> {
     let hls = p.hls(Op::Completion)?;
     let mut entries = Vec::with_capacity(hls.nnz());
-    hls.for_each_nonzero(|c, v| {
-        entries.push((c.to_vec(), crate::hls::values::dequantize(v, hls.scale())))
-    });
+    hls.for_each_nonzero(|c, v| entries.push((c.to_vec(), v)));
     CooTensor::from_entries(hls.dims().to_vec(), entries)
 }
 
@@ -486,6 +498,7 @@ mod tests {
                 kernel: None,
                 mode: 0,
                 rank: 8,
+                values: None,
                 smape_percent: Some(0.5),
                 max_rel_err: Some(0.1),
                 rel_frobenius: Some(0.01),

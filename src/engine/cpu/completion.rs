@@ -22,7 +22,8 @@ use crate::engine::completion::{
     check_new_column, check_new_factor, check_step,
 };
 use crate::error::{Error, Result};
-use crate::hls::{HlsTensor, LOW_KEY_BITS};
+use crate::hls::values::with_values;
+use crate::hls::{HlsTensor, LOW_KEY_BITS, StoredValue};
 use crate::matrix::Matrix;
 use rayon::prelude::*;
 
@@ -37,6 +38,20 @@ pub(super) fn visit(
     hls: &HlsTensor,
     share: &Share,
     offset: f32,
+    f: impl FnMut(usize, &[u32], f32),
+) {
+    with_values!(hls.sparse().values(), |vals| {
+        visit_as(hls, vals, share, offset, f)
+    })
+}
+
+/// [`visit`] with the sparse part's values of their stored type `V`.
+#[inline(always)]
+fn visit_as<V: StoredValue>(
+    hls: &HlsTensor,
+    vals: &[V],
+    share: &Share,
+    offset: f32,
     mut f: impl FnMut(usize, &[u32], f32),
 ) {
     let sp = hls.sparse();
@@ -48,7 +63,7 @@ pub(super) fn visit(
         let layout = sp.layout();
         let shifts = layout.shifts();
         let masks: Vec<u64> = (0..order).map(|m| layout.mask(m)).collect();
-        let (keys, vals, offs) = (sp.keys(), sp.values(), sp.block_offsets());
+        let (keys, offs) = (sp.keys(), sp.block_offsets());
         let mut b = sp.block_of(s);
         let mut p = s;
         while p < e {

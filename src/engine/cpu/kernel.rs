@@ -4,7 +4,8 @@ use super::fixed::Fixed;
 use super::subnormal::FlushSubnormals;
 use super::ttmc::TtmcWalker;
 use super::walk::{Sink, Walker};
-use crate::hls::{DenseTile, DenseTiles, HlsTensor, LOW_KEY_BITS, TILE_ORDER};
+use crate::hls::values::with_values;
+use crate::hls::{DenseTile, DenseTiles, HlsTensor, LOW_KEY_BITS, StoredValue, TILE_ORDER};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use rayon::prelude::*;
@@ -313,10 +314,23 @@ fn walk_share(
 }
 
 /// Feeds `sink` the nonzeros of `share`: sparse part in key order, then dense tiles in
-/// tile and bitmap order. Values are widened from fp16, not scaled (the backend
-/// multiplies the result by the tensor's scale once). Coordinates are
-/// pushed in `levels` order (`c[k]` is the coordinate of mode `levels[k]`).
+/// tile and bitmap order. Values are widened from their stored type (fp16 or f32), not
+/// scaled (the backend multiplies the result by the tensor's scale once). Coordinates
+/// are pushed in `levels` order (`c[k]` is the coordinate of mode `levels[k]`).
 pub(super) fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mut impl Sink) {
+    with_values!(hls.sparse().values(), |vals| {
+        stream_as(hls, vals, share, levels, sink)
+    })
+}
+
+/// [`stream`] with the values of their stored type `V` (`vals`: the sparse part's).
+fn stream_as<V: StoredValue>(
+    hls: &HlsTensor,
+    vals: &[V],
+    share: &Share,
+    levels: &[usize],
+    sink: &mut impl Sink,
+) {
     let sp = hls.sparse();
     let (s, e) = share.sparse;
     if s < e {
@@ -328,7 +342,7 @@ pub(super) fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mu
         let mut c = vec![0u32; order];
         let mut ahead = vec![0u32; order];
         let prefetch = sink.wants_prefetch();
-        let (keys, vals, offs) = (sp.keys(), sp.values(), sp.block_offsets());
+        let (keys, offs) = (sp.keys(), sp.block_offsets());
         let mut b = sp.block_of(s);
         let mut p = s;
         while p < e {
@@ -367,7 +381,7 @@ pub(super) fn stream(hls: &HlsTensor, share: &Share, levels: &[usize], sink: &mu
     }
     if let Some(d) = hls.dense() {
         let mut lc = vec![0u32; levels.len()];
-        dense_nonzeros(d, share.tiles, |c, v| {
+        dense_nonzeros_of(d, d.values().typed::<V>(), share.tiles, |c, v| {
             for (ck, &m) in lc.iter_mut().zip(levels) {
                 *ck = c[m];
             }
@@ -385,6 +399,20 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
     hls: &HlsTensor,
     share: &Share,
     levels: [usize; N],
+    sink: Fixed<'_, N, R, M>,
+) {
+    with_values!(hls.sparse().values(), |vals| {
+        stream_fixed_as(hls, vals, share, levels, sink)
+    })
+}
+
+/// [`stream_fixed`] with the values of their stored type `V` (`vals`: the sparse
+/// part's).
+fn stream_fixed_as<V: StoredValue, const N: usize, const R: usize, const M: usize>(
+    hls: &HlsTensor,
+    vals: &[V],
+    share: &Share,
+    levels: [usize; N],
     mut sink: Fixed<'_, N, R, M>,
 ) {
     // `sink` is owned here (not behind a reference) so that, its address never
@@ -399,7 +427,7 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
         // Key bits of every level but the leaf: two keys equal there are one fiber.
         let (leaf_shift, leaf_mask) = (shifts[N - 1], masks[N - 1]);
         let fiber_mask = !(leaf_mask << leaf_shift);
-        let (keys, vals, offs) = (sp.keys(), sp.values(), sp.block_offsets());
+        let (keys, offs) = (sp.keys(), sp.block_offsets());
         let mut b = sp.block_of(s);
         let mut p = s;
         let mut wide = [0u32; N];
@@ -446,7 +474,7 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
     }
     // Dense tiles exist for tensors of the tile order only.
     if let Some(d) = hls.dense().filter(|_| N == TILE_ORDER) {
-        dense_nonzeros(d, share.tiles, |c, v| {
+        dense_nonzeros_of(d, d.values().typed::<V>(), share.tiles, |c, v| {
             sink.push_array(std::array::from_fn(|k| c[levels[k]]), v)
         });
     }
@@ -460,10 +488,21 @@ fn stream_fixed<const N: usize, const R: usize, const M: usize>(
 pub(super) fn dense_nonzeros(
     d: &DenseTiles,
     tiles: (usize, usize),
+    f: impl FnMut([u32; TILE_ORDER], f32),
+) {
+    with_values!(d.values(), |vals| dense_nonzeros_of(d, vals, tiles, f))
+}
+
+/// [`dense_nonzeros`] with `values`, the dense values of their stored type `V`.
+#[inline(always)]
+fn dense_nonzeros_of<V: StoredValue>(
+    d: &DenseTiles,
+    values: &[V],
+    tiles: (usize, usize),
     mut f: impl FnMut([u32; TILE_ORDER], f32),
 ) {
     for t in tiles.0..tiles.1 {
-        let vals = d.tile_values(t);
+        let vals = &values[d.tile_range(t)];
         let mut v = 0;
         DenseTile::walk_cells(d.tile_origin(t), &d.bitmaps()[t], |c| {
             f(c, vals[v].to_f32());

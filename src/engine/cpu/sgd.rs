@@ -260,7 +260,9 @@ impl Strata {
             } else {
                 layout.decode_all(sp.full_key(b, q), &mut c);
             }
-            upd.step(rows, &c, sp.values()[q].to_f32() * scale - offset);
+            // One predictable branch per value: the update is what costs here.
+            let x = sp.values().get(q) as f32;
+            upd.step(rows, &c, x * scale - offset);
         }
         if let Some(d) = hls.dense() {
             for &t in tiles {

@@ -17,6 +17,8 @@ pub const HLS_TTMC_MAX_RANK: u32 = 64;
 pub const HLS_SPARSE_TTMC_MAX_RANK: u32 = 65535;
 pub const HLS_CP_MAX_RANK: u32 = 64;
 pub const HLS_CP_TILE_ROWS: u32 = 16;
+pub const HLS_VALUES_F16: u32 = 0;
+pub const HLS_VALUES_F32: u32 = 1;
 pub const HLS_OP_MTTKRP: u32 = 0;
 pub const HLS_OP_TTMC: u32 = 1;
 pub const HLS_OP_PHI: u32 = 2;
@@ -57,12 +59,14 @@ pub struct HlsLaunchParams {
     pub op: u32,
     pub out_cols: u32,
     pub value_scale: f32,
+    pub value_type: u32,
+    pub value_pad: u32,
     pub phi_eps: f32,
     pub phi_log: u64,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of HlsLaunchParams"][::core::mem::size_of::<HlsLaunchParams>() - 440usize];
+    ["Size of HlsLaunchParams"][::core::mem::size_of::<HlsLaunchParams>() - 448usize];
     [
         "Alignment of HlsLaunchParams",
     ][::core::mem::align_of::<HlsLaunchParams>() - 8usize];
@@ -163,11 +167,17 @@ const _: () = {
         "Offset of field: HlsLaunchParams::value_scale",
     ][::core::mem::offset_of!(HlsLaunchParams, value_scale) - 424usize];
     [
+        "Offset of field: HlsLaunchParams::value_type",
+    ][::core::mem::offset_of!(HlsLaunchParams, value_type) - 428usize];
+    [
+        "Offset of field: HlsLaunchParams::value_pad",
+    ][::core::mem::offset_of!(HlsLaunchParams, value_pad) - 432usize];
+    [
         "Offset of field: HlsLaunchParams::phi_eps",
-    ][::core::mem::offset_of!(HlsLaunchParams, phi_eps) - 428usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, phi_eps) - 436usize];
     [
         "Offset of field: HlsLaunchParams::phi_log",
-    ][::core::mem::offset_of!(HlsLaunchParams, phi_log) - 432usize];
+    ][::core::mem::offset_of!(HlsLaunchParams, phi_log) - 440usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -250,7 +260,7 @@ pub struct HlsCompletionParams {
 const _: () = {
     [
         "Size of HlsCompletionParams",
-    ][::core::mem::size_of::<HlsCompletionParams>() - 640usize];
+    ][::core::mem::size_of::<HlsCompletionParams>() - 648usize];
     [
         "Alignment of HlsCompletionParams",
     ][::core::mem::align_of::<HlsCompletionParams>() - 8usize];
@@ -259,71 +269,71 @@ const _: () = {
     ][::core::mem::offset_of!(HlsCompletionParams, t) - 0usize];
     [
         "Offset of field: HlsCompletionParams::residual",
-    ][::core::mem::offset_of!(HlsCompletionParams, residual) - 440usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, residual) - 448usize];
     [
         "Offset of field: HlsCompletionParams::acc",
-    ][::core::mem::offset_of!(HlsCompletionParams, acc) - 448usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, acc) - 456usize];
     [
         "Offset of field: HlsCompletionParams::flag",
-    ][::core::mem::offset_of!(HlsCompletionParams, flag) - 456usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, flag) - 464usize];
     [
         "Offset of field: HlsCompletionParams::counts",
-    ][::core::mem::offset_of!(HlsCompletionParams, counts) - 464usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, counts) - 472usize];
     [
         "Offset of field: HlsCompletionParams::count_off",
-    ][::core::mem::offset_of!(HlsCompletionParams, count_off) - 472usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, count_off) - 480usize];
     [
         "Offset of field: HlsCompletionParams::group_next",
-    ][::core::mem::offset_of!(HlsCompletionParams, group_next) - 536usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, group_next) - 544usize];
     [
         "Offset of field: HlsCompletionParams::group_idx",
-    ][::core::mem::offset_of!(HlsCompletionParams, group_idx) - 544usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, group_idx) - 552usize];
     [
         "Offset of field: HlsCompletionParams::group_val",
-    ][::core::mem::offset_of!(HlsCompletionParams, group_val) - 552usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, group_val) - 560usize];
     [
         "Offset of field: HlsCompletionParams::seg_start",
-    ][::core::mem::offset_of!(HlsCompletionParams, seg_start) - 560usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, seg_start) - 568usize];
     [
         "Offset of field: HlsCompletionParams::seg_row",
-    ][::core::mem::offset_of!(HlsCompletionParams, seg_row) - 568usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, seg_row) - 576usize];
     [
         "Offset of field: HlsCompletionParams::n_segs",
-    ][::core::mem::offset_of!(HlsCompletionParams, n_segs) - 576usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, n_segs) - 584usize];
     [
         "Offset of field: HlsCompletionParams::column",
-    ][::core::mem::offset_of!(HlsCompletionParams, column) - 584usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, column) - 592usize];
     [
         "Offset of field: HlsCompletionParams::sgd_units",
-    ][::core::mem::offset_of!(HlsCompletionParams, sgd_units) - 592usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, sgd_units) - 600usize];
     [
         "Offset of field: HlsCompletionParams::sgd_batch",
-    ][::core::mem::offset_of!(HlsCompletionParams, sgd_batch) - 600usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, sgd_batch) - 608usize];
     [
         "Offset of field: HlsCompletionParams::perm_mul",
-    ][::core::mem::offset_of!(HlsCompletionParams, perm_mul) - 604usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, perm_mul) - 612usize];
     [
         "Offset of field: HlsCompletionParams::perm_add",
-    ][::core::mem::offset_of!(HlsCompletionParams, perm_add) - 608usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, perm_add) - 616usize];
     [
         "Offset of field: HlsCompletionParams::rank",
-    ][::core::mem::offset_of!(HlsCompletionParams, rank) - 612usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, rank) - 620usize];
     [
         "Offset of field: HlsCompletionParams::col",
-    ][::core::mem::offset_of!(HlsCompletionParams, col) - 616usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, col) - 624usize];
     [
         "Offset of field: HlsCompletionParams::chunk",
-    ][::core::mem::offset_of!(HlsCompletionParams, chunk) - 620usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, chunk) - 628usize];
     [
         "Offset of field: HlsCompletionParams::offset",
-    ][::core::mem::offset_of!(HlsCompletionParams, offset) - 624usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, offset) - 632usize];
     [
         "Offset of field: HlsCompletionParams::sign",
-    ][::core::mem::offset_of!(HlsCompletionParams, sign) - 628usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, sign) - 636usize];
     [
         "Offset of field: HlsCompletionParams::learning_rate",
-    ][::core::mem::offset_of!(HlsCompletionParams, learning_rate) - 632usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, learning_rate) - 640usize];
     [
         "Offset of field: HlsCompletionParams::lambda",
-    ][::core::mem::offset_of!(HlsCompletionParams, lambda) - 636usize];
+    ][::core::mem::offset_of!(HlsCompletionParams, lambda) - 644usize];
 };

@@ -6,6 +6,7 @@
 
 use super::nvrtc_dl::{self, Output};
 use crate::error::{Error, Result};
+use crate::hls::ValueType;
 use std::path::PathBuf;
 
 pub use super::family::Family;
@@ -43,7 +44,8 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("gcp.cu", include_str!("../../../kernels/gcp.cu")),
 ];
 
-/// The dense-tiles-only MTTKRP entry point (grid = one block per tile).
+/// The dense-tiles-only MTTKRP entry point (grid = one block per tile), fp16 values
+/// ([`dense_entry_name`] names the f32 one).
 pub const DENSE_MTTKRP: &str = "hls_dense_mttkrp";
 /// The dense-tiles-only TTMc entry point (grid = one block per tile).
 pub const DENSE_TTMC: &str = "hls_dense_ttmc";
@@ -100,30 +102,54 @@ pub const MTTKRP_LAYOUTS: &[(u32, u32)] = &[(4, 1), (4, 2), (4, 4), (1, 1), (1, 
 /// The TTMc layouts (at most 2 slots: each slot keeps its factor columns in registers).
 pub const TTMC_LAYOUTS: &[(u32, u32)] = &[(4, 1), (4, 2), (1, 1), (1, 2)];
 
-/// Name of the fused (`fused`) or sparse-only entry point of `op_name` ("mttkrp" or
-/// "ttmc") for the lane layout `(vec, slots)`.
-pub fn entry_name(fused: bool, op_name: &str, vec: u32, slots: u32) -> String {
-    let kind = if fused { "fused" } else { "sparse" };
-    format!("hls_{kind}_{op_name}_v{vec}s{slots}")
+/// What the names of the entry points for values of type `values` end with: nothing
+/// for fp16, `_f32` for f32 (every kernel that reads values has one entry per type,
+/// kernels/hls_common.cuh).
+pub fn value_suffix(values: ValueType) -> &'static str {
+    match values {
+        ValueType::F16 => "",
+        ValueType::F32 => "_f32",
+    }
 }
 
-/// The entry of Φ's dense tiles alone for a lane layout (kernels/phi.cu).
-pub fn dense_phi_entry_name(vec: u32, slots: u32) -> String {
-    format!("hls_dense_phi_v{vec}s{slots}")
+/// Name of the fused (`fused`) or sparse-only entry point of `op_name` ("mttkrp" or
+/// "ttmc") for the lane layout `(vec, slots)` and values of type `values`.
+pub fn entry_name(fused: bool, op_name: &str, vec: u32, slots: u32, values: ValueType) -> String {
+    let kind = if fused { "fused" } else { "sparse" };
+    format!(
+        "hls_{kind}_{op_name}_v{vec}s{slots}{}",
+        value_suffix(values)
+    )
 }
+
+/// The entry of Φ's dense tiles alone for a lane layout and values of type `values`
+/// (kernels/phi.cu).
+pub fn dense_phi_entry_name(vec: u32, slots: u32, values: ValueType) -> String {
+    format!("hls_dense_phi_v{vec}s{slots}{}", value_suffix(values))
+}
+
+/// The dense-tiles-only entry of MTTKRP ([`DENSE_MTTKRP`]) or TTMc ([`DENSE_TTMC`])
+/// for values of type `values`.
+pub fn dense_entry_name(base: &str, values: ValueType) -> String {
+    format!("{base}{}", value_suffix(values))
+}
+
+/// Both stored value types.
+const VALUE_TYPES: [ValueType; 2] = [ValueType::F16, ValueType::F32];
 
 /// The entry points of `family`'s module (what a loaded module is checked to hold).
 pub fn entries(family: Family) -> Vec<String> {
     let layouts = |fused: bool, op: &str, layouts: &[(u32, u32)]| -> Vec<String> {
-        layouts
+        VALUE_TYPES
             .iter()
-            .map(|&(v, s)| entry_name(fused, op, v, s))
+            .flat_map(|&t| layouts.iter().map(move |&(v, s)| (v, s, t)))
+            .map(|(v, s, t)| entry_name(fused, op, v, s, t))
             .collect()
     };
     match family {
-        Family::Core => [DENSE_MTTKRP, DENSE_TTMC]
-            .map(String::from)
-            .into_iter()
+        Family::Core => VALUE_TYPES
+            .iter()
+            .flat_map(|&t| [DENSE_MTTKRP, DENSE_TTMC].map(|d| dense_entry_name(d, t)))
             .chain([false, true].into_iter().flat_map(|fused| {
                 let mut v = layouts(fused, "mttkrp", MTTKRP_LAYOUTS);
                 v.extend(layouts(fused, "ttmc", TTMC_LAYOUTS));
@@ -135,11 +161,11 @@ pub fn entries(family: Family) -> Vec<String> {
         Family::Phi => [false, true]
             .into_iter()
             .flat_map(|fused| layouts(fused, "phi", MTTKRP_LAYOUTS))
-            .chain(
+            .chain(VALUE_TYPES.iter().flat_map(|&t| {
                 MTTKRP_LAYOUTS
                     .iter()
-                    .map(|&(v, s)| dense_phi_entry_name(v, s)),
-            )
+                    .map(move |&(v, s)| dense_phi_entry_name(v, s, t))
+            }))
             .collect(),
         Family::Completion => completion::ALL.map(String::from).to_vec(),
         Family::Gcp => vec![GCP_VALUES.into(), GCP_GRADIENT.into()],
@@ -405,6 +431,15 @@ mod tests {
             assert!(s.contains("#include <cuda_fp16.h>"), "{f}");
             for entry in entries(family) {
                 assert_eq!(Family::of(&entry), family, "{entry}");
+                // An f32 entry not written out is made by its fp16 twin's macro, which
+                // pastes the suffix on (`name##_f32`, or `SUFFIX` given as `_f32`).
+                let entry = match entry.strip_suffix(value_suffix(ValueType::F32)) {
+                    Some(twin) if !s.contains(&format!("\n{entry}(")) => {
+                        assert!(s.contains("##_f32") || s.contains(", _f32)"), "{entry}");
+                        twin.to_string()
+                    }
+                    _ => entry,
+                };
                 // Entries are written out, or made by a macro from their layout.
                 let written = [
                     "(const HlsLaunchParams p)",

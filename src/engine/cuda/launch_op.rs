@@ -132,6 +132,10 @@ pub fn tensor_params(
     p.sp_blocks = hls.sparse().block_prefix().len() as u64;
     p.order = hls.order() as u32;
     p.value_scale = hls.scale();
+    p.value_type = match hls.value_type() {
+        crate::hls::ValueType::F16 => super::abi::HLS_VALUES_F16,
+        crate::hls::ValueType::F32 => super::abi::HLS_VALUES_F32,
+    };
 }
 
 /// [`launch_op`] with Φ's floor `ε` and the device address of the double its log term
@@ -212,20 +216,26 @@ pub(super) fn launch_op_with(
     p.sp_slots = sl.slots;
     p.sp_cols_per_pass = sl.cols_per_pass;
 
-    let fused = dev
-        .kernels
-        .get(&kernels::entry_name(true, op_name, sl.vec, sl.slots))?;
-    let sparse = dev
-        .kernels
-        .get(&kernels::entry_name(false, op_name, sl.vec, sl.slots))?;
+    // The entries for the tensor's value type (kernels/hls_common.cuh).
+    let values = hls.value_type();
+    let fused = dev.kernels.get(&kernels::entry_name(
+        true, op_name, sl.vec, sl.slots, values,
+    ))?;
+    let sparse = dev.kernels.get(&kernels::entry_name(
+        false, op_name, sl.vec, sl.slots, values,
+    ))?;
     let dense = match op {
-        Op::Mttkrp => dev.kernels.get(kernels::DENSE_MTTKRP)?,
-        Op::Ttmc => dev.kernels.get(kernels::DENSE_TTMC)?,
+        Op::Mttkrp => dev
+            .kernels
+            .get(&kernels::dense_entry_name(kernels::DENSE_MTTKRP, values))?,
+        Op::Ttmc => dev
+            .kernels
+            .get(&kernels::dense_entry_name(kernels::DENSE_TTMC, values))?,
         Op::Completion => return Err(completion_refused()),
         // Φ's dense entry has the sparse part's lane layout (kernels/phi.cu).
         Op::Phi => dev
             .kernels
-            .get(&kernels::dense_phi_entry_name(sl.vec, sl.slots))?,
+            .get(&kernels::dense_phi_entry_name(sl.vec, sl.slots, values))?,
     };
     // Batch size from how many warps of the sparse batches' kernel fit at once.
     let batch_kernel = if launch == Launch::Fused {

@@ -2,7 +2,7 @@
 
 use super::device::cuda_err;
 use crate::error::{Error, Result};
-use crate::hls::HlsTensor;
+use crate::hls::{HlsTensor, Values};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use std::sync::Arc;
 
@@ -21,7 +21,8 @@ pub fn upload<T: DeviceRepr + Default + Copy>(
     r.map_err(|e| cuda_err(&format!("uploading {what}"), e))
 }
 
-/// The HLS parts in device memory (fp16 values as their bit patterns).
+/// The HLS parts in device memory (values as the bit patterns of their stored type, in
+/// 16-bit words: one per fp16 value, two, low word first, per f32 value).
 pub struct DeviceHls {
     pub tile_keys: CudaSlice<u64>,
     pub tile_bitmaps: CudaSlice<u64>,
@@ -38,11 +39,14 @@ pub struct DeviceHls {
 pub fn hls_device_bytes(hls: &HlsTensor) -> usize {
     let s = hls.sparse();
     let mut b = s.keys().len() * 4
-        + s.values().len() * 2
+        + s.values().bytes()
         + s.block_prefix().len() * 8
         + s.block_offsets().len() * 8;
     if let Some(d) = hls.dense() {
-        b += d.keys().len() * 8 + d.bitmaps().len() * 512 + d.offsets().len() * 4 + d.nnz() * 2;
+        b += d.keys().len() * 8
+            + d.bitmaps().len() * 512
+            + d.offsets().len() * 4
+            + d.values().bytes();
     }
     b
 }
@@ -62,7 +66,18 @@ pub fn upload_hls(stream: &Arc<CudaStream>, hls: &HlsTensor) -> Result<DeviceHls
         });
     }
     let s = hls.sparse();
-    let bits = |v: &[half::f16]| v.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+    let bits = |v: &Values| -> Vec<u16> {
+        match v {
+            Values::F16(h) => h.iter().map(|h| h.to_bits()).collect(),
+            Values::F32(f) => f
+                .iter()
+                .flat_map(|x| {
+                    let b = x.to_bits();
+                    [b as u16, (b >> 16) as u16]
+                })
+                .collect(),
+        }
+    };
     let (keys, bitmaps, offsets, values): (Vec<u64>, Vec<u64>, Vec<u32>, Vec<u16>) =
         match hls.dense() {
             Some(d) => (

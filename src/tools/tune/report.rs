@@ -92,6 +92,9 @@ pub struct TuneReport {
     pub date: String,
     /// What was asked for.
     pub options: TuneOptions,
+    /// The type the sweep tensors' values were stored in (the engine's `--values` on
+    /// integer counts: fp16 unless f32 was asked for), which the timings are of.
+    pub values: crate::hls::ValueType,
     /// Per op and rank.
     pub results: Vec<OpRankTuning>,
     /// The sweep tensors, by increasing density.
@@ -194,8 +197,9 @@ impl TuneReport {
     /// The profile as TOML text with a header comment.
     pub fn profile_toml(&self) -> String {
         format!(
-            "# Tile thresholds measured by `sptmc tune` on {}.\n# 4097 means: never dense on this device for that op and rank.\n\n{}",
+            "# Tile thresholds measured by `sptmc tune` on {}, with {} values.\n# 4097 means: never dense on this device for that op and rank.\n\n{}",
             self.description,
+            self.values,
             render(&[self.to_profile()])
         )
     }
@@ -216,11 +220,12 @@ impl TuneReport {
         let _ = writeln!(s, "device: {} ({})", self.description, self.device_id);
         let _ = writeln!(
             s,
-            "sptmc {}, {}, {:.1} s; sweep tensors {} nonzeros over {e}x{e}x{e}, median of {}",
+            "sptmc {}, {}, {:.1} s; sweep tensors {} nonzeros over {e}x{e}x{e} ({} values), median of {}",
             self.version,
             self.date,
             self.duration_s,
             self.options.nnz,
+            self.values,
             self.options.repetitions,
             e = self.options.extent
         );

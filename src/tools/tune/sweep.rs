@@ -257,11 +257,13 @@ pub fn tune(
 
     let mut rows: Vec<Vec<SweepRow>> = vec![Vec::new(); workloads.len()];
     let mut sweep_tensors = Vec::with_capacity(densities.len());
+    let mut values = crate::hls::ValueType::F16;
     for (i, &t) in densities.iter().enumerate() {
         let x = tiled(&dims, opts.nnz, t, opts.seed.wrapping_add(i as u64))?;
         let dense = engine.prepare_with_thresholds(&x, &both(1))?;
         let sparse = engine.prepare_with_thresholds(&x, &both(u32::MAX))?;
         let tiles = dense.hls(Op::Mttkrp)?.stats().tiles;
+        values = dense.hls(Op::Mttkrp)?.value_type();
         if tiles == 0 {
             return Err(Error::InvalidTensor(format!(
                 "the sweep tensor of {t} nonzeros per tile has no tiles"
@@ -362,6 +364,7 @@ pub fn tune(
         version: env!("CARGO_PKG_VERSION").to_string(),
         date: utc_now()[..10].to_string(),
         options: opts.clone(),
+        values,
         results,
         sweep_tensors,
         verify_tensor,

@@ -53,7 +53,7 @@ mod tests {
     }
 
     /// The dense tiles in the session's order, as `(position, coordinates, value)`.
-    fn session_dense(hls: &HlsTensor) -> Vec<(usize, [u32; TILE_ORDER], u16)> {
+    fn session_dense(hls: &HlsTensor) -> Vec<(usize, [u32; TILE_ORDER], u64)> {
         let mut v = Vec::new();
         let mut q = 0;
         hls.for_each_nonzero(|c, x| {
@@ -74,6 +74,7 @@ mod tests {
         let hls = tiled();
         let d = hls.dense().unwrap();
         let sp = hls.sparse().nnz();
+        let scale = f64::from(hls.scale());
         let mut got = Vec::new();
         for t in 0..d.len() {
             let o = d.tile_origin(t);
@@ -90,7 +91,7 @@ mod tests {
                         let pos = (2 * lane + k) as u32 * 64 + bits.trailing_zeros();
                         bits &= bits - 1;
                         let c = crate::hls::DenseTile::cell(o, pos);
-                        got.push((sp + slot, c, d.values()[slot].to_bits()));
+                        got.push((sp + slot, c, (d.values().get(slot) * scale).to_bits()));
                         slot += 1;
                     }
                 }
@@ -107,6 +108,7 @@ mod tests {
         let hls = tiled();
         let d = hls.dense().unwrap();
         let sp = hls.sparse().nnz();
+        let scale = f64::from(hls.scale());
         let parts = HLS_COMPLETION_TILE_PARTS as usize;
         let words = crate::hls::BITMAP_WORDS / parts;
         let mut got = Vec::new();
@@ -125,7 +127,7 @@ mod tests {
                         let pos = w as u32 * 64 + bits.trailing_zeros();
                         bits &= bits - 1;
                         let c = crate::hls::DenseTile::cell(o, pos);
-                        got.push((sp + slot, c, d.values()[slot].to_bits()));
+                        got.push((sp + slot, c, (d.values().get(slot) * scale).to_bits()));
                         slot += 1;
                     }
                 }
