@@ -332,6 +332,7 @@ class _Result:
     stats: list
     stopped_by: str
     backend: str
+    values: Optional[dict]
 
     def __init__(self, raw: dict, iters: int, tol: float) -> None:
         self.factors = raw["factors"]
@@ -340,6 +341,7 @@ class _Result:
         self.stats = raw["stats"]
         self.stopped_by = _stopped_by(raw, iters, tol)
         self.backend = raw["backend"]
+        self.values = raw.get("values")
 
     @property
     def fit(self) -> float:
@@ -368,6 +370,11 @@ class CPResult(_Result):
         stopped_by: ``"tol"`` (the fit changed by less than ``tol``), ``"iters"`` (the
             iteration limit) or ``"callback"``.
         backend: the device it ran on, in words.
+        values: how the tensor's values were stored: a dict with ``type`` (``"f16"``
+            or ``"f32"``), ``choice`` (the ``values`` asked for), ``why`` (e.g.
+            ``"fp16 exact"``, ``"f32: 12 values not exact in fp16"``), ``f16_inexact``
+            (values fp16 does not hold exactly) and ``f16_bytes`` / ``f32_bytes`` (the
+            HLS form's size with either type).
         pinv_solves: how many per-mode solves fell back to the pseudo-inverse.
     """
 
@@ -400,7 +407,7 @@ class TuckerResult(_Result):
         core: float64 array of shape ``ranks``.
         factors: one float64 array per mode, ``shape[m] x ranks[m]``, orthonormal
             columns.
-        fit, fits, seconds, stats, iterations, stopped_by, backend: as for
+        fit, fits, seconds, stats, iterations, stopped_by, backend, values: as for
             :class:`CPResult`.
     """
 
@@ -448,6 +455,7 @@ def cp_als(
     init: Any = None,
     backend: str = "auto",
     threads: Optional[int] = None,
+    values: str = "auto",
     verbose: bool = False,
     callback: Optional[Callback] = None,
 ) -> CPResult:
@@ -473,6 +481,10 @@ def cp_als(
             ``"cuda"``.
         threads: CPU worker threads (default: ``RAYON_NUM_THREADS``, else one per
             core).
+        values: how the tensor's values are stored (``--values``): ``"auto"`` (fp16
+            where it holds every value exactly after a power-of-two scale, as integer
+            counts up to 2048, else f32), ``"f16"`` (smallest and fastest; rounds to
+            11 significant bits) or ``"f32"``. The result's ``values`` says which.
         verbose: print a line per iteration (fit, change, seconds in kernels and in
             linear algebra), as ``sptmc cp`` does, to standard output.
         callback: ``callback(iteration, fit)``, called after every iteration
@@ -502,6 +514,7 @@ def cp_als(
         _init_list(init),
         backend,
         threads,
+        _args.text("values", values),
         _progress(verbose, callback),
     )
     result = CPResult(raw, iters, tol)
@@ -539,6 +552,8 @@ class GCPResult(CPResult):
         self.stats = raw["stats"]
         self.stopped_by = "iters"
         self.backend = raw["backend"]
+        # GCP samples the input's f64 values; no stored form is involved.
+        self.values = None
         self.pinv_solves = 0
         self.loss = raw["loss"]
         self.initial_loss = raw["initial_loss"]
@@ -624,6 +639,7 @@ def tucker_hooi(
     init: Any = None,
     backend: str = "auto",
     threads: Optional[int] = None,
+    values: str = "auto",
     verbose: bool = False,
     callback: Optional[Callback] = None,
 ) -> TuckerResult:
@@ -643,7 +659,8 @@ def tucker_hooi(
             given (as pyttb's ``tucker_als`` does; mode 0's is not read), or a Tucker
             result or pyttb ``ttensor``. Default: orthonormalized uniform random
             factors from ``seed``.
-        iters, tol, seed, backend, threads, verbose, callback: as for :func:`cp_als`.
+        iters, tol, seed, backend, threads, values, verbose, callback: as for
+            :func:`cp_als`.
 
     Returns:
         a :class:`TuckerResult`.
@@ -672,6 +689,7 @@ def tucker_hooi(
         _init_list(init),
         backend,
         threads,
+        _args.text("values", values),
         _progress(verbose, callback),
     )
     result = TuckerResult(raw, iters, tol)

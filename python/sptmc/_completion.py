@@ -44,6 +44,8 @@ class CompletionModel:
         stopped_by: ``"callback"`` or ``"patience"`` (early stopping or the epoch
             limit); None for a loaded model.
         backend: the device it ran on, in words.
+        values: how the training tensor's values were stored (as
+            :class:`sptmc.CPResult`'s); None for a model saved without it.
         summary: the whole summary, as ``sptmc complete --json`` prints it.
     """
 
@@ -70,6 +72,7 @@ class CompletionModel:
         self.epochs: list = s.get("epochs", [])
         self.best_epoch: Optional[int] = s.get("best_epoch")
         self.backend: Optional[str] = s.get("backend")
+        self.values: Optional[dict] = s.get("values")
         self.stopped_by: Optional[str] = (
             None
             if stopped_by_callback is None
@@ -174,6 +177,7 @@ def complete(
     bias_lambda: float = 5.0,
     backend: str = "auto",
     threads: Optional[int] = None,
+    values: str = "auto",
     verbose: bool = False,
     callback: Optional[Callback] = None,
 ) -> CompletionModel:
@@ -206,7 +210,7 @@ def complete(
         biases: learn a bias per row of every mode (``--no-biases``).
         bias_lambda: the biases' regularization, in pseudo-entries (``--bias-lambda``).
         backend: ``"auto"`` (the CPU, as on the command line), ``"cpu"`` or ``"cuda"``.
-        threads, verbose: as for :func:`sptmc.cp_als`.
+        threads, values, verbose: as for :func:`sptmc.cp_als`.
         callback: ``callback(epoch, validation_rmse)`` after every epoch (the λ
             path's included). A true return value or ``StopIteration`` stops the run
             and returns the best model so far, ``stopped_by == "callback"``; any other
@@ -237,6 +241,7 @@ def complete(
     bias_lambda = _args.number("bias_lambda", bias_lambda)
     backend = _args.text("backend", backend)
     threads = _threads(threads)
+    values = _args.text("values", values)
     va: Optional[_sptmc.Tensor]
     te: Optional[_sptmc.Tensor]
     if X is not None:
@@ -274,6 +279,7 @@ def complete(
         bias_lambda,
         backend,
         threads,
+        values,
         _progress(verbose, callback),
     )
     model = CompletionModel(raw, stopped)

@@ -35,6 +35,7 @@ class CPAPRResult:
         iterations: the number of outer iterations run.
         seconds: the seconds of the fit.
         backend: the device it ran on, in words.
+        values: how the tensor's values were stored (as :class:`sptmc.CPResult`'s).
     """
 
     weights: np.ndarray
@@ -47,6 +48,7 @@ class CPAPRResult:
     stats: list
     seconds: float
     backend: str
+    values: Optional[dict]
 
     def __init__(self, raw: dict) -> None:
         self.weights = raw["weights"]
@@ -59,6 +61,7 @@ class CPAPRResult:
         self.stats = raw["stats"]
         self.seconds = raw["seconds"]
         self.backend = raw["backend"]
+        self.values = raw.get("values")
 
     @property
     def iterations(self) -> int:
@@ -123,6 +126,7 @@ def cp_apr(
     non_integer: str = "warn",
     backend: str = "auto",
     threads: Optional[int] = None,
+    values: str = "auto",
     verbose: bool = False,
     callback: Optional[Callback] = None,
 ) -> CPAPRResult:
@@ -144,7 +148,8 @@ def cp_apr(
             mode, or a result or pyttb ``ktensor`` to continue from.
         non_integer: what a non-integer value does: ``"warn"`` (a warning) or
             ``"error"`` (an :class:`InputError`) (``--non-integer``).
-        backend, threads, verbose: as for :func:`sptmc.cp_als`.
+        backend, threads, values, verbose: as for :func:`sptmc.cp_als` (counts above
+            2048 that fp16 would round make ``values="auto"`` store f32).
         callback: ``callback(iteration, log_likelihood)`` after every outer
             iteration. CP-APR runs to its own stopping rule: the return value (and
             ``StopIteration``) cannot stop it; any other exception stops the run and
@@ -169,6 +174,7 @@ def cp_apr(
         raise InputError(f'non_integer must be "warn" or "error", got {non_integer!r}')
     backend = _args.text("backend", backend)
     threads = _threads(threads)
+    values = _args.text("values", values)
     T = tensor(X)
     start = time.perf_counter()
     _say(verbose, f"sptmc: CP-APR rank {rank} on {list(T.shape)}, {T.nnz} nonzeros")
@@ -187,6 +193,7 @@ def cp_apr(
         non_integer,
         backend,
         threads,
+        values,
         _progress(verbose, callback),
     )
     result = CPAPRResult(raw)

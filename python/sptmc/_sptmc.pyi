@@ -80,6 +80,7 @@ class Tensor:
         *,
         backend: str = "auto",
         threads: Optional[int] = None,
+        values: str = "auto",
     ) -> npt.NDArray[np.float32]:
         """MTTKRP of ``mode``: a ``shape[mode] x R`` float32 array. ``factors``: one
         ``shape[m] x R`` float array per mode; the target mode's may be ``None``."""
@@ -90,6 +91,7 @@ class Tensor:
         *,
         backend: str = "auto",
         threads: Optional[int] = None,
+        values: str = "auto",
     ) -> npt.NDArray[np.float32]:
         """TTM-chain of ``mode``: a float32 array of ``shape[mode]`` rows and
         ``prod_{m != mode} R_m`` columns (the last mode's rank index fastest)."""
@@ -101,10 +103,11 @@ class Tensor:
         threshold: Optional[int] = None,
         backend: str = "auto",
         threads: Optional[int] = None,
+        values: str = "auto",
     ) -> dict[str, Any]:
         """The tensor's statistics and its HLS form's, as a dict (``shape``, ``nnz``,
         ``density``, ``norm``, ``duplicates_summed``, ``threshold``,
-        ``threshold_source``, ``dense_share``, ``hls_bytes``, ``hls``)."""
+        ``threshold_source``, ``dense_share``, ``hls_bytes``, ``hls``, ``values``)."""
 
 def read(path: str, *, cache: bool = True) -> Tensor:
     """Reads a ``.tns`` (plain or gzipped) or ``.sptb`` file, as the CLI does."""
@@ -128,6 +131,7 @@ def _cp_als(
     init: Optional[Sequence[npt.ArrayLike]],
     backend: str,
     threads: Optional[int],
+    values: str,
     progress: Optional[Callable[[dict[str, Any]], bool]],
 ) -> dict[str, Any]: ...
 def _gcp(
@@ -151,6 +155,7 @@ def _tucker_hooi(
     init: Optional[Sequence[npt.ArrayLike]],
     backend: str,
     threads: Optional[int],
+    values: str,
     progress: Optional[Callable[[dict[str, Any]], bool]],
 ) -> dict[str, Any]: ...
 def _cp_apr(
@@ -168,6 +173,7 @@ def _cp_apr(
     non_integer: str,
     backend: str,
     threads: Optional[int],
+    values: str,
     progress: Optional[Callable[[dict[str, Any]], bool]],
 ) -> dict[str, Any]: ...
 @final
@@ -210,6 +216,7 @@ def _complete(
     bias_lambda: float,
     backend: str,
     threads: Optional[int],
+    values: str,
     progress: Optional[Callable[[dict[str, Any]], bool]],
 ) -> tuple[_Completion, bool]: ...
 def _load_completion(path: str) -> _Completion: ...

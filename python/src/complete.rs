@@ -7,7 +7,7 @@
 use crate::Tensor;
 use crate::decomp::{counted, factor_array};
 use crate::errors::{input_error, to_py};
-use crate::run::{backend_choice, engine, in_engine, watched_steps};
+use crate::run::{backend_choice, engine, in_engine, value_choice, watched_steps};
 use numpy::{PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -151,7 +151,7 @@ pub fn _split(
 /// options under their names), `progress(dict)` after every epoch (a true return
 /// value stops the run, which returns the best model so far).
 #[pyfunction]
-#[pyo3(signature = (train, validation, test, rank, solver, lambda_, epochs, patience, seed, learning_rate, ccd_inner, center, biases, bias_lambda, backend, threads, progress))]
+#[pyo3(signature = (train, validation, test, rank, solver, lambda_, epochs, patience, seed, learning_rate, ccd_inner, center, biases, bias_lambda, backend, threads, values, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn _complete<'py>(
     py: Python<'py>,
@@ -171,6 +171,7 @@ pub fn _complete<'py>(
     bias_lambda: f64,
     backend: &str,
     threads: Option<i64>,
+    values: &str,
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<(Completion, bool)> {
     let solver = match solver {
@@ -258,7 +259,7 @@ pub fn _complete<'py>(
     let job = request
         .validate(&train_x, &validation_x)
         .map_err(|e| to_py(py, e))?;
-    let engine = engine(py, choice, threads)?;
+    let engine = engine(py, choice, threads, value_choice(py, values)?)?;
     // The training tensor's kept forms serve when it is the one given.
     let same = Arc::ptr_eq(&train_x, &tr.x);
     let (report, watch) =

@@ -14,6 +14,7 @@ use numpy::{
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use sptmc::engine::BackendChoice;
+use sptmc::hls::ValueChoice;
 use sptmc::{Matrix, Op};
 
 /// The largest number of positions a mode may have (indices are u32).
@@ -269,6 +270,12 @@ pub fn factors_arg<'py>(value: &Bound<'py, PyAny>) -> PyResult<Vec<Option<Bound<
 pub fn backend_arg(value: &Bound<'_, PyAny>) -> PyResult<BackendChoice> {
     let name: String = by_rule("text", "backend", value)?.extract()?;
     crate::run::backend_choice(value.py(), &name)
+}
+
+/// `values=`: "auto", "f16" or "f32".
+pub fn values_arg(value: &Bound<'_, PyAny>) -> PyResult<ValueChoice> {
+    let name: String = by_rule("text", "values", value)?.extract()?;
+    crate::run::value_choice(value.py(), &name)
 }
 
 /// `op=` of `Tensor.info`: "mttkrp" or "ttmc".

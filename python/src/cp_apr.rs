@@ -7,7 +7,7 @@
 use crate::Tensor;
 use crate::decomp::{counted, factor_array, init_factors};
 use crate::errors::{input_error, to_py};
-use crate::run::{backend_choice, engine, watched_steps};
+use crate::run::{backend_choice, engine, value_choice, values_dict, watched_steps};
 use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -33,7 +33,7 @@ fn iteration_dict<'py>(py: Python<'py>, s: &CpAprIter) -> PyResult<Bound<'py, Py
 /// under their names), `progress(dict)` called after every outer iteration when
 /// given (its return value cannot stop CP-APR, which runs to its own stopping rule).
 #[pyfunction]
-#[pyo3(signature = (tensor, rank, iters, inner, tol, stoptime, eps, kappa, kappa_tol, seed, init, non_integer, backend, threads, progress))]
+#[pyo3(signature = (tensor, rank, iters, inner, tol, stoptime, eps, kappa, kappa_tol, seed, init, non_integer, backend, threads, values, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn _cp_apr<'py>(
     py: Python<'py>,
@@ -51,6 +51,7 @@ pub fn _cp_apr<'py>(
     non_integer: &str,
     backend: &str,
     threads: Option<i64>,
+    values: &str,
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let t = tensor.get();
@@ -78,7 +79,8 @@ pub fn _cp_apr<'py>(
         non_integer,
     };
     let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
-    let engine = engine(py, backend_choice(py, backend)?, threads)?;
+    let values = value_choice(py, values)?;
+    let engine = engine(py, backend_choice(py, backend)?, threads, values)?;
     let (report, _) = watched_steps(
         py,
         &engine,
@@ -109,5 +111,6 @@ pub fn _cp_apr<'py>(
     d.set_item("stats", stats)?;
     d.set_item("seconds", report.seconds)?;
     d.set_item("backend", report.backend.clone())?;
+    d.set_item("values", values_dict(py, report.values.as_ref())?)?;
     Ok(d)
 }

@@ -7,7 +7,7 @@
 use crate::Tensor;
 use crate::convert::matrix;
 use crate::errors::to_py;
-use crate::run::{backend_choice, engine, watched};
+use crate::run::{backend_choice, engine, value_choice, values_dict, watched};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -44,14 +44,14 @@ pub(crate) fn factor_array<'py>(py: Python<'py>, f: &Matrix) -> PyResult<Bound<'
 }
 
 /// What both models report: factors, fits, per-iteration seconds and statistics, how
-/// the run ended and where it ran.
-fn common<'py>(
+/// the run ended, where it ran and how the values were stored.
+fn common<'py, M>(
     py: Python<'py>,
     d: &Bound<'py, PyDict>,
     factors: &[Matrix],
     iters: &[IterStats],
     stopped_by_callback: bool,
-    backend: String,
+    report: &driver::Report<M>,
 ) -> PyResult<()> {
     let fs = factors
         .iter()
@@ -80,14 +80,15 @@ fn common<'py>(
     }
     d.set_item("stats", stats)?;
     d.set_item("stopped_by_callback", stopped_by_callback)?;
-    d.set_item("backend", backend)?;
+    d.set_item("backend", &report.backend)?;
+    d.set_item("values", values_dict(py, report.values.as_ref())?)?;
     Ok(())
 }
 
 /// CP-ALS; the arguments as `sptmc.cp_als` takes them, `progress(dict)` called after
 /// every iteration when given (a true return value stops the run).
 #[pyfunction]
-#[pyo3(signature = (tensor, rank, iters, tol, seed, init, backend, threads, progress))]
+#[pyo3(signature = (tensor, rank, iters, tol, seed, init, backend, threads, values, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn _cp_als<'py>(
     py: Python<'py>,
@@ -99,6 +100,7 @@ pub fn _cp_als<'py>(
     init: Option<Vec<Bound<'py, PyAny>>>,
     backend: &str,
     threads: Option<i64>,
+    values: &str,
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let t = tensor.get();
@@ -111,7 +113,8 @@ pub fn _cp_als<'py>(
     };
     // Bad options before any engine is made or HLS built.
     let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
-    let engine = engine(py, backend_choice(py, backend)?, threads)?;
+    let values = value_choice(py, values)?;
+    let engine = engine(py, backend_choice(py, backend)?, threads, values)?;
     let (report, watch) = watched(py, &engine, progress.as_ref(), |mut control| {
         driver::run(&job, &engine, &t.x, t, &mut control)
     })?;
@@ -124,7 +127,7 @@ pub fn _cp_als<'py>(
         &report.model.factors,
         &report.model.iters,
         watch.stopped_by_callback,
-        report.backend,
+        &report,
     )?;
     Ok(d)
 }
@@ -132,7 +135,7 @@ pub fn _cp_als<'py>(
 /// Tucker-HOOI; the arguments as `sptmc.tucker_hooi` takes them, `progress` as for
 /// [`_cp_als`].
 #[pyfunction]
-#[pyo3(signature = (tensor, ranks, iters, tol, seed, init, backend, threads, progress))]
+#[pyo3(signature = (tensor, ranks, iters, tol, seed, init, backend, threads, values, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn _tucker_hooi<'py>(
     py: Python<'py>,
@@ -144,6 +147,7 @@ pub fn _tucker_hooi<'py>(
     init: Option<Vec<Bound<'py, PyAny>>>,
     backend: &str,
     threads: Option<i64>,
+    values: &str,
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let t = tensor.get();
@@ -159,7 +163,8 @@ pub fn _tucker_hooi<'py>(
         init: init_factors(py, init)?,
     };
     let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
-    let engine = engine(py, backend_choice(py, backend)?, threads)?;
+    let values = value_choice(py, values)?;
+    let engine = engine(py, backend_choice(py, backend)?, threads, values)?;
     let (report, watch) = watched(py, &engine, progress.as_ref(), |mut control| {
         driver::run(&job, &engine, &t.x, t, &mut control)
     })?;
@@ -173,7 +178,7 @@ pub fn _tucker_hooi<'py>(
         &model.factors,
         &model.iters,
         watch.stopped_by_callback,
-        report.backend.clone(),
+        &report,
     )?;
     Ok(d)
 }

@@ -10,6 +10,7 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use sptmc::driver::{GcpRequest, count, run_gcp};
+use sptmc::hls::ValueChoice;
 use std::ops::ControlFlow;
 
 /// GCP; the arguments as `sptmc.gcp` takes them (`options` holds the method's options
@@ -70,7 +71,8 @@ pub fn _gcp<'py>(
         }
     }
     let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
-    let engine = engine(py, backend_choice(py, backend)?, threads)?;
+    // GCP samples the input's f64 values: how an HLS form stores them does not matter.
+    let engine = engine(py, backend_choice(py, backend)?, threads, ValueChoice::Auto)?;
     let report = in_engine(py, &engine, || {
         run_gcp(&job, &engine, &t.x, &mut |_| ControlFlow::Continue(()))
     })?;

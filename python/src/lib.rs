@@ -14,6 +14,7 @@ mod errors;
 mod gcp;
 mod run;
 
+use convert::values_arg;
 use convert::{IndexSpec, describe, matrix, mode_indices, values};
 use convert::{backend_arg, factors_arg, mode_arg, op_arg, rank_arg, threads_arg, threshold_arg};
 use errors::{input_error, settle};
@@ -23,7 +24,7 @@ use pyo3::types::{PyDict, PyTuple};
 use run::{engine, in_engine, lock};
 use sptmc::driver;
 use sptmc::engine::{BackendChoice, Engine, Prepared, Workload};
-use sptmc::hls::HlsBuilder;
+use sptmc::hls::{HlsBuilder, ValueChoice};
 use sptmc::memplan::MemoryPlan;
 use sptmc::tensor::cache::{Cache, LoadSource};
 use sptmc::tensor::{CooTensor, binary, tns};
@@ -130,6 +131,7 @@ impl Tensor {
         mode: i64,
         backend: BackendChoice,
         threads: Option<i64>,
+        values: ValueChoice,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let order = self.x.order();
         // Negative modes are refused (not counted from the end), as the library does.
@@ -145,7 +147,7 @@ impl Tensor {
             }
         };
         let fs = self.kernel_factors(py, &factors, mode)?;
-        let engine = engine(py, backend, threads)?;
+        let engine = engine(py, backend, threads, values)?;
         // The rank the tile threshold is tuned for: MTTKRP's rank, TTMc's largest.
         let rank = fs
             .iter()
@@ -257,11 +259,13 @@ impl Tensor {
     ///
     /// `factors` holds one 2-D float array per mode, `shape[m] × R` with one rank `R`;
     /// the target mode's is not read (it may be `None`). Returns a `shape[mode] × R`
-    /// float32 array: the kernels compute in f32 on the values stored in fp16 (exact
-    /// for integers up to 2048; see the accuracy contract in sptmc's README).
+    /// float32 array: the kernels compute in f32 on the values as stored (`values`:
+    /// "auto" stores them in fp16 where fp16 holds every one exactly, as integers up
+    /// to 2048, else in f32; "f16" or "f32" force either; see the accuracy contract in
+    /// sptmc's README).
     #[pyo3(
-        signature = (factors, mode, *, backend = BackendChoice::Auto, threads = None),
-        text_signature = "(self, factors, mode, *, backend='auto', threads=None)"
+        signature = (factors, mode, *, backend = BackendChoice::Auto, threads = None, values = ValueChoice::Auto),
+        text_signature = "(self, factors, mode, *, backend='auto', threads=None, values='auto')"
     )]
     fn mttkrp<'py>(
         &self,
@@ -270,8 +274,9 @@ impl Tensor {
         #[pyo3(from_py_with = mode_arg)] mode: i64,
         #[pyo3(from_py_with = backend_arg)] backend: BackendChoice,
         #[pyo3(from_py_with = threads_arg)] threads: Option<i64>,
+        #[pyo3(from_py_with = values_arg)] values: ValueChoice,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
-        self.kernel(py, Op::Mttkrp, factors, mode, backend, threads)
+        self.kernel(py, Op::Mttkrp, factors, mode, backend, threads, values)
     }
 
     /// TTM-chain of `mode`: the tensor times every factor but `mode`'s, transposed,
@@ -283,8 +288,8 @@ impl Tensor {
     /// indices in increasing mode order with the last fastest (so
     /// `Y.reshape(shape[mode], R_a, R_b)` for a 3-way tensor).
     #[pyo3(
-        signature = (factors, mode, *, backend = BackendChoice::Auto, threads = None),
-        text_signature = "(self, factors, mode, *, backend='auto', threads=None)"
+        signature = (factors, mode, *, backend = BackendChoice::Auto, threads = None, values = ValueChoice::Auto),
+        text_signature = "(self, factors, mode, *, backend='auto', threads=None, values='auto')"
     )]
     fn ttmc<'py>(
         &self,
@@ -293,8 +298,9 @@ impl Tensor {
         #[pyo3(from_py_with = mode_arg)] mode: i64,
         #[pyo3(from_py_with = backend_arg)] backend: BackendChoice,
         #[pyo3(from_py_with = threads_arg)] threads: Option<i64>,
+        #[pyo3(from_py_with = values_arg)] values: ValueChoice,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
-        self.kernel(py, Op::Ttmc, factors, mode, backend, threads)
+        self.kernel(py, Op::Ttmc, factors, mode, backend, threads, values)
     }
 
     /// The tensor's statistics and its HLS form's, as a dict.
@@ -303,12 +309,15 @@ impl Tensor {
     /// (its tuned tile threshold), or, with `threshold` given, one built at that
     /// threshold. Keys: `shape`, `ndim`, `nnz`, `density`, `norm`,
     /// `duplicates_summed`, `threshold`, `threshold_source` and `hls` (tiles, dense
-    /// tiles, nonzeros and bytes of each part, bytes of COO for comparison, the fp16
-    /// quantization report), `dense_share`, `hls_bytes`.
+    /// tiles, nonzeros and bytes of each part, bytes of COO for comparison, the
+    /// values' type `values` with how it was chosen and the bytes of either type, the
+    /// fp16 quantization report), `dense_share`, `hls_bytes`, and `values` (the type
+    /// and why, as `sptmc.cp_als`'s result says it).
     #[pyo3(
-        signature = (*, op = Op::Mttkrp, rank = 16, threshold = None, backend = BackendChoice::Auto, threads = None),
-        text_signature = "(self, *, op='mttkrp', rank=16, threshold=None, backend='auto', threads=None)"
+        signature = (*, op = Op::Mttkrp, rank = 16, threshold = None, backend = BackendChoice::Auto, threads = None, values = ValueChoice::Auto),
+        text_signature = "(self, *, op='mttkrp', rank=16, threshold=None, backend='auto', threads=None, values='auto')"
     )]
+    #[allow(clippy::too_many_arguments)]
     fn info<'py>(
         &self,
         py: Python<'py>,
@@ -317,6 +326,7 @@ impl Tensor {
         #[pyo3(from_py_with = threshold_arg)] threshold: Option<u32>,
         #[pyo3(from_py_with = backend_arg)] backend: BackendChoice,
         #[pyo3(from_py_with = threads_arg)] threads: Option<i64>,
+        #[pyo3(from_py_with = values_arg)] values: ValueChoice,
     ) -> PyResult<Bound<'py, PyDict>> {
         let Some(rank) = usize::try_from(rank).ok().filter(|&r| r > 0) else {
             return Err(errors::to_py(
@@ -327,13 +337,13 @@ impl Tensor {
         let (stats, source) = match threshold {
             Some(t) => {
                 // Built on the workers of a CPU engine of that many threads.
-                let cpu = engine(py, BackendChoice::Cpu, threads)?;
+                let cpu = engine(py, BackendChoice::Cpu, threads, values)?;
                 let x = &self.x;
-                let hls = in_engine(py, &cpu, || HlsBuilder::new(t).build(x))?;
+                let hls = in_engine(py, &cpu, || HlsBuilder::new(t).with_values(values).build(x))?;
                 (hls.stats().clone(), "given".to_string())
             }
             None => {
-                let engine = engine(py, backend, threads)?;
+                let engine = engine(py, backend, threads, values)?;
                 let p = self.prepared(py, &engine, op, rank)?;
                 let stats = p.hls(op).map_err(|e| errors::to_py(py, e))?.stats().clone();
                 let source = p
@@ -355,6 +365,7 @@ impl Tensor {
         d.set_item("threshold_source", source)?;
         d.set_item("dense_share", stats.dense_share())?;
         d.set_item("hls_bytes", stats.hls_bytes())?;
+        d.set_item("values", run::values_dict(py, Some(&stats.value_report()))?)?;
         let json = serde_json::to_string(&stats).map_err(|e| input_error(py, e.to_string()))?;
         d.set_item("hls", py.import("json")?.getattr("loads")?.call1((json,))?)?;
         Ok(d)
@@ -515,7 +526,7 @@ fn backend_info(
     #[pyo3(from_py_with = backend_arg)] backend: BackendChoice,
     #[pyo3(from_py_with = threads_arg)] threads: Option<i64>,
 ) -> PyResult<String> {
-    let engine = engine(py, backend, threads)?;
+    let engine = engine(py, backend, threads, ValueChoice::Auto)?;
     let describe = engine.backend().describe();
     Ok(match engine.notice() {
         Some(n) => format!("{describe} ({n})"),

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sptmc::decomp::IterStats;
 use sptmc::engine::{BackendChoice, Engine};
+use sptmc::hls::{ValueChoice, ValueReport};
 use std::ops::ControlFlow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,9 +32,25 @@ pub fn backend_choice(py: Python<'_>, name: &str) -> PyResult<BackendChoice> {
     }
 }
 
+/// How a Python call asked for the tensor's values to be stored (`values=`), by name.
+pub fn value_choice(py: Python<'_>, name: &str) -> PyResult<ValueChoice> {
+    name.parse().map_err(|e| crate::errors::to_py(py, e))
+}
+
+/// How the run's values were stored, as a dict (`type`, `choice`, `why`,
+/// `f16_inexact`, `f16_bytes`, `f32_bytes`), or None.
+pub fn values_dict<'py>(
+    py: Python<'py>,
+    values: Option<&ValueReport>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let json = serde_json::to_string(&values).map_err(|e| input_error(py, e.to_string()))?;
+    py.import("json")?.getattr("loads")?.call1((json,))
+}
+
 /// The engine for `choice` whose CPU backend runs `threads` workers (`None`:
-/// `RAYON_NUM_THREADS`, else one per core), made on first use and kept (a CUDA engine
-/// holds a device context; "auto" decides once per thread count). The backends'
+/// `RAYON_NUM_THREADS`, else one per core) and stores values as `values` chooses, made
+/// on first use and kept (a CUDA engine holds a device context; "auto" decides once
+/// per thread count). The backends'
 /// switches come from the environment ([`sptmc::environment`]); tuning profiles from
 /// the folders every front end reads ([`sptmc::driver::tuning::profiles`]), a profile
 /// file that cannot be read becoming a Python warning.
@@ -41,8 +58,9 @@ pub fn engine(
     py: Python<'_>,
     choice: BackendChoice,
     threads: Option<i64>,
+    values: ValueChoice,
 ) -> PyResult<Arc<Engine>> {
-    type Engines = Vec<((BackendChoice, Option<usize>), Arc<Engine>)>;
+    type Engines = Vec<((BackendChoice, Option<usize>, ValueChoice), Arc<Engine>)>;
     static ENGINES: Mutex<Engines> = Mutex::new(Vec::new());
     let threads = match threads {
         None => None,
@@ -56,7 +74,7 @@ pub fn engine(
             }
         },
     };
-    let key = (choice, threads);
+    let key = (choice, threads, values);
     if let Some((_, e)) = lock(&ENGINES).iter().find(|(k, _)| *k == key) {
         return Ok(e.clone());
     }
@@ -65,7 +83,8 @@ pub fn engine(
             let (profiles, skipped) = sptmc::driver::tuning::profiles();
             let mut opts = sptmc::environment::engine_options();
             opts.cpu.threads = threads;
-            Engine::choose_with(choice, &opts).map(|e| (e.with_profiles(profiles), skipped))
+            Engine::choose_with(choice, &opts)
+                .map(|e| (e.with_profiles(profiles).with_values(values), skipped))
         })
     });
     let (engine, skipped) = settle(py, made)?;

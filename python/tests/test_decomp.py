@@ -198,3 +198,28 @@ def test_ctrl_c_stops_a_fit_between_iterations(slow, with_callback):
     # Nothing left half-done: the tensor and the engine run again.
     m = sptmc.cp_als(slow, 4, iters=2, tol=0)
     assert m.iterations == 2
+
+
+def test_values_are_stored_exactly_unless_fp16_is_asked_for():
+    # Integer counts up to 2048: fp16 holds them, so "auto" keeps fp16.
+    T, _ = exact_cp((12, 10, 8), 2, seed=4)
+    m = sptmc.cp_als(T, 2, iters=2)
+    assert m.values["type"] == "f16" and m.values["why"] == "fp16 exact"
+    # Real values with 9 decimals: "auto" stores f32 and says how many fp16 would round.
+    rng = np.random.default_rng(7)
+    fs = [0.5 + rng.random((d, 1)) for d in (15, 12, 9)]
+    full = np.round(np.einsum("ir,jr,kr->ijk", *fs), 9)
+    subs = np.argwhere(full != 0)
+    R = sptmc.from_coo(subs, full[tuple(subs.T)], full.shape)
+    exact = sptmc.cp_als(R, 1, iters=30, tol=0)
+    assert exact.values["type"] == "f32" and exact.values["choice"] == "auto"
+    assert exact.values["why"] == f"f32: {exact.values['f16_inexact']} values not exact in fp16"
+    assert exact.fit >= 1 - 1e-6
+    rounded = sptmc.cp_als(R, 1, iters=30, tol=0, values="f16")
+    assert rounded.values["type"] == "f16" and rounded.fit < 1 - 1e-5
+    assert exact.values["f32_bytes"] - exact.values["f16_bytes"] == 2 * R.nnz
+    forced = sptmc.tucker_hooi(T, 2, iters=2, values="f32")
+    assert forced.values["type"] == "f32" and forced.values["why"] == "f32 (asked for)"
+    assert T.info(values="f32")["values"]["type"] == "f32"
+    with pytest.raises(sptmc.InputError, match='values must be "auto", "f16" or "f32"'):
+        sptmc.cp_als(T, 2, values="f64")
