@@ -7,7 +7,7 @@ use crate::decomp::{
     CompletionModel, CpAprIter, CpAprModel, CpModel, EpochStats, IterStats, Solver, TuckerModel,
     complete_with_control, cp_als_with_control, cp_apr_with_progress, tucker_hooi_with_control,
 };
-use crate::engine::cpu::private_output_floats;
+use crate::engine::cpu::{CacheSizes, private_output_floats, streamed_output_floats};
 use crate::engine::{Backend, Engine, Prepared, Workload};
 use crate::error::Result;
 use crate::hls::ValueReport;
@@ -144,8 +144,21 @@ impl Job for CpJob {
         }
     }
 
-    fn memory(&self, _: &Engine) -> MemoryPlan {
-        MemoryPlan::cp(&self.dims, self.options.rank)
+    fn memory(&self, engine: &Engine) -> MemoryPlan {
+        let mut plan = MemoryPlan::cp(&self.dims, self.options.rank);
+        if let Backend::Cpu(_) = engine.backend() {
+            // The copies of a short mode's output where MTTKRP visits a long mode's order.
+            let cache = CacheSizes::of_this_machine();
+            let floats = streamed_output_floats(&self.dims, self.options.rank, cache);
+            if floats > 0 {
+                plan.add(
+                    "the CPU's streamed MTTKRP output copies (f32)",
+                    floats as u128,
+                    4,
+                );
+            }
+        }
+        plan
     }
 
     fn fit(

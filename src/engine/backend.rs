@@ -183,12 +183,12 @@ impl BackendTensor {
             BackendTensor::Cuda(t) => t.bytes(),
         }
     }
-    /// Bytes of the form a kernel of `op` reads for target `mode`: the HLS form, or on
-    /// the CPU the row groups MTTKRP reads where it runs row by row (once built, by the
-    /// first call). What a kernel's memory floor counts.
-    pub fn form_bytes(&self, op: Op, mode: usize) -> usize {
+    /// Bytes of the form a kernel of `op` at rank `rank` reads for target `mode`: the
+    /// HLS form, or on the CPU the row groups MTTKRP reads where it runs row by row
+    /// (once built, by the first call). What a kernel's memory floor counts.
+    pub fn form_bytes(&self, op: Op, mode: usize, rank: usize) -> usize {
         match self {
-            BackendTensor::Cpu(t) => t.form_bytes(op, mode),
+            BackendTensor::Cpu(t) => t.form_bytes(op, mode, rank),
             BackendTensor::Cuda(t) => t.bytes(),
         }
     }

@@ -17,8 +17,13 @@
 //! `N (N − 1) · 4 + N · 4` bytes per nonzero for all modes, built only where they fit
 //! in a quarter of the available memory (else the walk runs). Building them costs
 //! about 0.36 s per 10 M nonzeros of a 3rd-order tensor, paid once by the first call.
+//!
+//! A short mode beside a long one whose factor misses the cache visits the long mode's
+//! groups instead ([`super::mttkrp_stream`]), chosen per mode and rank from the shape
+//! and the cache sizes.
 
 use super::kernel::shares;
+use super::mttkrp_stream::{self, CacheSizes};
 use super::rows::{Plan, RowGroups};
 use super::subnormal::FlushSubnormals;
 use crate::error::Result;
@@ -30,12 +35,25 @@ use rayon::prelude::*;
 pub(super) struct RowMttkrp {
     groups: Vec<RowGroups>,
     plans: Vec<Plan>,
+    /// The modes' lengths.
+    dims: Vec<usize>,
+    /// What chooses between row by row and the long mode's order.
+    cache: CacheSizes,
+    /// Per mode, its rows cut into the streamed order's ranges.
+    bounds: Vec<Vec<usize>>,
+    /// The streamed order's output copies, kept between calls.
+    copies: std::sync::Mutex<Vec<Vec<f32>>>,
 }
 
 impl RowMttkrp {
     /// The groups of `hls`, or `None` where they would not fit in a quarter of the
     /// available memory (or the tensor has one mode).
     pub(super) fn new(hls: &HlsTensor) -> Result<Option<Self>> {
+        Self::with_cache(hls, CacheSizes::of_this_machine())
+    }
+
+    /// [`RowMttkrp::new`] choosing traversals for caches of `cache`'s sizes.
+    pub(super) fn with_cache(hls: &HlsTensor, cache: CacheSizes) -> Result<Option<Self>> {
         let (order, nnz) = (hls.order() as u64, hls.nnz() as u64);
         if order < 2 {
             return Ok(None);
@@ -48,41 +66,85 @@ impl RowMttkrp {
         let workers = rayon::current_num_threads().max(1);
         let groups = RowGroups::build(hls, &shares(hls, workers), 0.0)?;
         let plans = groups.iter().map(|g| Plan::new(g.ptr())).collect();
-        Ok(Some(RowMttkrp { groups, plans }))
+        let bounds = groups
+            .iter()
+            .map(|g| mttkrp_stream::chunk_bounds(g.ptr()))
+            .collect();
+        Ok(Some(RowMttkrp {
+            groups,
+            plans,
+            dims: hls.dims().to_vec(),
+            cache,
+            bounds,
+            copies: std::sync::Mutex::new(Vec::new()),
+        }))
     }
 
-    /// Bytes of the groups MTTKRP of `mode` reads: the mode's row offsets, the other
-    /// modes' indices and the values.
-    pub(super) fn form_bytes(&self, mode: usize) -> usize {
-        self.groups[mode].bytes()
+    /// The mode whose groups MTTKRP of `mode` at rank `rank` reads: its own, or those
+    /// of the long mode whose order it streams.
+    fn source(&self, mode: usize, rank: usize) -> usize {
+        mttkrp_stream::streamed_by(&self.dims, mode, rank, self.cache).unwrap_or(mode)
+    }
+
+    /// Bytes of the groups MTTKRP of `mode` at rank `rank` reads: the row offsets,
+    /// the other modes' indices and the values of its own groups or of the long mode's
+    /// it streams.
+    pub(super) fn form_bytes(&self, mode: usize, rank: usize) -> usize {
+        self.groups[self.source(mode, rank)].bytes()
     }
 
     /// MTTKRP of `mode` into `out` (`I_mode × R`, every entry overwritten), `factors`
     /// one per mode. The groups hold the values with the tensor's scale applied.
     pub(super) fn run(&self, mode: usize, factors: &[Matrix], out: &mut Matrix) {
         let (g, plan, r) = (&self.groups[mode], &self.plans[mode], out.cols());
+        let long = self.source(mode, r);
+        if long != mode {
+            let (groups, bounds) = (&self.groups[long], &self.bounds[long]);
+            return mttkrp_stream::run(groups, long, bounds, mode, factors, out, &self.copies);
+        }
         let facs: Vec<&[f32]> = (factors.iter().enumerate())
             .filter(|&(m, _)| m != mode)
             .map(|(_, f)| f.data())
             .collect();
         let (ptr, idx, x, d) = (g.ptr(), g.others(), g.values(), facs.len());
-        let row = |s: usize, e: usize, dst: &mut [f32]| {
-            let (ix, xs) = (&idx[s * d..e * d], &x[s..e]);
-            match r {
-                8 => row_sum::<8>(ix, xs, &facs, dst),
-                16 => row_sum::<16>(ix, xs, &facs, dst),
-                32 => row_sum::<32>(ix, xs, &facs, dst),
-                64 => row_sum::<64>(ix, xs, &facs, dst),
-                _ => row_sum_any(ix, xs, &facs, dst),
+        // Rows of factors larger than the last-level cache are loaded ahead.
+        let look = (0..self.dims.len())
+            .any(|m| m != mode && mttkrp_stream::larger_than_llc(&self.dims, m, r, self.cache));
+        // Row (or piece) `s..e`, whose task's nonzeros end at `te` (for the lookahead).
+        let row = |s: usize, e: usize, te: usize, dst: &mut [f32], past: bool| {
+            let (ix, xs) = (&idx[s * d..te * d], &x[s..e]);
+            match (r, past, look) {
+                (8, false, false) => row_sum::<8, false, false>(ix, xs, &facs, dst),
+                (16, false, false) => row_sum::<16, false, false>(ix, xs, &facs, dst),
+                (32, false, false) => row_sum::<32, false, false>(ix, xs, &facs, dst),
+                (64, false, false) => row_sum::<64, false, false>(ix, xs, &facs, dst),
+                (8, true, false) => row_sum::<8, true, false>(ix, xs, &facs, dst),
+                (16, true, false) => row_sum::<16, true, false>(ix, xs, &facs, dst),
+                (32, true, false) => row_sum::<32, true, false>(ix, xs, &facs, dst),
+                (64, true, false) => row_sum::<64, true, false>(ix, xs, &facs, dst),
+                (8, false, true) => row_sum::<8, false, true>(ix, xs, &facs, dst),
+                (16, false, true) => row_sum::<16, false, true>(ix, xs, &facs, dst),
+                (32, false, true) => row_sum::<32, false, true>(ix, xs, &facs, dst),
+                (64, false, true) => row_sum::<64, false, true>(ix, xs, &facs, dst),
+                (8, true, true) => row_sum::<8, true, true>(ix, xs, &facs, dst),
+                (16, true, true) => row_sum::<16, true, true>(ix, xs, &facs, dst),
+                (32, true, true) => row_sum::<32, true, true>(ix, xs, &facs, dst),
+                (64, true, true) => row_sum::<64, true, true>(ix, xs, &facs, dst),
+                _ => row_sum_any(&ix[..(e - s) * d], xs, &facs, dst),
             }
         };
         if !plan.cut {
-            // Whole rows per task, written straight into the output.
+            // Whole rows per task, written straight into the output; past the cache
+            // where it is larger than the cache.
+            let past = mttkrp_stream::larger_than_llc(&self.dims, mode, r, self.cache);
             let jobs = plan.row_jobs(out.data_mut(), r);
             jobs.into_par_iter().for_each(|(r0, r1, dst)| {
                 let _flush = FlushSubnormals::new();
                 for (i, o) in (r0..r1).zip(dst.chunks_exact_mut(r.max(1))) {
-                    row(ptr[i], ptr[i + 1], o);
+                    row(ptr[i], ptr[i + 1], ptr[r1], o, past);
+                }
+                if past {
+                    mttkrp_stream::store_fence();
                 }
             });
             return;
@@ -92,23 +154,43 @@ impl RowMttkrp {
         let jobs = plan.piece_jobs(&mut partial, r);
         jobs.into_par_iter().for_each(|(pieces, dst)| {
             let _flush = FlushSubnormals::new();
+            let te = pieces.last().map_or(0, |p| p.2);
             for (&(_, s, e), o) in pieces.iter().zip(dst.chunks_exact_mut(r.max(1))) {
-                row(s, e, o);
+                row(s, e, te.max(e), o, false);
             }
         });
         plan.add_pieces(&partial, r, out.data_mut());
     }
 }
 
+/// How many nonzeros ahead [`row_sum`] prefetches factor rows that miss the cache.
+const LOOKAHEAD: usize = 16;
+
 /// One row (or piece) of MTTKRP at rank `R`: `Σ x · Π_m F_m[i_m]` over its nonzeros
 /// (`others` holds `facs.len()` indices per nonzero), into `out`: per nonzero `x` times
-/// the rows but the last, then one fused multiply-add with the last.
+/// the rows but the last, then one fused multiply-add with the last. With `PAST` the
+/// row is written with non-temporal stores (see [`mttkrp_stream::store_past_cache`]);
+/// with `LOOK` the factor rows of the nonzero [`LOOKAHEAD`] places on are prefetched
+/// (`others` may run on past this row's nonzeros, into the rest of its task, for that;
+/// `values` holds this row's alone).
 #[inline(always)]
-fn row_sum<const R: usize>(others: &[u32], values: &[f32], facs: &[&[f32]], out: &mut [f32]) {
+fn row_sum<const R: usize, const PAST: bool, const LOOK: bool>(
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]],
+    out: &mut [f32],
+) {
     let d = facs.len();
     let (last, mid) = facs.split_last().expect("order ≥ 2");
     let mut acc = [0f32; R];
-    for (ix, &x) in others.chunks_exact(d).zip(values) {
+    for (j, (ix, &x)) in others.chunks_exact(d).zip(values).enumerate() {
+        if LOOK && let Some(ahead) = others.get((j + LOOKAHEAD) * d..(j + LOOKAHEAD + 1) * d) {
+            for (f, &i) in facs.iter().zip(ahead) {
+                if let Some(row) = f.get(i as usize * R..(i as usize + 1) * R) {
+                    super::walk::prefetch_row(row);
+                }
+            }
+        }
         let mut k = [x; R];
         for (f, &i) in mid.iter().zip(ix) {
             let row: &[f32; R] = f[i as usize * R..][..R]
@@ -125,7 +207,11 @@ fn row_sum<const R: usize>(others: &[u32], values: &[f32], facs: &[&[f32]], out:
             *a = kc.mul_add(l, *a);
         }
     }
-    out.copy_from_slice(&acc);
+    if PAST {
+        mttkrp_stream::store_past_cache(out, &acc);
+    } else {
+        out.copy_from_slice(&acc);
+    }
 }
 
 /// [`row_sum`] at any rank.

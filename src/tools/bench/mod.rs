@@ -278,7 +278,7 @@ fn bench_case(
                         + factor_bytes
                         + (out_rows * out_cols) as u64 * 4;
                     let floor_bytes = FloorBytes::new(
-                        p.part(op)?.form_bytes(op, mode),
+                        p.part(op)?.form_bytes(op, mode, rank),
                         x.dims(),
                         &factors.iter().map(|f| f.cols()).collect::<Vec<_>>(),
                         mode,

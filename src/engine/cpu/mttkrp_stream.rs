@@ -1,0 +1,463 @@
+//! MTTKRP of a short mode that streams a long mode's factor instead of gathering it.
+//!
+//! Row by row ([`super::mttkrp_rows`]), the output row of a short mode (a few thousand
+//! rows, each with thousands of nonzeros) gathers one row of every other factor per
+//! nonzero. When another mode is long, its factor (1.5 M rows × rank 32 is 192 MB) is
+//! far larger than the last-level cache and every such gather is a miss to memory: the
+//! kernel then runs at a tenth of what the bytes it must move allow.
+//!
+//! Here the nonzeros are visited in the order of the long mode instead, through that
+//! mode's own row groups (already built for its own MTTKRP: no extra form): each of
+//! its rows is read once, in order, and multiplies the nonzeros of that row, whose
+//! products are scattered into the short target's output. That output and the factors
+//! of the remaining (short) modes stay in cache, so every gather and scatter hits
+//! cache, and the only memory traffic is the groups and the long factor, streamed.
+//!
+//! The long mode's rows are cut into [`CHUNKS`] ranges of about equal nonzero counts,
+//! fixed by the tensor (not the thread count); each range sums into its own copy of
+//! the target's output, and the copies are added in range order, so results do not
+//! depend on the thread count. Chosen per mode and rank by [`streamed_by`] from the
+//! shape and the cache sizes ([`CacheSizes::of_this_machine`]).
+
+use super::rows::RowGroups;
+use super::subnormal::FlushSubnormals;
+use crate::matrix::Matrix;
+use rayon::prelude::*;
+use std::sync::Mutex;
+
+/// Ranges of the long mode's rows, each with its own copy of the output.
+pub const CHUNKS: usize = 16;
+
+/// The cache sizes the choice of traversal reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSizes {
+    /// Bytes of one core's level-2 cache.
+    pub l2: usize,
+    /// Bytes of the last-level cache.
+    pub llc: usize,
+}
+
+impl CacheSizes {
+    /// Read from `/sys/devices/system/cpu/cpu0/cache` (Linux); where that cannot be
+    /// read, 1 MiB of L2 and 16 MiB of last-level cache.
+    pub fn of_this_machine() -> Self {
+        let mut sizes = CacheSizes {
+            l2: 1 << 20,
+            llc: 16 << 20,
+        };
+        let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+        let mut found = Vec::new();
+        for k in 0..8 {
+            let idx = dir.join(format!("index{k}"));
+            let read = |f: &str| std::fs::read_to_string(idx.join(f)).ok();
+            let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size"))
+            else {
+                continue;
+            };
+            if kind.trim() == "Instruction" {
+                continue;
+            }
+            if let (Ok(level), Some(bytes)) = (level.trim().parse::<u32>(), parse_size(&size)) {
+                found.push((level, bytes));
+            }
+        }
+        if let Some(&(_, b)) = found.iter().find(|&&(l, _)| l == 2) {
+            sizes.l2 = b;
+        }
+        if let Some(&(_, b)) = found.iter().max_by_key(|&&(l, _)| l) {
+            sizes.llc = b;
+        }
+        sizes
+    }
+}
+
+/// A sysfs cache size such as `32768K` or `1M`, in bytes.
+fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, mult) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1 << 10),
+        b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok().map(|n| n * mult)
+}
+
+/// The long mode whose rows MTTKRP of `mode` at rank `rank` visits in order, or `None`
+/// to run row by row: the longest other mode, where its factor is larger than the
+/// last-level cache while the target's output and every remaining factor fit in one
+/// core's L2 together (so that each scatter and gather of the streamed order hits
+/// cache, and the copies of the output stay small).
+pub fn streamed_by(dims: &[usize], mode: usize, rank: usize, cache: CacheSizes) -> Option<usize> {
+    if dims.len() < 3 {
+        return None;
+    }
+    let long = (0..dims.len())
+        .filter(|&m| m != mode)
+        .max_by_key(|&m| (dims[m], std::cmp::Reverse(m)))?;
+    let row = rank.saturating_mul(4);
+    let long_bytes = dims[long].saturating_mul(row);
+    let short_rows = (0..dims.len())
+        .filter(|&m| m != long)
+        .map(|m| dims[m])
+        .fold(0usize, usize::saturating_add);
+    (long_bytes > cache.llc && short_rows.saturating_mul(row) <= cache.l2).then_some(long)
+}
+
+/// Floats of the output copies MTTKRP at rank `rank` keeps for its streamed modes (the
+/// widest of them, [`CHUNKS`] copies): what the memory plan counts.
+pub fn streamed_output_floats(dims: &[usize], rank: usize, cache: CacheSizes) -> usize {
+    (0..dims.len())
+        .filter(|&m| streamed_by(dims, m, rank, cache).is_some())
+        .map(|m| CHUNKS * dims[m] * rank)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Whether `mode`'s rows at rank `rank` (a factor or an MTTKRP output) are larger than
+/// the last-level cache: such an output is written past the cache (non-temporal
+/// stores, so that writing it does not first read every line of it in), and such a
+/// factor's rows are prefetched ahead where they are gathered.
+pub(super) fn larger_than_llc(dims: &[usize], mode: usize, rank: usize, cache: CacheSizes) -> bool {
+    dims[mode].saturating_mul(rank).saturating_mul(4) > cache.llc
+}
+
+/// `dst = src` with non-temporal stores (`dst` 32-byte aligned, `R` a multiple of 8);
+/// the writer calls [`store_fence`] before others may read them.
+#[inline(always)]
+pub(super) fn store_past_cache<const R: usize>(dst: &mut [f32], src: &[f32; R]) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+    if R.is_multiple_of(8) && (dst.as_ptr() as usize).is_multiple_of(32) && dst.len() >= R {
+        use std::arch::x86_64::{_mm256_loadu_ps, _mm256_stream_ps};
+        for c in (0..R).step_by(8) {
+            // SAFETY: `dst[c..c + 8]` and `src[c..c + 8]` are in bounds (checked above:
+            // `dst.len() ≥ R`), and `dst + c` is 32-byte aligned (`dst` is, and `c` is a
+            // multiple of 8 floats), as the streaming store requires.
+            unsafe {
+                let v = _mm256_loadu_ps(src.as_ptr().add(c));
+                _mm256_stream_ps(dst.as_mut_ptr().add(c), v);
+            }
+        }
+        return;
+    }
+    dst[..R].copy_from_slice(src);
+}
+
+/// Orders this thread's non-temporal stores before its later stores (and so before the
+/// end of its task is seen by others).
+#[inline(always)]
+pub(super) fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a store fence has no preconditions.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
+/// The long mode's rows cut into [`CHUNKS`] ranges of about equal nonzero counts:
+/// `bounds[c]..bounds[c + 1]` (fixed by the tensor).
+pub(super) fn chunk_bounds(ptr: &[usize]) -> Vec<usize> {
+    let rows = ptr.len() - 1;
+    let nnz = ptr[rows];
+    let mut bounds = vec![0];
+    for c in 1..CHUNKS {
+        let target = nnz * c / CHUNKS;
+        let r = ptr.partition_point(|&p| p < target).min(rows);
+        bounds.push(r.max(*bounds.last().expect("starts with 0")));
+    }
+    bounds.push(rows);
+    bounds
+}
+
+/// MTTKRP of `mode` into `out` (every entry overwritten) through `groups`, the row
+/// groups of the long mode `long`, whose rows are cut at `bounds`; `pool` keeps the
+/// output copies between calls.
+pub(super) fn run(
+    groups: &RowGroups,
+    long: usize,
+    bounds: &[usize],
+    mode: usize,
+    factors: &[Matrix],
+    out: &mut Matrix,
+    pool: &Mutex<Vec<Vec<f32>>>,
+) {
+    let r = out.cols();
+    let len = out.data().len();
+    // The other modes' indices in a group are in mode order without `long`: the
+    // target's position among them, and the factors of the rest.
+    let target = if mode < long { mode } else { mode - 1 };
+    let rest: Vec<&[f32]> = (0..factors.len())
+        .filter(|&m| m != long && m != mode)
+        .map(|m| factors[m].data())
+        .collect();
+    let own = factors[long].data();
+    let mut copies = std::mem::take(&mut *pool.lock().unwrap_or_else(|e| e.into_inner()));
+    copies.resize_with(bounds.len() - 1, Vec::new);
+    copies
+        .par_iter_mut()
+        .zip(bounds.par_windows(2))
+        .for_each(|(copy, w)| {
+            let _flush = FlushSubnormals::new();
+            copy.clear();
+            copy.resize(len, 0.0);
+            let args = Chunk {
+                ptr: groups.ptr(),
+                others: groups.others(),
+                values: groups.values(),
+                own,
+                rest: &rest,
+                target,
+                rows: (w[0], w[1]),
+            };
+            match r {
+                8 => args.sum::<8>(copy),
+                16 => args.sum::<16>(copy),
+                32 => args.sum::<32>(copy),
+                64 => args.sum::<64>(copy),
+                _ => args.sum_any(r, copy),
+            }
+        });
+    let chunk = r.max(1) * 256;
+    out.data_mut()
+        .par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(k, o)| {
+            let _flush = FlushSubnormals::new();
+            o.copy_from_slice(&copies[0][k * chunk..k * chunk + o.len()]);
+            for c in &copies[1..] {
+                for (x, &y) in o.iter_mut().zip(&c[k * chunk..]) {
+                    *x += y;
+                }
+            }
+        });
+    *pool.lock().unwrap_or_else(|e| e.into_inner()) = copies;
+}
+
+/// One range of the long mode's rows and what its sums read.
+struct Chunk<'a> {
+    ptr: &'a [usize],
+    others: &'a [u32],
+    values: &'a [f32],
+    /// The long mode's factor.
+    own: &'a [f32],
+    /// The factors of the modes other than the long one and the target, in mode order.
+    rest: &'a [&'a [f32]],
+    /// The target's position among a nonzero's other indices.
+    target: usize,
+    /// The long mode's rows `rows.0..rows.1`.
+    rows: (usize, usize),
+}
+
+impl Chunk<'_> {
+    /// Adds every nonzero of the range into `out` at rank `R`: per row of the long
+    /// mode its factor row times the value and the rest's rows, scattered to the
+    /// target's row.
+    #[inline(always)]
+    fn sum<const R: usize>(&self, out: &mut [f32]) {
+        let d = self.rest.len() + 1;
+        for l in self.rows.0..self.rows.1 {
+            let (s, e) = (self.ptr[l], self.ptr[l + 1]);
+            if s == e {
+                continue;
+            }
+            let a: &[f32; R] = self.own[l * R..][..R].try_into().expect("a row of rank R");
+            for (ix, &x) in self.others[s * d..e * d]
+                .chunks_exact(d)
+                .zip(&self.values[s..e])
+            {
+                let mut k = [0f32; R];
+                for (kc, &ac) in k.iter_mut().zip(a) {
+                    *kc = x * ac;
+                }
+                let mut f = self.rest.iter();
+                for (p, &i) in ix.iter().enumerate() {
+                    if p != self.target {
+                        let row =
+                            &f.next().expect("one factor per other index")[i as usize * R..][..R];
+                        for (kc, &b) in k.iter_mut().zip(row) {
+                            *kc *= b;
+                        }
+                    }
+                }
+                let o: &mut [f32; R] = (&mut out[ix[self.target] as usize * R..][..R])
+                    .try_into()
+                    .expect("a row of rank R");
+                for (oc, &kc) in o.iter_mut().zip(&k) {
+                    *oc += kc;
+                }
+            }
+        }
+    }
+
+    /// [`Chunk::sum`] at any rank.
+    fn sum_any(&self, r: usize, out: &mut [f32]) {
+        let d = self.rest.len() + 1;
+        let mut k = vec![0f32; r];
+        for l in self.rows.0..self.rows.1 {
+            let (s, e) = (self.ptr[l], self.ptr[l + 1]);
+            let a = &self.own[l * r..(l + 1) * r];
+            for (ix, &x) in self.others[s * d..e * d]
+                .chunks_exact(d)
+                .zip(&self.values[s..e])
+            {
+                for (kc, &ac) in k.iter_mut().zip(a) {
+                    *kc = x * ac;
+                }
+                let mut f = self.rest.iter();
+                for (p, &i) in ix.iter().enumerate() {
+                    if p != self.target {
+                        let row = &f.next().expect("one factor per other index")
+                            [i as usize * r..(i as usize + 1) * r];
+                        for (kc, &b) in k.iter_mut().zip(row) {
+                            *kc *= b;
+                        }
+                    }
+                }
+                let t = ix[self.target] as usize;
+                for (oc, &kc) in out[t * r..(t + 1) * r].iter_mut().zip(&k) {
+                    *oc += kc;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CACHE: CacheSizes = CacheSizes {
+        l2: 1 << 20,
+        llc: 32 << 20,
+    };
+
+    /// One long mode (1.5 M rows) and two short ones: the short modes stream the long
+    /// mode's factor at rank 32; the long mode itself runs row by row, as does every
+    /// mode once the long factor fits in cache (low rank) or the short rows do not fit
+    /// in L2 (wide rank).
+    #[test]
+    fn short_modes_stream_the_long_factor_only_when_it_misses_cache() {
+        let dims = [800, 3000, 1_500_000];
+        assert_eq!(streamed_by(&dims, 0, 32, CACHE), Some(2));
+        assert_eq!(streamed_by(&dims, 1, 32, CACHE), Some(2));
+        assert_eq!(streamed_by(&dims, 2, 32, CACHE), None);
+        // 1.5 M × 4 × 4 bytes = 24 MB: fits in 32 MiB.
+        assert_eq!(streamed_by(&dims, 0, 4, CACHE), None);
+        // 3800 rows × 128 floats × 4 = 1.9 MB: over L2.
+        assert_eq!(streamed_by(&dims, 0, 128, CACHE), None);
+        // Two long modes: the short rows (the other long one) do not fit.
+        assert_eq!(streamed_by(&[600_000, 500_000, 2000], 2, 32, CACHE), None);
+        assert_eq!(streamed_by(&[800, 1_500_000], 0, 32, CACHE), None);
+        assert_eq!(streamed_output_floats(&dims, 32, CACHE), CHUNKS * 3000 * 32);
+        assert_eq!(streamed_output_floats(&dims, 4, CACHE), 0);
+    }
+
+    /// With a last-level cache too small for any factor and a large L2, every mode
+    /// streams its longest neighbour's order; with both caches too small, every mode
+    /// runs row by row, writing its output past the cache. Against the FP64 reference
+    /// at every specialized rank and one other, orders 3 and 4, with and without dense
+    /// tiles, on 1 and 3 workers, and the same result whatever the worker count.
+    #[test]
+    fn streamed_modes_match_the_reference_and_not_the_thread_count() {
+        use super::super::mttkrp_rows::RowMttkrp;
+        use crate::accuracy::compare;
+        use crate::hls::HlsBuilder;
+        use crate::tensor::generate::{GenSpec, Pattern, generate};
+        let streams = CacheSizes {
+            l2: 1 << 30,
+            llc: 0,
+        };
+        let none = CacheSizes { l2: 0, llc: 0 };
+        let cases: Vec<(Vec<usize>, usize, Pattern, u32)> = vec![
+            (
+                vec![37, 45, 2900],
+                6000,
+                Pattern::PowerLaw { alpha: 1.0 },
+                u32::MAX,
+            ),
+            (
+                vec![60, 50, 400],
+                9000,
+                Pattern::BlockDense {
+                    tile_nnz: 300,
+                    dense_share: 0.6,
+                },
+                16,
+            ),
+            (vec![20, 900, 9, 7], 3000, Pattern::Uniform, u32::MAX),
+        ];
+        for (k, (dims, nnz, pattern, threshold)) in cases.into_iter().enumerate() {
+            let x = generate(&GenSpec {
+                dims: dims.clone(),
+                nnz,
+                pattern,
+                seed: 40 + k as u64,
+            })
+            .unwrap();
+            let hls = HlsBuilder::new(threshold).build(&x).unwrap();
+            // Grouped once, on one worker: the groups' order of nonzeros follows the
+            // shares they were built from; what is checked here is the kernels'.
+            let one = rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .build()
+                .unwrap();
+            for (rank, tiny) in [8, 16, 32, 64, 5]
+                .into_iter()
+                .flat_map(|r| [(r, streams), (r, none)])
+            {
+                let f = Matrix::random_factors(&dims, &vec![rank; dims.len()], 3);
+                let mut first: Vec<Matrix> = Vec::new();
+                let rows = one.install(|| RowMttkrp::with_cache(&hls, tiny).unwrap().unwrap());
+                for threads in [1, 3] {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(threads)
+                        .build()
+                        .unwrap();
+                    pool.install(|| {
+                        for mode in 0..dims.len() {
+                            let long = streamed_by(&dims, mode, rank, tiny);
+                            assert_eq!(long.is_some(), tiny == streams);
+                            assert!(larger_than_llc(&dims, mode, rank, tiny));
+                            let mut out = Matrix::from_fn(dims[mode], rank, |_, _| f32::NAN);
+                            rows.run(mode, &f, &mut out);
+                            let want = crate::reference::mttkrp(&x, mode, &f).unwrap();
+                            let acc = compare(&want, &out).unwrap();
+                            assert!(
+                                acc.within_contract(),
+                                "{dims:?} rank {rank} mode {mode} {threads} threads: {acc:?}"
+                            );
+                            if threads == 1 {
+                                first.push(out);
+                            } else {
+                                assert_eq!(out, first[mode], "{dims:?} rank {rank} mode {mode}");
+                            }
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cache_sizes_parse_and_order() {
+        assert_eq!(parse_size("32768K\n"), Some(32 << 20));
+        assert_eq!(parse_size("1M"), Some(1 << 20));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("x"), None);
+        let c = CacheSizes::of_this_machine();
+        assert!(c.l2 > 0 && c.llc >= c.l2, "{c:?}");
+    }
+
+    #[test]
+    fn chunks_cover_the_rows_in_order() {
+        let ptr: Vec<usize> = (0..=1000).map(|i| i * 3).collect();
+        let b = chunk_bounds(&ptr);
+        assert_eq!(b.len(), CHUNKS + 1);
+        assert_eq!((b[0], b[CHUNKS]), (0, 1000));
+        assert!(b.windows(2).all(|w| w[0] <= w[1]));
+        // Fewer rows than chunks: empty ranges, still in order.
+        let b = chunk_bounds(&[0, 5, 9]);
+        assert_eq!((b[0], b[CHUNKS]), (0, 2));
+        assert!(b.windows(2).all(|w| w[0] <= w[1]));
+    }
+}
