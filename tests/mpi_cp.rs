@@ -7,61 +7,12 @@
 
 mod common;
 
+use common::mpi::{json, mpirun, ranks, single, write};
+
 use serde_json::Value;
+use sptmc::tensor::CooTensor;
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
-use sptmc::tensor::{CooTensor, tns};
 use std::path::Path;
-use std::process::{Command, Output};
-
-/// `mpirun` when this build has MPI and the command exists; else a skip.
-fn mpirun() -> Option<()> {
-    if !cfg!(feature = "mpi") {
-        return common::skip(
-            "SPTMC_REQUIRE_MPI",
-            "built without --features mpi: the MPI tests need it",
-        );
-    }
-    match Command::new("mpirun").arg("--version").output() {
-        Ok(o) if o.status.success() => Some(()),
-        _ => common::skip("SPTMC_REQUIRE_MPI", "no mpirun on the PATH"),
-    }
-}
-
-/// `sptmc args` as one process (no launcher variables in its environment).
-fn single(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sptmc"))
-        .args(args)
-        .env_remove("OMPI_COMM_WORLD_SIZE")
-        .env_remove("PMI_SIZE")
-        .output()
-        .expect("sptmc runs")
-}
-
-/// `mpirun -np ranks sptmc args`, each rank on one thread.
-fn ranks(n: usize, args: &[&str]) -> Output {
-    Command::new("mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe", "-np"])
-        .arg(n.to_string())
-        .args(["-x", "RAYON_NUM_THREADS=1"])
-        .arg(env!("CARGO_BIN_EXE_sptmc"))
-        .args(args)
-        .output()
-        .expect("mpirun runs")
-}
-
-fn json(o: &Output, what: &str) -> Value {
-    assert!(
-        o.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{what}: stdout is not one JSON document ({e}): {}",
-            String::from_utf8_lossy(&o.stdout)
-        )
-    })
-}
 
 fn fits(v: &Value) -> Vec<f64> {
     v["iterations"]
@@ -70,12 +21,6 @@ fn fits(v: &Value) -> Vec<f64> {
         .iter()
         .map(|s| s["fit"].as_f64().expect("a fit"))
         .collect()
-}
-
-fn write(dir: &Path, name: &str, x: &CooTensor) -> String {
-    let p = dir.join(name);
-    tns::write(&p, x).unwrap();
-    p.to_str().unwrap().to_string()
 }
 
 fn uniform(dims: Vec<usize>, nnz: usize, seed: u64) -> CooTensor {

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod mpi;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
