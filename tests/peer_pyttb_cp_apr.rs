@@ -1,6 +1,7 @@
 //! CP-APR against pyttb's `cp_apr(algorithm="mu")` on the three small shared tensors,
 //! from the same initial factors: the log-likelihood after every one of 20 outer
-//! iterations must agree to 1e-5 relative.
+//! iterations must agree to 1e-5 relative; and on a generated tensor of counts above
+//! 2048 (kept in f32, exactly) to 1e-8.
 //!
 //! Both sides run the same multiplicative updates (modes 0, 1, …, N−1, up to 10 inner
 //! updates each, κ handling of inadmissible zeros, column 1-norm normalization), with
@@ -47,7 +48,18 @@ fn against_pyttb(file: &str) {
     let Some((python, path)) = common::pyttb_and_data(file) else {
         return;
     };
-    let (x, _) = sptmc::tensor::tns::read(&path).unwrap();
+    let worst = against_pyttb_at(&python, &path, file);
+    assert!(
+        worst <= REL_TOL,
+        "{file}: worst relative difference {worst:.2e}"
+    );
+}
+
+/// Runs both sides on the tensor at `path` (named `file` in messages) and returns the
+/// worst relative difference of their log-likelihoods over the iterations (after
+/// checking both ran every one and ours are finite).
+fn against_pyttb_at(python: &Path, path: &Path, file: &str) -> f64 {
+    let (x, _) = sptmc::tensor::tns::read(path).unwrap();
     let engine = Engine::cpu();
     let p = engine
         .prepare(
@@ -71,9 +83,9 @@ fn against_pyttb(file: &str) {
     let ours = cp_apr(&engine, &p, &opts).unwrap();
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pyttb_cp_apr.py");
-    let out = Command::new(&python)
+    let out = Command::new(python)
         .arg(&script)
-        .arg(&path)
+        .arg(path)
         .args(["--rank", &RANK.to_string(), "--iters", &ITERS.to_string()])
         .args(["--tol", "0", "--trace", "--init"])
         .arg(dir.path())
@@ -121,13 +133,10 @@ fn against_pyttb(file: &str) {
     );
     assert_eq!(mine.len(), ITERS, "{file}: sptmc ran every iteration");
     assert_eq!(theirs.len(), ITERS, "{file}: pyttb ran every iteration");
-    for (k, (a, b)) in mine.iter().zip(&theirs).enumerate() {
+    for (k, a) in mine.iter().enumerate() {
         assert!(a.is_finite(), "{file}: iteration {k} log-likelihood {a}");
-        assert!(
-            (a - b).abs() <= REL_TOL * b.abs(),
-            "{file}: iteration {k}: log-likelihood {a} vs pyttb's {b}"
-        );
     }
+    worst
 }
 
 #[test]
@@ -143,4 +152,50 @@ fn cp_apr_matches_pyttb_movielens_latest_small_4d() {
 #[test]
 fn cp_apr_matches_pyttb_movielens_10m_tags_4d() {
     against_pyttb("movielens-10m-tags-4d.tns.gz");
+}
+
+/// Counts above 2048 are not exact in fp16; the tensor's values are then kept in f32
+/// (`auto`), which holds integers up to 2^24 exactly, so both sides see the same data
+/// and differ only by the order of f64 sums. Over 20 iterations of a small tensor that
+/// is well below 1e-8 relative: the bound the exact-values contract promises. (The same
+/// run from fp16-rounded values differs by 5e-8 to 2e-6: `tests/exact_values.rs`.)
+#[test]
+fn cp_apr_matches_pyttb_on_counts_above_2048() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = match sptmc::tools::bench::peers::find_python(root) {
+        Ok(p) => p,
+        Err(why) => {
+            common::skip::<()>(
+                "SPTMC_REQUIRE_PYTTB",
+                &format!("no Python with pyttb ({why})"),
+            );
+            return;
+        }
+    };
+    let seed = common::fresh_seed("cp_apr_matches_pyttb_on_counts_above_2048");
+    let x = sptmc::tensor::generate::generate(&sptmc::tensor::generate::GenSpec {
+        dims: vec![40, 30, 20],
+        nnz: 3000,
+        pattern: sptmc::tensor::generate::Pattern::Uniform,
+        seed,
+    })
+    .unwrap();
+    // Counts from 2049 to about 12000: none exact in fp16 after any power-of-two scale
+    // that keeps the largest in range, most of them odd.
+    let values: Vec<f64> = x
+        .values()
+        .iter()
+        .enumerate()
+        .map(|(i, v)| 2049.0 + (v.abs() * 7919.0).round() + (i % 97) as f64 * 2.0)
+        .collect();
+    let indices = (0..x.order()).map(|m| x.indices(m).to_vec()).collect();
+    let x = sptmc::tensor::CooTensor::new(x.dims().to_vec(), indices, values).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("counts.tns");
+    sptmc::tensor::tns::write(&path, &x).unwrap();
+    let worst = against_pyttb_at(&python, &path, "counts above 2048");
+    assert!(
+        worst <= 1e-8,
+        "counts above 2048: worst relative difference {worst:.2e}"
+    );
 }
