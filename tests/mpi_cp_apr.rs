@@ -8,12 +8,11 @@
 
 mod common;
 
-use common::mpi::{json, mpirun, ranks, single, write};
+use common::mpi::{assert_same_model_form, json, mpirun, ranks, single, write};
 
 use serde_json::Value;
 use sptmc::tensor::CooTensor;
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
-use std::path::Path;
 
 fn lls(v: &Value) -> Vec<f64> {
     v["iterations"]
@@ -208,32 +207,7 @@ fn model_files_have_the_single_process_form() {
     json(&single(&args), "one process");
     args[3] = b.to_str().unwrap();
     json(&ranks(3, &args), "3 ranks");
-    let names = |d: &Path| {
-        let mut v: Vec<String> = std::fs::read_dir(d)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    };
-    assert_eq!(names(&a), names(&b));
-    for n in names(&a).iter().filter(|n| n.ends_with(".txt")) {
-        let (x, y) = (
-            std::fs::read_to_string(a.join(n)).unwrap(),
-            std::fs::read_to_string(b.join(n)).unwrap(),
-        );
-        assert_eq!(x.lines().count(), y.lines().count(), "{n}");
-        let header = |t: &str| t.lines().take_while(|l| l.starts_with('#')).count();
-        assert_eq!(header(&x), header(&y), "{n}");
-        let row = |t: &str| {
-            t.lines()
-                .rfind(|l| !l.starts_with('#'))
-                .unwrap()
-                .split_whitespace()
-                .count()
-        };
-        assert_eq!(row(&x), row(&y), "{n}");
-    }
+    assert_same_model_form(&a, &b);
 }
 
 #[test]

@@ -62,3 +62,34 @@ pub fn write(dir: &Path, name: &str, x: &CooTensor) -> String {
     tns::write(&p, x).unwrap();
     p.to_str().unwrap().to_string()
 }
+
+/// Checks that two model folders (one process's and several ranks') hold the same files,
+/// and that each text file has the same number of lines, header lines and columns.
+pub fn assert_same_model_form(a: &Path, b: &Path) {
+    let names = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(a), names(b));
+    for n in names(a).iter().filter(|n| n.ends_with(".txt")) {
+        let (x, y) = (
+            std::fs::read_to_string(a.join(n)).unwrap(),
+            std::fs::read_to_string(b.join(n)).unwrap(),
+        );
+        assert_eq!(x.lines().count(), y.lines().count(), "{n}");
+        let header = |t: &str| t.lines().take_while(|l| l.starts_with('#')).count();
+        assert_eq!(header(&x), header(&y), "{n}");
+        let row = |t: &str| {
+            t.lines()
+                .rfind(|l| !l.starts_with('#'))
+                .unwrap()
+                .split_whitespace()
+                .count()
+        };
+        assert_eq!(row(&x), row(&y), "{n}");
+    }
+}
