@@ -27,10 +27,14 @@ pub(super) fn solve_rows(
         .map(|(c, a)| -> Result<usize> {
             let first = 4 * c;
             let n = a.len() / r;
+            // Ranks between the unrolled widths (a CP rank plus a bias column, say
+            // 16 + 1) run padded with identity rows to the next width.
             let solved = match r {
-                8 => solve_x4::<8>(ne, first, n, lambda, counts, a),
-                16 => solve_x4::<16>(ne, first, n, lambda, counts, a),
-                32 => solve_x4::<32>(ne, first, n, lambda, counts, a),
+                0 => [false; 4],
+                1..=8 => solve_x4::<8>(ne, r, first, n, lambda, counts, a),
+                9..=16 => solve_x4::<16>(ne, r, first, n, lambda, counts, a),
+                17..=24 => solve_x4::<24>(ne, r, first, n, lambda, counts, a),
+                25..=32 => solve_x4::<32>(ne, r, first, n, lambda, counts, a),
                 _ => [false; 4],
             };
             let mut pinv = 0;
@@ -49,19 +53,23 @@ pub(super) fn solve_rows(
     Ok((out, pinv))
 }
 
-/// The `n ≤ 4` rows `first..first + n` of [`solve_rows`] for rank `R`, four at a time
-/// ([`cholesky_solve_x4`]) into `out` (`n × R`); per row, whether it is done (rows
+/// The `n ≤ 4` rows `first..first + n` of [`solve_rows`] for a rank `r ≤ P`, four at a
+/// time ([`cholesky_solve_x4`]) into `out` (`n × r`); per row, whether it is done (rows
 /// without entries are, at zero; a row whose system was not positive definite is not).
-fn solve_x4<const R: usize>(
+/// Below `P`, the systems are padded with identity rows and zero right-hand sides: the
+/// factorization is block diagonal, so the first `r` unknowns are those of the `r × r`
+/// system and the padding's are zero.
+fn solve_x4<const P: usize>(
     ne: &Matrix,
+    r: usize,
     first: usize,
     n: usize,
     lambda: &[f64],
     counts: &[u32],
     out: &mut [f32],
 ) -> [bool; 4] {
-    let mut g = [[[0f64; 4]; R]; R];
-    let mut b = [[0f64; 4]; R];
+    let mut g = [[[0f64; 4]; P]; P];
+    let mut b = [[0f64; 4]; P];
     for l in 0..4 {
         if l >= n || counts[first + l] == 0 {
             // A placeholder system, I x = 0.
@@ -72,16 +80,20 @@ fn solve_x4<const R: usize>(
         }
         let row = ne.row(first + l);
         for (p, gp) in g.iter_mut().enumerate() {
-            for (q, gpq) in gp.iter_mut().enumerate().skip(p) {
-                gpq[l] = f64::from(row[p * R + q]);
+            if p >= r {
+                gp[p][l] = 1.0;
+                continue;
+            }
+            for (q, gpq) in gp.iter_mut().enumerate().take(r).skip(p) {
+                gpq[l] = f64::from(row[p * r + q]);
             }
             gp[p][l] += lambda[p];
-            b[p][l] = f64::from(row[R * R + p]);
+            b[p][l] = f64::from(row[r * r + p]);
         }
     }
     let ok = cholesky_solve_x4(&mut g, &mut b);
     let mut done = [false; 4];
-    for (l, a) in out.chunks_exact_mut(R).enumerate() {
+    for (l, a) in out.chunks_exact_mut(r).enumerate() {
         if counts[first + l] == 0 {
             done[l] = true;
         } else if ok[l] {
@@ -137,4 +149,60 @@ pub(super) fn column_update(terms: &Matrix, lambda: f64, center: f64, counts: &[
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every rank up to 33 (the four-at-a-time widths, the ranks padded up to them and
+    /// the one-row fallback above 32) solves the same systems as the one-row Cholesky.
+    /// Both solve in f64; they differ in the order of operations only, far below the
+    /// f32 rounding of the results, which the bound allows a few units of.
+    #[test]
+    fn padded_four_row_solves_match_the_one_row_solve() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32) / (1u64 << 24) as f32 - 0.5
+        };
+        for r in 1..=33 {
+            let rows = 7;
+            // G = Σ k kᵀ over a few random k (positive semidefinite), λ makes it definite.
+            let mut ne = Matrix::zeros(rows, r * r + r);
+            for i in 0..rows {
+                let row = ne.row_mut(i);
+                for _ in 0..(r + 3) {
+                    let k: Vec<f32> = (0..r).map(|_| next()).collect();
+                    let x = next();
+                    for p in 0..r {
+                        for q in 0..r {
+                            row[p * r + q] += k[p] * k[q];
+                        }
+                        row[r * r + p] += x * k[p];
+                    }
+                }
+            }
+            let lambda: Vec<f64> = (0..r).map(|p| 0.1 + 0.01 * p as f64).collect();
+            let counts: Vec<u32> = (0..rows as u32)
+                .map(|i| if i == 3 { 0 } else { 5 })
+                .collect();
+            let (got, pinv) = solve_rows(&ne, r, &lambda, &counts).unwrap();
+            assert_eq!(pinv, 0, "rank {r}");
+            for (i, &count) in counts.iter().enumerate() {
+                let mut want = vec![0f32; r];
+                if count > 0 {
+                    solve_one(ne.row(i), r, &lambda, &mut want).unwrap();
+                }
+                for (p, (&g, &w)) in got.row(i).iter().zip(&want).enumerate() {
+                    assert!(
+                        (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                        "rank {r} row {i} entry {p}: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
 }

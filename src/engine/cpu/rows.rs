@@ -21,6 +21,7 @@ use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::{Matrix, check_alloc};
 use rayon::prelude::*;
+use std::borrow::Cow;
 
 /// Khatri-Rao rows formed per chunk (a chunk of rank-32 rows is 4 KiB: L1-resident).
 const CHUNK: usize = 32;
@@ -242,9 +243,11 @@ impl RowGroups {
     /// Writes every row's `G_i` (row-major `R × R`) and `b_i` into `out`
     /// (`rows × (R² + R)`), `others` the factors of the other modes in mode order.
     pub(super) fn normal_equations(&self, others: &[&Matrix], rank: usize, out: &mut Matrix) {
-        let facs: Vec<&[f32]> = others.iter().map(|m| m.data()).collect();
         let width = rank * rank + rank;
-        let d = facs.len();
+        let d = others.len();
+        let p = if d == 0 { 0 } else { padded_width(rank) };
+        let padded: Vec<Cow<[f32]>> = others.iter().map(|m| pad_rows(m, p)).collect();
+        let facs: Vec<&[f32]> = padded.iter().map(|f| &f[..]).collect();
         let rows = |f: &RowKernel, out: &mut Matrix| {
             out.data_mut()
                 .par_chunks_mut(width)
@@ -255,11 +258,17 @@ impl RowGroups {
                     f(&self.others[s * d..e * d], &self.values[s..e], dst);
                 });
         };
-        match if d == 0 { 0 } else { rank } {
-            8 => rows(&|o, v, dst| row_system::<8, 8>(o, v, &facs, dst), out),
-            16 => rows(&|o, v, dst| row_system::<16, 4>(o, v, &facs, dst), out),
-            32 => rows(&|o, v, dst| row_system::<32, 2>(o, v, &facs, dst), out),
-            64 => rows(&|o, v, dst| row_system::<64, 1>(o, v, &facs, dst), out),
+        // Ranks between the register-blocked widths (a CP rank plus bias columns, say
+        // 16 + 3) run zero-padded to the next width rather than unblocked.
+        let r = rank;
+        match p {
+            8 => rows(&|o, v, dst| row_system::<8, 8>(r, o, v, &facs, dst), out),
+            16 => rows(&|o, v, dst| row_system::<16, 4>(r, o, v, &facs, dst), out),
+            24 => rows(&|o, v, dst| row_system::<24, 3>(r, o, v, &facs, dst), out),
+            32 => rows(&|o, v, dst| row_system::<32, 2>(r, o, v, &facs, dst), out),
+            40 => rows(&|o, v, dst| row_system::<40, 2>(r, o, v, &facs, dst), out),
+            48 => rows(&|o, v, dst| row_system::<48, 1>(r, o, v, &facs, dst), out),
+            64 => rows(&|o, v, dst| row_system::<64, 1>(r, o, v, &facs, dst), out),
             _ => rows(&|o, v, dst| row_system_any(rank, o, v, &facs, dst), out),
         }
     }
@@ -271,7 +280,13 @@ impl RowGroups {
     /// and the blocks in order, so the result does not depend on the thread count.
     pub(super) fn loss(&self, own: &Matrix, others: &[&Matrix], rank: usize) -> f64 {
         const ROWS: usize = 64;
-        let facs: Vec<&[f32]> = others.iter().map(|m| m.data()).collect();
+        let p = if others.is_empty() {
+            0
+        } else {
+            padded_width(rank)
+        };
+        let padded: Vec<Cow<[f32]>> = others.iter().map(|m| pad_rows(m, p)).collect();
+        let facs: Vec<&[f32]> = padded.iter().map(|f| &f[..]).collect();
         let rows = self.ptr.len() - 1;
         let block = |b: usize| -> f64 {
             let _flush = FlushSubnormals::new();
@@ -281,10 +296,14 @@ impl RowGroups {
                 let d = facs.len();
                 let (ix, vals) = (&self.others[s * d..e * d], &self.values[s..e]);
                 let a = own.row(i);
-                sum += match if d == 0 { 0 } else { rank } {
+                sum += match p {
                     8 => row_loss::<8>(a, ix, vals, &facs),
                     16 => row_loss::<16>(a, ix, vals, &facs),
+                    24 => row_loss::<24>(a, ix, vals, &facs),
                     32 => row_loss::<32>(a, ix, vals, &facs),
+                    40 => row_loss::<40>(a, ix, vals, &facs),
+                    48 => row_loss::<48>(a, ix, vals, &facs),
+                    64 => row_loss::<64>(a, ix, vals, &facs),
                     _ => row_loss_any(a, ix, vals, &facs),
                 };
             }
@@ -298,20 +317,57 @@ impl RowGroups {
     }
 }
 
-/// One row's `Σ (x − a·k)²` for rank `R`.
+/// The register-blocked width a rank runs at: the smallest of 8, 16, 24, 32, 40, 48
+/// and 64 that holds it (0 above 64: the unblocked kernels).
+fn padded_width(rank: usize) -> usize {
+    match rank {
+        0..=8 => 8,
+        9..=48 => rank.div_ceil(8) * 8,
+        49..=64 => 64,
+        _ => 0,
+    }
+}
+
+/// `m`'s rows padded with zeros to `p` columns (`m` itself when it has `p` columns,
+/// or when `p` is 0: the unblocked kernels), so that the blocked kernels' loops over a
+/// row have a constant length.
+fn pad_rows(m: &Matrix, p: usize) -> Cow<'_, [f32]> {
+    let c = m.cols();
+    if p == 0 || p == c {
+        return Cow::Borrowed(m.data());
+    }
+    let mut out = vec![0f32; m.rows() * p];
+    for (o, row) in out.chunks_exact_mut(p).zip(m.data().chunks_exact(c.max(1))) {
+        o[..c].copy_from_slice(row);
+    }
+    Cow::Owned(out)
+}
+
+/// One row's `Σ (x − a·k)²` for a rank `r = a.len() ≤ P`, run `P` wide on factors
+/// padded to `P` columns ([`pad_rows`]). Each model value is summed as 8 lanes, then the lanes (not one chain of
+/// `P` dependent additions per nonzero).
 #[inline(always)]
-fn row_loss<const R: usize>(a: &[f32], others: &[u32], values: &[f32], facs: &[&[f32]]) -> f64 {
-    let d = facs.len();
-    let a: &[f32; R] = a.try_into().expect("a row of rank R");
+fn row_loss<const P: usize>(a: &[f32], others: &[u32], values: &[f32], facs: &[&[f32]]) -> f64 {
+    let (d, r) = (facs.len(), a.len());
+    let mut own = [0f32; P];
+    own[..r].copy_from_slice(a);
     let mut sum = 0f64;
     for (ix, &x) in others.chunks_exact(d).zip(values) {
-        let mut k = *a;
+        let mut k = own;
         for (f, &i) in facs.iter().zip(ix) {
-            for (kr, &v) in k.iter_mut().zip(&f[i as usize * R..][..R]) {
+            for (kr, &v) in k.iter_mut().zip(&f[i as usize * P..][..P]) {
                 *kr *= v;
             }
         }
-        let e = f64::from(x - k.iter().sum::<f32>());
+        let mut lanes = [0f32; 8];
+        for c in k.chunks_exact(8) {
+            for (l, &v) in lanes.iter_mut().zip(c) {
+                *l += v;
+            }
+        }
+        let m = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5]))
+            + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+        let e = f64::from(x - m);
         sum += e * e;
     }
     sum
@@ -335,26 +391,29 @@ fn row_loss_any(a: &[f32], others: &[u32], values: &[f32], facs: &[&[f32]]) -> f
     sum
 }
 
-/// One row's system for rank `R`, `B` rows of `G` accumulated at a time (`R·B = 64`
-/// floats: 8 AVX registers). `others` holds `d = facs.len()` indices per nonzero.
+/// One row's system for a rank `r ≤ P`, run `P` wide on factors padded to `P` columns
+/// ([`pad_rows`]; the padding's entries of `G` and `b` are never written out), `B` rows
+/// of `G` accumulated at a time (`P·B ≤ 96` floats: at most 12 AVX registers). `others`
+/// holds `d = facs.len()` indices per nonzero.
 #[inline(always)]
-fn row_system<const R: usize, const B: usize>(
+fn row_system<const P: usize, const B: usize>(
+    r: usize,
     others: &[u32],
     values: &[f32],
     facs: &[&[f32]],
     dst: &mut [f32],
 ) {
     let d = facs.len();
-    let mut g = [[0f32; R]; R];
-    let mut b = [0f32; R];
-    let mut k = [[0f32; R]; CHUNK];
+    let mut g = [[0f32; P]; P];
+    let mut b = [0f32; P];
+    let mut k = [[0f32; P]; CHUNK];
     for (idx, vals) in others.chunks(CHUNK * d).zip(values.chunks(CHUNK)) {
         let n = vals.len();
         for (j, (kj, &x)) in k.iter_mut().zip(vals).enumerate() {
             let ix = &idx[j * d..(j + 1) * d];
-            kj.copy_from_slice(&facs[0][ix[0] as usize * R..][..R]);
+            kj.copy_from_slice(&facs[0][ix[0] as usize * P..][..P]);
             for (f, &i) in facs.iter().zip(ix).skip(1) {
-                let row = &f[i as usize * R..][..R];
+                let row = &f[i as usize * P..][..P];
                 for (kr, &a) in kj.iter_mut().zip(row) {
                     *kr *= a;
                 }
@@ -363,27 +422,56 @@ fn row_system<const R: usize, const B: usize>(
                 *br = x.mul_add(kr, *br);
             }
         }
-        for a0 in (0..R).step_by(B) {
-            let mut acc = [[0f32; R]; B];
-            for kj in &k[..n] {
-                for (t, acc_t) in acc.iter_mut().enumerate() {
-                    let s = kj[a0 + t];
-                    for (c, &kc) in acc_t.iter_mut().zip(kj.iter()) {
-                        *c = s.mul_add(kc, *c);
-                    }
-                }
-            }
-            for (gt, acc_t) in g[a0..a0 + B].iter_mut().zip(&acc) {
-                for (x, &y) in gt.iter_mut().zip(acc_t) {
-                    *x += y;
-                }
+        // G is symmetric: rows a0.. need only the columns from their 8-wide column
+        // block on (the rest is mirrored below). The block's start is a constant of
+        // `gram_rows`, so its accumulators stay in registers.
+        for a0 in (0..r).step_by(B) {
+            let k = &k[..n];
+            match a0 / 8 {
+                0 => gram_rows::<P, B, 0>(k, a0, &mut g),
+                1 => gram_rows::<P, B, 8>(k, a0, &mut g),
+                2 => gram_rows::<P, B, 16>(k, a0, &mut g),
+                3 => gram_rows::<P, B, 24>(k, a0, &mut g),
+                4 => gram_rows::<P, B, 32>(k, a0, &mut g),
+                5 => gram_rows::<P, B, 40>(k, a0, &mut g),
+                6 => gram_rows::<P, B, 48>(k, a0, &mut g),
+                _ => gram_rows::<P, B, 56>(k, a0, &mut g),
             }
         }
     }
-    for (o, gr) in dst.chunks_exact_mut(R).zip(&g) {
-        o.copy_from_slice(gr);
+    for (p, o) in dst.chunks_exact_mut(r).take(r).enumerate() {
+        for (q, v) in o.iter_mut().enumerate() {
+            *v = if q < p { g[q][p] } else { g[p][q] };
+        }
     }
-    dst[R * R..].copy_from_slice(&b);
+    dst[r * r..].copy_from_slice(&b[..r]);
+}
+
+/// Adds `Σ_j k_j[a0 + t] · k_j[c]` for `t < B` and columns `c ≥ C0` to `g`'s rows
+/// `a0..a0 + B` (`C0 ≤ a0`, so that with the mirror this covers the rows' upper part).
+#[inline(always)]
+fn gram_rows<const P: usize, const B: usize, const C0: usize>(
+    k: &[[f32; P]],
+    a0: usize,
+    g: &mut [[f32; P]; P],
+) {
+    if C0 >= P {
+        return;
+    }
+    let mut acc = [[0f32; P]; B];
+    for kj in k {
+        for (t, acc_t) in acc.iter_mut().enumerate() {
+            let s = kj[a0 + t];
+            for (c, &kc) in acc_t[C0..].iter_mut().zip(&kj[C0..]) {
+                *c = s.mul_add(kc, *c);
+            }
+        }
+    }
+    for (gt, acc_t) in g[a0..a0 + B].iter_mut().zip(&acc) {
+        for (x, &y) in gt[C0..].iter_mut().zip(&acc_t[C0..]) {
+            *x += y;
+        }
+    }
 }
 
 /// [`row_system`] for any rank and order (no register blocking).
