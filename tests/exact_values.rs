@@ -147,6 +147,22 @@ fn counts(top: u32, seed: u64) -> CooTensor {
     CooTensor::new(dims, idx, vals).unwrap()
 }
 
+values_twin!(each_engine_prepares_the_type_auto_picks, |make| {
+    // What the builder chooses is what an engine's prepared form holds (on CUDA,
+    // what is uploaded), for every op that reads values.
+    let seed = common::fresh_seed("each_engine_prepares_the_type_auto_picks");
+    for (top, want) in [(2048, ValueType::F16), (2049, ValueType::F32)] {
+        let x = counts(top, seed);
+        for op in [Op::Mttkrp, Op::Ttmc] {
+            let p = prepare(&make(ValueChoice::Auto), &x, op, 4);
+            let got = p.hls(op).unwrap().value_type();
+            assert_eq!(got, want, "{op:?} on counts up to {top}");
+        }
+        let p = prepare(&make(ValueChoice::F32), &x, Op::Mttkrp, 4);
+        assert_eq!(p.hls(Op::Mttkrp).unwrap().value_type(), ValueType::F32);
+    }
+});
+
 #[test]
 fn auto_picks_fp16_for_counts_up_to_2048_and_f32_above() {
     let seed = common::fresh_seed("auto_picks_fp16_for_counts_up_to_2048_and_f32_above");
@@ -282,8 +298,7 @@ fn mu_fp64(x: &CooTensor, init: &[Matrix], iters: usize, o: &CpAprOptions) -> f6
     reference::log_likelihood(x, &lambda, &a, o.eps).unwrap()
 }
 
-#[test]
-fn cp_apr_on_counts_above_2048_matches_an_fp64_run() {
+values_twin!(cp_apr_on_counts_above_2048_matches_an_fp64_run, |make| {
     let seed = common::fresh_seed("cp_apr_on_counts_above_2048_matches_an_fp64_run");
     let x = counts(20_000, seed);
     let (rank, iters) = (4, 8);
@@ -295,7 +310,7 @@ fn cp_apr_on_counts_above_2048_matches_an_fp64_run() {
     };
     let want = mu_fp64(&x, opts.init.as_ref().unwrap(), iters, &opts);
     let run = |v| {
-        let engine = Engine::cpu().with_values(v);
+        let engine = make(v);
         let p = prepare(&engine, &x, Op::Mttkrp, rank);
         cp_apr(&engine, &p, &opts).unwrap().log_likelihood
     };
@@ -346,7 +361,7 @@ fn cp_apr_on_counts_above_2048_matches_an_fp64_run() {
         want_rounded, want,
         "rounding {moved} counts changes the FP64 answer"
     );
-}
+});
 
 values_twin!(
     both_value_types_meet_the_accuracy_contract_on_every_mode,
