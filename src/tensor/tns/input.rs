@@ -119,12 +119,12 @@ fn too_long() -> String {
     )
 }
 
-/// Reads the whole file as text, decompressing gzip; also gives the bytes ignored after
-/// the last gzip member.
-pub(super) fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<(Vec<u8>, u64)> {
+/// Opens `path` and reads its first two bytes: the file (positioned after them), the
+/// bytes, how many there were, and whether they are the gzip magic. A name ending in
+/// `.gz` on a file that is not gzip is an error.
+fn open_sniffed(path: &Path) -> Result<(File, [u8; 2], usize, bool)> {
     let io = |e| Error::io(path, e);
     let mut file = File::open(path).map_err(io)?;
-    let total = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut magic = [0u8; 2];
     let got = read_up_to(&mut file, &mut magic).map_err(io)?;
     let is_gzip = got == 2 && magic == GZIP_MAGIC;
@@ -138,6 +138,15 @@ pub(super) fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Resu
                 .into(),
         });
     }
+    Ok((file, magic, got, is_gzip))
+}
+
+/// Reads the whole file as text, decompressing gzip; also gives the bytes ignored after
+/// the last gzip member.
+pub(super) fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<(Vec<u8>, u64)> {
+    let io = |e| Error::io(path, e);
+    let (mut file, magic, got, is_gzip) = open_sniffed(path)?;
+    let total = file.metadata().map(|m| m.len()).unwrap_or(0);
     let head = &magic[..got];
     if is_gzip {
         // The magic bytes are taken: the member reader puts them back in front.
@@ -173,20 +182,7 @@ pub(super) fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Resu
 /// of `sink` ends the reading and is returned.
 pub fn stream_text(path: &Path, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<u64> {
     let io = |e| Error::io(path, e);
-    let mut file = File::open(path).map_err(io)?;
-    let mut magic = [0u8; 2];
-    let got = read_up_to(&mut file, &mut magic).map_err(io)?;
-    let is_gzip = got == 2 && magic == GZIP_MAGIC;
-    let named_gz = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
-    if named_gz && !is_gzip {
-        return Err(Error::Decompress {
-            path: path.to_path_buf(),
-            reason: "the name ends in .gz but the file does not start with the gzip magic bytes"
-                .into(),
-        });
-    }
+    let (mut file, magic, got, is_gzip) = open_sniffed(path)?;
     if is_gzip {
         return read_gzip(path, file, 0, &mut |_, _| {}, sink);
     }
