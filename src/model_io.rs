@@ -16,7 +16,7 @@ pub mod atomic;
 
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
-pub use atomic::{ModelFile, check_replaceable, write_file_atomically, write_model_dir};
+pub use atomic::{ModelFile, StagedDir, check_replaceable, write_file_atomically, write_model_dir};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
@@ -28,11 +28,34 @@ pub fn write_matrix(path: &Path, header: &str, m: &Matrix<f64>) -> Result<()> {
 
 /// Writes `m` as text with a `#` header line `header` to `w`.
 pub fn write_matrix_to(w: &mut dyn Write, header: &str, m: &Matrix<f64>) -> io::Result<()> {
-    writeln!(w, "# {header} ({} x {})", m.rows(), m.cols())?;
+    write_matrix_header(w, header, m.rows(), m.cols())?;
+    if m.cols() == 0 {
+        // Rows without values: empty lines.
+        return (0..m.rows()).try_for_each(|_| writeln!(w));
+    }
+    write_matrix_rows(w, m.data(), m.cols())
+}
+
+/// Writes the `#` header line of a `rows × cols` matrix, what [`write_matrix_to`]
+/// writes first; [`write_matrix_rows`] then writes the rows, in as many pieces as
+/// the caller likes (a matrix that is never whole in memory is written by pieces of
+/// rows, the same text as when written at once).
+pub fn write_matrix_header(
+    w: &mut dyn Write,
+    header: &str,
+    rows: usize,
+    cols: usize,
+) -> io::Result<()> {
+    writeln!(w, "# {header} ({rows} x {cols})")
+}
+
+/// Writes `data`, whole rows of `cols` values in row-major order, one line per row, as
+/// [`write_matrix_to`] writes them.
+pub fn write_matrix_rows(w: &mut dyn Write, data: &[f64], cols: usize) -> io::Result<()> {
     let mut line = String::new();
-    for i in 0..m.rows() {
+    for row in data.chunks_exact(cols.max(1)) {
         line.clear();
-        for (j, x) in m.row(i).iter().enumerate() {
+        for (j, x) in row.iter().enumerate() {
             use std::fmt::Write as _;
             let sep = if j == 0 { "" } else { " " };
             let _ = write!(line, "{sep}{x:e}");
@@ -69,12 +92,30 @@ pub fn write_model(
     }
     files.push(ModelFile {
         name: "model.json".into(),
-        fill: Box::new(move |w| {
-            serde_json::to_writer_pretty(&mut *w, summary).map_err(io::Error::other)?;
-            writeln!(w)
-        }),
+        fill: Box::new(move |w| write_summary(w, summary)),
     });
     write_model_dir(dir, &files)
+}
+
+/// Completes the model folder `staged`, whose factor files are written: the `(name,
+/// header, matrix)` of `matrices` and `summary` as `model.json`, as [`write_model`]
+/// writes them; then puts it in place.
+pub fn finish_model(
+    staged: StagedDir,
+    matrices: &[(&str, String, Matrix<f64>)],
+    summary: &serde_json::Value,
+) -> Result<()> {
+    for (name, header, matrix) in matrices {
+        staged.write(name, |w| write_matrix_to(w, header, matrix))?;
+    }
+    staged.write("model.json", |w| write_summary(w, summary))?;
+    staged.commit()
+}
+
+/// `summary` as a model folder's `model.json` holds it.
+fn write_summary(w: &mut dyn Write, summary: &serde_json::Value) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, summary).map_err(io::Error::other)?;
+    writeln!(w)
 }
 
 /// Reads a matrix written by [`write_matrix`] (or any whitespace-separated table with

@@ -73,17 +73,67 @@ pub struct ModelFile<'a> {
 /// in one step (an existing `dir` is replaced whole, not merged, and must pass
 /// [`check_replaceable`]). On failure `dir` is as it was and the temporary is removed.
 pub fn write_model_dir(dir: &Path, files: &[ModelFile<'_>]) -> Result<()> {
-    let dir = final_dir(dir)?;
-    check_replaceable(&dir)?;
-    remove_stale_temporaries(&dir);
-    let tmp = temporary_name(&dir);
-    let result = fill_dir(&tmp, files)
-        .and_then(|()| replace_dir(&tmp, &dir))
-        .map_err(|e| Error::io(&dir, e));
-    if result.is_err() {
-        let _ = fs::remove_dir_all(&tmp);
+    let staged = StagedDir::begin(dir)?;
+    for f in files {
+        staged.write(&f.name, |w| (f.fill)(w))?;
     }
-    result
+    staged.commit()
+}
+
+/// A model folder being written, file by file, whole or not at all (what
+/// [`write_model_dir`] does, for a writer that produces the files one after another
+/// rather than all from one list): the files go into a temporary sibling folder, each
+/// synced, which takes the folder's place on [`StagedDir::commit`]. Dropped without a
+/// commit (a failure, a panic), the temporary folder is removed and the folder is as
+/// it was.
+#[derive(Debug)]
+pub struct StagedDir {
+    dir: PathBuf,
+    tmp: PathBuf,
+    committed: bool,
+}
+
+impl StagedDir {
+    /// Starts writing the model folder `dir` (which must pass [`check_replaceable`]).
+    pub fn begin(dir: &Path) -> Result<StagedDir> {
+        let dir = final_dir(dir)?;
+        check_replaceable(&dir)?;
+        remove_stale_temporaries(&dir);
+        let tmp = temporary_name(&dir);
+        fs::create_dir(&tmp).map_err(|e| Error::io(&dir, e))?;
+        Ok(StagedDir {
+            dir,
+            tmp,
+            committed: false,
+        })
+    }
+
+    /// Writes the file `name` of the folder with `fill`, and syncs it.
+    pub fn write(
+        &self,
+        name: &str,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
+        write_synced(&self.tmp.join(name), fill).map_err(|e| Error::io(&self.dir, e))
+    }
+
+    /// Puts the complete folder in place of the earlier one (if any).
+    pub fn commit(mut self) -> Result<()> {
+        File::open(&self.tmp)
+            .and_then(|d| d.sync_all())
+            .and_then(|()| replace_dir(&self.tmp, &self.dir))
+            .map_err(|e| Error::io(&self.dir, e))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for StagedDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_dir_all(&self.tmp);
+        }
+    }
 }
 
 /// Whether `name` is a file an sptmc model folder holds: `model.json`, `weights.txt`,
@@ -151,15 +201,6 @@ fn final_dir(dir: &Path) -> Result<PathBuf> {
     fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     let parent = fs::canonicalize(parent).map_err(|e| Error::io(parent, e))?;
     Ok(parent.join(name))
-}
-
-/// Creates `tmp` and writes `files` into it, each synced, then syncs the folder.
-fn fill_dir(tmp: &Path, files: &[ModelFile<'_>]) -> io::Result<()> {
-    fs::create_dir(tmp)?;
-    for f in files {
-        write_synced(&tmp.join(&f.name), |w| (f.fill)(w))?;
-    }
-    File::open(tmp)?.sync_all()
 }
 
 /// Puts the complete folder `tmp` in `dir`'s place. An existing `dir` is swapped with
