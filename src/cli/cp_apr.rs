@@ -91,24 +91,42 @@ pub(super) fn finish(
     total: f64,
     what: &str,
 ) -> Result<()> {
-    for w in &model.warnings {
-        eprintln!("sptmc: warning: {w}");
-    }
+    say_warnings(model);
     if let Some(dir) = &a.out {
-        let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
-        let header = "CP-APR weights (lambda); factor columns sum to 1".to_string();
-        write_model(
-            dir,
-            &model.factors,
-            &[("weights.txt", header, weights)],
-            summary,
-        )?;
+        write_model(dir, &model.factors, &[weights_file(model)?], summary)?;
         eprintln!(
             "sptmc: wrote weights.txt, factor-*.txt, model.json to {}",
             dir.display()
         );
     }
-    if a.common.json {
+    print_summary(a.common.json, model, summary, total, what);
+    Ok(())
+}
+
+/// The model's `weights.txt`, as `(name, header, matrix)`.
+pub(super) fn weights_file(model: &CpAprModel) -> Result<(&'static str, String, Matrix<f64>)> {
+    let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
+    let header = "CP-APR weights (lambda); factor columns sum to 1".to_string();
+    Ok(("weights.txt", header, weights))
+}
+
+/// Says the model's warnings on stderr.
+pub(super) fn say_warnings(model: &CpAprModel) {
+    for w in &model.warnings {
+        eprintln!("sptmc: warning: {w}");
+    }
+}
+
+/// Prints the summary: as JSON when `json`, or as one line saying `what` reached
+/// which log-likelihood in `total` seconds.
+pub(super) fn print_summary(
+    json: bool,
+    model: &CpAprModel,
+    summary: &serde_json::Value,
+    total: f64,
+    what: &str,
+) {
+    if json {
         print_json(summary);
     } else {
         let n = model.iters.len();
@@ -123,5 +141,4 @@ pub(super) fn finish(
             total / n.max(1) as f64
         );
     }
-    Ok(())
 }

@@ -42,13 +42,26 @@ pub(super) fn finish(
     if let Some(dir) = &m.out {
         write_model(dir, factors, files, summary)?;
         let names: Vec<&str> = files.iter().map(|f| f.0).collect();
-        eprintln!(
-            "sptmc: wrote {}, factor-*.txt, model.json to {}",
-            names.join(", "),
-            dir.display()
-        );
+        say_written(&names, dir);
     }
-    if m.common.json {
+    print_summary(m.common.json, summary, what);
+    Ok(())
+}
+
+/// Says on stderr that the model's files `names`, its factors and model.json are in
+/// `dir`.
+pub(super) fn say_written(names: &[&str], dir: &Path) {
+    eprintln!(
+        "sptmc: wrote {}, factor-*.txt, model.json to {}",
+        names.join(", "),
+        dir.display()
+    );
+}
+
+/// Prints the summary: as JSON when `json`, or as one line saying `what` reached which
+/// fit.
+pub(super) fn print_summary(json: bool, summary: &serde_json::Value, what: &str) {
+    if json {
         print_json(summary);
     } else {
         let iters = summary["iterations"].as_array().map_or(0, Vec::len);
@@ -59,7 +72,6 @@ pub(super) fn finish(
             total / iters.max(1) as f64
         );
     }
-    Ok(())
 }
 
 /// CP-ALS (across ranks under mpirun, [`super::dist`]).

@@ -55,20 +55,23 @@ pub use with_mpi::{cp, cp_apr};
 #[cfg(feature = "mpi")]
 mod with_mpi {
     use super::super::args::{BackendArg, Common, CpAprArgs, CpArgs};
-    use super::super::decomp::{finish, progress_line, read_init};
+    use super::super::cp_apr::{print_summary as print_apr_summary, say_warnings, weights_file};
+    use super::super::decomp::{print_summary, progress_line, read_init, say_written};
     use super::super::load::default_spec;
     use super::GrainArg;
     use serde_json::json;
     use sptmc::decomp::{CpAprIter, IterStats};
     use sptmc::dist::comm::{Channel, DistResult, Failure};
-    use sptmc::dist::cp_als::RankStats;
+    use sptmc::dist::cp_als::{RankStats, peak_memory};
     use sptmc::dist::exchange::{Block, distribute};
     use sptmc::dist::mpi::Mpi;
+    use sptmc::dist::output::write_factors;
     use sptmc::dist::partition::{Partition, Scheme};
     use sptmc::dist::read::{Share, read_share};
     use sptmc::dist::volume;
     use sptmc::driver::{CpAprReport, CpReport, CpRequest};
     use sptmc::engine::{BackendChoice, Engine};
+    use sptmc::model_io::finish_model;
     use sptmc::tensor::tns::part::Entries;
     use sptmc::{Error, Matrix, Result};
     use std::ops::ControlFlow;
@@ -242,12 +245,14 @@ mod with_mpi {
         let start = Instant::now();
         let out = sptmc::dist::cp_als::cp_als(ch, &engine, &block, &job.options, &mut control)?;
         let seconds = start.elapsed().as_secs_f64();
-        let ranks = gather_stats(ch, &out.stats);
-        let Some(model) = out.model else {
-            return Ok(());
+        let staged = match &a.model.out {
+            Some(dir) => ch.agree(write_factors(ch, dir, &out.factors(&block.partition)))?,
+            None => None,
         };
+        // Every rank's peak memory, the writing of the factors included.
+        let ranks = gather_stats(ch, &out.stats);
         let report = CpReport {
-            model,
+            model: out.model,
             seconds,
             backend: engine.backend().describe(),
             // Each rank chooses the type of its own block's values under --values.
@@ -262,18 +267,32 @@ mod with_mpi {
             .iter()
             .sum::<u64>();
         summary["distributed"] = distributed_json(&block, scheme, &ranks, &model, rough);
-        let model = &report.model;
-        let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
-        let files = [("weights.txt", "CP weights (lambda)".to_string(), weights)];
-        let what = format!("CP-ALS rank {} on {} ranks", a.rank, ch.size());
-        finish(&a.model, &model.factors, &files, &summary, &what)?;
+        let weights = &report.model.weights;
+        let written = match staged {
+            Some(staged) => Matrix::new(weights.len(), 1, weights.clone())
+                .and_then(|w| {
+                    let files = [("weights.txt", "CP weights (lambda)".to_string(), w)];
+                    finish_model(staged, &files, &summary)
+                })
+                .map(|()| true),
+            None => Ok(false),
+        };
+        if ch.agree(written)?
+            && let Some(dir) = &a.model.out
+        {
+            say_written(&["weights.txt"], dir);
+        }
+        if ch.rank() == 0 {
+            let what = format!("CP-ALS rank {} on {} ranks", a.rank, ch.size());
+            print_summary(a.model.common.json, &summary, &what);
+        }
         Ok(())
     }
 
-    /// Every rank's figures, on every rank.
+    /// Every rank's figures, on every rank, with its peak memory as of now.
     fn gather_stats(ch: &Channel, s: &RankStats) -> Vec<RankStats> {
         let nnz = ch.gather_u64(s.nnz);
-        let peak = ch.gather_u64(s.peak_bytes);
+        let peak = ch.gather_u64(peak_memory());
         let compute = ch.gather_u64(s.compute_seconds.to_bits());
         let comm = ch.gather_u64(s.comm_seconds.to_bits());
         let bytes = ch.gather_u64(s.bytes_per_iter);
@@ -345,21 +364,23 @@ mod with_mpi {
         let start = Instant::now();
         let out = sptmc::dist::cp_apr::cp_apr(ch, &engine, &block, &job.options, &mut progress)?;
         let seconds = start.elapsed().as_secs_f64();
-        let ranks = gather_stats(ch, &out.stats);
-        let Some(model) = out.model else {
-            return Ok(());
+        let staged = match &a.out {
+            Some(dir) => ch.agree(write_factors(ch, dir, &out.factors(&block.partition)))?,
+            None => None,
         };
+        // Every rank's peak memory, the writing of the factors included.
+        let ranks = gather_stats(ch, &out.stats);
+        // The bytes models read the mean Φ evaluations per mode and iteration.
+        let iters = out.model.iters.len().max(1) as f64;
+        let evals: Vec<f64> = out.evaluations.iter().map(|&e| e as f64 / iters).collect();
         let report = CpAprReport {
-            model,
+            model: out.model,
             seconds,
             backend: engine.backend().describe(),
             // Each rank chooses the type of its own block's values under --values.
             values: None,
         };
         let mut summary = report.summary(&job, &name, &block.dims, block.nnz as usize);
-        // The bytes models read the mean Φ evaluations per mode and iteration.
-        let iters = out.iters.len().max(1) as f64;
-        let evals: Vec<f64> = out.evaluations.iter().map(|&e| e as f64 / iters).collect();
         let (n, r) = (block.dims.len(), a.rank);
         let model = |p: &Partition, k: usize| {
             volume::apr_rows_bytes(p, k, r, &evals).iter().sum::<u64>()
@@ -367,8 +388,24 @@ mod with_mpi {
         };
         let rough = volume::apr_rough_bytes(&block.dims, block.partition.ranks(), r, &evals);
         summary["distributed"] = distributed_json(&block, Scheme::Medium, &ranks, &model, rough);
-        let what = format!("CP-APR rank {} on {} ranks", a.rank, ch.size());
-        super::super::cp_apr::finish(a, &report.model, &summary, seconds, &what)?;
+        let model = &report.model;
+        if ch.rank() == 0 {
+            say_warnings(model);
+        }
+        let written = match staged {
+            Some(staged) => weights_file(model)
+                .and_then(|f| finish_model(staged, &[f], &summary).map(|()| true)),
+            None => Ok(false),
+        };
+        if ch.agree(written)?
+            && let Some(dir) = &a.out
+        {
+            say_written(&["weights.txt"], dir);
+        }
+        if ch.rank() == 0 {
+            let what = format!("CP-APR rank {} on {} ranks", a.rank, ch.size());
+            print_apr_summary(a.common.json, model, &summary, seconds, &what);
+        }
         Ok(())
     }
 }

@@ -13,20 +13,22 @@
 //! 4. the updated rows gathered by every member of the layer (the ranks whose blocks
 //!    use them).
 //!
-//! The fit comes from the same all-reduced scalars. At the end rank 0 gathers the
-//! owned rows into the whole factors and arranges the model as the single process does.
+//! The fit comes from the same all-reduced scalars. At the end the model is arranged as
+//! the single process arranges it (column norms summed in row order over the owners);
+//! the factors stay spread over the ranks, and [`super::output`] writes them.
 
 use super::comm::{Channel, DistResult, Failure, Reduce};
 use super::exchange::Block;
 use super::init::{initial_rows, rows_of};
+use super::output::{Arrangement, SpreadFactors, by_weight, ordered_column_sums};
+use super::partition::Partition;
 use crate::decomp::cp_als::{
-    CpModel, CpOptions, RowSums, arrange, cp_residual, finish, hadamard_except, rescale_by_max,
-    solve_rows,
+    CpModel, CpOptions, RowSums, cp_residual, finish, hadamard_except, rescale_by_max, solve_rows,
 };
 use crate::decomp::dense::{SolveKind, gram, inverse_spd};
 use crate::decomp::{IterClock, IterStats, fit_from, residual, residual_rounding};
 use crate::engine::{Call, ColumnMax, Engine, Prepared, Workload};
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use faer::Mat;
@@ -52,12 +54,27 @@ pub struct RankStats {
 /// The outcome of a distributed CP-ALS on one rank.
 #[derive(Debug)]
 pub struct DistCp {
-    /// The whole model, on rank 0 only.
-    pub model: Option<CpModel>,
-    /// The fit after every iteration (every rank).
-    pub fits: Vec<f64>,
-    /// This rank's figures.
+    /// The model's weights (in the single process's order), fits, iterations and
+    /// solves, on every rank. Its `factors` are empty: they stay spread over the ranks
+    /// ([`DistCp::factors`]), and leave by [`super::output::write_factors`].
+    pub model: CpModel,
+    /// Per mode, the rows this rank owns (not yet arranged).
+    pub owned: Vec<Matrix>,
+    /// How the single process arranges the factors (column scales and order).
+    pub arrangement: Arrangement,
+    /// This rank's figures (its peak memory as of the end of the iterations).
     pub stats: RankStats,
+}
+
+impl DistCp {
+    /// The factors, spread over the ranks as `partition` says (the one of the run).
+    pub fn factors<'a>(&'a self, partition: &'a Partition) -> SpreadFactors<'a, f32> {
+        SpreadFactors {
+            partition,
+            rows: self.owned.iter().map(Matrix::data).collect(),
+            arrangement: self.arrangement.clone(),
+        }
+    }
 }
 
 /// The peak resident memory of this process (`VmHWM`), bytes; 0 where unknown.
@@ -269,11 +286,26 @@ pub fn cp_als(
         comm_seconds: traffic.seconds.get() - comm0,
         bytes_per_iter: (traffic.bytes.get() - bytes0) / iters.len().max(1) as u64,
     };
-    let model = gather_model(ch, block, &owned, weights, iters, pinv_solves);
-    let model = ch.agree(model)?;
+    let (weights, arrangement) = arrange(ch, part, &owned, weights);
+    ch.agree(if me == 0 && weights.iter().all(|&w| w == 0.0) {
+        Err(Error::Numerical(format!(
+            "CP-ALS collapsed to the zero model after {} iterations (every weight is 0, or its factor columns are): the products of factor entries underflow f32 over the tensor's {} modes, or the initial factors hold no usable column",
+            iters.len(),
+            order
+        )))
+    } else {
+        Ok(())
+    })?;
     Ok(DistCp {
-        model,
-        fits,
+        model: CpModel {
+            weights,
+            factors: Vec::new(),
+            fits,
+            iters,
+            pinv_solves,
+        },
+        owned,
+        arrangement,
         stats: RankStats {
             peak_bytes: peak_memory(),
             ..stats
@@ -304,54 +336,34 @@ fn combine(ch: &Channel, sums: &mut RowSums) {
     sums.inner.copy_from_slice(&buf[r * r..r * r + k]);
 }
 
-/// Rank 0 gathers every rank's owned rows into whole factors and arranges the model.
-fn gather_model(
+/// The single process's arrangement of the model (`decomp::cp_als::arrange`) from the
+/// spread factors: every column scaled to unit 2-norm, the norms into the weights,
+/// the components by decreasing weight. The norms are summed in row order over the
+/// owners, as one process sums them over the whole factor, so the weights and the
+/// scaled values are the same to the last bit. The weights in their order, and the
+/// arrangement.
+fn arrange(
     ch: &Channel,
-    block: &Block,
+    part: &Partition,
     owned: &[Matrix],
-    weights: Vec<f64>,
-    iters: Vec<IterStats>,
-    pinv_solves: usize,
-) -> Result<Option<CpModel>> {
-    let part = &block.partition;
-    let rank = weights.len();
-    let p = ch.size();
-    let mut factors = Vec::with_capacity(owned.len());
+    mut weights: Vec<f64>,
+) -> (Vec<f64>, Arrangement) {
+    let r = weights.len();
+    let mut scale = Vec::with_capacity(owned.len());
     for (m, a) in owned.iter().enumerate() {
-        let mut counts = vec![0u64; p];
-        counts[0] = a.data().len() as u64;
-        let (rows, got) = ch.all_to_all(a.data(), &counts);
-        if ch.rank() != 0 {
-            continue;
+        let sq = ordered_column_sums(ch, part, m, a.data(), r, |v| v * v);
+        let norms: Vec<f64> = sq.iter().map(|s| s.sqrt()).collect();
+        for (w, n) in weights.iter_mut().zip(&norms) {
+            *w *= n;
         }
-        let mut f = Matrix::<f64>::zeros(block.dims[m], rank);
-        let mut at = 0usize;
-        for (j, &n) in got.iter().enumerate() {
-            let r = part.owned(m, j);
-            debug_assert_eq!(n as usize, r.len() * rank);
-            for (k, &x) in rows[at..at + n as usize].iter().enumerate() {
-                f.data_mut()[r.start * rank + k] = x as f64;
-            }
-            at += n as usize;
-        }
-        factors.push(f);
+        scale.push(Some(
+            norms
+                .iter()
+                .map(|&n| if n > 0.0 { 1.0 / n } else { 1.0 })
+                .collect(),
+        ));
     }
-    if ch.rank() != 0 {
-        return Ok(None);
-    }
-    let (weights, factors) = arrange(weights, factors);
-    if weights.iter().all(|&w| w == 0.0) {
-        return Err(Error::Numerical(format!(
-            "CP-ALS collapsed to the zero model after {} iterations (every weight is 0, or its factor columns are): the products of factor entries underflow f32 over the tensor's {} modes, or the initial factors hold no usable column",
-            iters.len(),
-            block.dims.len()
-        )));
-    }
-    Ok(Some(CpModel {
-        weights,
-        factors,
-        fits: iters.iter().map(|s| s.fit).collect(),
-        iters,
-        pinv_solves,
-    }))
+    let perm = by_weight(&weights);
+    let weights = perm.iter().map(|&k| weights[k]).collect();
+    (weights, Arrangement { perm, scale })
 }

@@ -21,7 +21,8 @@
 //!
 //! The log-likelihood: each rank's log term from its session (fixed on the last mode),
 //! summed, minus `Σ_r λ_r Π_n Σ_i A_n[i, r]` from the all-reduced column sums. At the
-//! end rank 0 gathers the owned rows and arranges the model as the single process does.
+//! end the components are ordered as the single process orders them; the factors stay
+//! spread over the ranks, and [`super::output`] writes them.
 //! Φ needs the backend's f64 session (the CPU's); a rank whose engine has none stops
 //! the run with an error.
 
@@ -29,6 +30,8 @@ use super::comm::{Channel, DistResult, Failure, Reduce};
 use super::cp_als::{RankStats, peak_memory};
 use super::exchange::Block;
 use super::init::initial_rows;
+use super::output::{Arrangement, SpreadFactors, by_weight};
+use super::partition::Partition;
 use crate::decomp::cp_apr::{
     check_not_collapsed, column_sums, fix_inadmissible, normalize, scale_columns,
 };
@@ -36,7 +39,6 @@ use crate::decomp::{CpAprIter, CpAprModel, CpAprOptions, NonInteger};
 use crate::engine::{Engine, PhiParams, PhiRun, Prepared, Workload};
 use crate::error::{Error, Result};
 use crate::math::mu::inner_iterations_combined;
-use crate::matrix::Matrix;
 use crate::ops::Op;
 use std::cell::RefCell;
 use std::ops::Range;
@@ -45,16 +47,32 @@ use std::time::Instant;
 /// The outcome of a distributed CP-APR on one rank.
 #[derive(Debug)]
 pub struct DistCpApr {
-    /// The whole model, on rank 0 only.
-    pub model: Option<CpAprModel>,
-    /// Every iteration's statistics (every rank; the kernel times and bytes this
-    /// rank's own).
-    pub iters: Vec<CpAprIter>,
+    /// The model's weights (in the single process's order), log-likelihood,
+    /// iterations and warnings, on every rank (the kernel times and bytes of the
+    /// iterations this rank's own). Its `factors` are empty: they stay spread over the
+    /// ranks ([`DistCpApr::factors`]).
+    pub model: CpAprModel,
+    /// Per mode, the rows this rank owns, `R` values each, as the iterations left
+    /// them.
+    pub owned: Vec<Vec<f64>>,
+    /// The single process's order of the components.
+    pub arrangement: Arrangement,
     /// Φ evaluations of each mode, summed over the iterations (the same on every
     /// rank).
     pub evaluations: Vec<u64>,
-    /// This rank's figures.
+    /// This rank's figures (its peak memory as of the end of the iterations).
     pub stats: RankStats,
+}
+
+impl DistCpApr {
+    /// The factors, spread over the ranks as `partition` says (the one of the run).
+    pub fn factors<'a>(&'a self, partition: &'a Partition) -> SpreadFactors<'a, f64> {
+        SpreadFactors {
+            partition,
+            rows: self.owned.iter().map(Vec::as_slice).collect(),
+            arrangement: self.arrangement.clone(),
+        }
+    }
 }
 
 /// `r` relative to `base`, scaled to entries of rows of `rank` values.
@@ -408,69 +426,34 @@ pub fn cp_apr(
         comm_seconds: traffic.seconds.get() - comm0,
         bytes_per_iter: (traffic.bytes.get() - bytes0) / iters.len().max(1) as u64,
     };
-    let model = gather_model(ch, block, &slabs, &own, &lambda, (positive, iters.len()));
-    let model = ch.agree(model)?.map(|(weights, factors)| CpAprModel {
-        weights,
-        factors,
-        log_likelihood: iters.last().map_or(0.0, |s| s.log_likelihood),
-        iters: iters.clone(),
-        converged,
-        warnings,
-    });
+    // The single process's order of the components; its checks of the model, each
+    // rank over the rows it owns.
+    let perm = by_weight(&lambda);
+    let weights: Vec<f64> = perm.iter().map(|&k| lambda[k]).collect();
+    let owned: Vec<Vec<f64>> = slabs
+        .into_iter()
+        .zip(&own)
+        .map(|(s, o)| s[o.clone()].to_vec())
+        .collect();
+    ch.agree(check_not_collapsed(positive, &weights, &owned, iters.len()))?;
     Ok(DistCpApr {
-        model,
-        iters,
+        model: CpAprModel {
+            weights,
+            factors: Vec::new(),
+            log_likelihood: iters.last().map_or(0.0, |s| s.log_likelihood),
+            iters,
+            converged,
+            warnings,
+        },
+        owned,
+        arrangement: Arrangement {
+            perm,
+            scale: vec![None; order],
+        },
         evaluations,
         stats: RankStats {
             peak_bytes: peak_memory(),
             ..stats
         },
     })
-}
-
-/// Rank 0 gathers every rank's owned rows (`own`: entries of `slabs`) into the whole
-/// factors and orders the components by decreasing `λ`, as the single process does:
-/// the weights and factors there, `None` elsewhere; an error when the model collapsed
-/// (for a tensor with a positive value, after `iterations`).
-fn gather_model(
-    ch: &Channel,
-    block: &Block,
-    slabs: &[Vec<f64>],
-    own: &[Range<usize>],
-    lambda: &[f64],
-    (positive, iterations): (bool, usize),
-) -> Result<Option<(Vec<f64>, Vec<Matrix>)>> {
-    let part = &block.partition;
-    let rank = lambda.len();
-    let p = ch.size();
-    let mut whole = Vec::with_capacity(slabs.len());
-    for (m, (slab, o)) in slabs.iter().zip(own).enumerate() {
-        let mut counts = vec![0u64; p];
-        counts[0] = o.len() as u64;
-        let (rows, got) = ch.all_to_all(&slab[o.clone()], &counts);
-        if ch.rank() != 0 {
-            continue;
-        }
-        let mut f = vec![0f64; block.dims[m] * rank];
-        let mut at = 0usize;
-        for (j, &n) in got.iter().enumerate() {
-            let start = part.owned(m, j).start * rank;
-            f[start..start + n as usize].copy_from_slice(&rows[at..at + n as usize]);
-            at += n as usize;
-        }
-        whole.push(f);
-    }
-    if ch.rank() != 0 {
-        return Ok(None);
-    }
-    let mut perm: Vec<usize> = (0..rank).collect();
-    perm.sort_by(|&i, &j| lambda[j].total_cmp(&lambda[i]));
-    let weights: Vec<f64> = perm.iter().map(|&k| lambda[k]).collect();
-    check_not_collapsed(positive, &weights, &whole, iterations)?;
-    let factors = whole
-        .iter()
-        .zip(&block.dims)
-        .map(|(f, &d)| Matrix::from_fn(d, rank, |i, j| f[i * rank + perm[j]] as f32))
-        .collect();
-    Ok(Some((weights, factors)))
 }

@@ -12,6 +12,9 @@
 //! - [`cp_als`]: CP-ALS over the ranks, the single process's mathematics reused;
 //! - [`cp_apr`]: CP-APR over the ranks, the same multiplicative updates by the rows'
 //!   owners;
+//! - [`output`]: writing the model, the factors going to rank 0 row window by row
+//!   window (no rank ever holds a whole factor), into a folder written whole or not at
+//!   all;
 //! - `mpi` (feature `mpi`): [`comm::Comm`] over the system MPI.
 //!
 //! Everything but the MPI binding compiles without MPI, and runs (as one rank) on
@@ -24,6 +27,7 @@ pub mod exchange;
 pub mod init;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod output;
 pub mod partition;
 pub mod read;
 pub mod volume;

@@ -93,3 +93,71 @@ pub fn assert_same_model_form(a: &Path, b: &Path) {
         assert_eq!(row(&x), row(&y), "{n}");
     }
 }
+
+/// The factor and weight files of a model folder (every `.txt`), by name.
+fn model_texts(d: &Path) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Checks that the model folder `b` (written by several ranks) holds `a`'s text files
+/// (one process's) byte for byte.
+pub fn assert_same_model_bytes(a: &Path, b: &Path) {
+    let (x, y) = (model_texts(a), model_texts(b));
+    assert_eq!(
+        x.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        y.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    assert!(!x.is_empty());
+    for ((name, x), (_, y)) in x.iter().zip(&y) {
+        assert!(x == y, "{name} differs from one process's");
+    }
+}
+
+/// Checks that the model folder `b` holds `a`'s text files with the same header lines
+/// and the same values within `tol` of each column's largest magnitude: every row in
+/// its place.
+pub fn assert_same_model_values(a: &Path, b: &Path, tol: f64) {
+    let (x, y) = (model_texts(a), model_texts(b));
+    assert_eq!(x.len(), y.len());
+    for ((name, x), (other, y)) in x.iter().zip(&y) {
+        assert_eq!(name, other);
+        let header = |t: &str| -> Vec<String> {
+            t.lines()
+                .filter(|l| l.starts_with('#'))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(header(x), header(y), "{name}");
+        let rows = |t: &str| -> Vec<Vec<f64>> {
+            t.lines()
+                .filter(|l| !l.starts_with('#'))
+                .map(|l| l.split(' ').map(|v| v.parse().unwrap()).collect())
+                .collect()
+        };
+        let (x, y) = (rows(x), rows(y));
+        assert_eq!(x.len(), y.len(), "{name}");
+        let cols = x.first().map_or(0, Vec::len);
+        let largest: Vec<f64> = (0..cols)
+            .map(|c| x.iter().map(|r| r[c].abs()).fold(0.0, f64::max))
+            .collect();
+        for (i, (p, q)) in x.iter().zip(&y).enumerate() {
+            assert_eq!(p.len(), q.len(), "{name} row {i}");
+            for (c, (u, v)) in p.iter().zip(q).enumerate() {
+                assert!(
+                    (u - v).abs() <= tol * largest[c],
+                    "{name} row {i} column {c}: {v} vs {u} of one process"
+                );
+            }
+        }
+    }
+}
