@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use std::ops::Range;
 
 /// How nonzeros are placed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -75,6 +76,19 @@ pub struct GenSpec {
 
 /// Generates the tensor `spec` describes.
 pub fn generate(spec: &GenSpec) -> Result<CooTensor> {
+    let (idx, values) = generate_part(spec, 0..usize::MAX)?;
+    let mut t = CooTensor::new(spec.dims.clone(), idx, values)?;
+    t.sum_duplicates();
+    Ok(t)
+}
+
+/// Of the nonzeros [`generate`] draws for `spec` (numbered `0, 1, …` in the order they
+/// are drawn, before repeats are summed), those numbered in `keep`, in that order:
+/// per mode their indices, and their values. The others are drawn and dropped, so
+/// memory is that of the part kept. Parts for consecutive ranges, put one after the
+/// other in the order of their ranges and their repeats summed, are [`generate`]'s
+/// tensor, value for value (repeats are summed in the order they are drawn).
+pub fn generate_part(spec: &GenSpec, keep: Range<usize>) -> Result<(Vec<Vec<u32>>, Vec<f64>)> {
     let order = spec.dims.len();
     if order == 0 || spec.dims.contains(&0) {
         return Err(Error::InvalidTensor(format!(
@@ -86,7 +100,12 @@ pub fn generate(spec: &GenSpec) -> Result<CooTensor> {
         return Err(Error::InvalidTensor("cannot generate 0 nonzeros".into()));
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
-    let mut idx: Vec<Vec<u32>> = vec![Vec::with_capacity(spec.nnz); order];
+    let kept = keep.end.min(spec.nnz).saturating_sub(keep.start);
+    let mut idx = Draws {
+        idx: vec![Vec::with_capacity(kept); order],
+        drawn: vec![0; order],
+        keep,
+    };
     match spec.pattern {
         Pattern::Uniform => uniform(&mut rng, &spec.dims, spec.nnz, &mut idx),
         Pattern::PowerLaw { alpha } => {
@@ -106,8 +125,12 @@ pub fn generate(spec: &GenSpec) -> Result<CooTensor> {
                 };
                 for _ in 0..spec.nnz {
                     let u: f64 = rng.random();
-                    let i = cdf.partition_point(|&c| c < u).min(d - 1);
-                    idx[m].push(relabel[i]);
+                    if idx.wants(m) {
+                        let i = cdf.partition_point(|&c| c < u).min(d - 1);
+                        idx.push(m, relabel[i]);
+                    } else {
+                        idx.skip(m);
+                    }
                 }
             }
         }
@@ -136,7 +159,7 @@ pub fn generate(spec: &GenSpec) -> Result<CooTensor> {
                 };
                 fill_tile(&mut rng, &spec.dims, &tile, per_tile, &mut idx);
             }
-            let placed = idx[0].len();
+            let placed = idx.drawn[0];
             uniform(
                 &mut rng,
                 &spec.dims,
@@ -178,7 +201,7 @@ pub fn generate(spec: &GenSpec) -> Result<CooTensor> {
                 }
                 left = left.saturating_sub(count);
             }
-            let placed = idx[0].len();
+            let placed = idx.drawn[0];
             uniform(
                 &mut rng,
                 &spec.dims,
@@ -187,11 +210,42 @@ pub fn generate(spec: &GenSpec) -> Result<CooTensor> {
             );
         }
     }
-    let n = idx[0].len();
-    let values: Vec<f64> = (0..n).map(|_| rng.random_range(0.5..5.0)).collect();
-    let mut t = CooTensor::new(spec.dims.clone(), idx, values)?;
-    t.sum_duplicates();
-    Ok(t)
+    let n = idx.drawn[0];
+    let mut values = Vec::with_capacity(kept);
+    for k in 0..n {
+        let v: f64 = rng.random_range(0.5..5.0);
+        if idx.keep.contains(&k) {
+            values.push(v);
+        }
+    }
+    Ok((idx.idx, values))
+}
+
+/// The indices drawn so far: every mode's count, and those numbered in `keep`.
+struct Draws {
+    idx: Vec<Vec<u32>>,
+    drawn: Vec<usize>,
+    keep: Range<usize>,
+}
+
+impl Draws {
+    /// Whether the next index of mode `m` is kept.
+    fn wants(&self, m: usize) -> bool {
+        self.keep.contains(&self.drawn[m])
+    }
+
+    /// The next index of mode `m`.
+    fn push(&mut self, m: usize, i: u32) {
+        if self.wants(m) {
+            self.idx[m].push(i);
+        }
+        self.drawn[m] += 1;
+    }
+
+    /// The next index of mode `m`, drawn and dropped.
+    fn skip(&mut self, m: usize) {
+        self.drawn[m] += 1;
+    }
 }
 
 /// Nonzeros per tile for a requested `tile_nnz`: at most the cells of a full tile.
@@ -207,7 +261,7 @@ fn fill_tile(
     dims: &[usize],
     tile: &[usize],
     per_tile: usize,
-    idx: &mut [Vec<u32>],
+    idx: &mut Draws,
 ) {
     let order = dims.len();
     // Cells of this tile that exist (edge tiles may be cut by the extent).
@@ -218,16 +272,16 @@ fn fill_tile(
     for c in sample(rng, tile_cells, per_tile.min(tile_cells)) {
         let mut rest = c;
         for m in (0..order).rev() {
-            idx[m].push((tile[m] * 16 + rest % extent[m]) as u32);
+            idx.push(m, (tile[m] * 16 + rest % extent[m]) as u32);
             rest /= extent[m];
         }
     }
 }
 
-fn uniform(rng: &mut Xoshiro256PlusPlus, dims: &[usize], n: usize, idx: &mut [Vec<u32>]) {
+fn uniform(rng: &mut Xoshiro256PlusPlus, dims: &[usize], n: usize, idx: &mut Draws) {
     for _ in 0..n {
         for (m, &d) in dims.iter().enumerate() {
-            idx[m].push(rng.random_range(0..d as u32));
+            idx.push(m, rng.random_range(0..d as u32));
         }
     }
 }
@@ -261,6 +315,49 @@ mod tests {
         assert_eq!(a, generate(&spec).unwrap());
         assert_ne!(a, generate(&GenSpec { seed: 8, ..spec }).unwrap());
         assert!(a.is_sorted_unique());
+    }
+
+    /// Parts drawn alone, put together in order, are the whole tensor, for every
+    /// pattern (the repeats summed in the same order).
+    #[test]
+    fn parts_put_together_are_the_whole_tensor() {
+        for pattern in [
+            Pattern::Uniform,
+            Pattern::PowerLaw { alpha: 1.0 },
+            Pattern::BLOCK_DENSE,
+            Pattern::TileBlocks {
+                tile_nnz: 30,
+                side: 2,
+            },
+        ] {
+            let spec = GenSpec {
+                dims: vec![40, 35, 20],
+                nnz: 3000,
+                pattern,
+                seed: 11,
+            };
+            let whole = generate(&spec).unwrap();
+            assert!(whole.nnz() < 3000, "{pattern:?}: some repeats to sum");
+            for cuts in [
+                vec![0, 3000],
+                vec![0, 1, 1, 1700, 2999],
+                vec![0, 1000, 2000],
+            ] {
+                let mut idx = vec![Vec::new(); 3];
+                let mut values = Vec::new();
+                let ends = cuts[1..].iter().copied().chain([usize::MAX]);
+                for (lo, hi) in cuts.iter().copied().zip(ends) {
+                    let (i, v) = generate_part(&spec, lo..hi).unwrap();
+                    for (all, part) in idx.iter_mut().zip(i) {
+                        all.extend(part);
+                    }
+                    values.extend(v);
+                }
+                let mut t = CooTensor::new(spec.dims.clone(), idx, values).unwrap();
+                t.sum_duplicates();
+                assert_eq!(t, whole, "{pattern:?}, cut at {cuts:?}");
+            }
+        }
     }
 
     #[test]
