@@ -247,6 +247,22 @@ impl MemoryPlan {
         )
     }
 
+    /// The CPU's MTTKRP at a rank between its specialized widths: the factors padded
+    /// to the next width and an output of that width, during each call
+    /// ([`crate::engine::cpu::mttkrp_width`]); nothing at a specialized rank.
+    pub fn add_padded_rank(&mut self, dims: &[usize], rank: usize) -> &mut Self {
+        let Some(w) = crate::engine::cpu::mttkrp_width(rank) else {
+            return self;
+        };
+        let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128));
+        let widest = dims.iter().copied().max().unwrap_or(0) as u128;
+        self.add(
+            format!("the CPU's MTTKRP copies padded from rank {rank} to {w} (f32)"),
+            rows.saturating_add(widest).saturating_mul(w as u128),
+            4,
+        )
+    }
+
     /// The tensor as read (COO: a `u32` index per mode and an `f64` value per nonzero).
     pub fn add_tensor(&mut self, nnz: usize, order: usize) -> &mut Self {
         self.add_in(

@@ -147,6 +147,7 @@ impl Job for CpJob {
     fn memory(&self, engine: &Engine) -> MemoryPlan {
         let mut plan = MemoryPlan::cp(&self.dims, self.options.rank);
         if let Backend::Cpu(_) = engine.backend() {
+            plan.add_padded_rank(&self.dims, self.options.rank);
             // The copies of a short mode's output where MTTKRP visits a long mode's order.
             let cache = CacheSizes::of_this_machine();
             let floats = streamed_output_floats(&self.dims, self.options.rank, cache);

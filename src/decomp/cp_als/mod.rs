@@ -195,8 +195,11 @@ pub fn cp_als_with_control(
     let norm_sq = check_tensor(x, Op::Mttkrp)?;
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
-    crate::memplan::MemoryPlan::cp(&dims, opts.rank)
-        .reserve_for_workers(engine.install(rayon::current_num_threads))
+    let mut plan = crate::memplan::MemoryPlan::cp(&dims, opts.rank);
+    if let crate::engine::Backend::Cpu(_) = engine.backend() {
+        plan.add_padded_rank(&dims, opts.rank);
+    }
+    plan.reserve_for_workers(engine.install(rayon::current_num_threads))
         .check()?;
     let order = dims.len();
     let rank = opts.rank;

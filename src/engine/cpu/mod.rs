@@ -23,6 +23,9 @@ pub(crate) mod gcp;
 mod kernel;
 mod mttkrp_rows;
 mod mttkrp_stream;
+mod padded;
+
+pub use padded::width_for as mttkrp_width;
 mod phi;
 mod phi_rows;
 mod rows;
@@ -153,6 +156,20 @@ impl CpuBackend {
             });
         }
         let factors = scaled::Rescaled::new(factors, mode, opts.col_max);
+        // Ranks between the specialized widths run at the next one (`padded`).
+        let width = (op == Op::Mttkrp)
+            .then(|| padded::width_for(out.cols()))
+            .flatten();
+        let mut wide = width.map(|w| {
+            (
+                padded::pad_factors(factors.factors(), mode, w),
+                Matrix::zeros(out.rows(), w),
+            )
+        });
+        let (kernel_factors, target): (&[Matrix], &mut Matrix) = match &mut wide {
+            Some((f, o)) => (f, o),
+            None => (factors.factors(), &mut *out),
+        };
         let rows = (op == Op::Mttkrp)
             .then(|| tensor.row_mttkrp(self.opts.mttkrp))
             .flatten();
@@ -162,15 +179,18 @@ impl CpuBackend {
             Some(rows) => {
                 // Every entry is written, none accumulated into: no zeroing pass (on a
                 // mode of 1.5 M rows at rank 32, 192 MB written once more).
-                rows.run(mode, factors.factors(), out);
+                rows.run(mode, kernel_factors, target);
                 1.0
             }
             None => {
-                zero(out);
-                kernel::run(op, hls, mode, factors.factors(), out, &self.pool);
+                zero(target);
+                kernel::run(op, hls, mode, kernel_factors, target, &self.pool);
                 hls.scale()
             }
         };
+        if let Some((_, w)) = &wide {
+            padded::narrow_into(w, out);
+        }
         factors.unscale(op, mode, scale, out);
         Ok(RunStats::default())
     }
