@@ -7,9 +7,16 @@
 //! # What is timed
 //!
 //! Each run ([`super::measure::measure`]: one untimed warm-up, then `reps` timed runs)
-//! is one [`Engine::run_into`] call into an output kept from the warm-up (zeroing
-//! included, allocation not: that is how CP-ALS and Tucker-HOOI call the kernels, once
-//! per mode and iteration) followed by [`crate::engine::Backend::synchronize`]. A fresh
+//! is one [`Engine::run_into_with`] call into an output kept from the warm-up (zeroing
+//! included, allocation not) followed by [`crate::engine::Backend::synchronize`]: the
+//! call CP-ALS and Tucker-HOOI make, once per mode and iteration. MTTKRP is given the
+//! factors' column maxima ([`ColumnMax`], taken once before timing), as CP-ALS keeps
+//! them up to date and gives them to every call, so the backend does not scan the
+//! factors; TTMc, as in Tucker-HOOI, is not, and scans them. Neither call scans its
+//! output for inf and NaN: the decompositions do that themselves after the call (while
+//! widening it, in CP-ALS), and here it is done once after the timed runs. (On a tensor
+//! with a long mode a scan reads as many bytes as the kernel itself: a factor of 1.5 M
+//! rows at rank 32 is 192 MB.) A fresh
 //! allocation per run would add the first-touch page faults of the output, which can
 //! cost as much as the kernel and vary with the output's size, not the kernel's work
 //! (bench/results/2026-11-22-cpu-call-overheads).
@@ -52,7 +59,7 @@ pub use report::{BenchReport, KernelRow, OpSummary, PartRow, PrepareRow, TensorR
 
 use super::cases::Case;
 use super::measure::{build_commit, measure, utc_now};
-use crate::engine::{CopyRate, Engine, Prepared, Workload};
+use crate::engine::{Call, ColumnMax, CopyRate, Engine, Prepared, Workload};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::{Op, output_shape};
@@ -251,6 +258,9 @@ fn bench_case(
     for (op, rank) in runs {
         let factors =
             Matrix::random_factors(x.dims(), &vec![rank; x.order()], opts.seed ^ rank as u64);
+        // CP-ALS keeps its factors' column maxima up to date and gives them to every
+        // MTTKRP call; Tucker-HOOI gives none to TTMc (the backend scans the factors).
+        let col_max = (op == Op::Mttkrp).then(|| ColumnMax::of(&factors));
         let mut rows = Vec::new();
         for mode in 0..x.order() {
             let (out_rows, out_cols) = output_shape(op, x.dims(), mode, &factors)?;
@@ -262,11 +272,17 @@ fn bench_case(
                 continue;
             }
             let mut out = Matrix::zeros(0, 0);
+            let call = Call {
+                col_max: col_max.as_ref(),
+                check_finite: false,
+                ..Call::default()
+            };
             let timed = measure(opts.reps, || {
-                let stats = engine.run_into(op, &p, mode, &factors, &mut out)?;
+                let stats = engine.run_into_with(op, &p, mode, &factors, &call, &mut out)?;
                 engine.backend().synchronize()?;
                 Ok(stats.kernel_seconds)
-            });
+            })
+            .and_then(|t| check_finite(op, mode, &out).map(|()| t));
             match timed {
                 Ok(t) => {
                     let (median_s, min_s) = (t.median, t.min);
@@ -335,6 +351,20 @@ fn bench_case(
         summaries,
         notes,
     })
+}
+
+/// [`Error::NonFinite`] where `out`, the result of `op` on `mode`, holds inf or NaN (the
+/// check the decompositions make after each call, outside the kernel's time).
+fn check_finite(op: Op, mode: usize, out: &Matrix) -> Result<()> {
+    match out.data().iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(k) => Err(Error::NonFinite(format!(
+            "{op} of mode {mode} gave {} at ({}, {})",
+            out.data()[k],
+            k / out.cols().max(1),
+            k % out.cols().max(1)
+        ))),
+    }
 }
 
 /// Distinct indices occurring in each mode (the factor rows a kernel must read).
