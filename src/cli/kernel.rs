@@ -5,7 +5,8 @@ use super::load::{load, report_precision};
 use super::{engine, print_json};
 use serde_json::json;
 use sptmc::accuracy::compare;
-use sptmc::engine::Workload;
+use sptmc::engine::cpu::{CacheSizes, streamed_mode_output_floats};
+use sptmc::engine::{Backend, Workload};
 use sptmc::hls::HlsBuilder;
 use sptmc::memplan::MemoryPlan;
 use sptmc::model_io::write_matrix;
@@ -68,6 +69,18 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     plan.add_tensor(x.nnz(), x.order());
     if op == sptmc::Op::Mttkrp {
         plan.add_row_groups(x.dims(), x.nnz());
+        if let Backend::Cpu(_) = engine.backend() {
+            // The copies of a short mode's output where MTTKRP visits a long mode's order.
+            let cache = CacheSizes::of_this_machine();
+            let floats = streamed_mode_output_floats(x.dims(), a.mode, rank, cache);
+            if floats > 0 {
+                plan.add(
+                    "the CPU's streamed MTTKRP output copies (f32)",
+                    floats as u128,
+                    4,
+                );
+            }
+        }
     }
     plan.check()?;
     let prepared = match a.threshold {

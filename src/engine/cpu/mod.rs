@@ -36,7 +36,7 @@ mod ttmc;
 mod walk;
 
 pub use kernel::private_output_floats;
-pub use mttkrp_stream::{CacheSizes, streamed_output_floats};
+pub use mttkrp_stream::{CacheSizes, streamed_mode_output_floats, streamed_output_floats};
 
 use super::{CpuOptions, MttkrpKernel, RunOptions, RunStats};
 use crate::error::{Error, Result};

@@ -105,13 +105,28 @@ pub fn streamed_by(dims: &[usize], mode: usize, rank: usize, cache: CacheSizes) 
 }
 
 /// Floats of the output copies MTTKRP at rank `rank` keeps for its streamed modes (the
-/// widest of them, [`CHUNKS`] copies): what the memory plan counts.
+/// widest of them, [`CHUNKS`] copies): what the memory plan of a run over every mode
+/// counts.
 pub fn streamed_output_floats(dims: &[usize], rank: usize, cache: CacheSizes) -> usize {
     (0..dims.len())
-        .filter(|&m| streamed_by(dims, m, rank, cache).is_some())
-        .map(|m| CHUNKS * dims[m] * rank)
+        .map(|m| streamed_mode_output_floats(dims, m, rank, cache))
         .max()
         .unwrap_or(0)
+}
+
+/// Floats of the output copies MTTKRP of `mode` alone at rank `rank` keeps: [`CHUNKS`]
+/// copies of its output where it streams a long mode's order, else none. What the
+/// memory plan of one MTTKRP counts.
+pub fn streamed_mode_output_floats(
+    dims: &[usize],
+    mode: usize,
+    rank: usize,
+    cache: CacheSizes,
+) -> usize {
+    match streamed_by(dims, mode, rank, cache) {
+        Some(_) => CHUNKS.saturating_mul(dims[mode]).saturating_mul(rank),
+        None => 0,
+    }
 }
 
 /// Whether `mode`'s rows at rank `rank` (a factor or an MTTKRP output) are larger than
@@ -350,6 +365,12 @@ mod tests {
         assert_eq!(streamed_by(&[800, 1_500_000], 0, 32, CACHE), None);
         assert_eq!(streamed_output_floats(&dims, 32, CACHE), CHUNKS * 3000 * 32);
         assert_eq!(streamed_output_floats(&dims, 4, CACHE), 0);
+        // One mode alone: its own copies, none for the long mode.
+        assert_eq!(
+            streamed_mode_output_floats(&dims, 0, 32, CACHE),
+            CHUNKS * 800 * 32
+        );
+        assert_eq!(streamed_mode_output_floats(&dims, 2, 32, CACHE), 0);
     }
 
     /// With a last-level cache too small for any factor and a large L2, every mode
