@@ -98,18 +98,21 @@ impl RowMttkrp {
     pub(super) fn run(&self, mode: usize, factors: &[Matrix], out: &mut Matrix) {
         let (g, plan, r) = (&self.groups[mode], &self.plans[mode], out.cols());
         let long = self.source(mode, r);
+        // Rows of factors larger than the last-level cache are loaded ahead (the long
+        // one's, where its order is streamed, need not be).
+        let look = (0..self.dims.len()).any(|m| {
+            m != mode && m != long && mttkrp_stream::larger_than_llc(&self.dims, m, r, self.cache)
+        });
         if long != mode {
             let (groups, bounds) = (&self.groups[long], &self.bounds[long]);
-            return mttkrp_stream::run(groups, long, bounds, mode, factors, out, &self.copies);
+            let copies = &self.copies;
+            return mttkrp_stream::run(groups, long, bounds, mode, factors, out, copies, look);
         }
         let facs: Vec<&[f32]> = (factors.iter().enumerate())
             .filter(|&(m, _)| m != mode)
             .map(|(_, f)| f.data())
             .collect();
         let (ptr, idx, x, d) = (g.ptr(), g.others(), g.values(), facs.len());
-        // Rows of factors larger than the last-level cache are loaded ahead.
-        let look = (0..self.dims.len())
-            .any(|m| m != mode && mttkrp_stream::larger_than_llc(&self.dims, m, r, self.cache));
         // Row (or piece) `s..e`, whose task's nonzeros end at `te` (for the lookahead).
         let row = |s: usize, e: usize, te: usize, dst: &mut [f32], past: bool| {
             let (ix, xs) = (&idx[s * d..te * d], &x[s..e]);

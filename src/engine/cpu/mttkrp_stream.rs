@@ -9,9 +9,11 @@
 //! Here the nonzeros are visited in the order of the long mode instead, through that
 //! mode's own row groups (already built for its own MTTKRP: no extra form): each of
 //! its rows is read once, in order, and multiplies the nonzeros of that row, whose
-//! products are scattered into the short target's output. That output and the factors
-//! of the remaining (short) modes stay in cache, so every gather and scatter hits
-//! cache, and the only memory traffic is the groups and the long factor, streamed.
+//! products are scattered into the short target's output. That output stays in cache,
+//! and so do the factors of the remaining modes where they are short: every gather and
+//! scatter hits cache, and the only memory traffic is the groups and the long factor,
+//! streamed. Where a second mode is long too, its rows are still gathered at random
+//! (prefetched ahead), but only its: row by row would gather both long factors'.
 //!
 //! The long mode's rows are cut into [`CHUNKS`] ranges of about equal nonzero counts,
 //! fixed by the tensor (not the thread count); each range sums into its own copy of
@@ -27,6 +29,10 @@ use std::sync::Mutex;
 
 /// Ranges of the long mode's rows, each with its own copy of the output.
 pub const CHUNKS: usize = 16;
+
+/// How many nonzeros ahead the streamed order prefetches the rows of remaining factors
+/// larger than the cache.
+const LOOKAHEAD: usize = 16;
 
 /// The cache sizes the choice of traversal reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,9 +91,13 @@ fn parse_size(s: &str) -> Option<usize> {
 
 /// The long mode whose rows MTTKRP of `mode` at rank `rank` visits in order, or `None`
 /// to run row by row: the longest other mode, where its factor is larger than the
-/// last-level cache while the target's output and every remaining factor fit in one
-/// core's L2 together (so that each scatter and gather of the streamed order hits
-/// cache, and the copies of the output stay small).
+/// last-level cache while the target's output fits in one core's L2 (so that every
+/// scatter into it hits cache, and its copies stay small).
+///
+/// The remaining factors need not fit: row by row gathers their rows at random as
+/// well, besides the long factor's, so the streamed order gathers strictly fewer rows
+/// from memory (with two long modes and a short target, one random row per nonzero
+/// instead of two). Those larger than the last-level cache are prefetched ahead.
 pub fn streamed_by(dims: &[usize], mode: usize, rank: usize, cache: CacheSizes) -> Option<usize> {
     if dims.len() < 3 {
         return None;
@@ -97,11 +107,8 @@ pub fn streamed_by(dims: &[usize], mode: usize, rank: usize, cache: CacheSizes) 
         .max_by_key(|&m| (dims[m], std::cmp::Reverse(m)))?;
     let row = rank.saturating_mul(4);
     let long_bytes = dims[long].saturating_mul(row);
-    let short_rows = (0..dims.len())
-        .filter(|&m| m != long)
-        .map(|m| dims[m])
-        .fold(0usize, usize::saturating_add);
-    (long_bytes > cache.llc && short_rows.saturating_mul(row) <= cache.l2).then_some(long)
+    let target_bytes = dims[mode].saturating_mul(row);
+    (long_bytes > cache.llc && target_bytes <= cache.l2).then_some(long)
 }
 
 /// Floats of the output copies MTTKRP at rank `rank` keeps for its streamed modes (the
@@ -186,7 +193,9 @@ pub(super) fn chunk_bounds(ptr: &[usize]) -> Vec<usize> {
 
 /// MTTKRP of `mode` into `out` (every entry overwritten) through `groups`, the row
 /// groups of the long mode `long`, whose rows are cut at `bounds`; `pool` keeps the
-/// output copies between calls.
+/// output copies between calls. With `look`, the rows of the remaining factors are
+/// prefetched [`LOOKAHEAD`] nonzeros ahead (for factors larger than the cache).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     groups: &RowGroups,
     long: usize,
@@ -195,6 +204,7 @@ pub(super) fn run(
     factors: &[Matrix],
     out: &mut Matrix,
     pool: &Mutex<Vec<Vec<f32>>>,
+    look: bool,
 ) {
     let r = out.cols();
     let len = out.data().len();
@@ -224,11 +234,15 @@ pub(super) fn run(
                 target,
                 rows: (w[0], w[1]),
             };
-            match r {
-                8 => args.sum::<8>(copy),
-                16 => args.sum::<16>(copy),
-                32 => args.sum::<32>(copy),
-                64 => args.sum::<64>(copy),
+            match (r, look) {
+                (8, false) => args.sum::<8, false>(copy),
+                (16, false) => args.sum::<16, false>(copy),
+                (32, false) => args.sum::<32, false>(copy),
+                (64, false) => args.sum::<64, false>(copy),
+                (8, true) => args.sum::<8, true>(copy),
+                (16, true) => args.sum::<16, true>(copy),
+                (32, true) => args.sum::<32, true>(copy),
+                (64, true) => args.sum::<64, true>(copy),
                 _ => args.sum_any(r, copy),
             }
         });
@@ -266,20 +280,30 @@ struct Chunk<'a> {
 impl Chunk<'_> {
     /// Adds every nonzero of the range into `out` at rank `R`: per row of the long
     /// mode its factor row times the value and the rest's rows, scattered to the
-    /// target's row.
+    /// target's row. With `LOOK` the rest's rows of the nonzero [`LOOKAHEAD`] places
+    /// on (within the range) are prefetched.
     #[inline(always)]
-    fn sum<const R: usize>(&self, out: &mut [f32]) {
+    fn sum<const R: usize, const LOOK: bool>(&self, out: &mut [f32]) {
         let d = self.rest.len() + 1;
+        // The range's nonzeros end here: the lookahead stays inside them.
+        let ahead_end = self.ptr[self.rows.1] * d;
         for l in self.rows.0..self.rows.1 {
             let (s, e) = (self.ptr[l], self.ptr[l + 1]);
             if s == e {
                 continue;
             }
             let a: &[f32; R] = self.own[l * R..][..R].try_into().expect("a row of rank R");
-            for (ix, &x) in self.others[s * d..e * d]
+            for (j, (ix, &x)) in self.others[s * d..e * d]
                 .chunks_exact(d)
                 .zip(&self.values[s..e])
+                .enumerate()
             {
+                if LOOK {
+                    let p = (s + j + LOOKAHEAD) * d;
+                    if let Some(ahead) = self.others[..ahead_end].get(p..p + d) {
+                        self.prefetch_rest::<R>(ahead);
+                    }
+                }
                 let mut k = [0f32; R];
                 for (kc, &ac) in k.iter_mut().zip(a) {
                     *kc = x * ac;
@@ -300,6 +324,21 @@ impl Chunk<'_> {
                 for (oc, &kc) in o.iter_mut().zip(&k) {
                     *oc += kc;
                 }
+            }
+        }
+    }
+
+    /// Prefetches the rest's rows of one nonzero whose other indices are `ix`.
+    #[inline(always)]
+    fn prefetch_rest<const R: usize>(&self, ix: &[u32]) {
+        let mut f = self.rest.iter();
+        for (p, &i) in ix.iter().enumerate() {
+            if p != self.target
+                && let Some(row) = f
+                    .next()
+                    .and_then(|f| f.get(i as usize * R..(i as usize + 1) * R))
+            {
+                super::walk::prefetch_row(row);
             }
         }
     }
@@ -358,10 +397,18 @@ mod tests {
         assert_eq!(streamed_by(&dims, 2, 32, CACHE), None);
         // 1.5 M × 4 × 4 bytes = 24 MB: fits in 32 MiB.
         assert_eq!(streamed_by(&dims, 0, 4, CACHE), None);
-        // 3800 rows × 128 floats × 4 = 1.9 MB: over L2.
-        assert_eq!(streamed_by(&dims, 0, 128, CACHE), None);
-        // Two long modes: the short rows (the other long one) do not fit.
-        assert_eq!(streamed_by(&[600_000, 500_000, 2000], 2, 32, CACHE), None);
+        // 3000 rows × 128 floats × 4 = 1.5 MB of output: over L2.
+        assert_eq!(streamed_by(&dims, 1, 128, CACHE), None);
+        // 800 rows × 128 floats × 4 = 410 KB: in L2 (the other short factor is
+        // gathered from the last-level cache either way).
+        assert_eq!(streamed_by(&dims, 0, 128, CACHE), Some(2));
+        // Two long modes: the short target streams the longer one's order (the other
+        // long factor is gathered at random either way); the long targets' outputs do
+        // not fit in L2.
+        let two = [600_000, 500_000, 2000];
+        assert_eq!(streamed_by(&two, 2, 32, CACHE), Some(0));
+        assert_eq!(streamed_by(&two, 0, 32, CACHE), None);
+        assert_eq!(streamed_by(&two, 1, 32, CACHE), None);
         assert_eq!(streamed_by(&[800, 1_500_000], 0, 32, CACHE), None);
         assert_eq!(streamed_output_floats(&dims, 32, CACHE), CHUNKS * 3000 * 32);
         assert_eq!(streamed_output_floats(&dims, 4, CACHE), 0);
@@ -374,8 +421,10 @@ mod tests {
     }
 
     /// With a last-level cache too small for any factor and a large L2, every mode
-    /// streams its longest neighbour's order; with both caches too small, every mode
-    /// runs row by row, writing its output past the cache. Against the FP64 reference
+    /// streams its longest neighbour's order, prefetching the other factors' rows; with
+    /// one too small for the long factor only, the short modes stream it without
+    /// prefetching; with both caches too small, every mode runs row by row, writing its
+    /// output past the cache. Against the FP64 reference
     /// at every specialized rank and one other, orders 3 and 4, with and without dense
     /// tiles, on 1 and 3 workers, and the same result whatever the worker count.
     #[test]
@@ -389,6 +438,12 @@ mod tests {
             llc: 0,
         };
         let none = CacheSizes { l2: 0, llc: 0 };
+        // The long factors miss this one and the short ones fit (except case 2's at
+        // rank 5, which runs row by row): streamed without prefetching.
+        let mid = CacheSizes {
+            l2: 1 << 30,
+            llc: 12_000,
+        };
         let cases: Vec<(Vec<usize>, usize, Pattern, u32)> = vec![
             (
                 vec![37, 45, 2900],
@@ -424,7 +479,7 @@ mod tests {
                 .unwrap();
             for (rank, tiny) in [8, 16, 32, 64, 5]
                 .into_iter()
-                .flat_map(|r| [(r, streams), (r, none)])
+                .flat_map(|r| [(r, streams), (r, none), (r, mid)])
             {
                 let f = Matrix::random_factors(&dims, &vec![rank; dims.len()], 3);
                 let mut first: Vec<Matrix> = Vec::new();
@@ -437,8 +492,12 @@ mod tests {
                     pool.install(|| {
                         for mode in 0..dims.len() {
                             let long = streamed_by(&dims, mode, rank, tiny);
-                            assert_eq!(long.is_some(), tiny == streams);
-                            assert!(larger_than_llc(&dims, mode, rank, tiny));
+                            if tiny != mid {
+                                assert_eq!(long.is_some(), tiny == streams);
+                                assert!(larger_than_llc(&dims, mode, rank, tiny));
+                            } else if mode == 0 && k != 1 {
+                                assert!(long.is_some(), "{dims:?} rank {rank}");
+                            }
                             let mut out = Matrix::from_fn(dims[mode], rank, |_, _| f32::NAN);
                             rows.run(mode, &f, &mut out);
                             let want = crate::reference::mttkrp(&x, mode, &f).unwrap();
