@@ -8,11 +8,16 @@
 //! the whole index space in chunks of cells, refused when it has more than
 //! [`GcpOptions::dense_limit`] cells.
 //!
-//! The optimizer is `lbfgsb-rs-pure`, a Rust port of L-BFGS-B 3.0 (the code scipy
-//! wraps), with pyttb's settings: `m = 10` corrections, `pgtol = 1e-5`, at most 1000
-//! iterations, and scipy's `factr` test (stop when
-//! `(f_prev − f) / max(|f_prev|, |f|, 1) ≤ factr · ε_mach`, `factr = 1e7`) applied after
-//! each iteration. Nonnegative losses bound every factor entry below by 0.
+//! The optimizer is `rcompat-lbfgsb`, an implementation of L-BFGS-B (generalized
+//! Cauchy point, subspace minimization, Moré–Thuente line search kept inside the
+//! box, as in the algorithm scipy wraps), with pyttb's settings: `m = 10`
+//! corrections, `pgtol = 1e-5`, at most 1000 iterations, and the `factr` test (stop
+//! when `(f_prev − f) / max(|f_prev|, |f|, 1) ≤ factr · ε_mach`, `factr = 1e7`).
+//! Nonnegative losses bound every factor entry below by 0. (An earlier port,
+//! `lbfgsb-rs-pure`, searched along the path `x + α d` projected onto the box and
+//! asked the strong Wolfe condition of `g(x_α)ᵀd`, which ignores that the clamped
+//! coordinates no longer move: with many entries at 0 that condition never held and
+//! the search failed after an iteration or two.)
 
 use super::sample::cells;
 use super::sgd::Fitted;
@@ -21,9 +26,12 @@ use crate::engine::{Engine, EntryLoss, GcpSample};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::tensor::CooTensor;
-use lbfgsb_rs_pure::{IterationControl, LBFGSB, Status};
 use rayon::prelude::*;
-use std::cell::{Cell, RefCell};
+use rcompat_lbfgsb::{
+    ArithmeticProfile, Bounds, OptimControl, OptimEvent, TerminationReason,
+    optim_lbfgsb_with_gradient_observed,
+};
+use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::time::Instant;
 
@@ -163,6 +171,25 @@ impl Objective<'_> {
     }
 }
 
+/// What the optimizer's three callbacks (loss, gradient, events) share.
+struct Shared {
+    /// The last point evaluated, its loss and gradient: the gradient the optimizer
+    /// asks for next is at that point, and an accepted step is that point.
+    at: Vec<f64>,
+    value: f64,
+    gradient: Vec<f64>,
+    /// The last accepted point and its loss.
+    accepted: Option<(Vec<f64>, f64)>,
+    /// The first error of an evaluation.
+    failure: Option<Error>,
+    /// Set when the run is to stop after the iteration just accepted: the next
+    /// evaluation then answers NaN, which ends the optimizer's run.
+    stop: Option<String>,
+    /// The initial loss and why the optimizer stopped, from its events.
+    initial: f64,
+    finished: Option<TerminationReason>,
+}
+
 /// Runs L-BFGS-B from `factors` (see the [module documentation](self)).
 pub(super) fn run(
     engine: &Engine,
@@ -194,86 +221,146 @@ pub(super) fn run(
         stored,
         dense,
     };
-    let mut v: Vec<f64> = factors
+    let v: Vec<f64> = factors
         .iter()
         .flat_map(|f| f.data().iter().copied())
         .collect();
-    let lower = vec![opts.loss.lower_bound(); v.len()];
-    let upper = vec![f64::INFINITY; v.len()];
-    let initial = objective.eval(&v)?.0;
-    let failure: RefCell<Option<Error>> = RefCell::new(None);
-    let count = Cell::new(0usize);
+    let bounds = Bounds::new(
+        vec![opts.loss.lower_bound(); v.len()],
+        vec![f64::INFINITY; v.len()],
+    )
+    .map_err(|e| Error::Numerical(format!("L-BFGS-B: {e}")))?;
+    let control = OptimControl {
+        // The iteration limit is kept here (below), exactly: the crate, as R, would
+        // allow one more.
+        maxit: opts.max_iters,
+        factr: opts.factr,
+        pgtol: opts.pgtol,
+        lmm: opts.memory,
+        ..OptimControl::default_for_dimension(v.len())
+    };
+    let shared = RefCell::new(Shared {
+        at: Vec::new(),
+        value: f64::NAN,
+        gradient: Vec::new(),
+        accepted: None,
+        failure: None,
+        stop: None,
+        initial: f64::NAN,
+        finished: None,
+    });
+    let loss = |p: &[f64]| -> f64 {
+        let mut s = shared.borrow_mut();
+        if s.stop.is_some() || s.failure.is_some() {
+            return f64::NAN;
+        }
+        match objective.eval(p) {
+            Ok((f, g)) => {
+                s.at.clear();
+                s.at.extend_from_slice(p);
+                s.value = f;
+                s.gradient = g;
+                f
+            }
+            Err(e) => {
+                s.failure = Some(e);
+                f64::NAN
+            }
+        }
+    };
+    let gradient = |p: &[f64]| -> Vec<f64> {
+        let mut s = shared.borrow_mut();
+        if s.at == p {
+            return s.gradient.clone();
+        }
+        // Not asked for by the optimizer (it evaluates the loss first, at the same
+        // point), but correct if it were.
+        match objective.eval(p) {
+            Ok((_, g)) => g,
+            Err(e) => {
+                s.failure.get_or_insert(e);
+                vec![f64::NAN; p.len()]
+            }
+        }
+    };
     let mut iters: Vec<GcpIter> = Vec::new();
-    let mut previous = initial;
-    let mut stopped = format!("{} iterations run", opts.max_iters);
-    let mut fg = |v: &[f64]| match objective.eval(v) {
-        Ok(r) => r,
-        Err(e) => {
-            failure.borrow_mut().get_or_insert(e);
-            (f64::INFINITY, vec![0.0; v.len()])
+    let observer = |event: OptimEvent| {
+        let mut s = shared.borrow_mut();
+        match event {
+            OptimEvent::Started { value, .. } => s.initial = value,
+            OptimEvent::Accepted {
+                value,
+                projected_gradient,
+                ..
+            } => {
+                // The accepted point is the line search's last trial, evaluated last.
+                debug_assert_eq!(value.to_bits(), s.value.to_bits());
+                let point = s.at.clone();
+                s.accepted = Some((point, value));
+                let it = GcpIter {
+                    iter: iters.len(),
+                    loss: value,
+                    step: projected_gradient,
+                    accepted: true,
+                    seconds: start.elapsed().as_secs_f64(),
+                };
+                iters.push(it);
+                drop(s);
+                let stop = if progress(&it).is_break() {
+                    Some(format!(
+                        "stopped by the caller after iteration {}",
+                        it.iter + 1
+                    ))
+                } else if iters.len() >= opts.max_iters {
+                    Some(format!("{} iterations run", opts.max_iters))
+                } else {
+                    None
+                };
+                shared.borrow_mut().stop = stop;
+            }
+            OptimEvent::Finished { reason, .. } => s.finished = Some(reason),
+            _ => {}
         }
     };
-    let mut callback = |info: &lbfgsb_rs_pure::IterationInfo, _: &[f64]| {
-        let it = GcpIter {
-            iter: iters.len(),
-            loss: info.f,
-            step: info.proj_grad_norm,
-            accepted: true,
-            seconds: start.elapsed().as_secs_f64(),
-        };
-        iters.push(it);
-        count.set(count.get() + 1);
-        if progress(&it).is_break() {
-            stopped = format!("stopped by the caller after iteration {}", it.iter + 1);
-            return IterationControl::StopCustom;
-        }
-        let scale = previous.abs().max(info.f.abs()).max(1.0);
-        let decrease = (previous - info.f) / scale;
-        previous = info.f;
-        if decrease <= opts.factr * f64::EPSILON {
-            stopped = "relative decrease of the loss below factr · ε".into();
-            return IterationControl::StopConverged;
-        }
-        if info.proj_grad_norm <= opts.pgtol {
-            stopped = "projected gradient below pgtol".into();
-        }
-        IterationControl::Continue
-    };
-    // The port's line search gives up now and then on bounded problems where scipy's
-    // goes on; a failed line search restarts the solver from the last accepted point
-    // (its curvature pairs dropped), until one makes no iteration.
-    let mut restarts = 0;
-    let status = loop {
-        let done = count.get();
-        let mut solver = LBFGSB::new(opts.memory)
-            .with_pgtol(opts.pgtol)
-            .with_max_iter(opts.max_iters.saturating_sub(done).max(1));
-        let solution = solver
-            .minimize_with_callback(&mut v, &lower, &upper, &mut fg, &mut callback)
-            .map_err(|e| Error::Numerical(format!("L-BFGS-B: {e}")));
-        if let Some(e) = failure.borrow_mut().take() {
-            return Err(e);
-        }
-        let solution = solution?;
-        v = solution.x;
-        let made = count.get() - done;
-        if solution.status != Status::LineSearchFailure
-            || made == 0
-            || done + made >= opts.max_iters
-        {
-            break solution.status;
-        }
-        restarts += 1;
-    };
-    if status == Status::LineSearchFailure {
-        stopped = "the line search failed".into();
+    let result = optim_lbfgsb_with_gradient_observed(
+        v,
+        bounds,
+        loss,
+        gradient,
+        control,
+        ArithmeticProfile::legacy(),
+        observer,
+    );
+    let s = shared.into_inner();
+    if let Some(e) = s.failure {
+        return Err(e);
     }
-    if restarts > 0 {
-        stopped = format!("{stopped} ({restarts} restarts after a failed line search)");
-    }
-    let factors = objective.unflatten(&v);
-    let loss = objective.eval(&v)?.0;
-    Ok((factors, loss, initial, iters, stopped))
+    let (point, value, stopped) = match (result, s.stop, s.accepted) {
+        // Stopped here after an accepted iteration: the optimizer's run ended at the
+        // NaN that followed; the model is the accepted point.
+        (Err(_), Some(why), Some((point, value))) => (point, value, why),
+        (Err(e), _, _) => return Err(Error::Numerical(format!("L-BFGS-B: {e}"))),
+        (Ok(r), stop, _) => {
+            let why = match s.finished {
+                Some(TerminationReason::ProjectedGradient) => {
+                    "projected gradient below pgtol".to_string()
+                }
+                Some(TerminationReason::RelativeReduction) => {
+                    "relative decrease of the loss below factr · ε".to_string()
+                }
+                Some(TerminationReason::AbnormalLineSearch) => {
+                    "the line search found no acceptable step".to_string()
+                }
+                Some(TerminationReason::NoDescentDirection) => {
+                    "no feasible descent direction".to_string()
+                }
+                _ => stop.unwrap_or_else(|| r.message.clone()),
+            };
+            (r.par, r.value, why)
+        }
+    };
+    let factors = objective.unflatten(&point);
+    Ok((factors, value, s.initial, iters, stopped))
 }
 
 #[cfg(test)]

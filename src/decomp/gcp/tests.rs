@@ -135,7 +135,46 @@ fn lbfgs_reaches_a_stationary_point_of_the_exact_loss() {
         assert_eq!(seen, model.iters.len());
         let last = model.iters.last().unwrap();
         assert!((last.loss - model.loss).abs() <= 1e-9 * model.loss.abs().max(1.0));
+        // One of L-BFGS-B's convergence tests ended the run, not a failed line search
+        // (on the bounded Poisson loss too).
+        assert!(
+            model.stopped.starts_with("relative decrease")
+                || model.stopped.starts_with("projected gradient"),
+            "{loss}: {} after {} iterations",
+            model.stopped,
+            model.iters.len()
+        );
     }
+}
+
+#[test]
+fn lbfgs_stops_at_max_iters_or_when_the_caller_asks() {
+    let x = low_rank(&[6, 5, 4]);
+    let opts = GcpOptions {
+        method: Method::Lbfgs,
+        max_iters: 3,
+        ..GcpOptions::new(2, Loss::Poisson)
+    };
+    let model = gcp(&engine(1), &x, &opts, &mut |_| ControlFlow::Continue(())).unwrap();
+    assert_eq!(model.iters.len(), 3);
+    assert_eq!(model.stopped, "3 iterations run");
+    assert_eq!(model.loss, model.iters[2].loss);
+    let opts = GcpOptions {
+        max_iters: 1000,
+        ..opts
+    };
+    let model = gcp(&engine(1), &x, &opts, &mut |it| {
+        if it.iter == 1 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    assert_eq!(model.iters.len(), 2);
+    assert_eq!(model.stopped, "stopped by the caller after iteration 2");
+    assert_eq!(model.loss, model.iters[1].loss);
+    assert!(model.loss < model.initial_loss);
 }
 
 #[test]
