@@ -216,3 +216,46 @@ fn data_a_loss_cannot_model_is_refused() {
     .to_string();
     assert!(err.contains("nonnegative") && err.contains("-2"), "{err}");
 }
+
+#[test]
+fn the_start_is_balanced_as_the_peers_balance_it() {
+    let x = low_rank(&[12, 10, 8]);
+    let f: Vec<Matrix<f64>> = Matrix::random_factors(x.dims(), &[3; 3], 9)
+        .iter()
+        .map(Matrix::to_f64)
+        .collect();
+    let mut b = f.clone();
+    balance(&mut b);
+    let col = |m: &Matrix<f64>, r: usize| (0..m.rows()).map(|i| m.get(i, r).powi(2)).sum::<f64>();
+    let entry = |fs: &[Matrix<f64>], c: [usize; 3]| -> f64 {
+        (0..3)
+            .map(|r| (0..3).map(|n| fs[n].get(c[n], r)).product::<f64>())
+            .sum()
+    };
+    for r in 0..3 {
+        let n0 = col(&b[0], r);
+        for m in &b[1..] {
+            assert!((col(m, r) - n0).abs() <= 1e-12 * n0, "component {r}");
+        }
+    }
+    for c in [[0, 0, 0], [11, 9, 7], [5, 3, 6]] {
+        let (a, z) = (entry(&f, c), entry(&b, c));
+        assert!((a - z).abs() <= 1e-12 * a.abs(), "{c:?}: {a} vs {z}");
+    }
+    // Mode 0 ×4 and mode 1 ÷4 is the same model, and after balancing the same start
+    // (powers of two scale exactly): the same run, bit for bit.
+    let mut uneven = f.clone();
+    uneven[0].data_mut().iter_mut().for_each(|v| *v *= 4.0);
+    uneven[1].data_mut().iter_mut().for_each(|v| *v /= 4.0);
+    let run = |init: Vec<Matrix<f64>>| {
+        let opts = GcpOptions {
+            init: Some(init),
+            ..sgd_options(Loss::Poisson)
+        };
+        gcp(&engine(2), &x, &opts, &mut |_| ControlFlow::Continue(())).unwrap()
+    };
+    let (a, z) = (run(f), run(uneven));
+    assert_eq!(a.initial_loss, z.initial_loss);
+    let losses = |m: &GcpModel| m.iters.iter().map(|i| i.loss).collect::<Vec<_>>();
+    assert_eq!(losses(&a), losses(&z));
+}
