@@ -90,6 +90,8 @@ TensorLike = Any
 ``.coords/.data/.shape`` or ``.subs/.vals/.shape``."""
 
 Callback = Callable[[int, float], Optional[bool]]
+# GCP's: (epoch, loss, step, seconds since the start).
+GCPCallback = Callable[[int, float, float, float], Optional[bool]]
 
 
 def read(
@@ -533,9 +535,10 @@ class GCPResult(CPResult):
         initial_loss: the loss of the initial factors.
         fits, fit: the same numbers as ``losses`` and ``loss`` (lower is better), under
             the names a :class:`CPResult` has.
-        stopped: why the run ended, in words; ``stopped_by`` is ``"iters"``.
-        stats: one dict per epoch or iteration (loss, step, accepted, seconds since
-            the start).
+        stopped: why the run ended, in words; ``stopped_by`` is ``"callback"`` when
+            the callback stopped it, else ``"iters"``.
+        stats: one dict per epoch or iteration (iteration, loss, step, accepted,
+            seconds since the start).
     """
 
     loss: float
@@ -550,7 +553,7 @@ class GCPResult(CPResult):
         self.fits = raw["losses"]
         self.seconds = raw["seconds"]
         self.stats = raw["stats"]
-        self.stopped_by = "iters"
+        self.stopped_by = "callback" if raw["stopped_by_callback"] else "iters"
         self.backend = raw["backend"]
         # GCP samples the input's f64 values; no stored form is involved.
         self.values = None
@@ -572,6 +575,29 @@ class GCPResult(CPResult):
         )
 
 
+def _gcp_progress(verbose: bool, callback: Optional[GCPCallback]):
+    """:func:`_progress` for GCP's epochs and iterations."""
+    if not verbose and callback is None:
+        return None
+
+    def progress(s: dict) -> bool:
+        if verbose:
+            undone = "" if s["accepted"] else "  (undone)"
+            print(
+                f"  epoch = {s['iteration'] + 1:3d}  loss = {s['loss']:.6e}  "
+                f"step = {s['step']:.3e}{undone}  ({s['seconds']:.3f}s)",
+                flush=True,
+            )
+        if callback is None:
+            return False
+        try:
+            return bool(callback(s["iteration"], s["loss"], s["step"], s["seconds"]))
+        except StopIteration:
+            return True
+
+    return progress
+
+
 def gcp(
     X: TensorLike,
     rank: int,
@@ -584,6 +610,7 @@ def gcp(
     backend: str = "cpu",
     threads: Optional[int] = None,
     verbose: bool = False,
+    callback: Optional[GCPCallback] = None,
     **options: Any,
 ) -> GCPResult:
     """Generalized CP under ``loss`` (the CLI's ``sptmc gcp``).
@@ -597,6 +624,18 @@ def gcp(
     command-line names with underscores: ``epochs``, ``epoch_iters``, ``rate``,
     ``decay``, ``max_fails``, ``grad_nonzeros``, ``grad_zeros``, ``value_nonzeros``,
     ``value_zeros`` (SGD), ``max_iters``, ``dense_limit`` (L-BFGS).
+
+    ``verbose`` prints a line per epoch or iteration (loss, step, seconds), as
+    ``sptmc gcp`` does. ``callback(epoch, loss, step, seconds)`` is called after every
+    epoch (SGD: ``loss`` the estimate over the fixed sample, before a failed epoch is
+    undone; ``step`` Adam's step during it) or iteration (L-BFGS: the exact loss; the
+    projected gradient's largest entry); ``epoch`` is 0-based (``losses[epoch] ==
+    loss``), ``seconds`` counts from the start of the fit. Returning ``True`` (any true
+    value) or raising ``StopIteration`` stops the run there and returns the model so
+    far (SGD: the last accepted epoch's), with ``stopped_by == "callback"``; any other
+    exception stops the run and propagates. The GIL is released while the engine
+    works; Ctrl-C stops the run after the epoch under way and raises
+    ``KeyboardInterrupt``.
 
     Data the loss cannot model (binary losses on other values, negative values for a
     loss that needs nonnegative ones) raise :class:`InputError` naming the value.
@@ -619,6 +658,7 @@ def gcp(
         dict(options),
         _args.text("backend", backend),
         _threads(threads),
+        _gcp_progress(verbose, callback),
     )
     result = GCPResult(raw)
     _say(

@@ -145,6 +145,7 @@ def _gcp(
     options: dict[str, Any],
     backend: str,
     threads: Optional[int],
+    progress: Optional[Callable[[dict[str, Any]], bool]],
 ) -> dict[str, Any]: ...
 def _tucker_hooi(
     tensor: Tensor,

@@ -1,24 +1,39 @@
 //! GCP for Python: the arguments as a [`GcpRequest`] to [`sptmc::driver`] (the
-//! command line's validation and run), run with the GIL released, the report returned
+//! command line's validation and run), run watched ([`crate::run::watched_steps`]:
+//! the GIL released, a per-epoch callback that can stop the run), the report returned
 //! as a dict of numpy arrays for `sptmc/__init__.py` to wrap in a `CPResult`.
 
 use crate::Tensor;
 use crate::convert::matrix;
 use crate::errors::to_py;
-use crate::run::{backend_choice, engine, in_engine};
+use crate::run::{backend_choice, engine, watched_steps};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use sptmc::decomp::GcpIter;
 use sptmc::driver::{GcpRequest, count, run_gcp};
 use sptmc::hls::ValueChoice;
-use std::ops::ControlFlow;
+
+/// An epoch (SGD) or iteration (L-BFGS) as the `progress` dict: `iteration`
+/// (0-based), `loss`, `step`, `accepted`, `seconds` (since the fit started).
+fn epoch_dict<'py>(py: Python<'py>, s: &GcpIter) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("iteration", s.iter)?;
+    d.set_item("loss", s.loss)?;
+    d.set_item("step", s.step)?;
+    d.set_item("accepted", s.accepted)?;
+    d.set_item("seconds", s.seconds)?;
+    Ok(d)
+}
 
 /// GCP; the arguments as `sptmc.gcp` takes them (`options` holds the method's options
 /// by their request names: `epochs`, `epoch_iters`, `rate`, `decay`, `max_fails`,
 /// `grad_nonzeros`, `grad_zeros`, `value_nonzeros`, `value_zeros`, `max_iters`,
-/// `dense_limit`).
+/// `dense_limit`); `progress(dict)` ([`epoch_dict`]) called after every epoch or
+/// iteration when given (a true return value stops the run, an exception stops it and
+/// is raised).
 #[pyfunction]
-#[pyo3(signature = (tensor, rank, loss, loss_param, method, seed, init, options, backend, threads))]
+#[pyo3(signature = (tensor, rank, loss, loss_param, method, seed, init, options, backend, threads, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn _gcp<'py>(
     py: Python<'py>,
@@ -32,6 +47,7 @@ pub fn _gcp<'py>(
     options: &Bound<'py, PyDict>,
     backend: &str,
     threads: Option<i64>,
+    progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let t = tensor.get();
     let counted = |name: &str, v: i64| count(name, v).map_err(|e| to_py(py, e));
@@ -73,8 +89,8 @@ pub fn _gcp<'py>(
     let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
     // GCP samples the input's f64 values: how an HLS form stores them does not matter.
     let engine = engine(py, backend_choice(py, backend)?, threads, ValueChoice::Auto)?;
-    let report = in_engine(py, &engine, || {
-        run_gcp(&job, &engine, &t.x, &mut |_| ControlFlow::Continue(()))
+    let (report, watch) = watched_steps(py, &engine, progress.as_ref(), epoch_dict, |control| {
+        run_gcp(&job, &engine, &t.x, control)
     })?;
     let model = &report.model;
     let d = PyDict::new(py);
@@ -104,18 +120,13 @@ pub fn _gcp<'py>(
     d.set_item("seconds", PyArray1::from_vec(py, seconds))?;
     let stats = PyList::empty(py);
     for s in &model.iters {
-        let e = PyDict::new(py);
-        e.set_item("iteration", s.iter)?;
-        e.set_item("loss", s.loss)?;
-        e.set_item("step", s.step)?;
-        e.set_item("accepted", s.accepted)?;
-        e.set_item("seconds", s.seconds)?;
-        stats.append(e)?;
+        stats.append(epoch_dict(py, s)?)?;
     }
     d.set_item("stats", stats)?;
     d.set_item("loss", model.loss)?;
     d.set_item("initial_loss", model.initial_loss)?;
     d.set_item("stopped", model.stopped.clone())?;
+    d.set_item("stopped_by_callback", watch.stopped_by_callback)?;
     d.set_item("backend", report.backend)?;
     Ok(d)
 }

@@ -1,6 +1,6 @@
 """GCP from Python: the model for several losses, a CPResult with pyttb's ktensor on
-request, determinism for a seed, the full-gradient method, and bad options as one
-clear error."""
+request, determinism for a seed, the full-gradient method, the per-epoch callback
+(seeing every epoch, stopping the run), and bad options as one clear error."""
 
 from __future__ import annotations
 
@@ -55,6 +55,60 @@ def test_lbfgs_matches_the_dense_loss_of_its_model(X):
     model = np.einsum("r,ir,jr,kr->ijk", m.weights, *m.factors)
     assert m.loss == pytest.approx(np.sum((full - model) ** 2), rel=1e-9)
     assert m.loss < m.initial_loss
+
+
+def test_the_callback_sees_every_epoch(X):
+    seen = []
+    m = sptmc.gcp(X, 2, loss="poisson", epochs=4, epoch_iters=20, seed=2, threads=2,
+                  callback=lambda *a: seen.append(a))
+    assert [s[0] for s in seen] == [0, 1, 2, 3]
+    np.testing.assert_array_equal([s[1] for s in seen], m.losses)
+    assert [s[2] for s in seen] == [st["step"] for st in m.stats]
+    assert [s[3] for s in seen] == [st["seconds"] for st in m.stats]
+    assert all(a[3] <= b[3] for a, b in zip(seen, seen[1:]))
+    assert m.stopped_by == "iters"
+
+
+def test_the_callback_stops_the_run_with_the_model_so_far(X):
+    kw = dict(loss="poisson", epochs=6, epoch_iters=20, seed=2, threads=2)
+    whole = sptmc.gcp(X, 2, **kw)
+    m = sptmc.gcp(X, 2, callback=lambda epoch, *_: epoch == 2, **kw)
+    assert m.iterations == 3 and m.stopped_by == "callback"
+    assert "stopped by the caller after epoch 3" in m.stopped
+    # Deterministic for the seed: the same first epochs as the whole run.
+    np.testing.assert_array_equal(m.losses, whole.losses[:3])
+    accepted = [s["loss"] for s in m.stats if s["accepted"]]
+    assert m.loss == min([m.initial_loss] + accepted)
+
+    def stop_at_1(epoch, loss, step, seconds):
+        if epoch == 1:
+            raise StopIteration
+    m = sptmc.gcp(X, 2, callback=stop_at_1, **kw)
+    assert m.iterations == 2 and m.stopped_by == "callback"
+
+    def boom(*_):
+        raise ValueError("boom")
+    with pytest.raises(ValueError, match="boom"):
+        sptmc.gcp(X, 2, callback=boom, **kw)
+
+
+def test_the_callback_stops_lbfgs_after_an_iteration(X):
+    seen = []
+
+    def cb(it, loss, pg, seconds):
+        seen.append(loss)
+        return it == 1
+    m = sptmc.gcp(X, 2, loss="poisson", method="lbfgs", callback=cb)
+    assert m.iterations == 2 and m.stopped_by == "callback"
+    np.testing.assert_array_equal(m.losses, seen)
+    assert m.loss == seen[-1] < m.initial_loss
+    # The model returned is the one of the last iteration: its exact loss.
+    full = np.zeros(X.shape)
+    subs, vals = X.to_coo()
+    full[tuple(subs.T)] = vals
+    model = np.einsum("r,ir,jr,kr->ijk", m.weights, *m.factors)
+    exact = np.sum(model - full * np.log(model + 1e-10))
+    assert m.loss == pytest.approx(exact, rel=1e-9)
 
 
 def test_to_pyttb_gives_a_ktensor(X):
