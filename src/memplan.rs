@@ -342,6 +342,8 @@ impl MemoryPlan {
     /// (f32), the log-likelihood's scratch and the CPU's `π` (the product of the other
     /// modes' factor rows of every nonzero, f64).
     pub fn cp_apr(dims: &[usize], nnz: usize, rank: usize) -> Self {
+        // The CPU's Φ session runs at the next specialized width.
+        let w = crate::engine::cpu::phi_width(rank);
         let mut p = MemoryPlan::new(
             format!("CP-APR rank {rank}"),
             format!("lower --rank (the modes' lengths are {dims:?})"),
@@ -371,10 +373,18 @@ impl MemoryPlan {
             16,
         )
         .add(
-            format!("the CPU's π ({nnz} nonzeros × {rank}, f64)"),
-            (nnz as u128).saturating_mul(r),
+            format!("the CPU's π ({nnz} nonzeros × {w}, f64)"),
+            (nnz as u128).saturating_mul(w as u128),
             8,
         );
+        if w != rank {
+            // The session's padded copies: the other factors, and B and Φ of a mode.
+            p.add(
+                format!("the CPU's Φ rows padded from rank {rank} to {w} (f64)"),
+                rows.saturating_add(2 * widest).saturating_mul(w as u128),
+                8,
+            );
+        }
         p
     }
 

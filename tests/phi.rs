@@ -161,7 +161,7 @@ twin!(
             };
             let x = counts(&spec);
             for t in [Some(1), Some(40), Some(u32::MAX), None] {
-                for rank in [16, 5, 8, 32] {
+                for rank in [16, 5, 8, 32, 12, 20] {
                     check_modes(engine, &x, t, rank, &format!("{spec:?}"));
                 }
             }
@@ -425,63 +425,66 @@ twin!(
         let p = engine
             .prepare_with_thresholds(&x, &[(Op::Phi, u32::MAX)])
             .unwrap();
-        let rank = 16;
-        let Some(mut run) = engine.phi_run(&p, rank).unwrap() else {
-            return;
-        };
-        let Some(mut seq) = engine.phi_run(&p, rank).unwrap() else {
-            unreachable!("the backend gave one PhiRun above");
-        };
-        let params = PhiParams {
-            eps: 1e-10,
-            log_term: false,
-        };
-        let f = factors(x.dims(), rank, 5);
-        let f64s = as_f64(&f);
-        let fv = views(&f64s);
-        // The sequential loop through the other run's Φ.
-        let seq_loop = |seq: &mut sptmc::engine::PhiRun<'_>,
-                        b: &mut [f64],
-                        max_inner: usize,
-                        tol: f64,
-                        out: &mut [f64]| {
-            let mut buf = Vec::new();
-            sptmc::math::mu::inner_iterations(
-                |b, out| {
-                    let stats = seq.phi(b, params, &mut buf)?;
-                    out.copy_from_slice(&buf);
-                    Ok((stats.bytes_to_device, stats.bytes_from_device))
-                },
-                b,
-                max_inner,
-                tol,
-                out,
-            )
-            .unwrap()
-        };
-        for (mode, start) in f64s.iter().enumerate() {
-            let n = start.len();
-            // The violation after three iterations: a tolerance just above it stops early.
-            seq.fix(mode, &fv).unwrap();
-            let probe = seq_loop(&mut seq, &mut start.clone(), 3, 0.0, &mut vec![0.0; n]);
-            for tol in [0.0, probe.violation * 1.0001, 0.0] {
-                let (mut b1, mut b2) = (start.clone(), start.clone());
-                let (mut o1, mut o2) = (Vec::new(), vec![0.0; n]);
-                run.fix(mode, &fv).unwrap();
-                let got = run.mu_inner(&mut b1, params, 10, tol, &mut o1).unwrap();
+        // A rank of the specialized widths and one the CPU pads up to one.
+        for rank in [16, 12] {
+            let Some(mut run) = engine.phi_run(&p, rank).unwrap() else {
+                return;
+            };
+            let Some(mut seq) = engine.phi_run(&p, rank).unwrap() else {
+                unreachable!("the backend gave one PhiRun above");
+            };
+            let params = PhiParams {
+                eps: 1e-10,
+                log_term: false,
+            };
+            let f = factors(x.dims(), rank, 5);
+            let f64s = as_f64(&f);
+            let fv = views(&f64s);
+            // The sequential loop through the other run's Φ.
+            let seq_loop = |seq: &mut sptmc::engine::PhiRun<'_>,
+                            b: &mut [f64],
+                            max_inner: usize,
+                            tol: f64,
+                            out: &mut [f64]| {
+                let mut buf = Vec::new();
+                sptmc::math::mu::inner_iterations(
+                    |b, out| {
+                        let stats = seq.phi(b, params, &mut buf)?;
+                        out.copy_from_slice(&buf);
+                        Ok((stats.bytes_to_device, stats.bytes_from_device))
+                    },
+                    b,
+                    max_inner,
+                    tol,
+                    out,
+                )
+                .unwrap()
+            };
+            for (mode, start) in f64s.iter().enumerate() {
+                let n = start.len();
+                // The violation after three iterations: a tolerance just above it stops early.
                 seq.fix(mode, &fv).unwrap();
-                let want = seq_loop(&mut seq, &mut b2, 10, tol, &mut o2);
-                assert_eq!(got, want, "mode {mode} tol {tol}");
-                let same = |a: &[f64], b: &[f64]| {
-                    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits())
-                };
-                assert!(same(&b1, &b2), "mode {mode} tol {tol}: B differs");
-                assert!(same(&o1, &o2), "mode {mode} tol {tol}: the last Φ differs");
-                if tol > 0.0 {
-                    assert!(
-                        got.evaluations < 10,
-                        "mode {mode}: no early stop at tol {tol}"
-                    );
+                let probe = seq_loop(&mut seq, &mut start.clone(), 3, 0.0, &mut vec![0.0; n]);
+                for tol in [0.0, probe.violation * 1.0001, 0.0] {
+                    let (mut b1, mut b2) = (start.clone(), start.clone());
+                    let (mut o1, mut o2) = (Vec::new(), vec![0.0; n]);
+                    run.fix(mode, &fv).unwrap();
+                    let got = run.mu_inner(&mut b1, params, 10, tol, &mut o1).unwrap();
+                    seq.fix(mode, &fv).unwrap();
+                    let want = seq_loop(&mut seq, &mut b2, 10, tol, &mut o2);
+                    assert_eq!(got, want, "mode {mode} tol {tol}");
+                    let same = |a: &[f64], b: &[f64]| {
+                        a.len() == b.len()
+                            && a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits())
+                    };
+                    assert!(same(&b1, &b2), "mode {mode} tol {tol}: B differs");
+                    assert!(same(&o1, &o2), "mode {mode} tol {tol}: the last Φ differs");
+                    if tol > 0.0 {
+                        assert!(
+                            got.evaluations < 10,
+                            "mode {mode}: no early stop at tol {tol}"
+                        );
+                    }
                 }
             }
         }

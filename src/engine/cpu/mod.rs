@@ -28,6 +28,7 @@ mod mttkrp_stream;
 mod padded;
 
 pub use padded::width_for as mttkrp_width;
+pub use phi_rows::phi_width;
 mod phi;
 mod phi_rows;
 mod rows;

@@ -31,13 +31,51 @@ use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::math::mu::{MuInner, inner_iterations, nan_max, row_violation, update_row};
 use rayon::prelude::*;
+use std::borrow::Cow;
+
+/// The width a Φ session of rank `rank` runs at: the smallest of 8, 16 and 32 that
+/// holds it, or the rank itself above 32 (the kernels for any rank).
+pub fn phi_width(rank: usize) -> usize {
+    match rank {
+        0..=8 => 8,
+        9..=16 => 16,
+        17..=32 => 32,
+        _ => rank,
+    }
+}
+
+/// Rows of `r` values as rows of `w ≥ r`, zeros after (`f` itself when `w == r`). The
+/// padding's `π` entries are zero, so its `B` entries add nothing to `μ`, its Φ
+/// entries are zero and its multiplicative updates keep it at zero: the first `r`
+/// entries of every row are those of the rank-`r` computation.
+fn widen(f: &[f64], r: usize, w: usize) -> Cow<'_, [f64]> {
+    if w == r {
+        return Cow::Borrowed(f);
+    }
+    let mut out = vec![0.0; f.len() / r.max(1) * w];
+    for (o, row) in out.chunks_exact_mut(w).zip(f.chunks_exact(r.max(1))) {
+        o[..r].copy_from_slice(row);
+    }
+    Cow::Owned(out)
+}
+
+/// The first `r` entries of every `w`-wide row of `wide`, into `out`.
+fn narrow(wide: &[f64], w: usize, out: &mut [f64], r: usize) {
+    for (o, row) in out.chunks_exact_mut(r.max(1)).zip(wide.chunks_exact(w)) {
+        o.copy_from_slice(&row[..r]);
+    }
+}
 
 /// Nonzeros per parallel task when forming `π`.
 const PI_CHUNK: usize = 1024;
 /// The CPU's Φ session.
 pub(super) struct CpuPhi {
     groups: Vec<RowGroups>,
+    /// The width the session runs at: the rank, or the next specialized width (8, 16,
+    /// 32) above it, the factors zero-padded to it ([`phi_width`]). The callers' rows
+    /// are `rank` long; they are padded on the way in and cut on the way out.
     rank: usize,
+    width: usize,
     /// The fixed mode (`usize::MAX` before the first fix).
     mode: usize,
     /// `π` of every nonzero of the fixed mode, in its row order (`nnz × R`).
@@ -59,7 +97,8 @@ impl CpuPhi {
         if order < 2 {
             return Ok(None);
         }
-        let need = order * nnz * order * 4 + nnz * rank as u64 * 8;
+        let width = phi_width(rank);
+        let need = order * nnz * order * 4 + nnz * width as u64 * 8;
         let budget = crate::matrix::available_memory().map_or(u64::MAX, |a| a / 2);
         if need > budget {
             return Ok(None);
@@ -69,6 +108,7 @@ impl CpuPhi {
         Ok(Some(CpuPhi {
             groups,
             rank,
+            width,
             mode: usize::MAX,
             pi: Vec::new(),
             plans: (0..order).map(|_| None).collect(),
@@ -80,11 +120,12 @@ impl CpuPhi {
 
 impl PhiSession for CpuPhi {
     fn fix(&mut self, mode: usize, factors: &[&[f64]]) -> Result<RunStats> {
-        let (g, r) = (&self.groups[mode], self.rank);
-        let others: Vec<&[f64]> = (factors.iter().enumerate())
+        let (g, r) = (&self.groups[mode], self.width);
+        let padded: Vec<Cow<[f64]>> = (factors.iter().enumerate())
             .filter(|&(m, _)| m != mode)
-            .map(|(_, f)| *f)
+            .map(|(_, f)| widen(f, self.rank, r))
             .collect();
+        let others: Vec<&[f64]> = padded.iter().map(|f| &f[..]).collect();
         let d = others.len();
         let idx = g.others();
         // Every entry is written below: keep the buffer (no zeroing of 8R bytes per
@@ -111,7 +152,41 @@ impl PhiSession for CpuPhi {
     }
 
     fn phi(&mut self, b: &[f64], params: PhiParams, out: &mut [f64]) -> Result<RunStats> {
-        let (g, r) = (&self.groups[self.mode], self.rank);
+        if self.width == self.rank {
+            return self.phi_wide(b, params, out);
+        }
+        let (r, w) = (self.rank, self.width);
+        let mut wide = vec![0.0; out.len() / r.max(1) * w];
+        let stats = self.phi_wide(&widen(b, r, w), params, &mut wide)?;
+        narrow(&wide, w, out, r);
+        Ok(stats)
+    }
+
+    fn mu_inner(
+        &mut self,
+        b: &mut [f64],
+        params: PhiParams,
+        max_inner: usize,
+        tol: f64,
+        out: &mut [f64],
+    ) -> Result<MuInner> {
+        if self.width == self.rank {
+            return self.mu_inner_wide(b, params, max_inner, tol, out);
+        }
+        let (r, w) = (self.rank, self.width);
+        let mut wb = widen(b, r, w).into_owned();
+        let mut wide = vec![0.0; out.len() / r.max(1) * w];
+        let done = self.mu_inner_wide(&mut wb, params, max_inner, tol, &mut wide)?;
+        narrow(&wb, w, b, r);
+        narrow(&wide, w, out, r);
+        Ok(done)
+    }
+}
+
+impl CpuPhi {
+    /// [`PhiSession::phi`] on rows of the session's width.
+    fn phi_wide(&mut self, b: &[f64], params: PhiParams, out: &mut [f64]) -> Result<RunStats> {
+        let (g, r) = (&self.groups[self.mode], self.width);
         let plan = self.plans[self.mode].as_ref().expect("made by fix");
         let (x, pi) = (g.values(), &self.pi[..]);
         let eps = f64::from(params.eps);
@@ -146,7 +221,8 @@ impl PhiSession for CpuPhi {
         })
     }
 
-    fn mu_inner(
+    /// [`PhiSession::mu_inner`] on rows of the session's width.
+    fn mu_inner_wide(
         &mut self,
         b: &mut [f64],
         params: PhiParams,
@@ -158,7 +234,7 @@ impl PhiSession for CpuPhi {
         let cut = self.plans[mode].as_ref().expect("made by fix").cut;
         if cut || !self.full[mode] || max_inner == 0 {
             let phi = |b: &[f64], out: &mut [f64]| {
-                let s = self.phi(b, params, out)?;
+                let s = self.phi_wide(b, params, out)?;
                 Ok((s.bytes_to_device, s.bytes_from_device))
             };
             let done = inner_iterations(phi, b, max_inner, tol, out)?;
@@ -209,7 +285,7 @@ impl CpuPhi {
         update_last: bool,
         out: &mut [f64],
     ) -> Vec<f64> {
-        let (g, r) = (&self.groups[self.mode], self.rank);
+        let (g, r) = (&self.groups[self.mode], self.width);
         let plan = self.plans[self.mode].as_ref().expect("made by fix");
         let (ptr, x, pi) = (g.ptr(), g.values(), &self.pi[..]);
         let eps = f64::from(params.eps);
