@@ -297,3 +297,71 @@ fn model_files_are_the_single_process_files() {
         }
     }
 }
+
+/// The built-in tensor (no file given) under mpirun is the single process's, though each
+/// rank draws only its part of it: on one rank CP-ALS's fits are the single process's
+/// bit for bit (the same threads); on 4 ranks CP-APR's log-likelihoods (f64
+/// throughout) are within 1e-6 relative, CP-ALS's fits within 1e-4 (its kernels
+/// accumulate in f32, and this tensor's power-law slices hold tens of thousands of
+/// nonzeros each: their partial sums from several ranks differ by about 2e-5 of the
+/// fit, as they did when every rank generated the whole tensor). No rank holds the
+/// whole tensor: every one of 4 ranks peaks below one rank's peak by more than the
+/// tensor's entries take.
+#[test]
+fn the_built_in_tensor_is_the_single_process_one_drawn_in_parts() {
+    if mpirun().is_none() {
+        return;
+    }
+    let cp = [
+        "cp", "--rank", "4", "--iters", "5", "--tol", "0", "--json", "--seed=3",
+    ];
+    let threads = [&cp[..], &["--threads", "1"]].concat();
+    let one = json(&single(&threads), "one process");
+    assert_eq!(fits(&json(&ranks(1, &threads), "1 rank")), fits(&one));
+    let four = json(&ranks(4, &cp), "4 ranks");
+    assert_eq!(four["nnz"], one["nnz"]);
+    for (a, b) in fits(&four).iter().zip(&fits(&one)) {
+        assert!((a - b).abs() <= 1e-4 * b, "fit {a} vs {b} of one process");
+    }
+    let mut apr = cp;
+    apr[0] = "cp-apr";
+    let lls = |v: &Value| -> Vec<f64> {
+        v["iterations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["log_likelihood"].as_f64().unwrap())
+            .collect()
+    };
+    let (a1, a4) = (
+        lls(&json(&single(&apr), "one process")),
+        lls(&json(&ranks(4, &apr), "4 ranks")),
+    );
+    assert_eq!(a1.len(), a4.len());
+    for (a, b) in a4.iter().zip(&a1) {
+        assert!(
+            (a - b).abs() <= 1e-6 * b.abs(),
+            "log-likelihood {a} vs {b} of one process"
+        );
+    }
+    let peaks = |v: &Value| -> Vec<u64> {
+        v["distributed"]["per_rank"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["peak_bytes"].as_u64().unwrap())
+            .collect()
+    };
+    let alone = peaks(&json(&ranks(1, &cp), "1 rank"))[0];
+    // Indices and value of every nonzero: 3 × 4 + 8 bytes.
+    let entries = one["nnz"].as_u64().unwrap() * 20;
+    for (k, p) in peaks(&four).into_iter().enumerate() {
+        assert!(
+            p + entries < alone,
+            "rank {k} of 4 peaked at {} MB, one rank alone at {} MB; the tensor's entries take {} MB",
+            p >> 20,
+            alone >> 20,
+            entries >> 20
+        );
+    }
+}

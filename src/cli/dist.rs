@@ -72,6 +72,7 @@ mod with_mpi {
     use sptmc::driver::{CpAprReport, CpReport, CpRequest};
     use sptmc::engine::{BackendChoice, Engine};
     use sptmc::model_io::finish_model;
+    use sptmc::tensor::generate::generate_part;
     use sptmc::tensor::tns::part::Entries;
     use sptmc::{Error, Matrix, Result};
     use std::ops::ControlFlow;
@@ -156,21 +157,32 @@ mod with_mpi {
         Ok(engine)
     }
 
-    /// The built-in tensor (no file given), every rank keeping every `P`-th entry.
+    /// This rank's share of the built-in tensor (no file given): the nonzeros its part
+    /// of the generator's draws gives (rank `k` of `P` keeps draws `k·n/P ..
+    /// (k+1)·n/P`), repeats not yet summed. The exchange sends every nonzero to its
+    /// block in rank order, so a block's repeats are summed in the order they were
+    /// drawn: the tensor is the single process's, value for value, and no rank holds
+    /// more than its part.
     fn builtin_share(ch: &Channel) -> Result<Share> {
-        let x = sptmc::tensor::generate::generate(&default_spec())?;
-        let (p, me) = (ch.size(), ch.rank());
-        let mut e = Entries::new(x.order());
-        for k in (me..x.nnz()).step_by(p) {
-            for m in 0..x.order() {
-                e.indices[m].push(x.indices(m)[k]);
-            }
-            e.values.push(x.values()[k]);
-        }
+        let spec = default_spec();
+        let (p, me, n) = (ch.size(), ch.rank(), spec.nnz);
+        let end = if me + 1 == p {
+            usize::MAX
+        } else {
+            (me + 1) * n / p
+        };
+        let (indices, values) = generate_part(&spec, me * n / p..end)?;
+        let mut e = Entries::new(spec.dims.len());
+        e.max = indices
+            .iter()
+            .map(|ix| ix.iter().copied().max().unwrap_or(0))
+            .collect();
+        e.indices = indices;
+        e.values = values;
         Ok(Share {
             entries: e,
-            dims: x.dims().to_vec(),
-            total_entries: x.nnz() as u64,
+            dims: spec.dims,
+            total_entries: n as u64,
             total_lines: 0,
         })
     }
