@@ -197,6 +197,60 @@ fn bytes_per_iteration_match_the_model_and_stay_below_coarse() {
     );
 }
 
+/// `--grain coarse` (every rank over whole modes, whole factors exchanged): the same
+/// log-likelihoods as the medium grain, each rank a fair share of the nonzeros, the
+/// bytes within 2× of the coarse-grained model and above the medium grain's on every
+/// rank.
+#[test]
+fn coarse_grain_fits_the_same_and_sends_more_than_medium() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let x = counts(vec![200, 200, 200], 40_000, 11);
+    let f = write(dir.path(), "c.tns", &x);
+    let mut args = vec!["cp-apr", f.as_str()];
+    args.extend(APR);
+    let medium = json(&ranks(4, &args), "medium");
+    args.extend(["--grain", "coarse"]);
+    let coarse = json(&ranks(4, &args), "coarse");
+    assert_eq!(coarse["distributed"]["scheme"], "coarse");
+    assert_eq!(medium["distributed"]["scheme"], "medium");
+    let (lm, lc) = (lls(&medium), lls(&coarse));
+    assert_eq!(lm.len(), lc.len());
+    for (k, (a, b)) in lc.iter().zip(&lm).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-6 * b.abs(),
+            "iteration {k}: coarse {a} vs medium {b}"
+        );
+    }
+    let share = x.nnz() as f64 / 4.0;
+    let per_rank = |v: &Value| v["distributed"]["per_rank"].as_array().unwrap().clone();
+    for (rm, rc) in per_rank(&medium).iter().zip(&per_rank(&coarse)) {
+        let nnz = rc["nnz"].as_f64().unwrap();
+        assert!(
+            (nnz - share).abs() <= 0.1 * share,
+            "coarse: rank {} holds {nnz}",
+            rc["rank"]
+        );
+        let (bm, bc) = (
+            rm["bytes_per_iter"].as_f64().unwrap(),
+            rc["bytes_per_iter"].as_f64().unwrap(),
+        );
+        let model = rc["model_bytes_per_iter"].as_f64().unwrap();
+        assert_eq!(
+            rc["model_bytes_per_iter"],
+            rc["coarse_model_bytes_per_iter"]
+        );
+        assert!(
+            bc <= 2.0 * model && bc >= model / 2.0,
+            "coarse: rank {} measured {bc} bytes vs the model's {model}",
+            rc["rank"]
+        );
+        assert!(bm < bc, "rank {}: medium {bm} vs coarse {bc}", rc["rank"]);
+    }
+}
+
 #[test]
 fn model_files_have_the_single_process_form() {
     if mpirun().is_none() {

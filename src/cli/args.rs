@@ -254,6 +254,9 @@ pub struct CpAprArgs {
     /// Entries below this with a positive Φ are inadmissible zeros (pyttb kappatol).
     #[arg(long, default_value_t = 1e-10)]
     pub kappa_tol: f64,
+    /// Under mpirun (`--features mpi`): how the ranks split the work (default medium).
+    #[arg(long, value_enum)]
+    pub grain: Option<super::dist::GrainArg>,
     /// Values that are not integers: a warning, or an error.
     #[arg(long, value_enum, default_value_t = NonIntegerArg::Warn)]
     pub non_integer: NonIntegerArg,

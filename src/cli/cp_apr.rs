@@ -47,7 +47,7 @@ pub(super) fn request(a: &CpAprArgs) -> CpAprRequest {
 
 /// CP-APR (across ranks under mpirun, [`super::dist`]).
 pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
-    if super::dist::wanted(false)? {
+    if super::dist::wanted(a.grain.is_some())? {
         return super::dist::cp_apr(a);
     }
     let mut request = request(&a);

@@ -240,10 +240,7 @@ mod with_mpi {
         };
         ch.agree(dir_ok)?;
         let engine = ch.agree(engine(ch, &a.model.common))?;
-        let scheme = match a.grain {
-            Some(GrainArg::Coarse) => Scheme::Coarse,
-            _ => Scheme::Medium,
-        };
+        let scheme = scheme(a.grain);
         let (block, name) = read_block(ch, a.file.as_deref(), scheme)?;
         request.init = ch.agree(read_init(a.model.init.as_deref(), block.dims.len()))?;
         let job = ch.agree(request.validate_shape(&block.dims, block.nnz))?;
@@ -299,6 +296,14 @@ mod with_mpi {
             print_summary(a.model.common.json, &summary, &what);
         }
         Ok(())
+    }
+
+    /// The partition scheme of `--grain`.
+    fn scheme(grain: Option<GrainArg>) -> Scheme {
+        match grain {
+            Some(GrainArg::Coarse) => Scheme::Coarse,
+            Some(GrainArg::Medium) | None => Scheme::Medium,
+        }
     }
 
     /// Every rank's figures, on every rank, with its peak memory as of now.
@@ -364,7 +369,8 @@ mod with_mpi {
         };
         ch.agree(dir_ok)?;
         let engine = ch.agree(engine(ch, &a.common))?;
-        let (block, name) = read_block(ch, a.file.as_deref(), Scheme::Medium)?;
+        let scheme = scheme(a.grain);
+        let (block, name) = read_block(ch, a.file.as_deref(), scheme)?;
         request.init = ch.agree(read_init(a.init.as_deref(), block.dims.len()))?;
         let job = ch.agree(request.validate_shape(&block.dims, block.nnz))?;
         let quiet = a.common.json || ch.rank() != 0;
@@ -399,7 +405,7 @@ mod with_mpi {
                 + volume::apr_scalars_bytes(p.ranks(), n, r, evals.iter().sum())
         };
         let rough = volume::apr_rough_bytes(&block.dims, block.partition.ranks(), r, &evals);
-        summary["distributed"] = distributed_json(&block, Scheme::Medium, &ranks, &model, rough);
+        summary["distributed"] = distributed_json(&block, scheme, &ranks, &model, rough);
         let model = &report.model;
         if ch.rank() == 0 {
             say_warnings(model);

@@ -2,9 +2,10 @@
 //! [`crate::decomp::cp_apr`] (same initial factors, same multiplicative updates, same
 //! log-likelihood), with the factor rows spread as [`super::partition`] says.
 //!
-//! Every rank keeps, in f64, the rows of each mode's slab that its block uses; the
-//! owners of a row (see [`super::partition::Partition::owned`]) are the ones that
-//! update it. Per mode `n`, on every rank:
+//! The partition may be the medium-grained grid or the coarse-grained variant (every
+//! rank over whole modes); the steps are the same. Every rank keeps, in f64, the rows
+//! of each mode's slab that its block uses; the owners of a row (see
+//! [`super::partition::Partition::owned`]) are the ones that update it. Per mode `n`, on every rank:
 //! 1. the owners move their inadmissible zeros (from their rows' last Φ) and scale
 //!    their rows by `λ`;
 //! 2. the rank's Φ session ([`crate::engine::PhiRun`]) is fixed on mode `n` with the
