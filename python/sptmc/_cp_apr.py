@@ -24,9 +24,10 @@ class CPAPRResult:
             summing to 1.
         log_likelihood: the final ``sum x log M - sum M``.
         log_likelihoods: float64 array, the log-likelihood after each outer iteration.
-        converged: whether the KKT tolerance ``tol`` was met (else ``iters`` or
-            ``stoptime`` ended the run).
-        stopped_by: ``"tol"``, or ``"iters"`` (the iteration or time limit).
+        converged: whether the KKT tolerance ``tol`` was met (else ``iters``,
+            ``stoptime`` or the callback ended the run).
+        stopped_by: ``"tol"``, ``"iters"`` (the iteration or time limit) or
+            ``"callback"`` (the callback asked to stop).
         warnings: what the run warned of (non-integer values, a zero tensor); each is
             also issued as a ``RuntimeWarning``.
         stats: one dict per outer iteration (log-likelihood, KKT violation, inner
@@ -56,7 +57,12 @@ class CPAPRResult:
         self.log_likelihood = raw["log_likelihood"]
         self.log_likelihoods = raw["log_likelihoods"]
         self.converged = raw["converged"]
-        self.stopped_by = "tol" if self.converged else "iters"
+        if self.converged:
+            self.stopped_by = "tol"
+        elif raw["stopped_by_callback"]:
+            self.stopped_by = "callback"
+        else:
+            self.stopped_by = "iters"
         self.warnings = list(raw["warnings"])
         self.stats = raw["stats"]
         self.seconds = raw["seconds"]
@@ -100,12 +106,12 @@ def _progress(verbose: bool, callback: Optional[Callback]):
                 f"κ-modes = {s['violations']}",
                 flush=True,
             )
-        if callback is not None:
-            try:
-                callback(s["iteration"], s["log_likelihood"])
-            except StopIteration:
-                pass
-        return False
+        if callback is None:
+            return False
+        try:
+            return bool(callback(s["iteration"], s["log_likelihood"]))
+        except StopIteration:
+            return True
 
     return progress
 
@@ -151,8 +157,11 @@ def cp_apr(
         backend, threads, values, verbose: as for :func:`sptmc.cp_als` (counts above
             2048 that fp16 would round make ``values="auto"`` store f32).
         callback: ``callback(iteration, log_likelihood)`` after every outer
-            iteration. CP-APR runs to its own stopping rule: the return value (and
-            ``StopIteration``) cannot stop it; any other exception stops the run and
+            iteration (``iteration`` 0-based: ``log_likelihoods[iteration] ==
+            log_likelihood``). Returning ``True`` (any true value) or raising
+            ``StopIteration`` stops the run after that iteration and returns its
+            model, with ``stopped_by == "callback"`` (unless that iteration also met
+            the KKT tolerance: then ``"tol"``); any other exception stops the run and
             propagates.
 
     Returns:

@@ -31,7 +31,7 @@ fn iteration_dict<'py>(py: Python<'py>, s: &CpAprIter) -> PyResult<Bound<'py, Py
 
 /// CP-APR; the arguments as `sptmc.cp_apr` takes them (the command line's options
 /// under their names), `progress(dict)` called after every outer iteration when
-/// given (its return value cannot stop CP-APR, which runs to its own stopping rule).
+/// given (a true return value stops the run after that iteration).
 #[pyfunction]
 #[pyo3(signature = (tensor, rank, iters, inner, tol, stoptime, eps, kappa, kappa_tol, seed, init, non_integer, backend, threads, values, progress))]
 #[allow(clippy::too_many_arguments)]
@@ -81,7 +81,7 @@ pub fn _cp_apr<'py>(
     let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
     let values = value_choice(py, values)?;
     let engine = engine(py, backend_choice(py, backend)?, threads, values)?;
-    let (report, _) = watched_steps(
+    let (report, watch) = watched_steps(
         py,
         &engine,
         progress.as_ref(),
@@ -103,6 +103,7 @@ pub fn _cp_apr<'py>(
         PyArray1::from_vec(py, m.log_likelihoods()),
     )?;
     d.set_item("converged", m.converged)?;
+    d.set_item("stopped_by_callback", watch.stopped_by_callback)?;
     d.set_item("warnings", PyList::new(py, &m.warnings)?)?;
     let stats = PyList::empty(py);
     for s in &m.iters {

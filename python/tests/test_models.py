@@ -75,6 +75,34 @@ def test_cp_apr_callback_and_verbose(capsys):
     assert "log-likelihood" in capsys.readouterr().out
 
 
+def test_cp_apr_callback_stops_the_run_after_its_iteration():
+    X = counts()
+    full = sptmc.cp_apr(X, 2, iters=8, tol=0, seed=3)
+    assert full.iterations == 8 and full.stopped_by == "iters"
+    seen = []
+
+    def stop_at_third(i, ll):
+        seen.append(ll)
+        return i == 2
+
+    m = sptmc.cp_apr(X, 2, iters=8, tol=0, seed=3, callback=stop_at_third)
+    assert m.stopped_by == "callback" and not m.converged
+    assert m.iterations == 3 and len(seen) == 3
+    # The model of the third iteration, as the uninterrupted run had it there.
+    assert np.array_equal(m.log_likelihoods, full.log_likelihoods[:3])
+    assert m.log_likelihood == full.log_likelihoods[2]
+    assert m.factors[0].shape == (15, 2) and np.all(np.isfinite(m.weights))
+
+    def stop_now(i, ll):
+        raise StopIteration
+
+    first = sptmc.cp_apr(X, 2, iters=8, tol=0, seed=3, callback=stop_now)
+    assert first.stopped_by == "callback" and first.iterations == 1
+    # A callback that returns nothing lets it run to its own rule.
+    quiet = sptmc.cp_apr(X, 2, iters=8, tol=0, seed=3, callback=lambda i, ll: None)
+    assert quiet.stopped_by == "iters" and quiet.iterations == 8
+
+
 def test_cp_apr_bad_input_raises_the_documented_classes():
     X = counts()
     with pytest.raises(sptmc.InputError, match="rank must be at least 1"):

@@ -43,7 +43,10 @@ pub use completion::{
     complete_with_progress,
 };
 pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_control, cp_als_with_progress};
-pub use cp_apr::{CpAprIter, CpAprModel, CpAprOptions, NonInteger, cp_apr, cp_apr_with_progress};
+pub use cp_apr::{
+    CpAprIter, CpAprModel, CpAprOptions, NonInteger, cp_apr, cp_apr_with_control,
+    cp_apr_with_progress,
+};
 pub use gcp::{GcpIter, GcpModel, GcpOptions, Loss, Method, gcp};
 pub use tucker::{
     TuckerModel, TuckerOptions, tucker_hooi, tucker_hooi_with_control, tucker_hooi_with_progress,

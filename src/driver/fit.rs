@@ -5,7 +5,7 @@ use super::options::{CompletionJob, CpAprJob, CpJob, TuckerJob};
 use super::{Events, Job, check_finite};
 use crate::decomp::{
     CompletionModel, CpAprIter, CpAprModel, CpModel, EpochStats, IterStats, Solver, TuckerModel,
-    complete_with_control, cp_als_with_control, cp_apr_with_progress, tucker_hooi_with_control,
+    complete_with_control, cp_als_with_control, cp_apr_with_control, tucker_hooi_with_control,
 };
 use crate::engine::cpu::{CacheSizes, private_output_floats, streamed_output_floats};
 use crate::engine::{Backend, Engine, Prepared, Workload};
@@ -239,11 +239,8 @@ impl Job for CpAprJob {
         prepared: &Prepared,
         events: &mut dyn Events<CpAprIter>,
     ) -> Result<CpAprReport> {
-        // CP-APR's loop cannot be stopped from outside: every step continues.
         let r = timed(engine, prepared, self.workload().op, || {
-            cp_apr_with_progress(engine, prepared, &self.options, &mut |s| {
-                let _ = events.step(s);
-            })
+            cp_apr_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
         })?;
         check_finite("CP-APR weights", &r.model.weights)?;
         check_finite("CP-APR log-likelihoods", &r.model.log_likelihoods())?;

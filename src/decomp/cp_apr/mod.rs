@@ -38,6 +38,7 @@
 //! | `maxinneriters` | [`CpAprOptions::max_inner`] | 10 |
 //! | `epsDivZero` | [`CpAprOptions::eps`] | 1e-10 |
 //! | `printitn` | the progress callback of [`cp_apr_with_progress`] | every iteration |
+//! | — | the control callback of [`cp_apr_with_control`]: stops after an iteration | never |
 //! | `kappa` | [`CpAprOptions::kappa`] | 0.01 |
 //! | `kappatol` | [`CpAprOptions::kappa_tol`] | 1e-10 |
 //!
@@ -65,6 +66,7 @@ use crate::error::{Error, Result};
 use crate::math::mu::MuInner;
 use crate::matrix::Matrix;
 use crate::ops::Op;
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 mod mu;
@@ -176,6 +178,21 @@ pub fn cp_apr_with_progress(
     x: &Prepared,
     opts: &CpAprOptions,
     progress: &mut dyn FnMut(&CpAprIter),
+) -> Result<CpAprModel> {
+    cp_apr_with_control(engine, x, opts, &mut |s| {
+        progress(s);
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`cp_apr`], calling `control` after every outer iteration: [`ControlFlow::Break`]
+/// ends the run there and returns the model of that iteration (not
+/// [`CpAprModel::converged`], unless the iteration also met the KKT tolerance).
+pub fn cp_apr_with_control(
+    engine: &Engine,
+    x: &Prepared,
+    opts: &CpAprOptions,
+    control: &mut dyn FnMut(&CpAprIter) -> ControlFlow<()>,
 ) -> Result<CpAprModel> {
     if x.order() < 2 {
         return Err(Error::InvalidTensor(format!(
@@ -381,9 +398,12 @@ pub fn cp_apr_with_progress(
             bytes_from_device: clock.from_device,
         };
         iters.push(stats);
-        progress(&stats);
+        let stop = control(&stats).is_break();
         if all_met {
             converged = true;
+            break;
+        }
+        if stop {
             break;
         }
         if start.elapsed().as_secs_f64() > opts.max_seconds {
