@@ -283,6 +283,7 @@ twin!(sgd_steps_on_disjoint_rows_match_fp64, |engine| {
             seed: epoch,
             shuffle: true,
             bias: None,
+            anchors: Vec::new(),
         };
         s.sgd_epoch(&step).unwrap();
         reference::sgd_epoch(&x, &mut want, 0.5, 0.05, 0.1).unwrap();
@@ -329,6 +330,7 @@ fn cpu_sgd_with_one_worker_in_stored_order_matches_the_sequential_reference() {
             seed: 1,
             shuffle: false,
             bias: None,
+            anchors: Vec::new(),
         };
         for _ in 0..2 {
             s.sgd_epoch(&step).unwrap();
@@ -431,6 +433,7 @@ twin!(sessions_refuse_bad_arguments_with_typed_errors, |engine| {
             seed: 1,
             shuffle: true,
             bias: None,
+            anchors: Vec::new(),
         };
         assert!(
             matches!(s.sgd_epoch(&step), Err(Error::InvalidOption(_))),
@@ -444,6 +447,7 @@ twin!(sessions_refuse_bad_arguments_with_typed_errors, |engine| {
         seed: 1,
         shuffle: true,
         bias: None,
+        anchors: Vec::new(),
     };
     let r = s.sgd_epoch(&huge).and_then(|_| s.loss());
     assert!(matches!(r, Err(Error::NonFinite(_))), "{r:?}");

@@ -45,6 +45,33 @@ pub struct SgdStep {
     pub shuffle: bool,
     /// Bias terms folded into the factors (`None`: a plain CP model); see [`SgdBias`].
     pub bias: Option<SgdBias>,
+    /// Per mode, how its CP columns are regularized ([`Anchor`]); empty: every mode's
+    /// toward 0 with weight 1.
+    pub anchors: Vec<Anchor>,
+}
+
+/// How one mode's CP columns are regularized in an SGD step: by
+/// `w λ ‖A⁽ⁿ⁾ − c‖²` instead of `λ ‖A⁽ⁿ⁾‖²`, so that a step moves a row entry `a` by
+/// `η (g − w λ / count · (a − c))`, `count` the row's nonzeros.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Anchor {
+    /// The value `c` the columns are shrunk toward (finite).
+    pub value: f32,
+    /// The weight `w` of `λ` (finite, ≥ 0).
+    pub weight: f32,
+}
+
+impl Anchor {
+    /// Toward 0 with weight 1: the plain `λ ‖A⁽ⁿ⁾‖²`.
+    pub const ZERO: Anchor = Anchor {
+        value: 0.0,
+        weight: 1.0,
+    };
+
+    /// Whether this is [`Anchor::ZERO`].
+    pub fn is_zero(&self) -> bool {
+        *self == Anchor::ZERO
+    }
 }
 
 /// Bias terms carried as extra factor columns in an SGD step: of the session's rank
@@ -228,6 +255,13 @@ pub(crate) fn check_bias_columns(step: &SgdStep, rank: usize, order: usize) -> R
             b.centers.len(),
         ));
     }
+    if !(step.anchors.is_empty() || step.anchors.len() == order) {
+        return Err(Error::shape(
+            "SGD anchors",
+            format!("{order} (one per mode) or none"),
+            step.anchors.len(),
+        ));
+    }
     Ok(())
 }
 
@@ -243,6 +277,15 @@ pub(crate) fn check_step(step: &SgdStep) -> Result<()> {
         return Err(Error::InvalidOption(format!(
             "the regularization λ must be a number ≥ 0, got {}",
             step.lambda
+        )));
+    }
+    if let Some(a) = step
+        .anchors
+        .iter()
+        .find(|a| !(a.value.is_finite() && a.weight.is_finite() && a.weight >= 0.0))
+    {
+        return Err(Error::InvalidOption(format!(
+            "an SGD anchor needs a finite value and a finite weight ≥ 0, got {a:?}"
         )));
     }
     if let Some(b) = &step.bias {

@@ -23,7 +23,7 @@ pub use backend::{
     Backend, BackendChoice, BackendKind, BackendTensor, ColumnMax, CopyRate, CpSession, CpStep,
     Launch, PhiParams, RunOptions, RunStats, median,
 };
-pub use completion::{CompletionSession, SgdBias, SgdStep};
+pub use completion::{Anchor, CompletionSession, SgdBias, SgdStep};
 pub use factors::{FactorKey, FactorVersions};
 pub use gcp::{EntryLoss, GcpSample};
 pub use options::{CpuOptions, CudaOptions, EngineOptions, MttkrpKernel};

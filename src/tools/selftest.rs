@@ -446,6 +446,7 @@ fn sgd_on_the_diagonal(
         seed: 7,
         shuffle: true,
         bias: None,
+        anchors: Vec::new(),
     };
     timed(engine, ms, || s.sgd_epoch(&step))?;
     reference::completion::sgd_epoch(&x, &mut want, 0.5, 0.05, 0.1)?;

@@ -8,10 +8,11 @@
 //! ones stay at 1 in every row (rows without entries included, so that a prediction
 //! there still adds the other modes' biases).
 
+use crate::engine::Anchor;
 use crate::matrix::Matrix;
 
 /// How the model's columns are laid out in the session's factors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct Layout {
     /// The CP rank `R`.
     pub rank: usize,
@@ -19,6 +20,8 @@ pub(super) struct Layout {
     pub order: usize,
     /// Whether the last `N` columns are biases.
     pub biases: bool,
+    /// Per mode, how its CP columns are regularized (empty: all toward 0, weight 1).
+    pub anchors: Vec<Anchor>,
 }
 
 impl Layout {
@@ -63,21 +66,32 @@ impl Layout {
         }
     }
 
-    /// `λ Σ_n ‖CP columns of A⁽ⁿ⁾‖² + λ_b Σ_n ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²` in f64, `b̄⁽ⁿ⁾` the mean
-    /// of mode `n`'s biases ([`Layout::centers`]).
+    /// `λ Σ_n w_n ‖CP columns of A⁽ⁿ⁾ − c_n‖² + λ_b Σ_n ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²` in f64
+    /// (`c_n`, `w_n` mode `n`'s [`Layout::anchor`]), `b̄⁽ⁿ⁾` the mean of mode `n`'s
+    /// biases ([`Layout::centers`]).
     pub fn penalty(&self, factors: &[Matrix], lambda: f64, bias_lambda: f64) -> f64 {
         let (cp, bias) = self.sq_norms(factors);
         lambda * cp + bias_lambda * bias
     }
 
-    /// `Σ_n ‖CP columns of A⁽ⁿ⁾‖²` and `Σ_n ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²` in f64.
+    /// How mode `n`'s CP columns are regularized.
+    pub fn anchor(&self, n: usize) -> Anchor {
+        self.anchors.get(n).copied().unwrap_or(Anchor::ZERO)
+    }
+
+    /// `Σ_n w_n ‖CP columns of A⁽ⁿ⁾ − c_n‖²` and `Σ_n ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²` in f64.
     pub fn sq_norms(&self, factors: &[Matrix]) -> (f64, f64) {
         let (r, k) = (self.rank, self.width());
         let centers = self.centers(factors);
         let (mut cp, mut bias) = (0.0, 0.0);
         for (n, f) in factors.iter().enumerate() {
+            let Anchor { value, weight } = self.anchor(n);
+            let (c, w) = (f64::from(value), f64::from(weight));
             for row in f.data().chunks_exact(k) {
-                cp += row[..r].iter().map(|&v| f64::from(v).powi(2)).sum::<f64>();
+                cp += w * row[..r]
+                    .iter()
+                    .map(|&v| (f64::from(v) - c).powi(2))
+                    .sum::<f64>();
                 if self.biases {
                     bias += (f64::from(row[r + n]) - centers[n]).powi(2);
                 }

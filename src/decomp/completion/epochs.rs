@@ -5,7 +5,7 @@ use super::bias::Layout;
 use super::model::rmse_of;
 use super::solve::{column_update, solve_rows};
 use super::{EpochStats, MAX_HALVINGS, Solver};
-use crate::engine::{CompletionSession, SgdBias, SgdStep};
+use crate::engine::{Anchor, CompletionSession, SgdBias, SgdStep};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::tensor::CooTensor;
@@ -144,7 +144,7 @@ impl Fitter<'_> {
             *kernel += t.elapsed().as_secs_f64();
             r
         };
-        let layout = self.layout;
+        let layout = self.layout.clone();
         let before = match self.solver {
             Solver::Als | Solver::Ccd => Some(self.session.factors()?),
             Solver::Sgd => None,
@@ -153,8 +153,13 @@ impl Fitter<'_> {
         let scratch = &mut self.scratch;
         let out = match self.solver {
             Solver::Als => {
-                let diagonal = layout.diagonal(lambda, self.bias_lambda);
                 for (mode, count) in self.counts.iter().enumerate() {
+                    // The mode's own λ and the value it shrinks toward: `w λ c` on the
+                    // right-hand side of every CP unknown.
+                    let Anchor { value, weight } = layout.anchor(mode);
+                    let lambda = lambda * f64::from(weight);
+                    let diagonal = layout.diagonal(lambda, self.bias_lambda);
+                    let anchor = (lambda * f64::from(value)) as f32;
                     timed(&mut || s.normal_equations(mode, scratch).map(|_| ()))?;
                     let a = if layout.biases {
                         let mut reduced = layout.reduce(scratch, mode);
@@ -167,10 +172,33 @@ impl Fitter<'_> {
                                 row[w * w + layout.rank] += shift;
                             }
                         }
+                        if anchor != 0.0 {
+                            for (row, &c) in
+                                reduced.data_mut().chunks_exact_mut(w * w + w).zip(count)
+                            {
+                                if c > 0 {
+                                    for v in &mut row[w * w..w * w + layout.rank] {
+                                        *v += anchor;
+                                    }
+                                }
+                            }
+                        }
                         let (a, pinv) = solve_rows(&reduced, layout.rank + 1, &diagonal, count)?;
                         self.pinv_solves += pinv;
                         layout.expand(&a, mode)
                     } else {
+                        let r = layout.rank;
+                        if anchor != 0.0 {
+                            for (row, &c) in
+                                scratch.data_mut().chunks_exact_mut(r * r + r).zip(count)
+                            {
+                                if c > 0 {
+                                    for v in &mut row[r * r..] {
+                                        *v += anchor;
+                                    }
+                                }
+                            }
+                        }
                         let (a, pinv) = solve_rows(scratch, layout.rank, &diagonal, count)?;
                         self.pinv_solves += pinv;
                         a
@@ -194,12 +222,19 @@ impl Fitter<'_> {
                         Some(n) => (vec![n], 1, self.bias_lambda),
                         None => ((0..layout.order).collect(), self.ccd_inner, lambda),
                     };
-                    let center = match bias_of {
+                    let bias_center = match bias_of {
                         Some(n) => layout.centers(&s.factors()?)[n],
                         None => 0.0,
                     };
                     for _ in 0..sweeps {
                         for &mode in &modes {
+                            let (center, lam) = match bias_of {
+                                Some(_) => (bias_center, lam),
+                                None => {
+                                    let a = layout.anchor(mode);
+                                    (f64::from(a.value), lam * f64::from(a.weight))
+                                }
+                            };
                             timed(&mut || s.column_terms(mode, col, scratch).map(|_| ()))?;
                             let v = column_update(scratch, lam, center, &self.counts[mode]);
                             timed(&mut || s.set_column(mode, col, &v).map(|_| ()))?;
@@ -222,6 +257,7 @@ impl Fitter<'_> {
                         lambda: self.bias_lambda as f32,
                         centers: layout.centers(&before).iter().map(|&c| c as f32).collect(),
                     }),
+                    anchors: layout.anchors.clone(),
                 };
                 let mut outcome = Ok(());
                 timed(&mut || {

@@ -6,9 +6,21 @@
 //! (0 without [`CompletionOptions::center`]), one bias per row of every mode (without
 //! [`CompletionOptions::biases`], none) and a rank-`R` CP model, fitted to the observed
 //! training entries only (every stored entry is observed, an explicit zero included)
-//! by minimizing `Σ_observed (x − m)² + λ Σ_n ‖A⁽ⁿ⁾‖² + λ_b Σ_n ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²`
+//! by minimizing `Σ_observed (x − m)² + λ Σ_n w_n ‖A⁽ⁿ⁾ − c_n‖² + λ_b Σ_n ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²`
 //! (`b̄⁽ⁿ⁾` the mean of mode `n`'s biases: each mode's mean bias is free, so the model's
-//! constant is not tied to `μ` when the CP part has a mean of its own). The biases
+//! constant is not tied to `μ` when the CP part has a mean of its own). `c_n = 0`,
+//! `w_n = 1` except on the *context modes* of a tensor of order `N ≥ 3`: the `N − 2`
+//! modes with the most training entries per row (a MovieLens tensor's weeks) start at
+//! and are shrunk toward the constant `c = (t² / R)^(1/(2N))` (the initial factors'
+//! size, below), with `w_n` their entries per row over the geometric mean of the two
+//! other modes'. Shrinking every mode toward 0 penalizes a component of size `σ` like
+//! `N λ σ^(2/N)` (rescaling its factors is free): matrix factorization's soft
+//! threshold for `N = 2`, but for `N ≥ 3` a penalty that removes small components and
+//! leaves large ones nearly unshrunk, so that no `λ` both keeps a CP part and stops it
+//! overfitting (MovieLens-100k: the bias model for `λ ≥ 13`, overfitting from the
+//! first epoch below). With the context modes held near a constant the CP part is a
+//! matrix factorization of the other two modes, modulated per context row where the
+//! data say so (`tune.rs`). The biases
 //! are learned with the factors by every solver: they ride along as extra factor
 //! columns (`bias.rs`), so every pass over the nonzeros runs on the engine
 //! ([`crate::engine::completion`]). Biases of every mode, not only users and items:
@@ -66,10 +78,10 @@
 //!   keep the fixed bias columns yet).
 //!
 //! Initial factors, unless given: mode `m` is `(2u − 1)·s` with `u` from
-//! `Matrix::random(I_m, R, seed + m)` and `s = sqrt(3)·(t² / R)^(1/(2N))`, so that the
-//! initial CP part has a standard deviation near `t`, the spread of the training
-//! values about `μ` (1 when they have none); biases start at 0; rows without training
-//! entries are zeroed. Deterministic for a given seed, options, backend and thread
+//! `Matrix::random(I_m, R, seed + m)` and `s = sqrt(3)·c`, `c = (t² / R)^(1/(2N))`, so
+//! that the initial CP part has a standard deviation near `t`, the spread of the
+//! training values about `μ` (1 when they have none); a context mode is `c` in every
+//! entry instead; biases start at 0; rows without training entries are zeroed. Deterministic for a given seed, options, backend and thread
 //! count.
 
 use crate::engine::{Engine, Prepared, RowCounts};
@@ -250,17 +262,23 @@ fn initial_factors(opts: &CompletionOptions, dims: &[usize], spread: f64) -> Vec
     if let Some(f) = &opts.init {
         return f.clone();
     }
-    let n = dims.len() as f64;
+    let s = (3.0f64.sqrt() * initial_scale(opts, dims.len(), spread)) as f32;
+    Matrix::random_factors(dims, &vec![opts.rank; dims.len()], opts.seed)
+        .into_iter()
+        .map(|m| m.map(|u| (2.0 * u - 1.0) * s))
+        .collect()
+}
+
+/// The root mean square `(t² / R)^(1/(2N))` of the initial factors' entries, `t` the
+/// values' spread about `μ` (1 when they have none): the CP part of `N` such factors
+/// then has spread `t`.
+fn initial_scale(opts: &CompletionOptions, order: usize, spread: f64) -> f64 {
     let t = if spread > 0.0 && spread.is_finite() {
         spread
     } else {
         1.0
     };
-    let s = (3.0f64.sqrt() * (t * t / opts.rank as f64).powf(1.0 / (2.0 * n))) as f32;
-    Matrix::random_factors(dims, &vec![opts.rank; dims.len()], opts.seed)
-        .into_iter()
-        .map(|m| m.map(|u| (2.0 * u - 1.0) * s))
-        .collect()
+    (t * t / opts.rank as f64).powf(1.0 / (2.0 * order as f64))
 }
 
 /// Completion of the training tensor `train` (prepared for [`Op::Completion`]) on
@@ -319,10 +337,11 @@ pub fn complete_with_control(
             format!("{:?}", validation.dims()),
         ));
     }
-    let layout = Layout {
+    let mut layout = Layout {
         rank: opts.rank,
         order: dims.len(),
         biases: opts.biases,
+        anchors: Vec::new(),
     };
     if let Some(init) = &opts.init {
         crate::engine::completion::check_factors(&dims, init)?;
@@ -352,7 +371,7 @@ pub fn complete_with_control(
     let mut fitter = Fitter {
         session,
         counts,
-        layout,
+        layout: layout.clone(),
         solver: opts.solver,
         ccd_inner: opts.ccd_inner,
         seed: opts.seed,
@@ -371,7 +390,23 @@ pub fn complete_with_control(
     };
     let spread = (fitter.session.loss()? / fitter.nnz).sqrt();
     let scale = Scale::of(&fitter.counts, fitter.nnz, spread, opts.rank);
-    let mut init = layout.widen(initial_factors(opts, &dims, spread));
+    layout.anchors = tune::anchors(
+        &fitter.counts,
+        fitter.nnz,
+        initial_scale(opts, dims.len(), spread),
+    );
+    fitter.layout = layout.clone();
+    let mut init = initial_factors(opts, &dims, spread);
+    if opts.init.is_none() {
+        // The context modes start at their anchor: a constant.
+        for (m, f) in init.iter_mut().enumerate() {
+            let a = layout.anchor(m);
+            if !a.is_zero() {
+                *f = f.map(|_| a.value);
+            }
+        }
+    }
+    let mut init = layout.widen(init);
     layout.zero_empty_rows(&mut init, &fitter.counts);
     fitter.set_factors(&init)?;
     fitter.lr_start = opts.learning_rate.unwrap_or_else(|| scale.learning_rate());

@@ -5,6 +5,7 @@ use super::bias::Layout;
 use super::epochs::{Best, Fitter};
 use super::model::PathPoint;
 use super::{CompletionOptions, EpochStats, Solver};
+use crate::engine::Anchor;
 use crate::error::Result;
 use crate::matrix::Matrix;
 use crate::tensor::CooTensor;
@@ -97,6 +98,50 @@ impl Scale {
     }
 }
 
+/// The context modes of an order-`N ≥ 3` problem and their anchors: the `N − 2` modes
+/// with the most training entries per nonempty row (`counts`, `nnz` entries; ties to
+/// the earlier mode) start at and are shrunk toward `value` instead of 0, with `λ`
+/// weighted by their entries per row over `c̃`, the geometric mean of the two other
+/// modes' (≥ 1, since they have more); every other mode gets [`Anchor::ZERO`]. Order
+/// 2: none anchored.
+///
+/// Why: with `λ Σ_n ‖A⁽ⁿ⁾‖²`, rescaling a component's factors is free, so the penalty
+/// acts on a component of size `σ` like `N λ σ^(2/N)`. For `N = 2` that is matrix
+/// factorization's soft threshold; for `N ≥ 3` it shrinks small components away and
+/// leaves large ones nearly free, so the λ path jumps from "no CP part" to
+/// "overfitted" (MovieLens-100k, user × item × week: λ ≥ 13 gave the bias model, every
+/// lower λ overfitted from its first epoch, 0.1 % below the bias baseline). A context
+/// mode held near a constant turns the CP part into a matrix factorization of the two
+/// free modes, modulated per context row where the data say so; its rows, with
+/// thousands of entries each, are shrunk as strongly relative to their data as the
+/// free modes' (the weight), so that scale does not drift into them.
+pub(super) fn anchors(counts: &[Vec<u32>], nnz: f64, value: f64) -> Vec<Anchor> {
+    let order = counts.len();
+    if order < 3 {
+        return Vec::new();
+    }
+    let per_row: Vec<f64> = counts
+        .iter()
+        .map(|c| {
+            let rows = c.iter().filter(|&&k| k > 0).count().max(1) as f64;
+            (nnz / rows).max(1.0)
+        })
+        .collect();
+    let mut modes: Vec<usize> = (0..order).collect();
+    // Most entries per row first; a stable sort keeps ties in mode order.
+    modes.sort_by(|&a, &b| per_row[b].total_cmp(&per_row[a]));
+    let free = &modes[order - 2..];
+    let typical = (per_row[free[0]] * per_row[free[1]]).sqrt();
+    let mut out = vec![Anchor::ZERO; order];
+    for &m in &modes[..order - 2] {
+        out[m] = Anchor {
+            value: value as f32,
+            weight: (per_row[m] / typical).max(1.0) as f32,
+        };
+    }
+    out
+}
+
 /// The λ path: from the grid's top down, each point warm-started from the previous
 /// point's best factors (a CP component that a large λ shrank away, below [`DEAD`] or,
 /// for SGD, [`DEAD_SGD`] of its initial weight, restarted from `init`) and run for at most [`PATH_EPOCHS`] epochs (patience
@@ -112,7 +157,7 @@ pub(super) fn path(
     validation: &CooTensor,
     control: &mut dyn FnMut(&EpochStats) -> ControlFlow<()>,
 ) -> Result<(f64, Vec<PathPoint>, Best)> {
-    let layout: Layout = fitter.layout;
+    let layout: Layout = fitter.layout.clone();
     let epochs = PATH_EPOCHS.min(opts.max_epochs);
     let patience = PATH_PATIENCE.min(opts.patience);
     let mut points = Vec::new();
@@ -160,4 +205,44 @@ pub(super) fn path(
     }
     let (lambda, best) = best.expect("the first point runs an epoch");
     Ok((lambda, points, best))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows per mode and entries: a tensor of `nnz` entries spread evenly over `rows`.
+    fn even(rows: &[usize], nnz: u32) -> Vec<Vec<u32>> {
+        rows.iter().map(|&r| vec![nnz / r as u32; r]).collect()
+    }
+
+    #[test]
+    fn the_modes_with_the_most_entries_per_row_are_anchored() {
+        // Matrices: no context mode.
+        assert!(anchors(&even(&[50, 40], 2000), 2000.0, 0.5).is_empty());
+        // Users, items, weeks: 80, 40 and 320 entries per row; the weeks anchored
+        // with weight 320 / √(80 · 40) = 5.657.
+        let a = anchors(&even(&[100, 200, 25], 8000), 8000.0, 0.5);
+        assert_eq!(a[0], Anchor::ZERO);
+        assert_eq!(a[1], Anchor::ZERO);
+        assert_eq!(a[2].value, 0.5);
+        assert!((a[2].weight - 5.65685).abs() < 1e-4, "{:?}", a[2]);
+        // Order 4: the two modes with the most entries per row; empty rows do not
+        // count (mode 0 has 10 nonempty rows of 400 entries each).
+        let mut c = even(&[1000, 400, 20, 50], 4000);
+        c[0] = [vec![400; 10], vec![0; 990]].concat();
+        let a = anchors(&c, 4000.0, 1.0);
+        assert!(a[0].weight > 1.0 && a[2].weight > 1.0, "{a:?}");
+        assert_eq!((a[1], a[3]), (Anchor::ZERO, Anchor::ZERO));
+        // Equal entries per row: the earliest mode anchored, with weight 1.
+        let a = anchors(&even(&[30, 30, 30], 900), 900.0, 2.0);
+        assert_eq!(a[1..], [Anchor::ZERO, Anchor::ZERO]);
+        assert_eq!(
+            a[0],
+            Anchor {
+                value: 2.0,
+                weight: 1.0
+            }
+        );
+    }
 }

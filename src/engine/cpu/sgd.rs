@@ -18,7 +18,7 @@
 
 use super::kernel::dense_nonzeros;
 use super::subnormal::FlushSubnormals;
-use crate::engine::SgdStep;
+use crate::engine::{Anchor, SgdStep};
 use crate::error::{Error, Result};
 use crate::hls::{HlsTensor, LOW_KEY_BITS, TILE};
 use crate::matrix::Matrix;
@@ -285,6 +285,8 @@ struct Updater<'a> {
     bias: Option<(usize, f32, f32)>,
     /// Per mode, the value its bias is shrunk toward.
     centers: Vec<f32>,
+    /// Per mode, how its CP columns are regularized.
+    anchors: Vec<Anchor>,
     /// The rows as they were before the step, mode after mode.
     old: Vec<f32>,
     /// The product of the other modes' rows.
@@ -305,6 +307,11 @@ impl<'a> Updater<'a> {
             centers: match &step.bias {
                 Some(b) if !b.centers.is_empty() => b.centers.clone(),
                 _ => vec![0.0; order],
+            },
+            anchors: if step.anchors.is_empty() {
+                vec![Anchor::ZERO; order]
+            } else {
+                step.anchors.clone()
             },
             old: vec![0.0; order * rank],
             others: vec![0.0; rank],
@@ -341,19 +348,23 @@ impl<'a> Updater<'a> {
             }
             let at = (i as usize - *first) * r;
             let own = &self.old[m * r..(m + 1) * r];
-            // The row's share of λ‖A‖²: λ over its nonzeros (≥ 1: this one).
+            // The row's share of w λ‖A − c‖²: over its nonzeros (≥ 1: this one).
             let count = self.counts[m][i as usize] as f32;
-            let reg = self.lambda / count;
+            let Anchor {
+                value: anchor,
+                weight,
+            } = self.anchors[m];
+            let reg = weight * self.lambda / count;
             let row = &mut block[at..at + r];
             match self.bias {
                 None => {
                     for ((a, &g), &a0) in row.iter_mut().zip(&self.others).zip(own) {
-                        *a = a0 + self.lr * (g - reg * a0);
+                        *a = a0 + self.lr * (g - reg * (a0 - anchor));
                     }
                 }
                 Some((first, lr_b, lambda_b)) => {
                     for ((a, &g), &a0) in row[..first].iter_mut().zip(&self.others).zip(own) {
-                        *a = a0 + self.lr * (g - reg * a0);
+                        *a = a0 + self.lr * (g - reg * (a0 - anchor));
                     }
                     // Only this mode's own bias moves; the others' columns stay at 1.
                     let (a, g, a0) = (&mut row[first + m], self.others[first + m], own[first + m]);
@@ -442,6 +453,40 @@ mod tests {
         }
     }
 
+    /// One step with an anchored mode against a hand-computed one. Order 2, `R = 1`, no
+    /// biases: at `a₀ = 0.5`, `a₁ = 2`, `x = 2.1`, `e = 1.1`. With `η = 0.1`,
+    /// `λ = 0.4`, mode 1 anchored at 0.5 with weight 2, rows of 2 (mode 0) and 4
+    /// (mode 1) nonzeros:
+    /// `a₀ = 0.5 + 0.1 (1.1·2 − 0.4/2 · 0.5) = 0.71`,
+    /// `a₁ = 2 + 0.1 (1.1·0.5 − 2·0.4/4 · (2 − 0.5)) = 2.025`.
+    #[test]
+    fn a_step_with_an_anchored_mode_matches_the_hand_computed_one() {
+        let step = SgdStep {
+            learning_rate: 0.1,
+            lambda: 0.4,
+            seed: 0,
+            shuffle: false,
+            bias: None,
+            anchors: vec![
+                Anchor::ZERO,
+                Anchor {
+                    value: 0.5,
+                    weight: 2.0,
+                },
+            ],
+        };
+        let counts = vec![vec![7, 2], vec![4, 1]];
+        let mut upd = Updater::new(2, 1, &step, &counts);
+        let mut m0 = vec![0.5f32];
+        let mut m1 = vec![2.0f32, 9.0];
+        {
+            let mut rows = [(1usize, m0.as_mut_slice()), (0usize, m1.as_mut_slice())];
+            upd.step(&mut rows, &[1, 0], 2.1);
+        }
+        assert!((m0[0] - 0.71).abs() <= 1e-6, "{m0:?}");
+        assert!((m1[0] - 2.025).abs() <= 1e-6 && m1[1] == 9.0, "{m1:?}");
+    }
+
     /// One step with bias columns against a hand-computed one. Order 2, `R = 1`, so
     /// `K = 3`: mode 0's row is `[a₀, b₀, 1]`, mode 1's `[a₁, 1, b₁]`. At `a₀ = 0.5`,
     /// `b₀ = 0.2`, `a₁ = 2`, `b₁ = −0.1` the model is `1 + 0.2 − 0.1 = 1.1`, so at
@@ -464,6 +509,7 @@ mod tests {
                 lambda: 2.0,
                 centers: vec![0.0, 0.3],
             }),
+            anchors: Vec::new(),
         };
         // Row 1 of mode 0 (2 nonzeros), row 0 of mode 1 (4 nonzeros).
         let counts = vec![vec![7, 2], vec![4, 1]];

@@ -493,6 +493,11 @@ impl CompletionSession for CudaCompletion<'_> {
 
     fn sgd_epoch(&mut self, step: &SgdStep) -> Result<RunStats> {
         check_step(step)?;
+        if !step.anchors.iter().all(|a| a.is_zero()) {
+            return Err(Error::Unsupported(
+                "the CUDA SGD kernel regularizes every mode toward 0 alike (no anchored context modes yet): run SGD with --backend cpu".into(),
+            ));
+        }
         if step.bias.is_some() {
             // The kernel updates every column alike: it would move the fixed columns.
             return Err(Error::Unsupported(
