@@ -6,9 +6,11 @@
  *   M[e, c] = sum_ea F_a[ea, c] * T_e[ea, c],   T_e = X_e[16 x 16] * F_b(tile rows)[16 x R]
  * The first product runs on tensor cores; the Hadamard product with F_a and the sum over
  * ea run in fp32 on the accumulators, so only the F_b tile rows are rounded to fp16
- * (X is fp16 as stored; f32 values run as two fp16 terms, hi = fp16(v) and lo =
- * fp16(v - hi), in two passes whose MMAs both accumulate in fp32), and no Khatri-Rao
- * product is formed.
+ * (X is fp16 as stored), and no Khatri-Rao product is formed. f32 values run as two
+ * fp16 terms, hi = fp16(v) and lo = fp16(v - hi), and F_b as two terms too (lo_term), in
+ * three passes whose MMAs all accumulate in fp32: X_hi F_b, X_hi F_b,lo and X_lo F_b
+ * (X_lo F_b,lo is below 2^-22), so what is left is about 2^-22 relative, as f32 sums.
+ * A pass apiece, not two MMAs in one, keeps the registers of the fp16 kernel.
  *
  * One block of HLS_BLOCK_THREADS (4 warps) per tile.
  * - All threads: expand the tile into slices X_e[ea][eb] in shared memory (xs).
@@ -50,11 +52,13 @@ __device__ __forceinline__ float transpose_reduce8(const float (&v)[8], int lane
     return keep + __shfl_xor_sync(kFullMask, send, 4);
 }
 
-/* One fp16 term (`what`) of the dense MTTKRP of tile t by the whole block, added to
- * out: float[dims[mode]][out_cols]. */
+/* One fp16 term (`what`) of the dense MTTKRP of tile t by the whole block times F_b's
+ * first fp16 term, or with `b_lo` its second (lo_term; xs as the previous pass left it),
+ * added to out: float[dims[mode]][out_cols]. */
 template <typename T>
-__device__ void dense_mttkrp_term(const HlsLaunchParams& p, uint64_t t, TileSmem& s, Expand what) {
-    expand_tile<T>(p, t, s, what);
+__device__ void dense_mttkrp_term(const HlsLaunchParams& p, uint64_t t, TileSmem& s, Expand what,
+                                  bool b_lo) {
+    if (!b_lo) expand_tile<T>(p, t, s, what);
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, tq = lane & 3;
@@ -96,8 +100,15 @@ __device__ void dense_mttkrp_term(const HlsLaunchParams& p, uint64_t t, TileSmem
             const int ex = pow2_exponent(m);
             const float inv = exp2i(-ex);
             sb[j] = exp2i(ex);
-            bf[j][0] = pack_half2(v[0] * inv, v[1] * inv);
-            bf[j][1] = pack_half2(v[2] * inv, v[3] * inv);
+            if (b_lo) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) v[i] = lo_term(v[i] * inv);
+                bf[j][0] = pack_half2(v[0], v[1]);
+                bf[j][1] = pack_half2(v[2], v[3]);
+            } else {
+                bf[j][0] = pack_half2(v[0] * inv, v[1] * inv);
+                bf[j][1] = pack_half2(v[2] * inv, v[3] * inv);
+            }
             /* F_a at the accumulator positions: rows ea = g, g+8; columns 2tq, 2tq+1. */
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
@@ -116,7 +127,7 @@ __device__ void dense_mttkrp_term(const HlsLaunchParams& p, uint64_t t, TileSmem
             const float sj = __shfl_sync(kFullMask, sb[j], src);
             if (j == (g >> 1)) my_scale = sj;
         }
-        const float fold = p.value_scale * my_scale;
+        const float fold = p.value_scale * my_scale * (b_lo ? kLoBack : 1.f);
 
         for (int e = warp; e < kTile; e += kWarps) {
             const uint32_t row = on + e;
@@ -137,15 +148,16 @@ __device__ void dense_mttkrp_term(const HlsLaunchParams& p, uint64_t t, TileSmem
     }
 }
 
-/* Dense MTTKRP of tile t by the whole block: one pass per fp16 term of the values
- * (kValueTerms: f32 values as hi + lo, two MMAs per fragment, both accumulated in fp32
- * into the output). */
+/* Dense MTTKRP of tile t by the whole block: one pass for fp16 values; for f32 values
+ * (kValueTerms) X_hi F_b, X_hi F_b,lo and X_lo F_b, all accumulated in fp32 into the
+ * output. */
 template <typename T>
 __device__ void dense_mttkrp_tile(const HlsLaunchParams& p, uint64_t t, TileSmem& s) {
-    dense_mttkrp_term<T>(p, t, s, Expand::Hi);
+    dense_mttkrp_term<T>(p, t, s, Expand::Hi, false);
     if (kValueTerms<T> > 1) {
+        dense_mttkrp_term<T>(p, t, s, Expand::Hi, true); /* reads xs as it is */
         __syncthreads(); /* every warp is done with xs before it is refilled */
-        dense_mttkrp_term<T>(p, t, s, Expand::Lo);
+        dense_mttkrp_term<T>(p, t, s, Expand::Lo, false);
     }
 }
 

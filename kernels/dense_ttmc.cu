@@ -10,7 +10,9 @@
  *   Q = P' F_a        [Rb x Ra]  (M = rb, K = ea, N = ra),  Y_e = Q^T
  * P' is P with each row scaled by a power of two (its largest entry just below 1) and
  * rounded to fp16; the scales are folded back when Q is written. f32 values run as two
- * fp16 terms of X (hi = fp16(v), lo = fp16(v - hi)), in two passes added in fp32. Output row
+ * fp16 terms of X (hi = fp16(v), lo = fp16(v - hi)), in two passes added in fp32, and in
+ * the hi pass F_b, P' and F_a as two terms each too (lo_term; the products of two second
+ * terms are dropped), so what is left is about 2^-22 relative, as f32 sums. Output row
  * I_n = tile origin + e, column ra * Rb + rb.
  *
  * One block of HLS_BLOCK_THREADS (4 warps) per tile.
@@ -54,7 +56,10 @@ __device__ void dense_ttmc_term(const HlsLaunchParams& p, uint64_t t, TileSmem& 
     /* A operand F_b^T, per 16 rows of rb: a0 = (rb g, eb 2tq..), a1 = (rb g+8, eb 2tq..),
      * a2 = (rb g, eb 2tq+8..), a3 = (rb g+8, eb 2tq+8..); rows scaled by F_b's column
      * scales sbr[mt][0] (rb = g) and sbr[mt][1] (rb = g + 8). */
+    /* f32 values: the operands' second terms in the hi pass. */
+    const bool split = kValueTerms<T> > 1 && what == Expand::Hi;
     uint32_t fbt[kTtmcMT][4];
+    uint32_t fbl[kTtmcMT][4];
     float sbr[kTtmcMT][2];
 #pragma unroll
     for (int mt = 0; mt < kTtmcMT; ++mt) {
@@ -84,11 +89,18 @@ __device__ void dense_ttmc_term(const HlsLaunchParams& p, uint64_t t, TileSmem& 
         fbt[mt][1] = pack_half2(v[1][0] * inv[1], v[1][1] * inv[1]);
         fbt[mt][2] = pack_half2(v[0][2] * inv[0], v[0][3] * inv[0]);
         fbt[mt][3] = pack_half2(v[1][2] * inv[1], v[1][3] * inv[1]);
+        if (split) {
+            fbl[mt][0] = pack_half2(lo_term(v[0][0] * inv[0]), lo_term(v[0][1] * inv[0]));
+            fbl[mt][1] = pack_half2(lo_term(v[1][0] * inv[1]), lo_term(v[1][1] * inv[1]));
+            fbl[mt][2] = pack_half2(lo_term(v[0][2] * inv[0]), lo_term(v[0][3] * inv[0]));
+            fbl[mt][3] = pack_half2(lo_term(v[1][2] * inv[1]), lo_term(v[1][3] * inv[1]));
+        }
     }
     /* B operand F_a, per 8 columns of ra: b0 = (ea 2tq..2tq+1, ra g), b1 = (ea 2tq+8.., ra
      * g), scaled per column; sac[nt][h] is the scale of column ra = 8nt + 2tq + h, the
      * columns this lane's Q accumulators hold (fetched from the lanes that built them). */
     uint32_t fab[kTtmcNT][2];
+    uint32_t fal[kTtmcNT][2];
     float sac[kTtmcNT][2];
 #pragma unroll
     for (int nt = 0; nt < kTtmcNT; ++nt) {
@@ -107,6 +119,10 @@ __device__ void dense_ttmc_term(const HlsLaunchParams& p, uint64_t t, TileSmem& 
         const float sa = exp2i(ex);
         fab[nt][0] = pack_half2(v[0] * inv, v[1] * inv);
         fab[nt][1] = pack_half2(v[2] * inv, v[3] * inv);
+        if (split) {
+            fal[nt][0] = pack_half2(lo_term(v[0] * inv), lo_term(v[1] * inv));
+            fal[nt][1] = pack_half2(lo_term(v[2] * inv), lo_term(v[3] * inv));
+        }
         sac[nt][0] = __shfl_sync(kFullMask, sa, (2 * tq) * 4);
         sac[nt][1] = __shfl_sync(kFullMask, sa, (2 * tq + 1) * 4);
     }
@@ -130,6 +146,16 @@ __device__ void dense_ttmc_term(const HlsLaunchParams& p, uint64_t t, TileSmem& 
             float p0[4] = {0.f, 0.f, 0.f, 0.f}, p1[4] = {0.f, 0.f, 0.f, 0.f};
             mma_16816(p0, fbt[mt], xb[0], xb[1]); /* P(rb, ea 0..7) */
             mma_16816(p1, fbt[mt], xb[2], xb[3]); /* P(rb, ea 8..15) */
+            if (split) {
+                float l0[4] = {0.f, 0.f, 0.f, 0.f}, l1[4] = {0.f, 0.f, 0.f, 0.f};
+                mma_16816(l0, fbl[mt], xb[0], xb[1]);
+                mma_16816(l1, fbl[mt], xb[2], xb[3]);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    p0[i] += l0[i] * kLoBack;
+                    p1[i] += l1[i] * kLoBack;
+                }
+            }
             float m0 = fmaxf(fmaxf(fabsf(p0[0]), fabsf(p0[1])), fmaxf(fabsf(p1[0]), fabsf(p1[1])));
             float m1 = fmaxf(fmaxf(fabsf(p0[2]), fabsf(p0[3])), fmaxf(fabsf(p1[2]), fabsf(p1[3])));
             m0 = fmaxf(m0, __shfl_xor_sync(kFullMask, m0, 1));
@@ -140,6 +166,13 @@ __device__ void dense_ttmc_term(const HlsLaunchParams& p, uint64_t t, TileSmem& 
             const float d0 = exp2i(-x0), d1 = exp2i(-x1);
             const uint32_t pa[4] = {pack_half2(p0[0] * d0, p0[1] * d0), pack_half2(p0[2] * d1, p0[3] * d1),
                                     pack_half2(p1[0] * d0, p1[1] * d0), pack_half2(p1[2] * d1, p1[3] * d1)};
+            uint32_t pl[4] = {0u, 0u, 0u, 0u};
+            if (split) {
+                pl[0] = pack_half2(lo_term(p0[0] * d0), lo_term(p0[1] * d0));
+                pl[1] = pack_half2(lo_term(p0[2] * d1), lo_term(p0[3] * d1));
+                pl[2] = pack_half2(lo_term(p1[0] * d0), lo_term(p1[1] * d0));
+                pl[3] = pack_half2(lo_term(p1[2] * d1), lo_term(p1[3] * d1));
+            }
             const float f0 = p.value_scale * sbr[mt][0] * exp2i(x0);
             const float f1 = p.value_scale * sbr[mt][1] * exp2i(x1);
             const uint32_t rb0 = 16 * mt + g, rb1 = rb0 + 8;
@@ -148,6 +181,13 @@ __device__ void dense_ttmc_term(const HlsLaunchParams& p, uint64_t t, TileSmem& 
                 if (nt >= nt_n) break;
                 float y[4] = {0.f, 0.f, 0.f, 0.f};
                 mma_16816(y, pa, fab[nt][0], fab[nt][1]); /* Q(rb, ra 8nt..) */
+                if (split) {
+                    float l[4] = {0.f, 0.f, 0.f, 0.f};
+                    mma_16816(l, pl, fab[nt][0], fab[nt][1]);
+                    mma_16816(l, pa, fal[nt][0], fal[nt][1]);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) y[i] += l[i] * kLoBack;
+                }
                 const uint32_t ra0 = 8 * nt + 2 * tq, ra1 = ra0 + 1;
                 if (rb0 < Rb) {
                     if (ra0 < Ra && y[0] != 0.f) atomicAdd(orow + ra0 * Rb + rb0, y[0] * f0 * sac[nt][0]);

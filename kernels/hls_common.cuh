@@ -84,6 +84,16 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
     return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+/* The second fp16 term of an operand x with |x| < 1 (a tile column after its scale), for
+ * f32 values' dense tiles: (x - fp16(x)) * 2^12, which is at most 1 in size, so that the
+ * term keeps fp16's full precision instead of falling into its subnormals; products
+ * with it are scaled back by kLoBack. Operands split so, with the values' own hi + lo,
+ * leave MMA products off by about 2^-22 relative instead of fp16's 2^-11. */
+constexpr float kLoBack = 1.f / 4096.f;
+__device__ __forceinline__ float lo_term(float x) {
+    return (x - __half2float(__float2half_rn(x))) * 4096.f;
+}
+
 /* Four 8x8 fp16 matrices from shared memory: lanes 8q..8q+7 give the row addresses of
  * matrix q; register q receives matrix q's (row lane/4, columns 2(lane%4), +1). */
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {

@@ -172,3 +172,62 @@ fn exponents_match_frexp() {
     assert_eq!(pow2_exponent(0.0), 0);
     assert_eq!(pow2_exponent(f32::MAX), 126, "clamped");
 }
+
+/// fp16 of x, as the kernels' `__float2half_rn`.
+fn h(x: f32) -> f32 {
+    f16::from_f32(x).to_f32()
+}
+
+#[test]
+fn f32_values_split_with_the_factor_keep_f32_precision() {
+    // dense_mttkrp.cu with f32 values: X = X_hi + X_lo (each fp16), F_b staged per tile
+    // column and split into hi + lo_term (the rounding error times 2^12, so it stays in
+    // fp16's normal range); three passes X_hi F_hi + 2^-12 X_hi F_lo + X_lo F_hi, summed
+    // in f32. Left: X_lo F_lo (2^-24 relative), the rounding of the second terms (2^-23
+    // each) and the f32 sums: a few 2^-23, not fp16's 2^-11.
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+    let (mut worst, mut worst_hi_only) = (0f64, 0f64);
+    for _ in 0..2000 {
+        let mut x = [[0f32; 16]; 16];
+        for row in &mut x {
+            for v in row.iter_mut() {
+                if rng.random_bool(0.3) {
+                    *v = rng.random_range(0.1f32..1.0);
+                }
+            }
+        }
+        let fa: [f32; 16] = std::array::from_fn(|_| rng.random_range(0.1f32..1.0));
+        let fb: [f32; 16] = std::array::from_fn(|_| rng.random_range(0.1f32..1.0));
+        let exact = exact_mttkrp_cell(&x, &fa, &fb);
+        if exact == 0.0 {
+            continue;
+        }
+        let e = pow2_exponent(fb.iter().fold(0f32, |m, v| m.max(v.abs())));
+        let inv = 2f32.powi(-e);
+        let fb_hi = fb.map(|v| h(v * inv));
+        let fb_lo = fb.map(|v| h((v * inv - h(v * inv)) * 4096.0));
+        let (mut m, mut m_hi_only) = (0f32, 0f32);
+        for ea in 0..16 {
+            let (mut t, mut t_hi_only) = (0f32, 0f32);
+            for eb in 0..16 {
+                let (xh, xl) = (h(x[ea][eb]), h(x[ea][eb] - h(x[ea][eb])));
+                t += xh * fb_hi[eb] + xh * fb_lo[eb] / 4096.0 + xl * fb_hi[eb];
+                t_hi_only += (xh + xl) * fb_hi[eb];
+            }
+            m += fa[ea] * t;
+            m_hi_only += fa[ea] * t_hi_only;
+        }
+        let scale = f64::from(2f32.powi(e));
+        worst = worst.max((f64::from(m) * scale - exact).abs() / exact);
+        worst_hi_only = worst_hi_only.max((f64::from(m_hi_only) * scale - exact).abs() / exact);
+    }
+    assert!(
+        worst < 8.0 * 2f64.powi(-23),
+        "split factor: worst {worst:e}"
+    );
+    // Splitting the values alone leaves the factor's fp16 rounding.
+    assert!(
+        worst_hi_only > 2f64.powi(-16),
+        "values split only: worst {worst_hi_only:e}"
+    );
+}
