@@ -145,14 +145,16 @@ run)
             "$bin" bench "$f" --backend cuda --ranks "$rank" --ttmc-ranks "$ttm_rank" --json \
                 > "$out/$name-sptmc-$r.json" 2> "$out/$name-sptmc-$r.log"
             python3 "$root/scripts/gpu_peers_table.py" sptmc "$name" "$r" "$out/$name-sptmc-$r.json" >> "$tsv"
-            timeout 600 "$pbin/mmcsf-mttkrp" -i "$tmp/$name.tns" -m 0 -R "$rank" -t 12 -f 128 -w 1 \
+            timeout 600 "$pbin/mmcsf-mttkrp" -i "$tmp/$name.tns" -m 0 -R "$rank" -t 12 -f 128 -w 1 -v 1 \
                 > "$out/$name-mmcsf-$r.log" 2>&1
             python3 "$root/scripts/gpu_peers_table.py" mmcsf "$name" "$r" "$out/$name-mmcsf-$r.log" "$rank" >> "$tsv"
             for ((m = 0; m < order; m++)); do
-                timeout 600 "$pbin/mmcsf-ttm" -i "$tmp/$name.tns" -m "$m" -R "$ttm_rank" -t 3 \
+                # MM-CSF's TTM refuses a file whose name lacks the mode's digit.
+                ln -sf "$tmp/$name.tns" "$tmp/ttm-mode$m.tns"
+                timeout 600 "$pbin/mmcsf-ttm" -i "$tmp/ttm-mode$m.tns" -m "$m" -R "$ttm_rank" -t 3 \
                     > "$out/$name-mmcsf-ttm-$m-$r.log" 2>&1
                 python3 "$root/scripts/gpu_peers_table.py" mmcsf-ttm "$name" "$r" "$out/$name-mmcsf-ttm-$m-$r.log" "$ttm_rank" "$m" >> "$tsv"
-                timeout 600 "$pbin/parti-mttkrp" -i "$tmp/$name.tns" -m "$m" -r "$rank" -d 0 \
+                timeout 600 "$pbin/parti-mttkrp" -i "$tmp/$name.tns" -m "$m" -r "$rank" -d 0 -p 15 \
                     > "$out/$name-parti-$m-$r.log" 2>&1
                 python3 "$root/scripts/gpu_peers_table.py" parti "$name" "$r" "$out/$name-parti-$m-$r.log" "$rank" "$m" >> "$tsv"
             done
