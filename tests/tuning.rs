@@ -4,6 +4,7 @@
 use sptmc::Op;
 use sptmc::engine::profile::{Profile, Profiles, ThresholdEntry, profile_path, render};
 use sptmc::engine::{BackendKind, Engine, Workload};
+use sptmc::hls::ValueType;
 use sptmc::tools::tune::crossover::{CrossingKind, Crossover};
 use sptmc::tools::tune::{OpRankTuning, TuneOptions, TuneReport};
 use std::path::Path;
@@ -132,6 +133,7 @@ fn another_devices_profile_is_not_used() {
             op: Op::Mttkrp,
             rank: 16,
             value: 3,
+            values: ValueType::F16,
         }],
     };
     let path = profile_path(dir.path(), &other.device);
@@ -220,4 +222,69 @@ fn unreadable_profile_folder_is_an_io_error_naming_it() {
         .expect("one error");
     assert!(matches!(e, sptmc::Error::Io { .. }), "{e:?}");
     assert!(e.to_string().contains("/nonexistent/sptmc-tuning"), "{e}");
+}
+
+#[test]
+fn an_f32_tuning_run_keeps_the_fp16_thresholds_and_each_type_finds_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Engine::cpu();
+    let f16 = report_for(&probe, &[(Op::Mttkrp, 16, 37), (Op::Ttmc, 8, 50)]);
+    let mut f32 = report_for(&probe, &[(Op::Mttkrp, 16, 80)]);
+    f32.values = ValueType::F32;
+    f16.save_profile(dir.path()).unwrap();
+    let path = f32.save_profile(dir.path()).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("with f16 and f32 values"), "{text}");
+
+    let mut profiles = Profiles::builtin();
+    assert!(profiles.add_dir(dir.path()).is_empty());
+    let engine = Engine::cpu().with_profiles(profiles);
+    let w = |op, rank| Workload { op, rank };
+    assert_eq!(engine.threshold(w(Op::Mttkrp, 16)).threshold, 37);
+    assert_eq!(
+        engine
+            .threshold_for(w(Op::Mttkrp, 16), ValueType::F32)
+            .threshold,
+        80
+    );
+    // No f32 entry for TTMc: the fp16 one, and the source says so.
+    let c = engine.threshold_for(w(Op::Ttmc, 8), ValueType::F32);
+    assert_eq!(c.threshold, 50);
+    assert!(c.source.contains("tuned with f16 values"), "{}", c.source);
+
+    // A new fp16 run replaces the fp16 entries only.
+    let again = report_for(&probe, &[(Op::Mttkrp, 16, 41)]);
+    again.save_profile(dir.path()).unwrap();
+    let back =
+        sptmc::engine::profile::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
+    let mut entries: Vec<(ValueType, Op, u32)> = back[0]
+        .threshold
+        .iter()
+        .map(|e| (e.values, e.op, e.value))
+        .collect();
+    entries.sort_by_key(|e| (e.0 == ValueType::F32, e.2));
+    assert_eq!(
+        entries,
+        vec![
+            (ValueType::F16, Op::Mttkrp, 41),
+            (ValueType::F32, Op::Mttkrp, 80)
+        ]
+    );
+}
+
+#[test]
+fn a_profile_file_that_does_not_parse_is_not_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Engine::cpu();
+    let path = profile_path(dir.path(), &probe.backend().device_id());
+    std::fs::write(&path, "[[profile]]\nbackend = 3\n").unwrap();
+    let err = report_for(&probe, &[(Op::Mttkrp, 16, 37)])
+        .save_profile(dir.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "[[profile]]\nbackend = 3\n"
+    );
 }

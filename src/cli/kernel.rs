@@ -58,13 +58,17 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
         .map(|m| ranks[m])
         .max()
         .unwrap_or(1);
+    let values = engine.values().resolve_values(x.values());
     let threshold = match a.threshold {
         Some(t) => t,
-        None => engine.threshold(Workload { op, rank }).threshold,
+        None => {
+            engine
+                .threshold_for(Workload { op, rank }, values)
+                .threshold
+        }
     };
     // Everything this run allocates, checked before any of it.
     let mut plan = MemoryPlan::kernel(op, x.dims(), a.mode, &ranks, a.check, a.out.is_some());
-    let values = engine.values().resolve_values(x.values());
     plan.add_prepare(x.nnz(), x.order(), 1, threshold, op, values);
     plan.add_tensor(x.nnz(), x.order());
     if op == sptmc::Op::Mttkrp {

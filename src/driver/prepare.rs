@@ -65,7 +65,8 @@ pub fn prepare(
     mut plan: MemoryPlan,
     forms: &dyn Forms,
 ) -> Result<Preparation> {
-    let threshold = engine.threshold(workload).threshold;
+    let values = engine.values().resolve_values(x.values());
+    let threshold = engine.threshold_for(workload, values).threshold;
     plan.add_tensor(x.nnz(), x.order());
     plan.reserve_for_workers(engine.install(rayon::current_num_threads));
     if workload.op != Op::Ttmc {
@@ -80,7 +81,6 @@ pub fn prepare(
             built: false,
         });
     }
-    let values = engine.values().resolve_values(x.values());
     plan.add_prepare(x.nnz(), x.order(), 1, threshold, workload.op, values);
     plan.check()?;
     let prepared = Arc::new(engine.prepare(x, &[workload])?);

@@ -234,11 +234,18 @@ impl Engine {
     /// The tile threshold for `w` on this engine's device, and where it came from (for
     /// an op that runs on another op's form, that op's: [`Op::form`]).
     pub fn threshold(&self, w: Workload) -> ProfileChoice {
+        self.threshold_for(w, crate::hls::ValueType::F16)
+    }
+
+    /// [`Engine::threshold`] for values stored as `values` (dense tiles of f32 values
+    /// take more MMAs, so their crossover is tuned apart).
+    pub fn threshold_for(&self, w: Workload, values: crate::hls::ValueType) -> ProfileChoice {
         self.profiles.threshold(
             self.backend.kind(),
             &self.backend.device_id(),
             w.op.form(),
             w.rank,
+            values,
         )
     }
 

@@ -93,11 +93,14 @@ impl Engine {
     /// Prepares `x` for the given workloads with the device's tuned thresholds
     /// ([`Prepared::thresholds`] says which and from where).
     pub fn prepare(&self, x: &CooTensor, workloads: &[Workload]) -> Result<Prepared> {
+        let values = self.values().resolve_values(x.values());
         let chosen: Vec<(Op, ProfileChoice)> = workloads
             .iter()
-            .map(|&w| (w.op, self.threshold(w)))
+            .map(|&w| (w.op, self.threshold_for(w, values)))
             .collect();
         let with: Vec<(Op, u32)> = chosen.iter().map(|(op, c)| (*op, c.threshold)).collect();
+        // The build resolves the engine's choice again (one more pass over the values)
+        // so that its report says why, as for a caller's own thresholds.
         let mut p = self.prepare_with_thresholds(x, &with)?;
         p.thresholds = chosen;
         Ok(p)

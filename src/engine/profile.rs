@@ -26,6 +26,7 @@
 
 use super::BackendKind;
 use crate::error::{Error, Result};
+use crate::hls::ValueType;
 use crate::ops::Op;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -42,6 +43,11 @@ pub struct ThresholdEntry {
     pub rank: usize,
     /// The tile threshold.
     pub value: u32,
+    /// The type the sweep tensors' values were stored in (dense tiles of f32 values
+    /// cost more MMAs than fp16 ones, so the crossover differs); files from before the
+    /// field were tuned with fp16 values.
+    #[serde(default)]
+    pub values: ValueType,
 }
 
 /// The thresholds of one device.
@@ -163,19 +169,22 @@ impl Profiles {
         &self.entries
     }
 
-    /// The threshold for `op` at `rank` on the device `device` of kind `backend`.
-    /// [`Op::Completion`] takes MTTKRP's, so that a tensor prepared for both shares one
-    /// form (its kernels walk dense tiles nonzero by nonzero: the threshold only decides
-    /// how the nonzeros are stored).
+    /// The threshold for `op` at `rank` on the device `device` of kind `backend`, for
+    /// values stored as `values` (an entry tuned with the other type when the profile
+    /// has none of this one, and the source says so). [`Op::Completion`] takes
+    /// MTTKRP's, so that a tensor prepared for both shares one form (its kernels walk
+    /// dense tiles nonzero by nonzero: the threshold only decides how the nonzeros are
+    /// stored).
     pub fn threshold(
         &self,
         backend: BackendKind,
         device: &str,
         op: Op,
         rank: usize,
+        values: ValueType,
     ) -> ProfileChoice {
         if op == Op::Completion {
-            let c = self.threshold(backend, device, Op::Mttkrp, rank);
+            let c = self.threshold(backend, device, Op::Mttkrp, rank, values);
             return ProfileChoice {
                 source: format!("{}, as for mttkrp", c.source),
                 ..c
@@ -186,18 +195,25 @@ impl Profiles {
             .iter()
             .rev()
             .filter(|(_, p)| p.backend == backend && p.device == device)
-            .find_map(|(o, p)| nearest(p, op, rank).map(|v| (o, p, v)));
+            .find_map(|(o, p)| nearest(p, op, rank, values).map(|v| (o, p, v)));
         let fallback = || {
             self.entries
                 .iter()
                 .rev()
                 .filter(|(_, p)| p.backend == backend && p.device == "*")
-                .find_map(|(o, p)| nearest(p, op, rank).map(|v| (o, p, v)))
+                .find_map(|(o, p)| nearest(p, op, rank, values).map(|v| (o, p, v)))
         };
         match exact.or_else(fallback) {
-            Some((origin, p, v)) => ProfileChoice {
+            Some((origin, p, (v, tuned_with))) => ProfileChoice {
                 threshold: v,
-                source: format!("{origin} [{} {}]", p.backend, p.device),
+                source: if tuned_with == values {
+                    format!("{origin} [{} {}]", p.backend, p.device)
+                } else {
+                    format!(
+                        "{origin} [{} {}; tuned with {tuned_with} values, none with {values}]",
+                        p.backend, p.device
+                    )
+                },
             },
             None => ProfileChoice {
                 threshold: match op {
@@ -237,12 +253,17 @@ pub fn profile_path(dir: &Path, device_id: &str) -> PathBuf {
     dir.join(format!("{}.toml", sanitize_device_id(device_id)))
 }
 
-fn nearest(p: &Profile, op: Op, rank: usize) -> Option<u32> {
-    p.threshold
-        .iter()
-        .filter(|e| e.op == op)
-        .min_by_key(|e| (e.rank.abs_diff(rank), e.rank))
-        .map(|e| e.value)
+/// The entry of `op` at the rank nearest `rank` tuned with `values`, else with any
+/// type; its threshold and type.
+fn nearest(p: &Profile, op: Op, rank: usize, values: ValueType) -> Option<(u32, ValueType)> {
+    let best = |only: Option<ValueType>| {
+        p.threshold
+            .iter()
+            .filter(|e| e.op == op && only.is_none_or(|v| e.values == v))
+            .min_by_key(|e| (e.rank.abs_diff(rank), e.rank))
+            .map(|e| (e.value, e.values))
+    };
+    best(Some(values)).or_else(|| best(None))
 }
 
 #[cfg(test)]
@@ -282,7 +303,7 @@ mod tests {
             errors[0]
         );
         assert_eq!(
-            p.threshold(BackendKind::Cpu, "cpu:x", Op::Mttkrp, 8)
+            p.threshold(BackendKind::Cpu, "cpu:x", Op::Mttkrp, 8, ValueType::F16)
                 .threshold,
             5
         );
@@ -310,22 +331,60 @@ mod tests {
     }
 
     #[test]
+    fn thresholds_are_looked_up_for_the_values_type_then_any() {
+        let mut p = Profiles::default();
+        let text = r#"
+[[profile]]
+backend = "cuda"
+device = "gpu"
+[[profile.threshold]]
+op = "mttkrp"
+rank = 32
+value = 140
+[[profile.threshold]]
+op = "mttkrp"
+rank = 32
+value = 260
+values = "f32"
+[[profile.threshold]]
+op = "ttmc"
+rank = 8
+value = 109
+"#;
+        for prof in parse(text, Path::new("g.toml")).unwrap() {
+            p.add("g.toml", prof);
+        }
+        let at = |op, v| p.threshold(BackendKind::Cuda, "gpu", op, 32, v);
+        assert_eq!(
+            at(Op::Mttkrp, ValueType::F16).threshold,
+            140,
+            "untyped = f16"
+        );
+        assert_eq!(at(Op::Mttkrp, ValueType::F32).threshold, 260);
+        let c = at(Op::Ttmc, ValueType::F32);
+        assert_eq!(c.threshold, 109, "no f32 entry: the f16 one");
+        assert!(c.source.contains("tuned with f16 values"), "{}", c.source);
+        assert!(!at(Op::Mttkrp, ValueType::F32).source.contains("tuned with"));
+    }
+
+    #[test]
     fn builtin_default_parses_and_covers_both_backends() {
         let p = Profiles::builtin();
         for b in [BackendKind::Cpu, BackendKind::Cuda] {
             for op in Op::ALL {
-                let c = p.threshold(b, "no such device", op, 16);
+                let c = p.threshold(b, "no such device", op, 16, ValueType::F16);
                 assert!(c.source.contains("default.toml"), "{b} {op}: {}", c.source);
             }
         }
         // The paper's A100 values for CUDA.
         assert_eq!(
-            p.threshold(BackendKind::Cuda, "x", Op::Mttkrp, 32)
+            p.threshold(BackendKind::Cuda, "x", Op::Mttkrp, 32, ValueType::F16)
                 .threshold,
             78
         );
         assert_eq!(
-            p.threshold(BackendKind::Cuda, "x", Op::Ttmc, 8).threshold,
+            p.threshold(BackendKind::Cuda, "x", Op::Ttmc, 8, ValueType::F16)
+                .threshold,
             61
         );
     }
@@ -350,27 +409,45 @@ value = 33
             p.add("t.toml", prof);
         }
         assert_eq!(
-            p.threshold(BackendKind::Cpu, "cpu:test:2t", Op::Mttkrp, 8)
-                .threshold,
+            p.threshold(
+                BackendKind::Cpu,
+                "cpu:test:2t",
+                Op::Mttkrp,
+                8,
+                ValueType::F16
+            )
+            .threshold,
             11
         );
         assert_eq!(
-            p.threshold(BackendKind::Cpu, "cpu:test:2t", Op::Mttkrp, 30)
-                .threshold,
+            p.threshold(
+                BackendKind::Cpu,
+                "cpu:test:2t",
+                Op::Mttkrp,
+                30,
+                ValueType::F16
+            )
+            .threshold,
             33
         );
         // Tie between 8 and 32 at 20: the smaller rank.
         assert_eq!(
-            p.threshold(BackendKind::Cpu, "cpu:test:2t", Op::Mttkrp, 20)
-                .threshold,
+            p.threshold(
+                BackendKind::Cpu,
+                "cpu:test:2t",
+                Op::Mttkrp,
+                20,
+                ValueType::F16
+            )
+            .threshold,
             11
         );
         // No TTMc entry in the device profile: the default's.
-        let c = p.threshold(BackendKind::Cpu, "cpu:test:2t", Op::Ttmc, 8);
+        let c = p.threshold(BackendKind::Cpu, "cpu:test:2t", Op::Ttmc, 8, ValueType::F16);
         assert!(c.source.contains("default.toml"));
         // Another device: the default.
         assert!(
-            p.threshold(BackendKind::Cpu, "cpu:other", Op::Mttkrp, 8)
+            p.threshold(BackendKind::Cpu, "cpu:other", Op::Mttkrp, 8, ValueType::F16)
                 .source
                 .contains("default.toml")
         );

@@ -62,7 +62,9 @@ pub fn dequantize(h: f16, scale: f32) -> f64 {
 }
 
 /// The precision the values of a tensor are stored in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ValueType {
     /// IEEE half precision: 2 bytes a value.

@@ -5,7 +5,7 @@ use super::crossover::Crossover;
 use super::sweep::TuneOptions;
 use super::verify::ThresholdTiming;
 use crate::engine::BackendKind;
-use crate::engine::profile::{Profile, ThresholdEntry, profile_path, render};
+use crate::engine::profile::{Profile, ThresholdEntry, parse, profile_path, render};
 use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::tensor::CooTensor;
@@ -189,6 +189,7 @@ impl TuneReport {
                     op: r.op,
                     rank: r.rank,
                     value: r.crossover.threshold,
+                    values: self.values,
                 })
                 .collect(),
         }
@@ -196,20 +197,39 @@ impl TuneReport {
 
     /// The profile as TOML text with a header comment.
     pub fn profile_toml(&self) -> String {
-        format!(
-            "# Tile thresholds measured by `sptmc tune` on {}, with {} values.\n# 4097 means: never dense on this device for that op and rank.\n\n{}",
-            self.description,
-            self.values,
-            render(&[self.to_profile()])
-        )
+        profile_text(&self.description, &self.to_profile())
     }
 
     /// Writes the profile to [`profile_path`] under `dir` (created if missing) and
-    /// returns the path.
+    /// returns the path. Thresholds an earlier run wrote there for this device with the
+    /// other value type stay (an f32 run does not erase the fp16 thresholds); a file
+    /// there that does not parse is an error, not overwritten.
     pub fn save_profile(&self, dir: &Path) -> Result<PathBuf> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let path = profile_path(dir, &self.device_id);
-        std::fs::write(&path, self.profile_toml()).map_err(|e| Error::io(&path, e))?;
+        let mut profile = self.to_profile();
+        if path.exists() {
+            let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            for old in parse(&text, &path)? {
+                if old.backend != profile.backend || old.device != profile.device {
+                    continue;
+                }
+                let kept: Vec<ThresholdEntry> = old
+                    .threshold
+                    .into_iter()
+                    .filter(|e| e.values != self.values)
+                    .collect();
+                if let Some(e) = kept.first() {
+                    profile.tuned = format!(
+                        "{}; {} thresholds kept: {}",
+                        profile.tuned, e.values, old.tuned
+                    );
+                    profile.threshold.extend(kept);
+                }
+            }
+        }
+        let text = profile_text(&self.description, &profile);
+        crate::model_io::write_file_atomically(&path, |w| w.write_all(text.as_bytes()))?;
         Ok(path)
     }
 
@@ -290,4 +310,20 @@ impl TuneReport {
     pub fn json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a tuning report serializes")
     }
+}
+
+/// A profile as TOML text with a header comment naming the value types it was tuned with.
+fn profile_text(description: &str, profile: &Profile) -> String {
+    let mut types: Vec<String> = profile
+        .threshold
+        .iter()
+        .map(|e| e.values.to_string())
+        .collect();
+    types.sort();
+    types.dedup();
+    format!(
+        "# Tile thresholds measured by `sptmc tune` on {description}, with {} values.\n# 4097 means: never dense on this device for that op and rank.\n\n{}",
+        types.join(" and "),
+        render(std::slice::from_ref(profile))
+    )
 }
