@@ -252,11 +252,20 @@ fn an_f32_tuning_run_keeps_the_fp16_thresholds_and_each_type_finds_its_own() {
     assert_eq!(c.threshold, 50);
     assert!(c.source.contains("tuned with f16 values"), "{}", c.source);
 
-    // A new fp16 run replaces the fp16 entries only.
-    let again = report_for(&probe, &[(Op::Mttkrp, 16, 41)]);
+    // A new fp16 run replaces the fp16 entries only, and the text of the run it replaced.
+    let mut again = report_for(&probe, &[(Op::Mttkrp, 16, 41)]);
+    again.date = "2026-11-25".into();
     again.save_profile(dir.path()).unwrap();
     let back =
         sptmc::engine::profile::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
+    let tuned = &back[0].tuned;
+    assert_eq!(tuned.matches("thresholds kept").count(), 1, "{tuned}");
+    assert!(tuned.starts_with("2026-11-25"), "{tuned}");
+    assert_eq!(
+        tuned.matches("2026-11-22").count(),
+        1,
+        "the f32 run's: {tuned}"
+    );
     let mut entries: Vec<(ValueType, Op, u32)> = back[0]
         .threshold
         .iter()

@@ -220,10 +220,11 @@ impl TuneReport {
                     .filter(|e| e.values != self.values)
                     .collect();
                 if let Some(e) = kept.first() {
-                    profile.tuned = format!(
-                        "{}; {} thresholds kept: {}",
-                        profile.tuned, e.values, old.tuned
-                    );
+                    // What the old text said of this type's run is replaced, not kept.
+                    let replaced = format!("; {} thresholds kept: ", self.values);
+                    let old_run = old.tuned.split(&replaced).next().unwrap_or_default();
+                    profile.tuned =
+                        format!("{}; {} thresholds kept: {old_run}", profile.tuned, e.values);
                     profile.threshold.extend(kept);
                 }
             }
