@@ -276,8 +276,7 @@ impl MemoryPlan {
     /// The CPU's nonzeros grouped by row of every mode, built by the first MTTKRP,
     /// Φ or completion call: per mode and nonzero the other modes' `u32` indices and
     /// an `f32` value (`N² · 4` bytes per nonzero in all), and per mode the rows'
-    /// offsets, twice while they are built; MTTKRP packs them a mode at a time (at most
-    /// `N · 2` bytes per nonzero beside them: 16-bit indices and fp16 values).
+    /// offsets, twice while they are built.
     pub fn add_row_groups(&mut self, dims: &[usize], nnz: usize) -> &mut Self {
         let order = dims.len() as u128;
         let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128 + 1));
@@ -290,11 +289,6 @@ impl MemoryPlan {
             format!("the row groups' offsets ({rows} rows, twice)"),
             rows,
             16,
-        )
-        .add(
-            "one mode's row groups while they are packed (16-bit indices and values)",
-            (nnz as u128).saturating_mul(order),
-            2,
         )
     }
 

@@ -17,12 +17,10 @@
 //! The backend owns its rayon thread pool, sized by [`CpuOptions::threads`], and runs
 //! every call and every session call inside it.
 
-mod cache;
 mod completion;
 mod fixed;
 pub(crate) mod gcp;
 mod kernel;
-mod mttkrp_groups;
 mod mttkrp_rows;
 mod mttkrp_stream;
 mod padded;
@@ -38,9 +36,8 @@ mod subnormal;
 mod ttmc;
 mod walk;
 
-pub use cache::CacheSizes;
 pub use kernel::private_output_floats;
-pub use mttkrp_stream::{streamed_mode_output_floats, streamed_output_floats};
+pub use mttkrp_stream::{CacheSizes, streamed_mode_output_floats, streamed_output_floats};
 
 use super::{CpuOptions, MttkrpKernel, RunOptions, RunStats};
 use crate::error::{Error, Result};

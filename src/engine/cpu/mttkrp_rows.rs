@@ -17,28 +17,23 @@
 //! `N (N − 1) · 4 + N · 4` bytes per nonzero for all modes, built only where they fit
 //! in a quarter of the available memory (else the walk runs). Building them costs
 //! about 0.36 s per 10 M nonzeros of a 3rd-order tensor, paid once by the first call.
-//! Each mode's groups are then packed ([`super::mttkrp_groups`]: 16-bit indices and
-//! fp16 values where they hold them exactly), so that a call reads fewer bytes.
 //!
 //! A short mode beside a long one whose factor misses the cache visits the long mode's
 //! groups instead ([`super::mttkrp_stream`]), chosen per mode and rank from the shape
 //! and the cache sizes.
 
-use super::cache::CacheSizes;
 use super::kernel::shares;
-use super::mttkrp_groups::{Index, Packed, Typed};
-use super::mttkrp_stream;
+use super::mttkrp_stream::{self, CacheSizes};
 use super::rows::{Plan, RowGroups};
 use super::subnormal::FlushSubnormals;
 use crate::error::Result;
-use crate::hls::{HlsTensor, StoredValue};
+use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
 use rayon::prelude::*;
 
 /// Every mode's nonzeros grouped by row, and how each mode's rows are cut.
 pub(super) struct RowMttkrp {
-    /// Per mode, its groups packed ([`super::mttkrp_groups`]).
-    groups: Vec<Packed>,
+    groups: Vec<RowGroups>,
     plans: Vec<Plan>,
     /// The modes' lengths.
     dims: Vec<usize>,
@@ -69,10 +64,7 @@ impl RowMttkrp {
             return Ok(None);
         }
         let workers = rayon::current_num_threads().max(1);
-        let groups: Vec<Packed> = RowGroups::build(hls, &shares(hls, workers), 0.0)?
-            .into_iter()
-            .map(|g| Packed::new(g, hls.scale()))
-            .collect();
+        let groups = RowGroups::build(hls, &shares(hls, workers), 0.0)?;
         let plans = groups.iter().map(|g| Plan::new(g.ptr())).collect();
         let bounds = groups
             .iter()
@@ -102,9 +94,9 @@ impl RowMttkrp {
     }
 
     /// MTTKRP of `mode` into `out` (`I_mode × R`, every entry overwritten), `factors`
-    /// one per mode. The tensor's scale is applied to every value as it is read.
+    /// one per mode. The groups hold the values with the tensor's scale applied.
     pub(super) fn run(&self, mode: usize, factors: &[Matrix], out: &mut Matrix) {
-        let (g, r) = (&self.groups[mode], out.cols());
+        let (g, plan, r) = (&self.groups[mode], &self.plans[mode], out.cols());
         let long = self.source(mode, r);
         // Rows of factors larger than the last-level cache are loaded ahead (the long
         // one's, where its order is streamed, need not be).
@@ -120,67 +112,34 @@ impl RowMttkrp {
             .filter(|&(m, _)| m != mode)
             .map(|(_, f)| f.data())
             .collect();
-        // Whole rows are written past the cache where the output is larger than it.
-        let past = mttkrp_stream::larger_than_llc(&self.dims, mode, r, self.cache);
-        g.with(ByRows {
-            ptr: g.ptr(),
-            scale: g.scale(),
-            facs: &facs,
-            plan: &self.plans[mode],
-            look,
-            past,
-            out,
-        });
-    }
-}
-
-/// MTTKRP of one mode row by row, over its packed groups ([`Packed::with`]).
-struct ByRows<'a> {
-    ptr: &'a [usize],
-    /// What each stored value is multiplied by.
-    scale: f32,
-    /// The other modes' factors, in mode order.
-    facs: &'a [&'a [f32]],
-    plan: &'a Plan,
-    /// Whether factor rows are prefetched ahead.
-    look: bool,
-    /// Whether whole output rows are written past the cache.
-    past: bool,
-    out: &'a mut Matrix,
-}
-
-impl Typed<()> for ByRows<'_> {
-    fn call<I: Index, V: StoredValue>(self, idx: &[I], x: &[V]) {
-        let ByRows {
-            ptr,
-            scale,
-            facs,
-            plan,
-            look,
-            past,
-            out,
-        } = self;
-        let (r, d) = (out.cols(), facs.len());
+        let (ptr, idx, x, d) = (g.ptr(), g.others(), g.values(), facs.len());
         // Row (or piece) `s..e`, whose task's nonzeros end at `te` (for the lookahead).
         let row = |s: usize, e: usize, te: usize, dst: &mut [f32], past: bool| {
             let (ix, xs) = (&idx[s * d..te * d], &x[s..e]);
-            macro_rules! sum {
-                ($($r:literal, $p:literal, $l:literal;)+) => {
-                    match (r, past, look) {
-                        $(($r, $p, $l) => row_sum::<$r, $p, $l, I, V>(ix, xs, scale, facs, dst),)+
-                        _ => row_sum_any(&ix[..(e - s) * d], xs, scale, facs, dst),
-                    }
-                };
+            match (r, past, look) {
+                (8, false, false) => row_sum::<8, false, false>(ix, xs, &facs, dst),
+                (16, false, false) => row_sum::<16, false, false>(ix, xs, &facs, dst),
+                (32, false, false) => row_sum::<32, false, false>(ix, xs, &facs, dst),
+                (64, false, false) => row_sum::<64, false, false>(ix, xs, &facs, dst),
+                (8, true, false) => row_sum::<8, true, false>(ix, xs, &facs, dst),
+                (16, true, false) => row_sum::<16, true, false>(ix, xs, &facs, dst),
+                (32, true, false) => row_sum::<32, true, false>(ix, xs, &facs, dst),
+                (64, true, false) => row_sum::<64, true, false>(ix, xs, &facs, dst),
+                (8, false, true) => row_sum::<8, false, true>(ix, xs, &facs, dst),
+                (16, false, true) => row_sum::<16, false, true>(ix, xs, &facs, dst),
+                (32, false, true) => row_sum::<32, false, true>(ix, xs, &facs, dst),
+                (64, false, true) => row_sum::<64, false, true>(ix, xs, &facs, dst),
+                (8, true, true) => row_sum::<8, true, true>(ix, xs, &facs, dst),
+                (16, true, true) => row_sum::<16, true, true>(ix, xs, &facs, dst),
+                (32, true, true) => row_sum::<32, true, true>(ix, xs, &facs, dst),
+                (64, true, true) => row_sum::<64, true, true>(ix, xs, &facs, dst),
+                _ => row_sum_any(&ix[..(e - s) * d], xs, &facs, dst),
             }
-            sum!(
-                8, false, false; 16, false, false; 32, false, false; 64, false, false;
-                8, true, false; 16, true, false; 32, true, false; 64, true, false;
-                8, false, true; 16, false, true; 32, false, true; 64, false, true;
-                8, true, true; 16, true, true; 32, true, true; 64, true, true;
-            )
         };
         if !plan.cut {
-            // Whole rows per task, written straight into the output.
+            // Whole rows per task, written straight into the output; past the cache
+            // where it is larger than the cache.
+            let past = mttkrp_stream::larger_than_llc(&self.dims, mode, r, self.cache);
             let jobs = plan.row_jobs(out.data_mut(), r);
             jobs.into_par_iter().for_each(|(r0, r1, dst)| {
                 let _flush = FlushSubnormals::new();
@@ -211,18 +170,16 @@ impl Typed<()> for ByRows<'_> {
 const LOOKAHEAD: usize = 16;
 
 /// One row (or piece) of MTTKRP at rank `R`: `Σ x · Π_m F_m[i_m]` over its nonzeros
-/// (`x` a stored value times `scale`; `others` holds `facs.len()` indices per
-/// nonzero), into `out`: per nonzero `x` times
+/// (`others` holds `facs.len()` indices per nonzero), into `out`: per nonzero `x` times
 /// the rows but the last, then one fused multiply-add with the last. With `PAST` the
 /// row is written with non-temporal stores (see [`mttkrp_stream::store_past_cache`]);
 /// with `LOOK` the factor rows of the nonzero [`LOOKAHEAD`] places on are prefetched
 /// (`others` may run on past this row's nonzeros, into the rest of its task, for that;
 /// `values` holds this row's alone).
 #[inline(always)]
-fn row_sum<const R: usize, const PAST: bool, const LOOK: bool, I: Index, V: StoredValue>(
-    others: &[I],
-    values: &[V],
-    scale: f32,
+fn row_sum<const R: usize, const PAST: bool, const LOOK: bool>(
+    others: &[u32],
+    values: &[f32],
     facs: &[&[f32]],
     out: &mut [f32],
 ) {
@@ -232,19 +189,21 @@ fn row_sum<const R: usize, const PAST: bool, const LOOK: bool, I: Index, V: Stor
     for (j, (ix, &x)) in others.chunks_exact(d).zip(values).enumerate() {
         if LOOK && let Some(ahead) = others.get((j + LOOKAHEAD) * d..(j + LOOKAHEAD + 1) * d) {
             for (f, &i) in facs.iter().zip(ahead) {
-                if let Some(row) = f.get(i.at() * R..(i.at() + 1) * R) {
+                if let Some(row) = f.get(i as usize * R..(i as usize + 1) * R) {
                     super::walk::prefetch_row(row);
                 }
             }
         }
-        let mut k = [x.to_f32() * scale; R];
+        let mut k = [x; R];
         for (f, &i) in mid.iter().zip(ix) {
-            let row: &[f32; R] = f[i.at() * R..][..R].try_into().expect("a row of rank R");
+            let row: &[f32; R] = f[i as usize * R..][..R]
+                .try_into()
+                .expect("a row of rank R");
             for (a, &b) in k.iter_mut().zip(row) {
                 *a *= b;
             }
         }
-        let row: &[f32; R] = last[ix[d - 1].at() * R..][..R]
+        let row: &[f32; R] = last[ix[d - 1] as usize * R..][..R]
             .try_into()
             .expect("a row of rank R");
         for ((a, &kc), &l) in acc.iter_mut().zip(&k).zip(row) {
@@ -259,25 +218,19 @@ fn row_sum<const R: usize, const PAST: bool, const LOOK: bool, I: Index, V: Stor
 }
 
 /// [`row_sum`] at any rank.
-fn row_sum_any<I: Index, V: StoredValue>(
-    others: &[I],
-    values: &[V],
-    scale: f32,
-    facs: &[&[f32]],
-    out: &mut [f32],
-) {
+fn row_sum_any(others: &[u32], values: &[f32], facs: &[&[f32]], out: &mut [f32]) {
     let (d, r) = (facs.len(), out.len());
     let (last, mid) = facs.split_last().expect("order ≥ 2");
     out.fill(0.0);
     let mut k = vec![0f32; r];
     for (ix, &x) in others.chunks_exact(d).zip(values) {
-        k.fill(x.to_f32() * scale);
+        k.fill(x);
         for (f, &i) in mid.iter().zip(ix) {
-            for (kc, &a) in k.iter_mut().zip(&f[i.at() * r..][..r]) {
+            for (kc, &a) in k.iter_mut().zip(&f[i as usize * r..][..r]) {
                 *kc *= a;
             }
         }
-        let row = &last[ix[d - 1].at() * r..][..r];
+        let row = &last[ix[d - 1] as usize * r..][..r];
         for ((o, &kc), &l) in out.iter_mut().zip(&k).zip(row) {
             *o = kc.mul_add(l, *o);
         }
@@ -293,9 +246,8 @@ mod tests {
 
     /// The row-by-row MTTKRP, and the key-order walk beside it, against the FP64
     /// reference at every specialized rank and one other, orders 2 to 5, with and
-    /// without dense tiles, f32 and fp16 values, 16- and 32-bit packed indices, on 1
-    /// and 3 workers; the sixth case has a mode of three rows, each longer than a piece
-    /// (cut).
+    /// without dense tiles, on 1 and 3 workers; the last case has a mode of three rows,
+    /// each longer than a piece (cut).
     #[test]
     fn rows_match_the_reference_at_every_rank_and_order() {
         let cases: Vec<(Vec<usize>, usize, Pattern, u32)> = vec![
@@ -318,18 +270,6 @@ mod tests {
             (vec![20, 13, 9, 7], 3000, Pattern::Uniform, u32::MAX),
             (vec![9, 8, 7, 6, 5], 2000, Pattern::Uniform, u32::MAX),
             (vec![500, 400, 3], 40_000, Pattern::Uniform, u32::MAX),
-            // Whole counts from here on (fp16 values in the packed groups); 32-bit
-            // indices where a mode of 70 000 rows is among the others.
-            (vec![70_000, 30, 20], 20_000, Pattern::Uniform, u32::MAX),
-            (
-                vec![60, 50, 40],
-                9000,
-                Pattern::BlockDense {
-                    tile_nnz: 300,
-                    dense_share: 0.6,
-                },
-                16,
-            ),
         ];
         for (k, (dims, nnz, pattern, threshold)) in cases.into_iter().enumerate() {
             let x = generate(&GenSpec {
@@ -339,19 +279,7 @@ mod tests {
                 seed: 90 + k as u64,
             })
             .unwrap();
-            let x = if k >= 6 {
-                let idx = (0..x.order()).map(|m| x.indices(m).to_vec()).collect();
-                let counts = x.values().iter().map(|v| (v * 3.0).round()).collect();
-                crate::tensor::CooTensor::new(dims.clone(), idx, counts).unwrap()
-            } else {
-                x
-            };
             let hls = HlsBuilder::new(threshold).build(&x).unwrap();
-            assert_eq!(
-                hls.value_type() == crate::hls::ValueType::F16,
-                k >= 6,
-                "{dims:?}"
-            );
             for threads in [1, 3] {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)

@@ -21,10 +21,8 @@
 //! depend on the thread count. Chosen per mode and rank by [`streamed_by`] from the
 //! shape and the cache sizes ([`CacheSizes::of_this_machine`]).
 
-use super::cache::CacheSizes;
-use super::mttkrp_groups::{Index, Packed, Typed};
+use super::rows::RowGroups;
 use super::subnormal::FlushSubnormals;
-use crate::hls::StoredValue;
 use crate::matrix::Matrix;
 use rayon::prelude::*;
 use std::sync::Mutex;
@@ -35,6 +33,61 @@ pub const CHUNKS: usize = 16;
 /// How many nonzeros ahead the streamed order prefetches the rows of remaining factors
 /// larger than the cache.
 const LOOKAHEAD: usize = 16;
+
+/// The cache sizes the choice of traversal reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSizes {
+    /// Bytes of one core's level-2 cache.
+    pub l2: usize,
+    /// Bytes of the last-level cache.
+    pub llc: usize,
+}
+
+impl CacheSizes {
+    /// Read from `/sys/devices/system/cpu/cpu0/cache` (Linux); where that cannot be
+    /// read, 1 MiB of L2 and 16 MiB of last-level cache.
+    pub fn of_this_machine() -> Self {
+        let mut sizes = CacheSizes {
+            l2: 1 << 20,
+            llc: 16 << 20,
+        };
+        let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+        let mut found = Vec::new();
+        for k in 0..8 {
+            let idx = dir.join(format!("index{k}"));
+            let read = |f: &str| std::fs::read_to_string(idx.join(f)).ok();
+            let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size"))
+            else {
+                continue;
+            };
+            if kind.trim() == "Instruction" {
+                continue;
+            }
+            if let (Ok(level), Some(bytes)) = (level.trim().parse::<u32>(), parse_size(&size)) {
+                found.push((level, bytes));
+            }
+        }
+        if let Some(&(_, b)) = found.iter().find(|&&(l, _)| l == 2) {
+            sizes.l2 = b;
+        }
+        if let Some(&(_, b)) = found.iter().max_by_key(|&&(l, _)| l) {
+            sizes.llc = b;
+        }
+        sizes
+    }
+}
+
+/// A sysfs cache size such as `32768K` or `1M`, in bytes.
+fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, mult) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1 << 10),
+        b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok().map(|n| n * mult)
+}
 
 /// The long mode whose rows MTTKRP of `mode` at rank `rank` visits in order, or `None`
 /// to run row by row: the longest other mode, where its factor is larger than the
@@ -144,7 +197,7 @@ pub(super) fn chunk_bounds(ptr: &[usize]) -> Vec<usize> {
 /// prefetched [`LOOKAHEAD`] nonzeros ahead (for factors larger than the cache).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
-    groups: &Packed,
+    groups: &RowGroups,
     long: usize,
     bounds: &[usize],
     mode: usize,
@@ -165,18 +218,34 @@ pub(super) fn run(
     let own = factors[long].data();
     let mut copies = std::mem::take(&mut *pool.lock().unwrap_or_else(|e| e.into_inner()));
     copies.resize_with(bounds.len() - 1, Vec::new);
-    groups.with(Sums {
-        ptr: groups.ptr(),
-        scale: groups.scale(),
-        own,
-        rest: &rest,
-        target,
-        bounds,
-        r,
-        len,
-        look,
-        copies: &mut copies,
-    });
+    copies
+        .par_iter_mut()
+        .zip(bounds.par_windows(2))
+        .for_each(|(copy, w)| {
+            let _flush = FlushSubnormals::new();
+            copy.clear();
+            copy.resize(len, 0.0);
+            let args = Chunk {
+                ptr: groups.ptr(),
+                others: groups.others(),
+                values: groups.values(),
+                own,
+                rest: &rest,
+                target,
+                rows: (w[0], w[1]),
+            };
+            match (r, look) {
+                (8, false) => args.sum::<8, false>(copy),
+                (16, false) => args.sum::<16, false>(copy),
+                (32, false) => args.sum::<32, false>(copy),
+                (64, false) => args.sum::<64, false>(copy),
+                (8, true) => args.sum::<8, true>(copy),
+                (16, true) => args.sum::<16, true>(copy),
+                (32, true) => args.sum::<32, true>(copy),
+                (64, true) => args.sum::<64, true>(copy),
+                _ => args.sum_any(r, copy),
+            }
+        });
     let chunk = r.max(1) * 256;
     out.data_mut()
         .par_chunks_mut(chunk)
@@ -193,64 +262,11 @@ pub(super) fn run(
     *pool.lock().unwrap_or_else(|e| e.into_inner()) = copies;
 }
 
-/// Every range's sums into its copy of the output (`r` wide), over the long mode's
-/// packed groups ([`Packed::with`]).
-struct Sums<'a> {
-    ptr: &'a [usize],
-    scale: f32,
-    own: &'a [f32],
-    rest: &'a [&'a [f32]],
-    target: usize,
-    bounds: &'a [usize],
-    /// The rank, and the floats of the output.
-    r: usize,
-    len: usize,
-    look: bool,
-    copies: &'a mut [Vec<f32>],
-}
-
-impl Typed<()> for Sums<'_> {
-    fn call<I: Index, V: StoredValue>(self, others: &[I], values: &[V]) {
-        let (r, look, len) = (self.r, self.look, self.len);
-        self.copies
-            .par_iter_mut()
-            .zip(self.bounds.par_windows(2))
-            .for_each(|(copy, w)| {
-                let _flush = FlushSubnormals::new();
-                copy.clear();
-                copy.resize(len, 0.0);
-                let args = Chunk {
-                    ptr: self.ptr,
-                    others,
-                    values,
-                    scale: self.scale,
-                    own: self.own,
-                    rest: self.rest,
-                    target: self.target,
-                    rows: (w[0], w[1]),
-                };
-                match (r, look) {
-                    (8, false) => args.sum::<8, false>(copy),
-                    (16, false) => args.sum::<16, false>(copy),
-                    (32, false) => args.sum::<32, false>(copy),
-                    (64, false) => args.sum::<64, false>(copy),
-                    (8, true) => args.sum::<8, true>(copy),
-                    (16, true) => args.sum::<16, true>(copy),
-                    (32, true) => args.sum::<32, true>(copy),
-                    (64, true) => args.sum::<64, true>(copy),
-                    _ => args.sum_any(r, copy),
-                }
-            });
-    }
-}
-
 /// One range of the long mode's rows and what its sums read.
-struct Chunk<'a, I, V> {
+struct Chunk<'a> {
     ptr: &'a [usize],
-    others: &'a [I],
-    values: &'a [V],
-    /// What each stored value is multiplied by.
-    scale: f32,
+    others: &'a [u32],
+    values: &'a [f32],
     /// The long mode's factor.
     own: &'a [f32],
     /// The factors of the modes other than the long one and the target, in mode order.
@@ -261,7 +277,7 @@ struct Chunk<'a, I, V> {
     rows: (usize, usize),
 }
 
-impl<I: Index, V: StoredValue> Chunk<'_, I, V> {
+impl Chunk<'_> {
     /// Adds every nonzero of the range into `out` at rank `R`: per row of the long
     /// mode its factor row times the value and the rest's rows, scattered to the
     /// target's row. With `LOOK` the rest's rows of the nonzero [`LOOKAHEAD`] places
@@ -288,7 +304,6 @@ impl<I: Index, V: StoredValue> Chunk<'_, I, V> {
                         self.prefetch_rest::<R>(ahead);
                     }
                 }
-                let x = x.to_f32() * self.scale;
                 let mut k = [0f32; R];
                 for (kc, &ac) in k.iter_mut().zip(a) {
                     *kc = x * ac;
@@ -296,13 +311,14 @@ impl<I: Index, V: StoredValue> Chunk<'_, I, V> {
                 let mut f = self.rest.iter();
                 for (p, &i) in ix.iter().enumerate() {
                     if p != self.target {
-                        let row = &f.next().expect("one factor per other index")[i.at() * R..][..R];
+                        let row =
+                            &f.next().expect("one factor per other index")[i as usize * R..][..R];
                         for (kc, &b) in k.iter_mut().zip(row) {
                             *kc *= b;
                         }
                     }
                 }
-                let o: &mut [f32; R] = (&mut out[ix[self.target].at() * R..][..R])
+                let o: &mut [f32; R] = (&mut out[ix[self.target] as usize * R..][..R])
                     .try_into()
                     .expect("a row of rank R");
                 for (oc, &kc) in o.iter_mut().zip(&k) {
@@ -314,11 +330,13 @@ impl<I: Index, V: StoredValue> Chunk<'_, I, V> {
 
     /// Prefetches the rest's rows of one nonzero whose other indices are `ix`.
     #[inline(always)]
-    fn prefetch_rest<const R: usize>(&self, ix: &[I]) {
+    fn prefetch_rest<const R: usize>(&self, ix: &[u32]) {
         let mut f = self.rest.iter();
         for (p, &i) in ix.iter().enumerate() {
             if p != self.target
-                && let Some(row) = f.next().and_then(|f| f.get(i.at() * R..(i.at() + 1) * R))
+                && let Some(row) = f
+                    .next()
+                    .and_then(|f| f.get(i as usize * R..(i as usize + 1) * R))
             {
                 super::walk::prefetch_row(row);
             }
@@ -336,7 +354,6 @@ impl<I: Index, V: StoredValue> Chunk<'_, I, V> {
                 .chunks_exact(d)
                 .zip(&self.values[s..e])
             {
-                let x = x.to_f32() * self.scale;
                 for (kc, &ac) in k.iter_mut().zip(a) {
                     *kc = x * ac;
                 }
@@ -344,13 +361,13 @@ impl<I: Index, V: StoredValue> Chunk<'_, I, V> {
                 for (p, &i) in ix.iter().enumerate() {
                     if p != self.target {
                         let row = &f.next().expect("one factor per other index")
-                            [i.at() * r..(i.at() + 1) * r];
+                            [i as usize * r..(i as usize + 1) * r];
                         for (kc, &b) in k.iter_mut().zip(row) {
                             *kc *= b;
                         }
                     }
                 }
-                let t = ix[self.target].at();
+                let t = ix[self.target] as usize;
                 for (oc, &kc) in out[t * r..(t + 1) * r].iter_mut().zip(&k) {
                     *oc += kc;
                 }
@@ -444,13 +461,6 @@ mod tests {
                 16,
             ),
             (vec![20, 900, 9, 7], 3000, Pattern::Uniform, u32::MAX),
-            // Whole counts: fp16 values in the packed groups.
-            (
-                vec![37, 45, 2900],
-                6000,
-                Pattern::PowerLaw { alpha: 1.0 },
-                u32::MAX,
-            ),
         ];
         for (k, (dims, nnz, pattern, threshold)) in cases.into_iter().enumerate() {
             let x = generate(&GenSpec {
@@ -460,13 +470,6 @@ mod tests {
                 seed: 40 + k as u64,
             })
             .unwrap();
-            let x = if k == 3 {
-                let idx = (0..x.order()).map(|m| x.indices(m).to_vec()).collect();
-                let counts = x.values().iter().map(|v| (v * 3.0).round()).collect();
-                crate::tensor::CooTensor::new(dims.clone(), idx, counts).unwrap()
-            } else {
-                x
-            };
             let hls = HlsBuilder::new(threshold).build(&x).unwrap();
             // Grouped once, on one worker: the groups' order of nonzeros follows the
             // shares they were built from; what is checked here is the kernels'.
@@ -513,6 +516,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn cache_sizes_parse_and_order() {
+        assert_eq!(parse_size("32768K\n"), Some(32 << 20));
+        assert_eq!(parse_size("1M"), Some(1 << 20));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("x"), None);
+        let c = CacheSizes::of_this_machine();
+        assert!(c.l2 > 0 && c.llc >= c.l2, "{c:?}");
     }
 
     #[test]

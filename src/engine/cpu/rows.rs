@@ -189,9 +189,9 @@ impl RowGroups {
         &self.values
     }
 
-    /// Its row offsets, the other modes' indices and the values, taken apart.
-    pub(super) fn into_parts(self) -> (Vec<usize>, Vec<u32>, Vec<f32>) {
-        (self.ptr, self.others, self.values)
+    /// Bytes it holds: offsets, indices and values.
+    pub(super) fn bytes(&self) -> usize {
+        self.ptr.len() * std::mem::size_of::<usize>() + 4 * (self.others.len() + self.values.len())
     }
 
     /// Groups the nonzeros of `hls` (visited share by share, values minus `offset`)

@@ -467,22 +467,11 @@ mod tests {
         let t = &report.tensors[0];
         assert_eq!(t.prepare.parts.len(), 1, "TTMc was not asked for");
         assert_eq!(t.kernels.len(), 3);
-        // The values as the row groups keep them: fp16 where the tensor's are.
-        let values = crate::hls::HlsBuilder::new(u32::MAX)
-            .build(&cases[0].tensor)
-            .unwrap()
-            .value_type();
-        let value_bytes = if values == crate::hls::ValueType::F16 {
-            2
-        } else {
-            4
-        };
         for k in &t.kernels {
             assert_eq!(k.op, Op::Mttkrp);
             // MTTKRP runs row by row: its floor reads the mode's row groups (offsets,
-            // the other two indices, 16-bit at these extents, and the value per
-            // nonzero), not the HLS form.
-            let groups = (t.dims[k.mode] + 1) * 8 + t.nnz * (2 * 2 + value_bytes);
+            // the other two indices and the value per nonzero), not the HLS form.
+            let groups = (t.dims[k.mode] + 1) * 8 + t.nnz * 3 * 4;
             assert_eq!(k.floor_bytes.form, groups as u64);
             let dims = &t.dims;
             let others: usize = (0..3).filter(|&m| m != k.mode).map(|m| dims[m]).sum();
