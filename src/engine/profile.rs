@@ -330,6 +330,13 @@ mod tests {
         );
     }
 
+    /// Adds the profiles of TOML `text` as if read from the file `name`.
+    fn add_text(p: &mut Profiles, name: &str, text: &str) {
+        for prof in parse(text, Path::new(name)).unwrap() {
+            p.add(name, prof);
+        }
+    }
+
     #[test]
     fn thresholds_are_looked_up_for_the_values_type_then_any() {
         let mut p = Profiles::default();
@@ -351,9 +358,7 @@ op = "ttmc"
 rank = 8
 value = 109
 "#;
-        for prof in parse(text, Path::new("g.toml")).unwrap() {
-            p.add("g.toml", prof);
-        }
+        add_text(&mut p, "g.toml", text);
         let at = |op, v| p.threshold(BackendKind::Cuda, "gpu", op, 32, v);
         assert_eq!(
             at(Op::Mttkrp, ValueType::F16).threshold,
@@ -405,9 +410,7 @@ op = "mttkrp"
 rank = 32
 value = 33
 "#;
-        for prof in parse(text, Path::new("t.toml")).unwrap() {
-            p.add("t.toml", prof);
-        }
+        add_text(&mut p, "t.toml", text);
         assert_eq!(
             p.threshold(
                 BackendKind::Cpu,
