@@ -110,6 +110,25 @@ pub trait CompletionSession {
     /// ALS: the normal equations of every row of `mode` into `out` (resized to
     /// `I_n × (R² + R)`): row `i` holds `G_i` row-major (`R × R`), then `b_i` (`R`).
     fn normal_equations(&mut self, mode: usize, out: &mut Matrix) -> Result<RunStats>;
+    /// ALS in the bias layout of [`SgdBias`] (the session's rank `K = rank + N`, `N`
+    /// the order): for every row `i` of `mode`, the normal equations of its `w = rank +
+    /// 1` unknowns (the `rank` CP columns, then the mode's bias column `rank + mode`),
+    /// the other modes' bias columns (fixed at 1 in this mode) moved to the right-hand
+    /// side, into `out` (resized to `I_n × (w² + w)`): `G_i` row-major, then `b_i`. By
+    /// default reduced from [`CompletionSession::normal_equations`] at rank `K`
+    /// ([`reduce_to_bias`]); a backend may build the smaller system directly.
+    fn bias_normal_equations(
+        &mut self,
+        mode: usize,
+        rank: usize,
+        out: &mut Matrix,
+    ) -> Result<RunStats> {
+        check_bias_layout(self.rank(), rank, mode)?;
+        let mut full = Matrix::zeros(0, 0);
+        let stats = self.normal_equations(mode, &mut full)?;
+        *out = reduce_to_bias(&full, self.rank(), rank, mode);
+        Ok(stats)
+    }
     /// CCD++: sets every nonzero's residual to `x − m(i)` with the current factors.
     fn reset_residual(&mut self) -> Result<RunStats>;
     /// CCD++: adds `sign · Π_n A⁽ⁿ⁾[i_n, col]` to every nonzero's residual (`+1` takes
@@ -131,6 +150,44 @@ pub trait CompletionSession {
     fn sgd_epoch(&mut self, step: &SgdStep) -> Result<RunStats>;
     /// `Σ (x − m(i))²` over every nonzero, with the current factors, in f64.
     fn loss(&mut self) -> Result<f64>;
+}
+
+/// Checks that a session of rank `k` holds the bias layout of rank `rank` with a bias
+/// column for `mode` ([`CompletionSession::bias_normal_equations`]).
+pub(crate) fn check_bias_layout(k: usize, rank: usize, mode: usize) -> Result<()> {
+    if rank + mode >= k {
+        return Err(Error::InvalidRank(format!(
+            "a bias layout of CP rank {rank} needs a column {} for mode {mode}'s bias; the session has {k} columns",
+            rank + mode
+        )));
+    }
+    Ok(())
+}
+
+/// The bias-layout system of [`CompletionSession::bias_normal_equations`] from the
+/// full normal equations `ne` at rank `k` (`I × (k² + k)`): the rows and columns of
+/// the `rank` CP columns and of column `rank + mode`, the fixed columns' part (`G`
+/// times 1) subtracted from the right-hand side.
+pub fn reduce_to_bias(ne: &Matrix, k: usize, rank: usize, mode: usize) -> Matrix {
+    let w = rank + 1;
+    let free = |p: usize| if p < rank { p } else { rank + mode };
+    let fixed: Vec<usize> = (rank..k).filter(|&c| c != rank + mode).collect();
+    let mut out = Matrix::zeros(ne.rows(), w * w + w);
+    for (src, dst) in ne
+        .data()
+        .chunks_exact(k * k + k)
+        .zip(out.data_mut().chunks_exact_mut(w * w + w))
+    {
+        for p in 0..w {
+            let gp = &src[free(p) * k..(free(p) + 1) * k];
+            for q in 0..w {
+                dst[p * w + q] = gp[free(q)];
+            }
+            let moved: f64 = fixed.iter().map(|&x| f64::from(gp[x])).sum();
+            dst[w * w + p] = (f64::from(src[k * k + free(p)]) - moved) as f32;
+        }
+    }
+    out
 }
 
 /// Checks `factors` for a completion session on a tensor of extents `dims`: one per

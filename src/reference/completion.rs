@@ -71,6 +71,47 @@ pub fn normal_equations(
     Ok(out)
 }
 
+/// The normal equations of the bias layout (`CompletionSession::bias_normal_equations`):
+/// factors of `rank + N` columns, column `rank + m` mode `m`'s bias there and 1 in
+/// every other mode. Row `i` of `mode` holds the `w = rank + 1` unknowns' `G_i`
+/// (row-major, the CP columns then the mode's bias column), then `b_i`; the other bias
+/// columns, held fixed, are moved to the right-hand side with their values.
+pub fn bias_normal_equations(
+    x: &CooTensor,
+    mode: usize,
+    factors: &[Matrix<f64>],
+    rank: usize,
+    offset: f64,
+) -> Result<Matrix<f64>> {
+    let full = normal_equations(x, mode, factors, offset)?;
+    let k = factors[0].cols();
+    if rank + x.order() != k {
+        return Err(Error::InvalidRank(format!(
+            "a bias layout of CP rank {rank} on an order-{} tensor has {} columns, not {k}",
+            x.order(),
+            rank + x.order()
+        )));
+    }
+    let w = rank + 1;
+    let free: Vec<usize> = (0..rank).chain([rank + mode]).collect();
+    let mut out = Matrix::<f64>::zeros(full.rows(), w * w + w);
+    for i in 0..full.rows() {
+        let (src, dst) = (full.row(i), out.row_mut(i));
+        for (p, &fp) in free.iter().enumerate() {
+            for (q, &fq) in free.iter().enumerate() {
+                dst[p * w + q] = src[fp * k + fq];
+            }
+            // The fixed columns' part: G times their values in this mode.
+            let moved: f64 = (rank..k)
+                .filter(|&c| c != rank + mode)
+                .map(|c| src[fp * k + c] * factors[mode].row(i)[c])
+                .sum();
+            dst[w * w + p] = src[k * k + fp] - moved;
+        }
+    }
+    Ok(out)
+}
+
 /// The residual `x − offset − Σ_r Π_m F_m[c_m, r]` of every entry.
 pub fn residual(x: &CooTensor, factors: &[Matrix<f64>], offset: f64) -> Result<Vec<f64>> {
     let r = rank_of(x, factors)?;

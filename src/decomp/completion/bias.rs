@@ -9,6 +9,8 @@
 //! there still adds the other modes' biases).
 
 use crate::engine::Anchor;
+#[cfg(doc)]
+use crate::engine::CompletionSession;
 use crate::matrix::Matrix;
 
 /// How the model's columns are laid out in the session's factors.
@@ -183,35 +185,9 @@ impl Layout {
         (cp, biases)
     }
 
-    /// ALS for mode `n` with biases: from the normal equations of every row at rank
-    /// `K` (`I × (K² + K)`: `G` row-major, then `b`), those of the `R + 1` unknowns (the
-    /// CP columns, then the bias), the fixed columns' contribution (`G` times 1) moved
-    /// to the right-hand side.
-    pub fn reduce(&self, ne: &Matrix, n: usize) -> Matrix {
-        let (r, k) = (self.rank, self.width());
-        let w = r + 1;
-        let free = |p: usize| if p < r { p } else { r + n };
-        let fixed: Vec<usize> = (0..self.order).filter(|&m| m != n).map(|m| r + m).collect();
-        let mut out = Matrix::zeros(ne.rows(), w * w + w);
-        for (src, dst) in ne
-            .data()
-            .chunks_exact(k * k + k)
-            .zip(out.data_mut().chunks_exact_mut(w * w + w))
-        {
-            for p in 0..w {
-                let gp = &src[free(p) * k..(free(p) + 1) * k];
-                for q in 0..w {
-                    dst[p * w + q] = gp[free(q)];
-                }
-                let moved: f64 = fixed.iter().map(|&x| f64::from(gp[x])).sum();
-                dst[w * w + p] = (f64::from(src[k * k + free(p)]) - moved) as f32;
-            }
-        }
-        out
-    }
-
-    /// The regularization of the `R + 1` unknowns of [`Layout::reduce`] (or the `R`
-    /// columns without biases).
+    /// The regularization of the `R + 1` unknowns of
+    /// [`CompletionSession::bias_normal_equations`] (or the `R` columns without
+    /// biases).
     pub fn diagonal(&self, lambda: f64, bias_lambda: f64) -> Vec<f64> {
         let mut d = vec![lambda; self.rank];
         if self.biases {
@@ -221,7 +197,8 @@ impl Layout {
     }
 
     /// The factor of mode `n` at rank `K` from the solved unknowns of
-    /// [`Layout::reduce`] (`I × (R + 1)`): the fixed columns at 1.
+    /// [`CompletionSession::bias_normal_equations`] (`I × (R + 1)`): the fixed columns
+    /// at 1.
     pub fn expand(&self, solved: &Matrix, n: usize) -> Matrix {
         let r = self.rank;
         Matrix::from_fn(solved.rows(), self.width(), |i, c| match c {

@@ -86,9 +86,12 @@ impl Fitter<'_> {
             }
             let start = Instant::now();
             let mut kernel = 0.0;
-            let (rate, undone) = self.epoch(lambda, &mut prev_objective, &mut kernel)?;
+            let (rate, undone, known) = self.epoch(lambda, &mut prev_objective, &mut kernel)?;
             let f = self.session.factors()?;
-            let loss = self.session.loss()?;
+            let loss = match known {
+                Some(loss) => loss,
+                None => self.session.loss()?,
+            };
             let validation_rmse =
                 rmse_of(self.offset, &f, validation).expect("validation has entries");
             if !validation_rmse.is_finite() {
@@ -131,13 +134,14 @@ impl Fitter<'_> {
         Ok(best)
     }
 
-    /// One epoch at `lambda`; SGD's rate (SGD only) and whether the epoch was undone.
+    /// One epoch at `lambda`; SGD's rate (SGD only), whether the epoch was undone, and
+    /// the loss of the factors it leaves where it computed that (ALS and CCD++).
     fn epoch(
         &mut self,
         lambda: f64,
         prev_objective: &mut f64,
         kernel: &mut f64,
-    ) -> Result<(Option<f64>, bool)> {
+    ) -> Result<(Option<f64>, bool, Option<f64>)> {
         let mut timed = |f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
             let t = Instant::now();
             let r = f();
@@ -160,9 +164,12 @@ impl Fitter<'_> {
                     let lambda = lambda * f64::from(weight);
                     let diagonal = layout.diagonal(lambda, self.bias_lambda);
                     let anchor = (lambda * f64::from(value)) as f32;
-                    timed(&mut || s.normal_equations(mode, scratch).map(|_| ()))?;
                     let a = if layout.biases {
-                        let mut reduced = layout.reduce(scratch, mode);
+                        timed(&mut || {
+                            s.bias_normal_equations(mode, layout.rank, scratch)
+                                .map(|_| ())
+                        })?;
+                        let reduced = &mut *scratch;
                         // The bias is shrunk toward the mode's mean bias: `λ_b b̄` on
                         // the right-hand side.
                         let shift = (self.bias_lambda * layout.centers(&s.factors()?)[mode]) as f32;
@@ -183,10 +190,11 @@ impl Fitter<'_> {
                                 }
                             }
                         }
-                        let (a, pinv) = solve_rows(&reduced, layout.rank + 1, &diagonal, count)?;
+                        let (a, pinv) = solve_rows(reduced, layout.rank + 1, &diagonal, count)?;
                         self.pinv_solves += pinv;
                         layout.expand(&a, mode)
                     } else {
+                        timed(&mut || s.normal_equations(mode, scratch).map(|_| ()))?;
                         let r = layout.rank;
                         if anchor != 0.0 {
                             for (row, &c) in
@@ -297,12 +305,14 @@ impl Fitter<'_> {
                 }
             }
         };
+        let (rate, undone) = out;
+        let mut loss = None;
         if let Some(before) = before {
             let t = Instant::now();
-            self.extrapolate(&before, lambda)?;
+            loss = Some(self.extrapolate(&before, lambda)?);
             *kernel += t.elapsed().as_secs_f64();
         }
-        Ok(out)
+        Ok((rate, undone, loss))
     }
 
     /// ALS and CCD++ cross long flat stretches ("swamps") of the objective in small
@@ -310,12 +320,11 @@ impl Fitter<'_> {
     /// A_before)`, kept when it lowers the objective (then `β` grows by half, up to
     /// [`MAX_BETA`]), else undone (then `β` halves, down to [`MIN_BETA`]). The fixed
     /// bias columns do not move (their step is 0); rows without entries stay at zero.
-    fn extrapolate(&mut self, before: &[Matrix], lambda: f64) -> Result<()> {
+    /// Returns the loss of the factors it leaves.
+    fn extrapolate(&mut self, before: &[Matrix], lambda: f64) -> Result<f64> {
         let after = self.session.factors()?;
-        let objective = |s: &mut Box<dyn CompletionSession + '_>, f: &[Matrix]| -> Result<f64> {
-            Ok(s.loss()? + self.layout.penalty(f, lambda, self.bias_lambda))
-        };
-        let base = objective(&mut self.session, &after)?;
+        let base_loss = self.session.loss()?;
+        let base = base_loss + self.layout.penalty(&after, lambda, self.bias_lambda);
         let beta = self.beta as f32;
         let ahead: Vec<Matrix> = after
             .iter()
@@ -333,21 +342,23 @@ impl Fitter<'_> {
             .any(|m| m.data().iter().any(|v| !v.is_finite()))
         {
             self.beta = (self.beta * 0.5).max(MIN_BETA);
-            return Ok(());
+            return Ok(base_loss);
         }
         self.set_factors(&ahead)?;
-        let tried = match self.session.loss() {
-            Ok(l) => l + self.layout.penalty(&ahead, lambda, self.bias_lambda),
+        let tried_loss = match self.session.loss() {
+            Ok(l) => l,
             Err(Error::NonFinite(_)) => f64::INFINITY,
             Err(e) => return Err(e),
         };
+        let tried = tried_loss + self.layout.penalty(&ahead, lambda, self.bias_lambda);
         if tried < base {
             self.beta = (self.beta * 1.5).min(MAX_BETA);
+            Ok(tried_loss)
         } else {
             self.set_factors(&after)?;
             self.beta = (self.beta * 0.5).max(MIN_BETA);
+            Ok(base_loss)
         }
-        Ok(())
     }
 
     /// Sets the session's factors.

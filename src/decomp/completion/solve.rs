@@ -27,14 +27,21 @@ pub(super) fn solve_rows(
         .map(|(c, a)| -> Result<usize> {
             let first = 4 * c;
             let n = a.len() / r;
-            // Ranks between the unrolled widths (a CP rank plus a bias column, say
-            // 16 + 1) run padded with identity rows to the next width.
+            // Other widths run padded with identity rows to the next unrolled one;
+            // a CP rank of 8, 16, 32 or 64 plus a bias column runs at its own width
+            // (the factorization's cost grows with the cube of the width).
             let solved = match r {
                 0 => [false; 4],
                 1..=8 => solve_x4::<8>(ne, r, first, n, lambda, counts, a),
-                9..=16 => solve_x4::<16>(ne, r, first, n, lambda, counts, a),
-                17..=24 => solve_x4::<24>(ne, r, first, n, lambda, counts, a),
+                9 => solve_x4::<9>(ne, r, first, n, lambda, counts, a),
+                10..=16 => solve_x4::<16>(ne, r, first, n, lambda, counts, a),
+                17 => solve_x4::<17>(ne, r, first, n, lambda, counts, a),
+                18..=24 => solve_x4::<24>(ne, r, first, n, lambda, counts, a),
                 25..=32 => solve_x4::<32>(ne, r, first, n, lambda, counts, a),
+                33 => solve_x4::<33>(ne, r, first, n, lambda, counts, a),
+                34..=48 => solve_x4::<48>(ne, r, first, n, lambda, counts, a),
+                49..=64 => solve_x4::<64>(ne, r, first, n, lambda, counts, a),
+                65 => solve_x4::<65>(ne, r, first, n, lambda, counts, a),
                 _ => [false; 4],
             };
             let mut pinv = 0;
@@ -168,7 +175,7 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             ((state >> 40) as f32) / (1u64 << 24) as f32 - 0.5
         };
-        for r in 1..=33 {
+        for r in 1..=66 {
             let rows = 7;
             // G = Σ k kᵀ over a few random k (positive semidefinite), λ makes it definite.
             let mut ne = Matrix::zeros(rows, r * r + r);

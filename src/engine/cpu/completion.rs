@@ -205,6 +205,41 @@ impl CompletionSession for CpuCompletion<'_> {
         Ok(RunStats::default())
     }
 
+    fn bias_normal_equations(
+        &mut self,
+        mode: usize,
+        rank: usize,
+        out: &mut Matrix,
+    ) -> Result<RunStats> {
+        check_mode(mode, self.hls.order())?;
+        crate::engine::completion::check_bias_layout(self.rank, rank, mode)?;
+        if rank + self.hls.order() != self.rank {
+            return Err(Error::InvalidRank(format!(
+                "a bias layout of CP rank {rank} on an order-{} tensor has {} columns; the session has {}",
+                self.hls.order(),
+                rank + self.hls.order(),
+                self.rank
+            )));
+        }
+        let (w, rows) = (rank + 1, self.hls.dims()[mode]);
+        let width = w * w + w;
+        if out.shape() != (rows, width) {
+            crate::matrix::check_alloc("the normal equations", rows, width, 4)?;
+            *out = Matrix::zeros(rows, width);
+        }
+        if self.groups.is_none() {
+            self.groups = Some(RowGroups::build(self.hls, &self.shares, self.offset)?);
+        }
+        let groups = &self.groups.as_ref().expect("built above")[mode];
+        let others: Vec<&Matrix> = (self.factors.iter().enumerate())
+            .filter(|&(m, _)| m != mode)
+            .map(|(_, f)| f)
+            .collect();
+        groups.bias_normal_equations(&others, self.rank, rank, mode, out);
+        finite(out.data(), || format!("normal equations of mode {mode}"))?;
+        Ok(RunStats::default())
+    }
+
     fn reset_residual(&mut self) -> Result<RunStats> {
         self.residual.resize(self.hls.nnz(), 0.0);
         let sp_nnz = self.hls.sparse().nnz();

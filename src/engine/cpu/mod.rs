@@ -29,6 +29,7 @@ pub use padded::width_for as mttkrp_width;
 pub use phi_rows::phi_width;
 mod phi;
 mod phi_rows;
+mod row_kernels;
 mod rows;
 mod scaled;
 mod sgd;
@@ -319,6 +320,16 @@ impl<S: super::CompletionSession + Send> super::CompletionSession for Pooled<'_,
     fn normal_equations(&mut self, mode: usize, out: &mut Matrix) -> Result<RunStats> {
         let inner = &mut self.inner;
         self.backend.install(|| inner.normal_equations(mode, out))
+    }
+    fn bias_normal_equations(
+        &mut self,
+        mode: usize,
+        rank: usize,
+        out: &mut Matrix,
+    ) -> Result<RunStats> {
+        let inner = &mut self.inner;
+        self.backend
+            .install(|| inner.bias_normal_equations(mode, rank, out))
     }
     fn reset_residual(&mut self) -> Result<RunStats> {
         let inner = &mut self.inner;

@@ -16,15 +16,16 @@
 
 use super::completion::visit;
 use super::kernel::Share;
+use super::row_kernels::{
+    BiasLayout, pad_rows, padded_width, row_loss, row_loss_any, row_system, row_system_any,
+    row_system_bias,
+};
 use super::subnormal::FlushSubnormals;
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::{Matrix, check_alloc};
 use rayon::prelude::*;
 use std::borrow::Cow;
-
-/// Khatri-Rao rows formed per chunk (a chunk of rank-32 rows is 4 KiB: L1-resident).
-const CHUNK: usize = 32;
 
 /// A row's kernel: its nonzeros' other indices and values in, its system out.
 type RowKernel<'a> = dyn Fn(&[u32], &[f32], &mut [f32]) + Sync + 'a;
@@ -275,6 +276,87 @@ impl RowGroups {
 }
 
 impl RowGroups {
+    /// [`RowGroups::normal_equations`] in the bias layout
+    /// ([`crate::engine::CompletionSession::bias_normal_equations`]): `others` of `k`
+    /// columns (`rank` CP columns, then one bias column per mode, the fixed ones at 1),
+    /// the target mode `mode`; `out` is `I × (w² + w)`, `w = rank + 1`. The Gram
+    /// matrix runs at the CP rank's width; the bias unknown's Khatri-Rao entry is 1 and
+    /// the other modes' biases (moved to the right-hand side) one sum per nonzero, so
+    /// the bias columns cost no Gram rows.
+    pub(super) fn bias_normal_equations(
+        &self,
+        others: &[&Matrix],
+        k: usize,
+        rank: usize,
+        mode: usize,
+        out: &mut Matrix,
+    ) {
+        let w = rank + 1;
+        let width = w * w + w;
+        let (p, pk) = (padded_width(rank), padded_width(k));
+        let d = others.len();
+        if d == 0 || p == 0 || pk == 0 {
+            // Above the blocked widths: the full system, reduced.
+            let mut full = Matrix::zeros(out.rows(), k * k + k);
+            self.normal_equations(others, k, &mut full);
+            *out = crate::engine::completion::reduce_to_bias(&full, k, rank, mode);
+            return;
+        }
+        let padded: Vec<Cow<[f32]>> = others.iter().map(|m| pad_rows(m, pk)).collect();
+        let facs: Vec<&[f32]> = padded.iter().map(|f| &f[..]).collect();
+        // The other modes in order, and each one's own bias column.
+        let bias_cols = (0..=others.len())
+            .filter(|&m| m != mode)
+            .map(|m| rank + m)
+            .collect();
+        let layout = BiasLayout {
+            rank,
+            pk,
+            bias_cols,
+        };
+        let rows = |f: &RowKernel, out: &mut Matrix| {
+            out.data_mut()
+                .par_chunks_mut(width)
+                .enumerate()
+                .with_min_len(4)
+                .for_each_init(FlushSubnormals::new, |_, (i, dst)| {
+                    let (s, e) = (self.ptr[i], self.ptr[i + 1]);
+                    f(&self.others[s * d..e * d], &self.values[s..e], dst);
+                });
+        };
+        let l = &layout;
+        match p {
+            8 => rows(
+                &|o, v, dst| row_system_bias::<8, 8>(l, o, v, &facs, dst),
+                out,
+            ),
+            16 => rows(
+                &|o, v, dst| row_system_bias::<16, 4>(l, o, v, &facs, dst),
+                out,
+            ),
+            24 => rows(
+                &|o, v, dst| row_system_bias::<24, 3>(l, o, v, &facs, dst),
+                out,
+            ),
+            32 => rows(
+                &|o, v, dst| row_system_bias::<32, 2>(l, o, v, &facs, dst),
+                out,
+            ),
+            40 => rows(
+                &|o, v, dst| row_system_bias::<40, 2>(l, o, v, &facs, dst),
+                out,
+            ),
+            48 => rows(
+                &|o, v, dst| row_system_bias::<48, 1>(l, o, v, &facs, dst),
+                out,
+            ),
+            _ => rows(
+                &|o, v, dst| row_system_bias::<64, 1>(l, o, v, &facs, dst),
+                out,
+            ),
+        }
+    }
+
     /// `Σ (x − m(i))²` over every nonzero in f64, `own` the factor of this mode and
     /// `others` those of the other modes in mode order. Rows are summed in fixed blocks
     /// and the blocks in order, so the result does not depend on the thread count.
@@ -314,187 +396,5 @@ impl RowGroups {
             .map(block)
             .collect();
         parts.iter().sum()
-    }
-}
-
-/// The register-blocked width a rank runs at: the smallest of 8, 16, 24, 32, 40, 48
-/// and 64 that holds it (0 above 64: the unblocked kernels).
-fn padded_width(rank: usize) -> usize {
-    match rank {
-        0..=8 => 8,
-        9..=48 => rank.div_ceil(8) * 8,
-        49..=64 => 64,
-        _ => 0,
-    }
-}
-
-/// `m`'s rows padded with zeros to `p` columns (`m` itself when it has `p` columns,
-/// or when `p` is 0: the unblocked kernels), so that the blocked kernels' loops over a
-/// row have a constant length.
-fn pad_rows(m: &Matrix, p: usize) -> Cow<'_, [f32]> {
-    let c = m.cols();
-    if p == 0 || p == c {
-        return Cow::Borrowed(m.data());
-    }
-    let mut out = vec![0f32; m.rows() * p];
-    for (o, row) in out.chunks_exact_mut(p).zip(m.data().chunks_exact(c.max(1))) {
-        o[..c].copy_from_slice(row);
-    }
-    Cow::Owned(out)
-}
-
-/// One row's `Σ (x − a·k)²` for a rank `r = a.len() ≤ P`, run `P` wide on factors
-/// padded to `P` columns ([`pad_rows`]). Each model value is summed as 8 lanes, then the lanes (not one chain of
-/// `P` dependent additions per nonzero).
-#[inline(always)]
-fn row_loss<const P: usize>(a: &[f32], others: &[u32], values: &[f32], facs: &[&[f32]]) -> f64 {
-    let (d, r) = (facs.len(), a.len());
-    let mut own = [0f32; P];
-    own[..r].copy_from_slice(a);
-    let mut sum = 0f64;
-    for (ix, &x) in others.chunks_exact(d).zip(values) {
-        let mut k = own;
-        for (f, &i) in facs.iter().zip(ix) {
-            for (kr, &v) in k.iter_mut().zip(&f[i as usize * P..][..P]) {
-                *kr *= v;
-            }
-        }
-        let mut lanes = [0f32; 8];
-        for c in k.chunks_exact(8) {
-            for (l, &v) in lanes.iter_mut().zip(c) {
-                *l += v;
-            }
-        }
-        let m = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5]))
-            + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
-        let e = f64::from(x - m);
-        sum += e * e;
-    }
-    sum
-}
-
-/// [`row_loss`] for any rank and order.
-fn row_loss_any(a: &[f32], others: &[u32], values: &[f32], facs: &[&[f32]]) -> f64 {
-    let (d, r) = (facs.len(), a.len());
-    let mut k = vec![0f32; r];
-    let mut sum = 0f64;
-    for (j, &x) in values.iter().enumerate() {
-        k.copy_from_slice(a);
-        for (f, &i) in facs.iter().zip(&others[j * d..(j + 1) * d]) {
-            for (kr, &v) in k.iter_mut().zip(&f[i as usize * r..][..r]) {
-                *kr *= v;
-            }
-        }
-        let e = f64::from(x - k.iter().sum::<f32>());
-        sum += e * e;
-    }
-    sum
-}
-
-/// One row's system for a rank `r ≤ P`, run `P` wide on factors padded to `P` columns
-/// ([`pad_rows`]; the padding's entries of `G` and `b` are never written out), `B` rows
-/// of `G` accumulated at a time (`P·B ≤ 96` floats: at most 12 AVX registers). `others`
-/// holds `d = facs.len()` indices per nonzero.
-#[inline(always)]
-fn row_system<const P: usize, const B: usize>(
-    r: usize,
-    others: &[u32],
-    values: &[f32],
-    facs: &[&[f32]],
-    dst: &mut [f32],
-) {
-    let d = facs.len();
-    let mut g = [[0f32; P]; P];
-    let mut b = [0f32; P];
-    let mut k = [[0f32; P]; CHUNK];
-    for (idx, vals) in others.chunks(CHUNK * d).zip(values.chunks(CHUNK)) {
-        let n = vals.len();
-        for (j, (kj, &x)) in k.iter_mut().zip(vals).enumerate() {
-            let ix = &idx[j * d..(j + 1) * d];
-            kj.copy_from_slice(&facs[0][ix[0] as usize * P..][..P]);
-            for (f, &i) in facs.iter().zip(ix).skip(1) {
-                let row = &f[i as usize * P..][..P];
-                for (kr, &a) in kj.iter_mut().zip(row) {
-                    *kr *= a;
-                }
-            }
-            for (br, &kr) in b.iter_mut().zip(kj.iter()) {
-                *br = x.mul_add(kr, *br);
-            }
-        }
-        // G is symmetric: rows a0.. need only the columns from their 8-wide column
-        // block on (the rest is mirrored below). The block's start is a constant of
-        // `gram_rows`, so its accumulators stay in registers.
-        for a0 in (0..r).step_by(B) {
-            let k = &k[..n];
-            match a0 / 8 {
-                0 => gram_rows::<P, B, 0>(k, a0, &mut g),
-                1 => gram_rows::<P, B, 8>(k, a0, &mut g),
-                2 => gram_rows::<P, B, 16>(k, a0, &mut g),
-                3 => gram_rows::<P, B, 24>(k, a0, &mut g),
-                4 => gram_rows::<P, B, 32>(k, a0, &mut g),
-                5 => gram_rows::<P, B, 40>(k, a0, &mut g),
-                6 => gram_rows::<P, B, 48>(k, a0, &mut g),
-                _ => gram_rows::<P, B, 56>(k, a0, &mut g),
-            }
-        }
-    }
-    for (p, o) in dst.chunks_exact_mut(r).take(r).enumerate() {
-        for (q, v) in o.iter_mut().enumerate() {
-            *v = if q < p { g[q][p] } else { g[p][q] };
-        }
-    }
-    dst[r * r..].copy_from_slice(&b[..r]);
-}
-
-/// Adds `Σ_j k_j[a0 + t] · k_j[c]` for `t < B` and columns `c ≥ C0` to `g`'s rows
-/// `a0..a0 + B` (`C0 ≤ a0`, so that with the mirror this covers the rows' upper part).
-#[inline(always)]
-fn gram_rows<const P: usize, const B: usize, const C0: usize>(
-    k: &[[f32; P]],
-    a0: usize,
-    g: &mut [[f32; P]; P],
-) {
-    if C0 >= P {
-        return;
-    }
-    let mut acc = [[0f32; P]; B];
-    for kj in k {
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            let s = kj[a0 + t];
-            for (c, &kc) in acc_t[C0..].iter_mut().zip(&kj[C0..]) {
-                *c = s.mul_add(kc, *c);
-            }
-        }
-    }
-    for (gt, acc_t) in g[a0..a0 + B].iter_mut().zip(&acc) {
-        for (x, &y) in gt[C0..].iter_mut().zip(&acc_t[C0..]) {
-            *x += y;
-        }
-    }
-}
-
-/// [`row_system`] for any rank and order (no register blocking).
-fn row_system_any(r: usize, others: &[u32], values: &[f32], facs: &[&[f32]], dst: &mut [f32]) {
-    let d = facs.len();
-    dst.fill(0.0);
-    let (g, b) = dst.split_at_mut(r * r);
-    let mut k = vec![0f32; r];
-    for (j, &x) in values.iter().enumerate() {
-        let ix = &others[j * d..(j + 1) * d];
-        k.fill(1.0);
-        for (f, &i) in facs.iter().zip(ix) {
-            for (kr, &a) in k.iter_mut().zip(&f[i as usize * r..][..r]) {
-                *kr *= a;
-            }
-        }
-        for (gr, &ka) in g.chunks_exact_mut(r).zip(&k) {
-            for (x, &kb) in gr.iter_mut().zip(&k) {
-                *x = ka.mul_add(kb, *x);
-            }
-        }
-        for (br, &kr) in b.iter_mut().zip(&k) {
-            *br = x.mul_add(kr, *br);
-        }
     }
 }

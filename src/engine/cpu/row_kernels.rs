@@ -1,0 +1,315 @@
+//! The per-row kernels of the grouped ALS normal equations and loss
+//! ([`super::rows::RowGroups`]): one row's nonzeros (the other modes' indices and the
+//! values) in, its system or its squared error out.
+//!
+//! A row's Khatri-Rao rows are formed a chunk at a time in a small buffer, then `G` is
+//! accumulated over the chunk a few of its rows at a time in register accumulators
+//! (64 floats, e.g. 4 rows of 16), so each update costs loads and FMAs and no stores;
+//! the right-hand sides sum over the chunk in accumulators of their own. Factor rows
+//! are zero-padded to a blocked width (8 to 64) so that the loops have constant
+//! lengths.
+
+use crate::matrix::Matrix;
+use std::borrow::Cow;
+
+/// Khatri-Rao rows formed per chunk (a chunk of rank-32 rows is 4 KiB: L1-resident).
+const CHUNK: usize = 32;
+
+/// The register-blocked width a rank runs at: the smallest of 8, 16, 24, 32, 40, 48
+/// and 64 that holds it (0 above 64: the unblocked kernels).
+pub(super) fn padded_width(rank: usize) -> usize {
+    match rank {
+        0..=8 => 8,
+        9..=48 => rank.div_ceil(8) * 8,
+        49..=64 => 64,
+        _ => 0,
+    }
+}
+
+/// `m`'s rows padded with zeros to `p` columns (`m` itself when it has `p` columns,
+/// or when `p` is 0: the unblocked kernels), so that the blocked kernels' loops over a
+/// row have a constant length.
+pub(super) fn pad_rows(m: &Matrix, p: usize) -> Cow<'_, [f32]> {
+    let c = m.cols();
+    if p == 0 || p == c {
+        return Cow::Borrowed(m.data());
+    }
+    let mut out = vec![0f32; m.rows() * p];
+    for (o, row) in out.chunks_exact_mut(p).zip(m.data().chunks_exact(c.max(1))) {
+        o[..c].copy_from_slice(row);
+    }
+    Cow::Owned(out)
+}
+
+/// One row's `Σ (x − a·k)²` for a rank `r = a.len() ≤ P`, run `P` wide on factors
+/// padded to `P` columns ([`pad_rows`]). Each model value is summed as 8 lanes, then the lanes (not one chain of
+/// `P` dependent additions per nonzero).
+#[inline(always)]
+pub(super) fn row_loss<const P: usize>(
+    a: &[f32],
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]],
+) -> f64 {
+    let (d, r) = (facs.len(), a.len());
+    let mut own = [0f32; P];
+    own[..r].copy_from_slice(a);
+    let mut sum = 0f64;
+    for (ix, &x) in others.chunks_exact(d).zip(values) {
+        let mut k = own;
+        for (f, &i) in facs.iter().zip(ix) {
+            for (kr, &v) in k.iter_mut().zip(&f[i as usize * P..][..P]) {
+                *kr *= v;
+            }
+        }
+        let mut lanes = [0f32; 8];
+        for c in k.chunks_exact(8) {
+            for (l, &v) in lanes.iter_mut().zip(c) {
+                *l += v;
+            }
+        }
+        let m = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5]))
+            + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+        let e = f64::from(x - m);
+        sum += e * e;
+    }
+    sum
+}
+
+/// [`row_loss`] for any rank and order.
+pub(super) fn row_loss_any(a: &[f32], others: &[u32], values: &[f32], facs: &[&[f32]]) -> f64 {
+    let (d, r) = (facs.len(), a.len());
+    let mut k = vec![0f32; r];
+    let mut sum = 0f64;
+    for (j, &x) in values.iter().enumerate() {
+        k.copy_from_slice(a);
+        for (f, &i) in facs.iter().zip(&others[j * d..(j + 1) * d]) {
+            for (kr, &v) in k.iter_mut().zip(&f[i as usize * r..][..r]) {
+                *kr *= v;
+            }
+        }
+        let e = f64::from(x - k.iter().sum::<f32>());
+        sum += e * e;
+    }
+    sum
+}
+
+/// One row's system for a rank `r ≤ P`, run `P` wide on factors padded to `P` columns
+/// ([`pad_rows`]; the padding's entries of `G` and `b` are never written out), `B` rows
+/// of `G` accumulated at a time (`P·B ≤ 96` floats: at most 12 AVX registers). `others`
+/// holds `d = facs.len()` indices per nonzero.
+#[inline(always)]
+pub(super) fn row_system<const P: usize, const B: usize>(
+    r: usize,
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]],
+    dst: &mut [f32],
+) {
+    let d = facs.len();
+    let mut g = [[0f32; P]; P];
+    let mut b = [0f32; P];
+    let mut k = [[0f32; P]; CHUNK];
+    for (idx, vals) in others.chunks(CHUNK * d).zip(values.chunks(CHUNK)) {
+        let n = vals.len();
+        for (j, kj) in k.iter_mut().take(n).enumerate() {
+            let ix = &idx[j * d..(j + 1) * d];
+            kj.copy_from_slice(&facs[0][ix[0] as usize * P..][..P]);
+            for (f, &i) in facs.iter().zip(ix).skip(1) {
+                let row = &f[i as usize * P..][..P];
+                for (kr, &a) in kj.iter_mut().zip(row) {
+                    *kr *= a;
+                }
+            }
+        }
+        // The chunk's right-hand side in a local accumulator (kept in registers;
+        // accumulating into `b` inside the loop above chains every nonzero's update
+        // through memory).
+        let mut cb = [0f32; P];
+        for (kj, &x) in k[..n].iter().zip(vals) {
+            for (br, &kr) in cb.iter_mut().zip(kj) {
+                *br = x.mul_add(kr, *br);
+            }
+        }
+        for (br, &v) in b.iter_mut().zip(&cb) {
+            *br += v;
+        }
+        gram::<P, B>(&k[..n], r, &mut g);
+    }
+    mirror::<P, B>(&mut g, r);
+    for (o, gp) in dst.chunks_exact_mut(r).take(r).zip(&g) {
+        o.copy_from_slice(&gp[..r]);
+    }
+    dst[r * r..].copy_from_slice(&b[..r]);
+}
+
+/// Fills the entries of the first `r` rows of `G` that [`gram_rows`] left out (row `p`
+/// has the columns from its block's `C0` on) from their mirror images, so that rows
+/// can be copied out whole (an element-wise choice per entry costs as much as a short
+/// row's accumulation).
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // reads g[q][p] while writing g[p][q]
+fn mirror<const P: usize, const B: usize>(g: &mut [[f32; P]; P], r: usize) {
+    for p in 0..r.min(P) {
+        for q in 0..(p / B * B) / 8 * 8 {
+            g[p][q] = g[q][p];
+        }
+    }
+}
+
+/// Where [`row_system_bias`] finds its columns: `rank` CP columns, factor rows padded
+/// to `pk`, and per other mode (in `facs` order) the column of its own bias.
+pub(super) struct BiasLayout {
+    pub(super) rank: usize,
+    pub(super) pk: usize,
+    pub(super) bias_cols: Vec<usize>,
+}
+
+/// One row's bias-layout system ([`super::rows::RowGroups::bias_normal_equations`]) for a CP rank
+/// `r ≤ P`, `B` rows of `G` accumulated at a time as in [`row_system`]. Per nonzero:
+/// the Khatri-Rao row's CP part `k` (`P` wide; lanes from `r` on zeroed, where the
+/// padded factor rows hold bias columns) and the target `y = x −` the other modes'
+/// biases. The bias unknown's Khatri-Rao entry is the product of the other modes'
+/// fixed 1s, so its row of `G` is `Σ k` and the count, its right-hand side `Σ y`.
+#[inline(always)]
+pub(super) fn row_system_bias<const P: usize, const B: usize>(
+    l: &BiasLayout,
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]],
+    dst: &mut [f32],
+) {
+    let (d, r, pk) = (facs.len(), l.rank, l.pk);
+    let mask: [f32; P] = std::array::from_fn(|c| if c < r { 1.0 } else { 0.0 });
+    let mut g = [[0f32; P]; P];
+    let (mut b, mut cross) = ([0f32; P], [0f32; P]);
+    let mut be = 0f32;
+    let mut k = [[0f32; P]; CHUNK];
+    let mut y = [0f32; CHUNK];
+    for (idx, vals) in others.chunks(CHUNK * d).zip(values.chunks(CHUNK)) {
+        let n = vals.len();
+        for (j, ((kj, yj), &x)) in k.iter_mut().zip(&mut y).zip(vals).enumerate() {
+            let ix = &idx[j * d..(j + 1) * d];
+            let first = &facs[0][ix[0] as usize * pk..][..P];
+            for ((kr, &a), &m) in kj.iter_mut().zip(first).zip(&mask) {
+                *kr = a * m;
+            }
+            for (f, &i) in facs.iter().zip(ix).skip(1) {
+                let row = &f[i as usize * pk..][..P];
+                for (kr, &a) in kj.iter_mut().zip(row) {
+                    *kr *= a;
+                }
+            }
+            let mut fixed = 0f32;
+            for ((f, &i), &c) in facs.iter().zip(ix).zip(&l.bias_cols) {
+                fixed += f[i as usize * pk + c];
+            }
+            *yj = x - fixed;
+        }
+        // The chunk's right-hand sides and `Σ k` in local accumulators (kept in
+        // registers; accumulating into the row's arrays inside the loop above chains
+        // every nonzero's update through memory).
+        let (mut cb, mut ck, mut cy) = ([0f32; P], [0f32; P], 0f32);
+        for (kj, &yj) in k[..n].iter().zip(&y[..n]) {
+            for ((br, cr), &kr) in cb.iter_mut().zip(ck.iter_mut()).zip(kj) {
+                *br = yj.mul_add(kr, *br);
+                *cr += kr;
+            }
+            cy += yj;
+        }
+        for ((br, cr), (&vb, &vk)) in b.iter_mut().zip(cross.iter_mut()).zip(cb.iter().zip(&ck)) {
+            *br += vb;
+            *cr += vk;
+        }
+        be += cy;
+        gram::<P, B>(&k[..n], r, &mut g);
+    }
+    mirror::<P, B>(&mut g, r);
+    let w = r + 1;
+    for (p, o) in dst.chunks_exact_mut(w).take(r).enumerate() {
+        o[..r].copy_from_slice(&g[p][..r]);
+        o[r] = cross[p];
+    }
+    dst[r * w..r * w + r].copy_from_slice(&cross[..r]);
+    dst[r * w + r] = values.len() as f32;
+    dst[w * w..w * w + r].copy_from_slice(&b[..r]);
+    dst[w * w + r] = be;
+}
+
+/// Adds `Σ_j k_j k_jᵀ` to `g`'s first `r` rows, `B` at a time ([`gram_rows`]). `G` is
+/// symmetric: rows `a0..` need only the columns from their 8-wide column block on (the
+/// rest is [`mirror`]ed). The block's start is a constant of `gram_rows`, so its
+/// accumulators stay in registers.
+#[inline(always)]
+fn gram<const P: usize, const B: usize>(k: &[[f32; P]], r: usize, g: &mut [[f32; P]; P]) {
+    for a0 in (0..r).step_by(B) {
+        match a0 / 8 {
+            0 => gram_rows::<P, B, 0>(k, a0, g),
+            1 => gram_rows::<P, B, 8>(k, a0, g),
+            2 => gram_rows::<P, B, 16>(k, a0, g),
+            3 => gram_rows::<P, B, 24>(k, a0, g),
+            4 => gram_rows::<P, B, 32>(k, a0, g),
+            5 => gram_rows::<P, B, 40>(k, a0, g),
+            6 => gram_rows::<P, B, 48>(k, a0, g),
+            _ => gram_rows::<P, B, 56>(k, a0, g),
+        }
+    }
+}
+
+/// Adds `Σ_j k_j[a0 + t] · k_j[c]` for `t < B` and columns `c ≥ C0` to `g`'s rows
+/// `a0..a0 + B` (`C0 ≤ a0`, so that with the mirror this covers the rows' upper part).
+#[inline(always)]
+fn gram_rows<const P: usize, const B: usize, const C0: usize>(
+    k: &[[f32; P]],
+    a0: usize,
+    g: &mut [[f32; P]; P],
+) {
+    if C0 >= P {
+        return;
+    }
+    let mut acc = [[0f32; P]; B];
+    for kj in k {
+        for (t, acc_t) in acc.iter_mut().enumerate() {
+            let s = kj[a0 + t];
+            for (c, &kc) in acc_t[C0..].iter_mut().zip(&kj[C0..]) {
+                *c = s.mul_add(kc, *c);
+            }
+        }
+    }
+    for (gt, acc_t) in g[a0..a0 + B].iter_mut().zip(&acc) {
+        for (x, &y) in gt[C0..].iter_mut().zip(&acc_t[C0..]) {
+            *x += y;
+        }
+    }
+}
+
+/// [`row_system`] for any rank and order (no register blocking).
+pub(super) fn row_system_any(
+    r: usize,
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]],
+    dst: &mut [f32],
+) {
+    let d = facs.len();
+    dst.fill(0.0);
+    let (g, b) = dst.split_at_mut(r * r);
+    let mut k = vec![0f32; r];
+    for (j, &x) in values.iter().enumerate() {
+        let ix = &others[j * d..(j + 1) * d];
+        k.fill(1.0);
+        for (f, &i) in facs.iter().zip(ix) {
+            for (kr, &a) in k.iter_mut().zip(&f[i as usize * r..][..r]) {
+                *kr *= a;
+            }
+        }
+        for (gr, &ka) in g.chunks_exact_mut(r).zip(&k) {
+            for (x, &kb) in gr.iter_mut().zip(&k) {
+                *x = ka.mul_add(kb, *x);
+            }
+        }
+        for (br, &kr) in b.iter_mut().zip(&k) {
+            *br = x.mul_add(kr, *br);
+        }
+    }
+}
