@@ -282,7 +282,7 @@ twin!(
                 .unwrap();
             let x = in_session_order(&p);
             let order = x.order();
-            for rank in [1, 5, 8, 16, 19, 32, 45, 60, 64] {
+            for rank in [1, 5, 8, 16, 19, 32, 45, 60, 64, 70] {
                 let what = format!("{dims:?} rank {rank} + {order} biases");
                 let wide_rank = rank + order;
                 let mut f = Matrix::random_factors(x.dims(), &vec![wide_rank; order], seed ^ 9);

@@ -127,7 +127,8 @@ pub(crate) fn inverse_spd(v: &Mat<f64>) -> Result<(Mat<f64>, SolveKind)> {
 /// faer's LLᵀ costs about 1 µs per 16 × 16 system in dispatch, blocking and
 /// dependent dot products. This is the right-looking (outer-product) form, whose
 /// trailing updates are contiguous row AXPYs the compiler vectorizes; checked against
-/// faer in the tests. Ranks 8, 16 and 32 take [`cholesky_solve_x4`], four at a time.
+/// faer in the tests. Completion's row solves take [`cholesky_solve_lanes`], several at a
+/// time.
 pub(crate) fn cholesky_solve_small(g: &mut [f64], b: &mut [f64], r: usize) -> bool {
     debug_assert!(g.len() == r * r && b.len() == r);
     for j in 0..r {
@@ -171,25 +172,25 @@ pub(crate) fn cholesky_solve_small(g: &mut [f64], b: &mut [f64], r: usize) -> bo
     true
 }
 
-/// Solves four systems `G_l x_l = b_l` at once by Cholesky, lane `l` of every entry
+/// Solves `L` systems `G_l x_l = b_l` at once by Cholesky, lane `l` of every entry
 /// holding system `l` (`g[p][q][l]` is `G_l[p][q]`, only the upper triangle read): the
 /// square roots, divisions and substitutions of one system are chains of dependent
-/// operations (about 0.6 µs for one 16 × 16 system), and four interleaved systems run
-/// in SIMD lanes through one such chain, each entry one vector. `b` becomes the
-/// solutions. Returns, per lane, whether
+/// operations (about 0.6 µs for one 16 × 16 system), and `L` interleaved systems run
+/// in SIMD lanes through one such chain (4 lanes: one AVX2 vector per entry; 8: two
+/// independent vectors, twice the work in flight). `b` becomes the solutions. Returns, per lane, whether
 /// its system was positive definite to working precision; a lane that was not holds
 /// garbage (possibly not finite) and must be solved otherwise.
-pub(crate) fn cholesky_solve_x4<const R: usize>(
-    g: &mut [[[f64; 4]; R]; R],
-    b: &mut [[f64; 4]; R],
-) -> [bool; 4] {
-    let mut ok = [true; 4];
+pub(crate) fn cholesky_solve_lanes<const R: usize, const L: usize>(
+    g: &mut [[[f64; L]; R]; R],
+    b: &mut [[f64; L]; R],
+) -> [bool; L] {
+    let mut ok = [true; L];
     for j in 0..R {
         let (top, bottom) = g.split_at_mut(j + 1);
         let row_j = &mut top[j];
-        let mut d = [0f64; 4];
-        let mut inv = [0f64; 4];
-        for l in 0..4 {
+        let mut d = [0f64; L];
+        let mut inv = [0f64; L];
+        for l in 0..L {
             let v = row_j[j][l];
             let good = v > 0.0 && v.is_finite();
             ok[l] &= good;
@@ -197,7 +198,7 @@ pub(crate) fn cholesky_solve_x4<const R: usize>(
             inv[l] = 1.0 / d[l];
         }
         for u in &mut row_j[j + 1..] {
-            for l in 0..4 {
+            for l in 0..L {
                 u[l] *= inv[l];
             }
         }
@@ -205,7 +206,7 @@ pub(crate) fn cholesky_solve_x4<const R: usize>(
         for (i, row_i) in (j + 1..R).zip(bottom.iter_mut()) {
             let s = row_j[i];
             for (a, u) in row_i[i..].iter_mut().zip(&row_j[i..]) {
-                for l in 0..4 {
+                for l in 0..L {
                     a[l] -= s[l] * u[l];
                 }
             }
@@ -213,12 +214,12 @@ pub(crate) fn cholesky_solve_x4<const R: usize>(
     }
     // Uᵀ y = b (row j of U is column j of Uᵀ), then U x = y.
     for j in 0..R {
-        for l in 0..4 {
+        for l in 0..L {
             b[j][l] /= g[j][j][l];
         }
         let y = b[j];
         for i in j + 1..R {
-            for l in 0..4 {
+            for l in 0..L {
                 b[i][l] -= g[j][i][l] * y[l];
             }
         }
@@ -226,11 +227,11 @@ pub(crate) fn cholesky_solve_x4<const R: usize>(
     for i in (0..R).rev() {
         let mut x = b[i];
         for k in i + 1..R {
-            for l in 0..4 {
+            for l in 0..L {
                 x[l] -= g[i][k][l] * b[k][l];
             }
         }
-        for l in 0..4 {
+        for l in 0..L {
             b[i][l] = x[l] / g[i][i][l];
         }
     }
@@ -403,10 +404,12 @@ mod tests {
         assert!(!cholesky_solve_small(&mut g, &mut [1.0, 1.0], 2));
     }
 
-    fn x4_lanes<const R: usize>(seed: u64) {
-        let systems: Vec<_> = (0..4).map(|l| spd_system(R, seed + l, 0.05)).collect();
-        let mut g = [[[0f64; 4]; R]; R];
-        let mut b = [[0f64; 4]; R];
+    fn lanes<const R: usize, const L: usize>(seed: u64) {
+        let systems: Vec<_> = (0..L as u64)
+            .map(|l| spd_system(R, seed + l, 0.05))
+            .collect();
+        let mut g = [[[0f64; L]; R]; R];
+        let mut b = [[0f64; L]; R];
         for (l, (gs, bs, _)) in systems.iter().enumerate() {
             for p in 0..R {
                 for q in 0..R {
@@ -417,9 +420,10 @@ mod tests {
         }
         // Lane 2 indefinite: its first pivot negative.
         g[0][0][2] = -1.0;
-        let ok = cholesky_solve_x4(&mut g, &mut b);
-        assert_eq!(ok, [true, true, false, true], "R={R}");
-        for l in [0, 1, 3] {
+        let ok = cholesky_solve_lanes(&mut g, &mut b);
+        let want: Vec<bool> = (0..L).map(|l| l != 2).collect();
+        assert_eq!(ok.to_vec(), want, "R={R} L={L}");
+        for l in (0..L).filter(|&l| l != 2) {
             for (p, w) in systems[l].2.iter().enumerate() {
                 let x = b[p][l];
                 assert!(
@@ -431,10 +435,13 @@ mod tests {
     }
 
     #[test]
-    fn four_lane_cholesky_solves_each_lane_like_faer() {
-        x4_lanes::<8>(40);
-        x4_lanes::<16>(50);
-        x4_lanes::<32>(60);
+    fn lane_cholesky_solves_each_lane_like_faer() {
+        lanes::<8, 4>(40);
+        lanes::<16, 4>(50);
+        lanes::<32, 4>(60);
+        lanes::<9, 8>(70);
+        lanes::<17, 8>(80);
+        lanes::<33, 8>(90);
     }
 
     #[test]

@@ -157,6 +157,9 @@ impl Fitter<'_> {
         let scratch = &mut self.scratch;
         let out = match self.solver {
             Solver::Als => {
+                // Each mode's mean bias as the sweep reaches it: a mode's factor does not
+                // change before its own update.
+                let centers = before.as_deref().map(|f| layout.centers(f));
                 for (mode, count) in self.counts.iter().enumerate() {
                     // The mode's own λ and the value it shrinks toward: `w λ c` on the
                     // right-hand side of every CP unknown.
@@ -172,7 +175,8 @@ impl Fitter<'_> {
                         let reduced = &mut *scratch;
                         // The bias is shrunk toward the mode's mean bias: `λ_b b̄` on
                         // the right-hand side.
-                        let shift = (self.bias_lambda * layout.centers(&s.factors()?)[mode]) as f32;
+                        let center = centers.as_ref().expect("ALS keeps the factors before")[mode];
+                        let shift = (self.bias_lambda * center) as f32;
                         let w = layout.rank + 1;
                         for (row, &c) in reduced.data_mut().chunks_exact_mut(w * w + w).zip(count) {
                             if c > 0 {

@@ -1,7 +1,7 @@
 //! The small solves of the completion solvers on the host: ALS's per-row
 //! regularized normal equations and CCD++'s column update.
 
-use crate::decomp::dense::{cholesky_solve_small, cholesky_solve_x4, inverse_spd};
+use crate::decomp::dense::{cholesky_solve_lanes, cholesky_solve_small, inverse_spd};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use faer::MatRef;
@@ -19,30 +19,35 @@ pub(super) fn solve_rows(
     debug_assert_eq!(lambda.len(), r);
     let rows = ne.rows();
     let mut out = Matrix::zeros(rows, r);
+    // Rows go LANES at a time through one Cholesky, fewer (4) at widths whose 8-lane
+    // system would not fit comfortably on a worker's stack.
+    let lanes = if r <= 33 { LANES } else { 4 };
     let pinv = out
         .data_mut()
-        .par_chunks_mut(4 * r.max(1))
+        .par_chunks_mut(lanes * r.max(1))
         .enumerate()
-        .with_min_len(4)
+        .with_min_len(2)
         .map(|(c, a)| -> Result<usize> {
-            let first = 4 * c;
+            let first = lanes * c;
             let n = a.len() / r;
             // Other widths run padded with identity rows to the next unrolled one;
             // a CP rank of 8, 16, 32 or 64 plus a bias column runs at its own width
             // (the factorization's cost grows with the cube of the width).
-            let solved = match r {
-                0 => [false; 4],
-                1..=8 => solve_x4::<8>(ne, r, first, n, lambda, counts, a),
-                9 => solve_x4::<9>(ne, r, first, n, lambda, counts, a),
-                10..=16 => solve_x4::<16>(ne, r, first, n, lambda, counts, a),
-                17 => solve_x4::<17>(ne, r, first, n, lambda, counts, a),
-                18..=24 => solve_x4::<24>(ne, r, first, n, lambda, counts, a),
-                25..=32 => solve_x4::<32>(ne, r, first, n, lambda, counts, a),
-                33 => solve_x4::<33>(ne, r, first, n, lambda, counts, a),
-                34..=48 => solve_x4::<48>(ne, r, first, n, lambda, counts, a),
-                49..=64 => solve_x4::<64>(ne, r, first, n, lambda, counts, a),
-                65 => solve_x4::<65>(ne, r, first, n, lambda, counts, a),
-                _ => [false; 4],
+            let mut solved = [false; LANES];
+            let s = &mut solved;
+            match r {
+                0 => {}
+                1..=8 => solve_lanes::<8, LANES>(ne, r, first, n, lambda, counts, a, s),
+                9 => solve_lanes::<9, LANES>(ne, r, first, n, lambda, counts, a, s),
+                10..=16 => solve_lanes::<16, LANES>(ne, r, first, n, lambda, counts, a, s),
+                17 => solve_lanes::<17, LANES>(ne, r, first, n, lambda, counts, a, s),
+                18..=24 => solve_lanes::<24, LANES>(ne, r, first, n, lambda, counts, a, s),
+                25..=32 => solve_lanes::<32, LANES>(ne, r, first, n, lambda, counts, a, s),
+                33 => solve_lanes::<33, LANES>(ne, r, first, n, lambda, counts, a, s),
+                34..=48 => solve_lanes::<48, 4>(ne, r, first, n, lambda, counts, a, s),
+                49..=64 => solve_lanes::<64, 4>(ne, r, first, n, lambda, counts, a, s),
+                65 => solve_lanes::<65, 4>(ne, r, first, n, lambda, counts, a, s),
+                _ => {}
             };
             let mut pinv = 0;
             for (l, a) in a.chunks_exact_mut(r).enumerate() {
@@ -60,13 +65,17 @@ pub(super) fn solve_rows(
     Ok((out, pinv))
 }
 
-/// The `n ≤ 4` rows `first..first + n` of [`solve_rows`] for a rank `r ≤ P`, four at a
-/// time ([`cholesky_solve_x4`]) into `out` (`n × r`); per row, whether it is done (rows
-/// without entries are, at zero; a row whose system was not positive definite is not).
-/// Below `P`, the systems are padded with identity rows and zero right-hand sides: the
-/// factorization is block diagonal, so the first `r` unknowns are those of the `r × r`
-/// system and the padding's are zero.
-fn solve_x4<const P: usize>(
+/// Rows solved together by [`solve_lanes`] at widths up to 33.
+const LANES: usize = 8;
+
+/// The `n ≤ L` rows `first..first + n` of [`solve_rows`] for a rank `r ≤ P`, `L` at a
+/// time ([`cholesky_solve_lanes`]) into `out` (`n × r`); per row, in `done`, whether it
+/// is done (rows without entries are, at zero; a row whose system was not positive
+/// definite is not). Below `P`, the systems are padded with identity rows and zero
+/// right-hand sides: the factorization is block diagonal, so the first `r` unknowns
+/// are those of the `r × r` system and the padding's are zero.
+#[allow(clippy::too_many_arguments)]
+fn solve_lanes<const P: usize, const L: usize>(
     ne: &Matrix,
     r: usize,
     first: usize,
@@ -74,10 +83,11 @@ fn solve_x4<const P: usize>(
     lambda: &[f64],
     counts: &[u32],
     out: &mut [f32],
-) -> [bool; 4] {
-    let mut g = [[[0f64; 4]; P]; P];
-    let mut b = [[0f64; 4]; P];
-    for l in 0..4 {
+    done: &mut [bool; LANES],
+) {
+    let mut g = [[[0f64; L]; P]; P];
+    let mut b = [[0f64; L]; P];
+    for l in 0..L {
         if l >= n || counts[first + l] == 0 {
             // A placeholder system, I x = 0.
             for (p, gp) in g.iter_mut().enumerate() {
@@ -98,8 +108,7 @@ fn solve_x4<const P: usize>(
             b[p][l] = f64::from(row[r * r + p]);
         }
     }
-    let ok = cholesky_solve_x4(&mut g, &mut b);
-    let mut done = [false; 4];
+    let ok = cholesky_solve_lanes(&mut g, &mut b);
     for (l, a) in out.chunks_exact_mut(r).enumerate() {
         if counts[first + l] == 0 {
             done[l] = true;
@@ -110,7 +119,6 @@ fn solve_x4<const P: usize>(
             done[l] = true;
         }
     }
-    done
 }
 
 /// One row of [`solve_rows`]: `a = (G + diag(λ))⁻¹ b` by Cholesky, or by the

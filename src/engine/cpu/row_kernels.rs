@@ -157,30 +157,50 @@ fn mirror<const P: usize, const B: usize>(g: &mut [[f32; P]; P], r: usize) {
     }
 }
 
-/// Where [`row_system_bias`] finds its columns: `rank` CP columns, factor rows padded
-/// to `pk`, and per other mode (in `facs` order) the column of its own bias.
-pub(super) struct BiasLayout {
-    pub(super) rank: usize,
-    pub(super) pk: usize,
-    pub(super) bias_cols: Vec<usize>,
+/// The other modes' factors in the bias layout, split for [`row_system_bias`]: per
+/// other mode (in mode order) its `rank` CP columns, zero-padded to `P`, and its own
+/// bias column (the fixed columns, all 1, are not kept).
+pub(super) struct BiasFactors<const P: usize> {
+    cp: Vec<Vec<[f32; P]>>,
+    bias: Vec<Vec<f32>>,
 }
 
-/// One row's bias-layout system ([`super::rows::RowGroups::bias_normal_equations`]) for a CP rank
-/// `r ≤ P`, `B` rows of `G` accumulated at a time as in [`row_system`]. Per nonzero:
-/// the Khatri-Rao row's CP part `k` (`P` wide; lanes from `r` on zeroed, where the
-/// padded factor rows hold bias columns) and the target `y = x −` the other modes'
-/// biases. The bias unknown's Khatri-Rao entry is the product of the other modes'
-/// fixed 1s, so its row of `G` is `Σ k` and the count, its right-hand side `Σ y`.
+impl<const P: usize> BiasFactors<P> {
+    /// From `others`, the factors of every mode but `mode` in mode order, each of
+    /// `rank` CP columns and one bias column per mode (`rank ≤ P`).
+    pub(super) fn new(others: &[&Matrix], rank: usize, mode: usize) -> Self {
+        let own_bias = (0..=others.len()).filter(|&m| m != mode).map(|m| rank + m);
+        let (cp, bias) = others
+            .iter()
+            .zip(own_bias)
+            .map(|(f, c)| {
+                let rows = f.data().chunks_exact(f.cols().max(1));
+                let cp = rows
+                    .clone()
+                    .map(|row| std::array::from_fn(|q| if q < rank { row[q] } else { 0.0 }))
+                    .collect();
+                (cp, rows.map(|row| row[c]).collect())
+            })
+            .unzip();
+        BiasFactors { cp, bias }
+    }
+}
+
+/// One row's bias-layout system ([`super::rows::RowGroups::bias_normal_equations`])
+/// for a CP rank `r ≤ P`, `B` rows of `G` accumulated at a time as in [`row_system`].
+/// Per nonzero: the Khatri-Rao row's CP part `k` and the target `y = x −` the other
+/// modes' biases. The bias unknown's Khatri-Rao entry is the product of the other
+/// modes' fixed 1s, so its row of `G` is `Σ k` and the count, its right-hand side
+/// `Σ y`.
 #[inline(always)]
 pub(super) fn row_system_bias<const P: usize, const B: usize>(
-    l: &BiasLayout,
+    f: &BiasFactors<P>,
+    r: usize,
     others: &[u32],
     values: &[f32],
-    facs: &[&[f32]],
     dst: &mut [f32],
 ) {
-    let (d, r, pk) = (facs.len(), l.rank, l.pk);
-    let mask: [f32; P] = std::array::from_fn(|c| if c < r { 1.0 } else { 0.0 });
+    let d = f.cp.len();
     let mut g = [[0f32; P]; P];
     let (mut b, mut cross) = ([0f32; P], [0f32; P]);
     let mut be = 0f32;
@@ -190,19 +210,13 @@ pub(super) fn row_system_bias<const P: usize, const B: usize>(
         let n = vals.len();
         for (j, ((kj, yj), &x)) in k.iter_mut().zip(&mut y).zip(vals).enumerate() {
             let ix = &idx[j * d..(j + 1) * d];
-            let first = &facs[0][ix[0] as usize * pk..][..P];
-            for ((kr, &a), &m) in kj.iter_mut().zip(first).zip(&mask) {
-                *kr = a * m;
-            }
-            for (f, &i) in facs.iter().zip(ix).skip(1) {
-                let row = &f[i as usize * pk..][..P];
-                for (kr, &a) in kj.iter_mut().zip(row) {
+            *kj = f.cp[0][ix[0] as usize];
+            let mut fixed = f.bias[0][ix[0] as usize];
+            for ((cp, bias), &i) in f.cp.iter().zip(&f.bias).zip(ix).skip(1) {
+                for (kr, &a) in kj.iter_mut().zip(&cp[i as usize]) {
                     *kr *= a;
                 }
-            }
-            let mut fixed = 0f32;
-            for ((f, &i), &c) in facs.iter().zip(ix).zip(&l.bias_cols) {
-                fixed += f[i as usize * pk + c];
+                fixed += bias[i as usize];
             }
             *yj = x - fixed;
         }

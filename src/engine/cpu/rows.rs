@@ -17,7 +17,7 @@
 use super::completion::visit;
 use super::kernel::Share;
 use super::row_kernels::{
-    BiasLayout, pad_rows, padded_width, row_loss, row_loss_any, row_system, row_system_any,
+    BiasFactors, pad_rows, padded_width, row_loss, row_loss_any, row_system, row_system_any,
     row_system_bias,
 };
 use super::subnormal::FlushSubnormals;
@@ -293,27 +293,15 @@ impl RowGroups {
     ) {
         let w = rank + 1;
         let width = w * w + w;
-        let (p, pk) = (padded_width(rank), padded_width(k));
+        let p = padded_width(rank);
         let d = others.len();
-        if d == 0 || p == 0 || pk == 0 {
+        if d == 0 || p == 0 {
             // Above the blocked widths: the full system, reduced.
             let mut full = Matrix::zeros(out.rows(), k * k + k);
             self.normal_equations(others, k, &mut full);
             *out = crate::engine::completion::reduce_to_bias(&full, k, rank, mode);
             return;
         }
-        let padded: Vec<Cow<[f32]>> = others.iter().map(|m| pad_rows(m, pk)).collect();
-        let facs: Vec<&[f32]> = padded.iter().map(|f| &f[..]).collect();
-        // The other modes in order, and each one's own bias column.
-        let bias_cols = (0..=others.len())
-            .filter(|&m| m != mode)
-            .map(|m| rank + m)
-            .collect();
-        let layout = BiasLayout {
-            rank,
-            pk,
-            bias_cols,
-        };
         let rows = |f: &RowKernel, out: &mut Matrix| {
             out.data_mut()
                 .par_chunks_mut(width)
@@ -324,36 +312,23 @@ impl RowGroups {
                     f(&self.others[s * d..e * d], &self.values[s..e], dst);
                 });
         };
-        let l = &layout;
+        macro_rules! run {
+            ($p:literal, $b:literal) => {{
+                let f = BiasFactors::<$p>::new(others, rank, mode);
+                rows(
+                    &|o, v, dst| row_system_bias::<$p, $b>(&f, rank, o, v, dst),
+                    out,
+                )
+            }};
+        }
         match p {
-            8 => rows(
-                &|o, v, dst| row_system_bias::<8, 8>(l, o, v, &facs, dst),
-                out,
-            ),
-            16 => rows(
-                &|o, v, dst| row_system_bias::<16, 4>(l, o, v, &facs, dst),
-                out,
-            ),
-            24 => rows(
-                &|o, v, dst| row_system_bias::<24, 3>(l, o, v, &facs, dst),
-                out,
-            ),
-            32 => rows(
-                &|o, v, dst| row_system_bias::<32, 2>(l, o, v, &facs, dst),
-                out,
-            ),
-            40 => rows(
-                &|o, v, dst| row_system_bias::<40, 2>(l, o, v, &facs, dst),
-                out,
-            ),
-            48 => rows(
-                &|o, v, dst| row_system_bias::<48, 1>(l, o, v, &facs, dst),
-                out,
-            ),
-            _ => rows(
-                &|o, v, dst| row_system_bias::<64, 1>(l, o, v, &facs, dst),
-                out,
-            ),
+            8 => run!(8, 8),
+            16 => run!(16, 4),
+            24 => run!(24, 3),
+            32 => run!(32, 2),
+            40 => run!(40, 2),
+            48 => run!(48, 1),
+            _ => run!(64, 1),
         }
     }
 
