@@ -215,6 +215,7 @@ def _complete(
     center: bool,
     biases: bool,
     bias_lambda: float,
+    anchor: bool,
     backend: str,
     threads: Optional[int],
     values: str,
