@@ -89,7 +89,6 @@ fn options(solver: Solver, rank: usize, lambda: f64, seed: u64) -> CompletionOpt
         center: false,
         biases: false,
         bias_lambda: 5.0,
-        anchor: true,
     }
 }
 
@@ -413,7 +412,6 @@ fn movielens_100k_every_solver_stays_below_1_0() {
             center: true,
             biases: false,
             bias_lambda: 5.0,
-            anchor: true,
         };
         let m = complete(&engine, &p, &s.validation, &o).unwrap();
         let rmse = m.rmse(&s.test).unwrap().unwrap();

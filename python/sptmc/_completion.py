@@ -175,7 +175,6 @@ def complete(
     center: bool = True,
     biases: bool = True,
     bias_lambda: float = 5.0,
-    anchor: bool = True,
     backend: str = "auto",
     threads: Optional[int] = None,
     values: str = "auto",
@@ -210,8 +209,6 @@ def complete(
         center: add the training mean (``--no-center`` is ``center=False``).
         biases: learn a bias per row of every mode (``--no-biases``).
         bias_lambda: the biases' regularization, in pseudo-entries (``--bias-lambda``).
-        anchor: shrink the context modes of an order-3+ tensor toward a constant
-            (``--no-anchor`` is ``anchor=False``: every mode toward 0).
         backend: ``"auto"`` (the CPU, as on the command line), ``"cpu"`` or ``"cuda"``.
         threads, values, verbose: as for :func:`sptmc.cp_als`.
         callback: ``callback(epoch, validation_rmse)`` after every epoch (the λ
@@ -242,7 +239,6 @@ def complete(
     center = _args.flag("center", center)
     biases = _args.flag("biases", biases)
     bias_lambda = _args.number("bias_lambda", bias_lambda)
-    anchor = _args.flag("anchor", anchor)
     backend = _args.text("backend", backend)
     threads = _threads(threads)
     values = _args.text("values", values)
@@ -281,7 +277,6 @@ def complete(
         center,
         biases,
         bias_lambda,
-        anchor,
         backend,
         threads,
         values,

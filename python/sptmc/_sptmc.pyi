@@ -215,7 +215,6 @@ def _complete(
     center: bool,
     biases: bool,
     bias_lambda: float,
-    anchor: bool,
     backend: str,
     threads: Optional[int],
     values: str,

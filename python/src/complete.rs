@@ -151,7 +151,7 @@ pub fn _split(
 /// options under their names), `progress(dict)` after every epoch (a true return
 /// value stops the run, which returns the best model so far).
 #[pyfunction]
-#[pyo3(signature = (train, validation, test, rank, solver, lambda_, epochs, patience, seed, learning_rate, ccd_inner, center, biases, bias_lambda, anchor, backend, threads, values, progress))]
+#[pyo3(signature = (train, validation, test, rank, solver, lambda_, epochs, patience, seed, learning_rate, ccd_inner, center, biases, bias_lambda, backend, threads, values, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn _complete<'py>(
     py: Python<'py>,
@@ -169,7 +169,6 @@ pub fn _complete<'py>(
     center: bool,
     biases: bool,
     bias_lambda: f64,
-    anchor: bool,
     backend: &str,
     threads: Option<i64>,
     values: &str,
@@ -198,7 +197,6 @@ pub fn _complete<'py>(
         center,
         biases,
         bias_lambda,
-        anchor,
     };
     request.check().map_err(|e| to_py(py, e))?;
     // As on the command line: "auto" keeps completion on the CPU.

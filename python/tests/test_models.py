@@ -121,20 +121,17 @@ def test_cp_apr_bad_input_raises_the_documented_classes():
 
 
 def test_complete_matches_the_command_line_from_the_same_seed(ratings, tmp_path):
-    validation = {}
-    for solver, anchor in (("als", True), ("sgd", True), ("als", False)):
-        out = tmp_path / f"cli-{solver}-{anchor}"
+    for solver in ("als", "sgd"):
+        out = tmp_path / f"cli-{solver}"
         r = subprocess.run(
             [str(cli_binary()), "complete", str(ratings["file"]), "--rank", "4", "--solver", solver,
              "--seed", "5", "--epochs", "8", "--backend", "cpu", "--threads", "2", "--no-cache",
-             "--json", "--out", str(out)] + ([] if anchor else ["--no-anchor"]),
+             "--json", "--out", str(out)],
             capture_output=True, text=True, timeout=600,
         )
         assert r.returncode == 0, r.stderr
         cli = json.loads(r.stdout)
-        m = sptmc.complete(ratings["X"], 4, solver=solver, seed=5, epochs=8, backend="cpu",
-                           threads=2, anchor=anchor)
-        validation[solver, anchor] = m.validation_rmse
+        m = sptmc.complete(ratings["X"], 4, solver=solver, seed=5, epochs=8, backend="cpu", threads=2)
         assert m.lambda_ == pytest.approx(cli["lambda"], rel=1e-12)
         assert m.lambda_chosen and cli["lambda_chosen"]
         for key in ("train_rmse", "validation_rmse", "test_rmse", "baseline_test_rmse"):
@@ -145,8 +142,6 @@ def test_complete_matches_the_command_line_from_the_same_seed(ratings, tmp_path)
         coords = np.array([[0, 0, 0], [5, 3, 2], [23, 19, 15]])
         assert np.allclose(loaded.predict(coords), m.predict(coords), rtol=1e-5)
         assert len(loaded.biases) == 3 and loaded.lambda_ == pytest.approx(m.lambda_)
-    # Anchoring the context mode (the default) changes the fit of this order-3 tensor.
-    assert validation["als", True] != validation["als", False]
 
 
 def test_a_python_model_folder_is_read_by_sptmc_predict(ratings, tmp_path):

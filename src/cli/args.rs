@@ -105,12 +105,9 @@ pub struct CompleteArgs {
     /// Seed of the split, the initial factors and SGD's order.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Regularization λ of λ·Σ_n w_n‖A⁽ⁿ⁾ − c_n‖²: every mode shrunk toward 0 with
-    /// weight 1, except (order ≥ 3, unless --no-anchor) the context modes, the N − 2
-    /// with the most entries per row, shrunk toward a constant with weight their
-    /// entries per row over the other modes'. Default: chosen on the validation entries
-    /// by a short warm-started path over a grid derived from the entries per row and
-    /// the values' spread; the choice is reported.
+    /// Regularization λ of λ·Σ‖A‖² (default: chosen on the validation entries by a
+    /// short warm-started path over a grid derived from the entries per row and the
+    /// values' spread; the choice is reported).
     #[arg(long)]
     pub lambda: Option<f64>,
     /// Most epochs.
@@ -133,10 +130,6 @@ pub struct CompleteArgs {
     /// factors).
     #[arg(long)]
     pub no_biases: bool,
-    /// Shrink every mode's factor toward 0 with weight 1 (the plain λ·Σ‖A‖²) instead
-    /// of anchoring the context modes of an order-≥ 3 tensor at a constant.
-    #[arg(long)]
-    pub no_anchor: bool,
     /// Regularization of the biases, in pseudo-entries (a row's bias shrinks like a mean
     /// with this many extra entries at its mode's mean bias).
     #[arg(long, default_value_t = 5.0)]

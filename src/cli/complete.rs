@@ -133,7 +133,6 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
         ccd_inner: a.ccd_inner,
         center: !a.no_center,
         biases: !a.no_biases,
-        anchor: !a.no_anchor,
         bias_lambda: a.bias_lambda,
     };
     request.check()?;

@@ -273,8 +273,6 @@ pub struct CompletionRequest {
     pub biases: bool,
     /// The biases' regularization, in pseudo-entries.
     pub bias_lambda: f64,
-    /// Whether the context modes are anchored (see [`CompletionOptions::anchor`]).
-    pub anchor: bool,
 }
 
 /// A validated completion run: its options and the validation entries it stops on.
@@ -291,7 +289,7 @@ pub struct CompletionJob<'a> {
 impl CompletionRequest {
     /// The request with every option at its default: rank 16, ALS, λ chosen on
     /// validation, 100 epochs, patience 5, seed 1, SGD's rate from the data, one CCD++
-    /// sweep, centered, biases regularized by 5 pseudo-entries, context modes anchored.
+    /// sweep, centered, biases regularized by 5 pseudo-entries.
     pub fn defaults() -> Self {
         let o = CompletionOptions::default();
         CompletionRequest {
@@ -306,7 +304,6 @@ impl CompletionRequest {
             center: o.center,
             biases: o.biases,
             bias_lambda: o.bias_lambda,
-            anchor: o.anchor,
         }
     }
 
@@ -325,7 +322,6 @@ impl CompletionRequest {
             center: self.center,
             biases: self.biases,
             bias_lambda: self.bias_lambda,
-            anchor: self.anchor,
         }
     }
 
@@ -457,7 +453,6 @@ mod tests {
             center: true,
             biases: true,
             bias_lambda: 5.0,
-            anchor: true,
         };
         let err = completion.validate(&x, &x).unwrap_err().to_string();
         assert!(err.contains("epochs must be at least 1, got 0"), "{err}");

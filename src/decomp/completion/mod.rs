@@ -167,17 +167,12 @@ pub struct CompletionOptions {
     pub biases: bool,
     /// `λ_b` (≥ 0) of `λ_b Σ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²`, in pseudo-entries (module docs).
     pub bias_lambda: f64,
-    /// Start the context modes of an order-≥ 3 tensor at a constant and shrink them
-    /// toward it (`true`, module docs), or shrink every mode toward 0 with weight 1
-    /// (`false`: the plain `λ Σ_n ‖A⁽ⁿ⁾‖²`).
-    pub anchor: bool,
 }
 
 impl Default for CompletionOptions {
     /// Rank 16, ALS, `λ` chosen on validation, at most 100 epochs, patience 5, seed
     /// 0, SGD's rate from the data, one CCD++ sweep per column, centered, with biases
-    /// regularized by [`BIAS_REG`] pseudo-entries (as the bias baseline), context modes
-    /// anchored.
+    /// regularized by [`BIAS_REG`] pseudo-entries (as the bias baseline).
     fn default() -> Self {
         CompletionOptions {
             rank: 16,
@@ -192,7 +187,6 @@ impl Default for CompletionOptions {
             center: true,
             biases: true,
             bias_lambda: BIAS_REG,
-            anchor: true,
         }
     }
 }
@@ -396,13 +390,11 @@ pub fn complete_with_control(
     };
     let spread = (fitter.session.loss()? / fitter.nnz).sqrt();
     let scale = Scale::of(&fitter.counts, fitter.nnz, spread, opts.rank);
-    if opts.anchor {
-        layout.anchors = tune::anchors(
-            &fitter.counts,
-            fitter.nnz,
-            initial_scale(opts, dims.len(), spread),
-        );
-    }
+    layout.anchors = tune::anchors(
+        &fitter.counts,
+        fitter.nnz,
+        initial_scale(opts, dims.len(), spread),
+    );
     fitter.layout = layout.clone();
     let mut init = initial_factors(opts, &dims, spread);
     if opts.init.is_none() {

@@ -191,14 +191,14 @@ impl CpuPhi {
         let (x, pi) = (g.values(), &self.pi[..]);
         let eps = f64::from(params.eps);
         let log_term = params.log_term;
-        self.partial.resize(plan.pieces.len() * r, 0.0);
-        let jobs = plan.piece_jobs(&mut self.partial, r);
+        self.partial.resize(plan.cut_slots() * r, 0.0);
+        let jobs = plan.cut_jobs(out, &mut self.partial, r);
         let logs: Vec<f64> = jobs
             .into_par_iter()
-            .map(|(pieces, acc)| {
+            .map(|job| {
                 let _flush = FlushSubnormals::new();
                 let mut log = 0f64;
-                for (&(i, s, e), acc) in pieces.iter().zip(acc.chunks_exact_mut(r)) {
+                job.run(plan, r, |&(i, s, e), acc, _| {
                     let (p, xs, brow) = (&pi[s * r..e * r], &x[s..e], &b[i * r..][..r]);
                     log += match (r, log_term) {
                         (8, false) => row_phi::<8, false>(brow, p, xs, eps, acc),
@@ -209,12 +209,12 @@ impl CpuPhi {
                         (32, true) => row_phi::<32, true>(brow, p, xs, eps, acc),
                         _ => row_phi_any(brow, p, xs, eps, log_term, acc),
                     };
-                }
+                });
                 log
             })
             .collect();
-        // Each row: its pieces' sums, in order.
-        plan.add_pieces(&self.partial, r, out);
+        // Each cut row: its pieces' sums, in order.
+        plan.add_cut_rows(&self.partial, r, out);
         Ok(RunStats {
             log_term: log_term.then(|| logs.iter().sum()),
             ..RunStats::default()

@@ -39,14 +39,60 @@ pub(super) const PIECE: usize = 8192;
 /// Nonzeros per parallel task (consecutive pieces, or whole rows).
 pub(super) const TASK: usize = 4096;
 
-/// One worker's pieces (row, start, end) and their partial rows.
-pub(super) type PieceJob<'a, T> = (&'a [(usize, usize, usize)], &'a mut [T]);
+/// One worker's share of a cut mode ([`Plan::cut_jobs`]).
+pub(super) struct CutJob<'a, T> {
+    /// Its pieces (row, start, end).
+    pub(super) pieces: &'a [(usize, usize, usize)],
+    /// The first row it owns.
+    pub(super) row0: usize,
+    /// The rows it owns (those whose first piece it holds), `r` wide.
+    pub(super) rows: &'a mut [T],
+    /// One `r`-wide partial row per piece of a cut row among its pieces, in order.
+    pub(super) slots: &'a mut [T],
+}
+
+impl<T: Copy + Default> CutJob<'_, T> {
+    /// Runs `f(piece, dst, direct)` on the job's pieces in order, `dst` the row's
+    /// output where the row is in one piece (`direct`), else the piece's partial slot;
+    /// zeroes the owned rows that no piece writes.
+    pub(super) fn run(
+        self,
+        plan: &Plan,
+        r: usize,
+        mut f: impl FnMut(&(usize, usize, usize), &mut [T], bool),
+    ) {
+        let rw = r.max(1);
+        let mut slots = self.slots.chunks_exact_mut(rw);
+        let mut rows = self.rows.chunks_exact_mut(rw);
+        // The next owned row not yet written.
+        let mut next = self.row0;
+        for piece in self.pieces {
+            let i = piece.0;
+            if plan.is_cut(i) {
+                f(
+                    piece,
+                    slots.next().expect("a slot per piece of a cut row"),
+                    false,
+                );
+                continue;
+            }
+            for _ in next..i {
+                rows.next().expect("an owned row").fill(T::default());
+            }
+            f(piece, rows.next().expect("the piece's owned row"), true);
+            next = i + 1;
+        }
+        for o in rows {
+            o.fill(T::default());
+        }
+    }
+}
 
 /// How one mode's rows are cut for the row-by-row kernels (Φ, MTTKRP): into pieces of
 /// at most [`PIECE`] nonzeros, consecutive pieces grouped into tasks of about [`TASK`].
-/// Fixed by the tensor, not the thread count; each piece sums into its own partial
-/// row, and a row's pieces are added in order, so results do not depend on the thread
-/// count.
+/// Fixed by the tensor, not the thread count; a row in one piece is written straight
+/// into the output, each piece of a longer row sums into its own partial row and a
+/// row's pieces are added in order, so results do not depend on the thread count.
 pub(super) struct Plan {
     /// Per piece: its row and its nonzeros `start..end` in the mode's row order.
     pub(super) pieces: Vec<(usize, usize, usize)>,
@@ -59,6 +105,11 @@ pub(super) struct Plan {
     /// Tasks of whole rows `r0..r1` of about [`TASK`] nonzeros (every row, empty ones
     /// included), for [`PhiSession::mu_inner`]'s row-by-row iterations.
     pub(super) row_tasks: Vec<(usize, usize)>,
+    /// Per task, the first row it owns: task `t` owns rows `own[t]..own[t + 1]`, those
+    /// whose first piece it holds (and the empty rows after them).
+    own: Vec<usize>,
+    /// Per task, the first partial slot of its pieces of cut rows.
+    task_slot: Vec<usize>,
 }
 
 impl Plan {
@@ -96,7 +147,24 @@ impl Plan {
                 r0 = i + 1;
             }
         }
+        // A task owns the rows whose first piece it holds; a cut row's later pieces
+        // may lie in later tasks, which write them to partial slots.
+        let mut own = vec![0; tasks.len() + 1];
+        own[tasks.len()] = rows;
+        let mut task_slot = vec![0; tasks.len() + 1];
+        for (t, &(a, b)) in tasks.iter().enumerate() {
+            if t > 0 {
+                let i = pieces[a].0;
+                own[t] = if first[i] == a { i } else { i + 1 };
+            }
+            let cut_here = (a..b)
+                .filter(|&k| first[pieces[k].0 + 1] - first[pieces[k].0] > 1)
+                .count();
+            task_slot[t + 1] = task_slot[t] + cut_here;
+        }
         Plan {
+            own,
+            task_slot,
             cut: pieces.len() > first.windows(2).filter(|w| w[1] > w[0]).count(),
             pieces,
             first,
@@ -105,21 +173,68 @@ impl Plan {
         }
     }
 
-    /// `partial` (one `r`-wide row per piece) cut into each task's pieces and their
-    /// partial rows, for the workers.
-    pub(super) fn piece_jobs<'a, T>(
+    /// Whether row `i` is cut into more than one piece.
+    pub(super) fn is_cut(&self, i: usize) -> bool {
+        self.first[i + 1] - self.first[i] > 1
+    }
+
+    /// The partial slots [`Plan::cut_jobs`] needs: one per piece of a cut row.
+    pub(super) fn cut_slots(&self) -> usize {
+        self.task_slot[self.tasks.len()]
+    }
+
+    /// `out` (the mode's `r`-wide rows) and `partial` ([`Plan::cut_slots`] rows of `r`)
+    /// cut into each task's share ([`CutJob`]): a row in one piece is written straight
+    /// into the output by the task that holds it; the pieces of a cut row go to partial
+    /// slots, summed afterwards by [`Plan::add_cut_rows`]. The task zeroes the rows it
+    /// owns that no piece of its writes (empty rows, and its cut rows until they are
+    /// summed).
+    pub(super) fn cut_jobs<'a, T>(
         &'a self,
+        out: &'a mut [T],
         partial: &'a mut [T],
         r: usize,
-    ) -> Vec<PieceJob<'a, T>> {
-        let mut rest = partial;
+    ) -> Vec<CutJob<'a, T>> {
+        let (mut rows, mut slots) = (out, partial);
         let mut jobs = Vec::with_capacity(self.tasks.len());
-        for &(a, e) in &self.tasks {
-            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((e - a) * r);
-            rest = tail;
-            jobs.push((&self.pieces[a..e], mine));
+        for (t, &(a, e)) in self.tasks.iter().enumerate() {
+            let n_rows = self.own[t + 1] - self.own[t];
+            let n_slots = self.task_slot[t + 1] - self.task_slot[t];
+            let (mine, rest) = std::mem::take(&mut rows).split_at_mut(n_rows * r);
+            rows = rest;
+            let (my_slots, rest) = std::mem::take(&mut slots).split_at_mut(n_slots * r);
+            slots = rest;
+            jobs.push(CutJob {
+                pieces: &self.pieces[a..e],
+                row0: self.own[t],
+                rows: mine,
+                slots: my_slots,
+            });
         }
         jobs
+    }
+
+    /// Each cut row of `out` (`r` wide) = the sum of its pieces' partial slots (laid out
+    /// by [`Plan::cut_jobs`]), added in piece order.
+    pub(super) fn add_cut_rows<T>(&self, partial: &[T], r: usize, out: &mut [T])
+    where
+        T: Copy + Default + std::ops::AddAssign,
+    {
+        let mut slot = 0;
+        for (i, w) in self.first.windows(2).enumerate() {
+            let n = w[1] - w[0];
+            if n < 2 {
+                continue;
+            }
+            let orow = &mut out[i * r..(i + 1) * r];
+            orow.fill(T::default());
+            for p in partial[slot * r..(slot + n) * r].chunks_exact(r.max(1)) {
+                for (a, &b) in orow.iter_mut().zip(p) {
+                    *a += b;
+                }
+            }
+            slot += n;
+        }
     }
 
     /// `rows` (the mode's `r`-wide rows) cut into each whole-row task's range `r0..r1`
@@ -137,30 +252,6 @@ impl Plan {
             jobs.push((r0, r1, mine));
         }
         jobs
-    }
-
-    /// Row `i` of `out` (`r` wide) = the sum of its pieces' rows of `partial`, added in
-    /// piece order (0 for a row with none), rows in parallel.
-    pub(super) fn add_pieces<T>(&self, partial: &[T], r: usize, out: &mut [T])
-    where
-        T: Copy + Default + std::ops::AddAssign + Send + Sync,
-    {
-        const ROWS: usize = 256;
-        let first = &self.first;
-        out.par_chunks_mut(ROWS * r.max(1))
-            .enumerate()
-            .for_each(|(blk, o)| {
-                let _flush = FlushSubnormals::new();
-                for (k, orow) in o.chunks_exact_mut(r.max(1)).enumerate() {
-                    let i = blk * ROWS + k;
-                    orow.fill(T::default());
-                    for p in partial[first[i] * r..first[i + 1] * r].chunks_exact(r) {
-                        for (a, &b) in orow.iter_mut().zip(p) {
-                            *a += b;
-                        }
-                    }
-                }
-            });
     }
 }
 
