@@ -149,6 +149,30 @@ impl<'a> CpuCompletion<'a> {
         })
     }
 
+    /// For the ALS kernels: `out` sized to `I_mode × width`, the nonzeros grouped by
+    /// row (once per session), and `mode`'s groups with the other modes' factors.
+    fn row_inputs(
+        &mut self,
+        mode: usize,
+        width: usize,
+        out: &mut Matrix,
+    ) -> Result<(&RowGroups, Vec<&Matrix>)> {
+        let rows = self.hls.dims()[mode];
+        if out.shape() != (rows, width) {
+            crate::matrix::check_alloc("the normal equations", rows, width, 4)?;
+            *out = Matrix::zeros(rows, width);
+        }
+        if self.groups.is_none() {
+            self.groups = Some(RowGroups::build(self.hls, &self.shares, self.offset)?);
+        }
+        let groups = &self.groups.as_ref().expect("built above")[mode];
+        let others = (self.factors.iter().enumerate())
+            .filter(|&(m, _)| m != mode)
+            .map(|(_, f)| f)
+            .collect();
+        Ok((groups, others))
+    }
+
     fn check_residual(&self) -> Result<()> {
         if self.residual.len() != self.hls.nnz() {
             return Err(Error::InvalidOption(
@@ -186,20 +210,8 @@ impl CompletionSession for CpuCompletion<'_> {
 
     fn normal_equations(&mut self, mode: usize, out: &mut Matrix) -> Result<RunStats> {
         check_mode(mode, self.hls.order())?;
-        let (r, rows) = (self.rank, self.hls.dims()[mode]);
-        let width = r * r + r;
-        if out.shape() != (rows, width) {
-            crate::matrix::check_alloc("the normal equations", rows, width, 4)?;
-            *out = Matrix::zeros(rows, width);
-        }
-        if self.groups.is_none() {
-            self.groups = Some(RowGroups::build(self.hls, &self.shares, self.offset)?);
-        }
-        let groups = &self.groups.as_ref().expect("built above")[mode];
-        let others: Vec<&Matrix> = (self.factors.iter().enumerate())
-            .filter(|&(m, _)| m != mode)
-            .map(|(_, f)| f)
-            .collect();
+        let r = self.rank;
+        let (groups, others) = self.row_inputs(mode, r * r + r, out)?;
         groups.normal_equations(&others, r, out);
         finite(out.data(), || format!("normal equations of mode {mode}"))?;
         Ok(RunStats::default())
@@ -221,21 +233,9 @@ impl CompletionSession for CpuCompletion<'_> {
                 self.rank
             )));
         }
-        let (w, rows) = (rank + 1, self.hls.dims()[mode]);
-        let width = w * w + w;
-        if out.shape() != (rows, width) {
-            crate::matrix::check_alloc("the normal equations", rows, width, 4)?;
-            *out = Matrix::zeros(rows, width);
-        }
-        if self.groups.is_none() {
-            self.groups = Some(RowGroups::build(self.hls, &self.shares, self.offset)?);
-        }
-        let groups = &self.groups.as_ref().expect("built above")[mode];
-        let others: Vec<&Matrix> = (self.factors.iter().enumerate())
-            .filter(|&(m, _)| m != mode)
-            .map(|(_, f)| f)
-            .collect();
-        groups.bias_normal_equations(&others, self.rank, rank, mode, out);
+        let (k, w) = (self.rank, rank + 1);
+        let (groups, others) = self.row_inputs(mode, w * w + w, out)?;
+        groups.bias_normal_equations(&others, k, rank, mode, out);
         finite(out.data(), || format!("normal equations of mode {mode}"))?;
         Ok(RunStats::default())
     }

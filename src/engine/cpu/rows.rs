@@ -332,6 +332,19 @@ impl RowGroups {
         Ok(groups)
     }
 
+    /// Runs `f` on every row (its nonzeros' `d` other indices each and values, its
+    /// `width`-wide row of `out`), rows in parallel.
+    fn each_row(&self, d: usize, width: usize, f: &RowKernel, out: &mut Matrix) {
+        out.data_mut()
+            .par_chunks_mut(width)
+            .enumerate()
+            .with_min_len(4)
+            .for_each_init(FlushSubnormals::new, |_, (i, dst)| {
+                let (s, e) = (self.ptr[i], self.ptr[i + 1]);
+                f(&self.others[s * d..e * d], &self.values[s..e], dst);
+            });
+    }
+
     /// Writes every row's `G_i` (row-major `R × R`) and `b_i` into `out`
     /// (`rows × (R² + R)`), `others` the factors of the other modes in mode order.
     pub(super) fn normal_equations(&self, others: &[&Matrix], rank: usize, out: &mut Matrix) {
@@ -340,16 +353,7 @@ impl RowGroups {
         let p = if d == 0 { 0 } else { padded_width(rank) };
         let padded: Vec<Cow<[f32]>> = others.iter().map(|m| pad_rows(m, p)).collect();
         let facs: Vec<&[f32]> = padded.iter().map(|f| &f[..]).collect();
-        let rows = |f: &RowKernel, out: &mut Matrix| {
-            out.data_mut()
-                .par_chunks_mut(width)
-                .enumerate()
-                .with_min_len(4)
-                .for_each_init(FlushSubnormals::new, |_, (i, dst)| {
-                    let (s, e) = (self.ptr[i], self.ptr[i + 1]);
-                    f(&self.others[s * d..e * d], &self.values[s..e], dst);
-                });
-        };
+        let rows = |f: &RowKernel, out: &mut Matrix| self.each_row(d, width, f, out);
         // Ranks between the register-blocked widths (a CP rank plus bias columns, say
         // 16 + 3) run zero-padded to the next width rather than unblocked.
         let r = rank;
@@ -393,16 +397,7 @@ impl RowGroups {
             *out = crate::engine::completion::reduce_to_bias(&full, k, rank, mode);
             return;
         }
-        let rows = |f: &RowKernel, out: &mut Matrix| {
-            out.data_mut()
-                .par_chunks_mut(width)
-                .enumerate()
-                .with_min_len(4)
-                .for_each_init(FlushSubnormals::new, |_, (i, dst)| {
-                    let (s, e) = (self.ptr[i], self.ptr[i + 1]);
-                    f(&self.others[s * d..e * d], &self.values[s..e], dst);
-                });
-        };
+        let rows = |f: &RowKernel, out: &mut Matrix| self.each_row(d, width, f, out);
         macro_rules! run {
             ($p:literal, $b:literal) => {{
                 let f = BiasFactors::<$p>::new(others, rank, mode);
