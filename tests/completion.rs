@@ -7,7 +7,7 @@ mod common;
 
 use common::twin;
 use sptmc::accuracy::{SMAPE_TARGET_PERCENT, compare_slices};
-use sptmc::engine::{Engine, Prepared, SgdStep};
+use sptmc::engine::{BackendKind, Engine, Prepared, SgdStep};
 use sptmc::reference::completion as reference;
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::{CooTensor, Error, Matrix, Op};
@@ -303,8 +303,10 @@ twin!(
                 let offset = 0.75f32;
                 let mut s = engine.completion_session(&p, &f, offset).unwrap();
                 let mut out = Matrix::zeros(1, 1);
+                let mut squares = vec![f64::NAN; 3];
                 for mode in 0..order {
-                    s.bias_normal_equations(mode, rank, &mut out).unwrap();
+                    s.bias_normal_equations(mode, rank, &mut out, &mut squares)
+                        .unwrap();
                     let want = reference::bias_normal_equations(&x, mode, &fw, rank, offset.into())
                         .unwrap();
                     assert_eq!(out.shape(), want.shape(), "{what}");
@@ -313,10 +315,21 @@ twin!(
                         want.data(),
                         out.data(),
                     );
+                    // The targets' squares: the CPU gives them at the blocked widths
+                    // (up to a CP rank of 64); a backend that does not leaves them out.
+                    if engine.kind() == BackendKind::Cpu && rank <= 64 {
+                        let want =
+                            reference::bias_target_squares(&x, mode, &fw, rank, offset.into())
+                                .unwrap();
+                        let got: Vec<f32> = squares.iter().map(|&v| v as f32).collect();
+                        assert_close(&format!("{what}: Σ y² of mode {mode}"), &want, &got);
+                    } else {
+                        assert!(squares.is_empty(), "{what}: {} squares", squares.len());
+                    }
                 }
                 // A layout without a bias column for the last mode is refused.
                 let err = s
-                    .bias_normal_equations(order - 1, wide_rank - order + 1, &mut out)
+                    .bias_normal_equations(order - 1, wide_rank - order + 1, &mut out, &mut squares)
                     .unwrap_err();
                 assert!(matches!(err, Error::InvalidRank(_)), "{what}: {err}");
             }

@@ -117,16 +117,25 @@ pub trait CompletionSession {
     /// side, into `out` (resized to `I_n × (w² + w)`): `G_i` row-major, then `b_i`. By
     /// default reduced from [`CompletionSession::normal_equations`] at rank `K`
     /// ([`reduce_to_bias`]); a backend may build the smaller system directly.
+    ///
+    /// A backend that builds it directly may also give, in `squares` (resized to
+    /// `I_n`), every row's `Σ y²`, `y` its targets (the values minus `μ` and the other
+    /// modes' biases): with `G_i` and `b_i` they give the row's squared error at any
+    /// `a`, `Σ y² − 2aᵀb_i + aᵀG_i a`, so that the loss after a sweep's last mode
+    /// needs no pass over the entries. One that does not (the default) leaves
+    /// `squares` empty.
     fn bias_normal_equations(
         &mut self,
         mode: usize,
         rank: usize,
         out: &mut Matrix,
+        squares: &mut Vec<f64>,
     ) -> Result<RunStats> {
         check_bias_layout(self.rank(), rank, mode)?;
         let mut full = Matrix::zeros(0, 0);
         let stats = self.normal_equations(mode, &mut full)?;
         *out = reduce_to_bias(&full, self.rank(), rank, mode);
+        squares.clear();
         Ok(stats)
     }
     /// CCD++: sets every nonzero's residual to `x − m(i)` with the current factors.

@@ -112,6 +112,28 @@ pub fn bias_normal_equations(
     Ok(out)
 }
 
+/// Every row of `mode`'s `Σ y²` in the bias layout of [`bias_normal_equations`]: `y =
+/// x − offset −` the other modes' biases (their columns `rank + m`).
+pub fn bias_target_squares(
+    x: &CooTensor,
+    mode: usize,
+    factors: &[Matrix<f64>],
+    rank: usize,
+    offset: f64,
+) -> Result<Vec<f64>> {
+    rank_of(x, factors)?;
+    let mut out = vec![0f64; x.dims()[mode]];
+    for e in 0..x.nnz() {
+        let moved: f64 = (0..x.order())
+            .filter(|&m| m != mode)
+            .map(|m| factors[m].row(x.indices(m)[e] as usize)[rank + m])
+            .sum();
+        let y = x.values()[e] - offset - moved;
+        out[x.indices(mode)[e] as usize] += y * y;
+    }
+    Ok(out)
+}
+
 /// The residual `x − offset − Σ_r Π_m F_m[c_m, r]` of every entry.
 pub fn residual(x: &CooTensor, factors: &[Matrix<f64>], offset: f64) -> Result<Vec<f64>> {
     let r = rank_of(x, factors)?;

@@ -3,7 +3,7 @@
 
 use super::bias::Layout;
 use super::model::rmse_of;
-use super::solve::{column_update, solve_rows};
+use super::solve::{column_update, loss_of_rows, solve_rows};
 use super::{EpochStats, MAX_HALVINGS, Solver};
 use crate::engine::{Anchor, CompletionSession, SgdBias, SgdStep};
 use crate::error::{Error, Result};
@@ -44,7 +44,11 @@ pub(super) struct Fitter<'s> {
     pub pinv_solves: usize,
     /// Every epoch run, numbered in order.
     pub epochs: Vec<EpochStats>,
-    pub scratch: Matrix,
+    /// Per mode, the buffer its normal equations or column terms are written to (one
+    /// per mode, so that each keeps its shape from epoch to epoch).
+    pub scratch: Vec<Matrix>,
+    /// The rows' `Σ y²` of the last bias normal equations.
+    pub squares: Vec<f64>,
     /// Whether the caller's callback asked to stop: no further epoch runs.
     pub stopped: bool,
 }
@@ -160,64 +164,40 @@ impl Fitter<'_> {
                 // Each mode's mean bias as the sweep reaches it: a mode's factor does not
                 // change before its own update.
                 let centers = before.as_deref().map(|f| layout.centers(f));
+                let last = self.counts.len() - 1;
+                let mut loss = None;
                 for (mode, count) in self.counts.iter().enumerate() {
-                    // The mode's own λ and the value it shrinks toward: `w λ c` on the
-                    // right-hand side of every CP unknown.
+                    let (ne, squares) = (&mut scratch[mode], &mut self.squares);
+                    // The mode's own λ and the value its CP columns are shrunk toward;
+                    // the bias is shrunk toward the mode's mean bias.
                     let Anchor { value, weight } = layout.anchor(mode);
                     let lambda = lambda * f64::from(weight);
                     let diagonal = layout.diagonal(lambda, self.bias_lambda);
-                    let anchor = (lambda * f64::from(value)) as f32;
+                    let mut toward = vec![f64::from(value); layout.rank];
                     let a = if layout.biases {
                         timed(&mut || {
-                            s.bias_normal_equations(mode, layout.rank, scratch)
+                            s.bias_normal_equations(mode, layout.rank, ne, squares)
                                 .map(|_| ())
                         })?;
-                        let reduced = &mut *scratch;
-                        // The bias is shrunk toward the mode's mean bias: `λ_b b̄` on
-                        // the right-hand side.
-                        let center = centers.as_ref().expect("ALS keeps the factors before")[mode];
-                        let shift = (self.bias_lambda * center) as f32;
+                        toward.push(centers.as_ref().expect("ALS keeps the factors before")[mode]);
                         let w = layout.rank + 1;
-                        for (row, &c) in reduced.data_mut().chunks_exact_mut(w * w + w).zip(count) {
-                            if c > 0 {
-                                row[w * w + layout.rank] += shift;
-                            }
-                        }
-                        if anchor != 0.0 {
-                            for (row, &c) in
-                                reduced.data_mut().chunks_exact_mut(w * w + w).zip(count)
-                            {
-                                if c > 0 {
-                                    for v in &mut row[w * w..w * w + layout.rank] {
-                                        *v += anchor;
-                                    }
-                                }
-                            }
-                        }
-                        let (a, pinv) = solve_rows(reduced, layout.rank + 1, &diagonal, count)?;
+                        let (a, pinv) = solve_rows(ne, w, &diagonal, &toward, count)?;
                         self.pinv_solves += pinv;
+                        // The sweep's loss from its last mode's systems, where the
+                        // backend gave the targets' squares.
+                        if mode == last && squares.len() == count.len() {
+                            loss = Some(loss_of_rows(ne, w, &a, squares));
+                        }
                         layout.expand(&a, mode)
                     } else {
-                        timed(&mut || s.normal_equations(mode, scratch).map(|_| ()))?;
-                        let r = layout.rank;
-                        if anchor != 0.0 {
-                            for (row, &c) in
-                                scratch.data_mut().chunks_exact_mut(r * r + r).zip(count)
-                            {
-                                if c > 0 {
-                                    for v in &mut row[r * r..] {
-                                        *v += anchor;
-                                    }
-                                }
-                            }
-                        }
-                        let (a, pinv) = solve_rows(scratch, layout.rank, &diagonal, count)?;
+                        timed(&mut || s.normal_equations(mode, ne).map(|_| ()))?;
+                        let (a, pinv) = solve_rows(ne, layout.rank, &diagonal, &toward, count)?;
                         self.pinv_solves += pinv;
                         a
                     };
                     timed(&mut || s.set_factor(mode, &a).map(|_| ()))?;
                 }
-                (None, false)
+                (None, false, loss)
             }
             Solver::Ccd => {
                 timed(&mut || s.reset_residual().map(|_| ()))?;
@@ -240,6 +220,7 @@ impl Fitter<'_> {
                     };
                     for _ in 0..sweeps {
                         for &mode in &modes {
+                            let scratch = &mut scratch[mode];
                             let (center, lam) = match bias_of {
                                 Some(_) => (bias_center, lam),
                                 None => {
@@ -254,7 +235,7 @@ impl Fitter<'_> {
                     }
                     timed(&mut || s.add_column(col, -1.0).map(|_| ()))?;
                 }
-                (None, false)
+                (None, false, None)
             }
             Solver::Sgd => {
                 let before = s.factors()?;
@@ -290,7 +271,7 @@ impl Fitter<'_> {
                         *prev_objective = o;
                         self.lr *= 1.05;
                         self.halvings = 0;
-                        (Some(lr), false)
+                        (Some(lr), false, None)
                     }
                     _ => {
                         for (m, f) in before.iter().enumerate() {
@@ -304,16 +285,16 @@ impl Fitter<'_> {
                                 self.lr
                             )));
                         }
-                        (Some(lr), true)
+                        (Some(lr), true, None)
                     }
                 }
             }
         };
-        let (rate, undone) = out;
+        let (rate, undone, swept) = out;
         let mut loss = None;
         if let Some(before) = before {
             let t = Instant::now();
-            loss = Some(self.extrapolate(&before, lambda)?);
+            loss = Some(self.extrapolate(&before, lambda, swept)?);
             *kernel += t.elapsed().as_secs_f64();
         }
         Ok((rate, undone, loss))
@@ -324,10 +305,14 @@ impl Fitter<'_> {
     /// A_before)`, kept when it lowers the objective (then `β` grows by half, up to
     /// [`MAX_BETA`]), else undone (then `β` halves, down to [`MIN_BETA`]). The fixed
     /// bias columns do not move (their step is 0); rows without entries stay at zero.
-    /// Returns the loss of the factors it leaves.
-    fn extrapolate(&mut self, before: &[Matrix], lambda: f64) -> Result<f64> {
+    /// `swept` is the loss after the sweep where the sweep computed it. Returns the
+    /// loss of the factors it leaves.
+    fn extrapolate(&mut self, before: &[Matrix], lambda: f64, swept: Option<f64>) -> Result<f64> {
         let after = self.session.factors()?;
-        let base_loss = self.session.loss()?;
+        let base_loss = match swept {
+            Some(l) => l,
+            None => self.session.loss()?,
+        };
         let base = base_loss + self.layout.penalty(&after, lambda, self.bias_lambda);
         let beta = self.beta as f32;
         let ahead: Vec<Matrix> = after

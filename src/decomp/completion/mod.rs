@@ -385,7 +385,8 @@ pub fn complete_with_control(
         beta: 1.0,
         pinv_solves: 0,
         epochs: Vec::new(),
-        scratch: Matrix::zeros(1, 1),
+        scratch: vec![Matrix::zeros(1, 1); dims.len()],
+        squares: Vec::new(),
         stopped: false,
     };
     let spread = (fitter.session.loss()? / fitter.nnz).sqrt();

@@ -208,7 +208,7 @@ fn rmse_with(x: &CooTensor, predict: impl Fn(&[u32]) -> f64 + Sync) -> Option<f6
     if n == 0 {
         return None;
     }
-    const CHUNK: usize = 4096;
+    const CHUNK: usize = 1024;
     let parts: Vec<f64> = (0..n.div_ceil(CHUNK))
         .into_par_iter()
         .map(|k| {

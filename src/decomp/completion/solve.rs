@@ -7,16 +7,22 @@ use crate::matrix::Matrix;
 use faer::MatRef;
 use rayon::prelude::*;
 
-/// ALS: every row's `a_i = (G_i + diag(λ))⁻¹ b_i` from the normal equations `ne`
-/// (`I × (R² + R)`), `λ` one regularization per column (`R` of them), rows without
-/// entries at zero; the count of pseudo-inverse fallbacks.
+/// ALS: every row's `a_i = (G_i + diag(λ))⁻¹ (b_i + diag(λ) c)` from the normal
+/// equations `ne` (`I × (R² + R)`, left as they are), `λ` one regularization per
+/// column (`R` of them) and `c` the values the columns are shrunk toward (the
+/// minimizer of `‖y − K a‖² + Σ_p λ_p (a_p − c_p)²`), rows without entries at zero;
+/// the count of pseudo-inverse fallbacks.
 pub(super) fn solve_rows(
     ne: &Matrix,
     r: usize,
     lambda: &[f64],
+    centers: &[f64],
     counts: &[u32],
 ) -> Result<(Matrix, usize)> {
     debug_assert_eq!(lambda.len(), r);
+    debug_assert_eq!(centers.len(), r);
+    let shift: Vec<f64> = lambda.iter().zip(centers).map(|(l, c)| l * c).collect();
+    let shift = &shift[..];
     let rows = ne.rows();
     let mut out = Matrix::zeros(rows, r);
     // Rows go LANES at a time through one Cholesky, fewer (4) at widths whose 8-lane
@@ -37,23 +43,23 @@ pub(super) fn solve_rows(
             let s = &mut solved;
             match r {
                 0 => {}
-                1..=8 => solve_lanes::<8, LANES>(ne, r, first, n, lambda, counts, a, s),
-                9 => solve_lanes::<9, LANES>(ne, r, first, n, lambda, counts, a, s),
-                10..=16 => solve_lanes::<16, LANES>(ne, r, first, n, lambda, counts, a, s),
-                17 => solve_lanes::<17, LANES>(ne, r, first, n, lambda, counts, a, s),
-                18..=24 => solve_lanes::<24, LANES>(ne, r, first, n, lambda, counts, a, s),
-                25..=32 => solve_lanes::<32, LANES>(ne, r, first, n, lambda, counts, a, s),
-                33 => solve_lanes::<33, LANES>(ne, r, first, n, lambda, counts, a, s),
-                34..=48 => solve_lanes::<48, 4>(ne, r, first, n, lambda, counts, a, s),
-                49..=64 => solve_lanes::<64, 4>(ne, r, first, n, lambda, counts, a, s),
-                65 => solve_lanes::<65, 4>(ne, r, first, n, lambda, counts, a, s),
+                1..=8 => solve_lanes::<8, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
+                9 => solve_lanes::<9, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
+                10..=16 => solve_lanes::<16, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
+                17 => solve_lanes::<17, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
+                18..=24 => solve_lanes::<24, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
+                25..=32 => solve_lanes::<32, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
+                33 => solve_lanes::<33, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
+                34..=48 => solve_lanes::<48, 4>(ne, r, first, n, lambda, shift, counts, a, s),
+                49..=64 => solve_lanes::<64, 4>(ne, r, first, n, lambda, shift, counts, a, s),
+                65 => solve_lanes::<65, 4>(ne, r, first, n, lambda, shift, counts, a, s),
                 _ => {}
             };
             let mut pinv = 0;
             for (l, a) in a.chunks_exact_mut(r).enumerate() {
                 let i = first + l;
                 if counts[i] > 0 && !solved[l] {
-                    pinv += usize::from(solve_one(ne.row(i), r, lambda, a)?);
+                    pinv += usize::from(solve_one(ne.row(i), r, lambda, shift, a)?);
                 }
                 if let Some(v) = a.iter().find(|v| !v.is_finite()) {
                     return Err(Error::NonFinite(format!("ALS solve of row {i} gave {v}")));
@@ -68,7 +74,8 @@ pub(super) fn solve_rows(
 /// Rows solved together by [`solve_lanes`] at widths up to 33.
 const LANES: usize = 8;
 
-/// The `n ≤ L` rows `first..first + n` of [`solve_rows`] for a rank `r ≤ P`, `L` at a
+/// The `n ≤ L` rows `first..first + n` of [`solve_rows`] (`shift = λ c`, added to
+/// every right-hand side) for a rank `r ≤ P`, `L` at a
 /// time ([`cholesky_solve_lanes`]) into `out` (`n × r`); per row, in `done`, whether it
 /// is done (rows without entries are, at zero; a row whose system was not positive
 /// definite is not). Below `P`, the systems are padded with identity rows and zero
@@ -81,6 +88,7 @@ fn solve_lanes<const P: usize, const L: usize>(
     first: usize,
     n: usize,
     lambda: &[f64],
+    shift: &[f64],
     counts: &[u32],
     out: &mut [f32],
     done: &mut [bool; LANES],
@@ -105,7 +113,7 @@ fn solve_lanes<const P: usize, const L: usize>(
                 gpq[l] = f64::from(row[p * r + q]);
             }
             gp[p][l] += lambda[p];
-            b[p][l] = f64::from(row[r * r + p]);
+            b[p][l] = f64::from(row[r * r + p]) + shift[p];
         }
     }
     let ok = cholesky_solve_lanes(&mut g, &mut b);
@@ -121,15 +129,17 @@ fn solve_lanes<const P: usize, const L: usize>(
     }
 }
 
-/// One row of [`solve_rows`]: `a = (G + diag(λ))⁻¹ b` by Cholesky, or by the
-/// pseudo-inverse when `G + diag(λ)` is singular (only `λ = 0` allows it); whether it
-/// took the pseudo-inverse.
-fn solve_one(row: &[f32], r: usize, lambda: &[f64], a: &mut [f32]) -> Result<bool> {
+/// One row of [`solve_rows`]: `a = (G + diag(λ))⁻¹ (b + shift)` by Cholesky, or by
+/// the pseudo-inverse when `G + diag(λ)` is singular (only `λ = 0` allows it); whether
+/// it took the pseudo-inverse.
+fn solve_one(row: &[f32], r: usize, lambda: &[f64], shift: &[f64], a: &mut [f32]) -> Result<bool> {
     let system = || {
         let g: Vec<f64> = (0..r * r)
             .map(|p| f64::from(row[p]) + if p / r == p % r { lambda[p / r] } else { 0.0 })
             .collect();
-        let x: Vec<f64> = row[r * r..].iter().map(|&v| f64::from(v)).collect();
+        let x: Vec<f64> = (row[r * r..].iter().zip(shift))
+            .map(|(&v, s)| f64::from(v) + s)
+            .collect();
         (g, x)
     };
     let (mut g, mut x) = system();
@@ -145,6 +155,36 @@ fn solve_one(row: &[f32], r: usize, lambda: &[f64], a: &mut [f32]) -> Result<boo
         *v = xv as f32;
     }
     Ok(pinv)
+}
+
+/// The squared error over a mode's rows at the solutions `a` (`I × R`), from their
+/// normal equations `ne` (`I × (R² + R)`, as the kernel gave them) and their targets'
+/// `Σ y²` (`squares`): `Σ_i (Σ y² − 2 a_iᵀ b_i + a_iᵀ G_i a_i)` in f64, rows in
+/// fixed blocks summed in order (the same whatever the thread count). No pass over the
+/// entries: the loss after an ALS sweep comes with its last mode's solve.
+pub(super) fn loss_of_rows(ne: &Matrix, r: usize, a: &Matrix, squares: &[f64]) -> f64 {
+    const ROWS: usize = 64;
+    let rows = ne.rows();
+    let parts: Vec<f64> = (0..rows.div_ceil(ROWS))
+        .into_par_iter()
+        .map(|blk| {
+            (blk * ROWS..((blk + 1) * ROWS).min(rows))
+                .map(|i| {
+                    let (row, x) = (ne.row(i), a.row(i));
+                    let (g, b) = row.split_at(r * r);
+                    let mut quad = 0f64;
+                    let mut lin = 0f64;
+                    for (p, (gp, &xp)) in g.chunks_exact(r).zip(x).enumerate() {
+                        let gx: f64 = gp.iter().zip(x).map(|(&v, &xq)| f64::from(v * xq)).sum();
+                        quad += f64::from(xp) * gx;
+                        lin += f64::from(b[p]) * f64::from(xp);
+                    }
+                    squares[i] - 2.0 * lin + quad
+                })
+                .sum::<f64>()
+        })
+        .collect();
+    parts.iter().sum()
 }
 
 /// CCD++: a column's new values `(Σ ê k + λ c) / (λ + Σ k²)` from its terms (`I × 2`),
@@ -204,12 +244,14 @@ mod tests {
             let counts: Vec<u32> = (0..rows as u32)
                 .map(|i| if i == 3 { 0 } else { 5 })
                 .collect();
-            let (got, pinv) = solve_rows(&ne, r, &lambda, &counts).unwrap();
+            let centers: Vec<f64> = (0..r).map(|p| 0.5 - 0.1 * p as f64).collect();
+            let shift: Vec<f64> = lambda.iter().zip(&centers).map(|(l, c)| l * c).collect();
+            let (got, pinv) = solve_rows(&ne, r, &lambda, &centers, &counts).unwrap();
             assert_eq!(pinv, 0, "rank {r}");
             for (i, &count) in counts.iter().enumerate() {
                 let mut want = vec![0f32; r];
                 if count > 0 {
-                    solve_one(ne.row(i), r, &lambda, &mut want).unwrap();
+                    solve_one(ne.row(i), r, &lambda, &shift, &mut want).unwrap();
                 }
                 for (p, (&g, &w)) in got.row(i).iter().zip(&want).enumerate() {
                     assert!(
@@ -218,6 +260,63 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// The loss from the normal equations equals the loss summed over the entries, to
+    /// within the f32 rounding of `G` and `b`: each of their `n`-term sums is off by at
+    /// most `n·u·Σ|terms|` (`u = 2⁻²⁴`), so `aᵀGa − 2aᵀb` is off by at most
+    /// `n·u·Σ_j (|a|ᵀ|k_j| + |x_j|)²`; the bound allows 4 times that.
+    #[test]
+    fn loss_from_the_normal_equations_matches_the_loss_over_the_entries() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f64) / (1u64 << 24) as f64 - 0.5
+        };
+        for r in [1, 3, 9, 17, 33] {
+            let rows = 5;
+            let mut ne = Matrix::zeros(rows, r * r + r);
+            let mut squares = vec![0f64; rows];
+            let mut entries = Vec::new();
+            for (i, sq) in squares.iter_mut().enumerate() {
+                for _ in 0..(3 * i + 2) {
+                    let k: Vec<f64> = (0..r).map(|_| 2.0 * next()).collect();
+                    let x = 3.0 + next();
+                    let row = ne.row_mut(i);
+                    for p in 0..r {
+                        for q in 0..r {
+                            row[p * r + q] += (k[p] * k[q]) as f32;
+                        }
+                        row[r * r + p] += (x * k[p]) as f32;
+                    }
+                    *sq += x * x;
+                    entries.push((i, k, x));
+                }
+            }
+            let lambda = vec![0.5; r];
+            let (a, _) = solve_rows(&ne, r, &lambda, &vec![0.0; r], &[1; 5]).unwrap();
+            let (mut want, mut bound) = (0f64, 0f64);
+            for (i, k, x) in &entries {
+                let ai = a.row(*i);
+                let m: f64 = k.iter().zip(ai).map(|(kv, &av)| kv * f64::from(av)).sum();
+                want += (x - m).powi(2);
+                let mag: f64 = k
+                    .iter()
+                    .zip(ai)
+                    .map(|(kv, &av)| (kv * f64::from(av)).abs())
+                    .sum();
+                bound += (mag + x.abs()).powi(2) * (3 * rows + 2) as f64;
+            }
+            let got = loss_of_rows(&ne, r, &a, &squares);
+            let tol = 4.0 * bound / (1u64 << 24) as f64;
+            assert!(
+                (got - want).abs() <= tol,
+                "rank {r}: {got} vs {want} (bound {tol})"
+            );
+            assert!(want > 0.0 && got.is_finite(), "rank {r}");
         }
     }
 }

@@ -222,6 +222,7 @@ impl CompletionSession for CpuCompletion<'_> {
         mode: usize,
         rank: usize,
         out: &mut Matrix,
+        squares: &mut Vec<f64>,
     ) -> Result<RunStats> {
         check_mode(mode, self.hls.order())?;
         crate::engine::completion::check_bias_layout(self.rank, rank, mode)?;
@@ -235,8 +236,13 @@ impl CompletionSession for CpuCompletion<'_> {
         }
         let (k, w) = (self.rank, rank + 1);
         let (groups, others) = self.row_inputs(mode, w * w + w, out)?;
-        groups.bias_normal_equations(&others, k, rank, mode, out);
+        groups.bias_normal_equations(&others, k, rank, mode, out, squares);
         finite(out.data(), || format!("normal equations of mode {mode}"))?;
+        if let Some(v) = squares.iter().find(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "a row's squared targets of mode {mode} sum to {v}"
+            )));
+        }
         Ok(RunStats::default())
     }
 
@@ -450,6 +456,14 @@ fn per_residual(
 
 /// [`Error::NonFinite`] naming `what` when `values` hold inf or NaN.
 fn finite(values: &[f32], what: impl FnOnce() -> String) -> Result<()> {
+    // Blocks checked without an early exit (so that the check vectorizes), in parallel;
+    // the first bad entry is looked for only when there is one.
+    let bad = values
+        .par_chunks(1 << 14)
+        .any(|c| c.iter().fold(false, |bad, v| bad | !v.is_finite()));
+    if !bad {
+        return Ok(());
+    }
     match values.iter().position(|v| !v.is_finite()) {
         None => Ok(()),
         Some(p) => Err(Error::NonFinite(format!(

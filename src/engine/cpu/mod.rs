@@ -326,10 +326,11 @@ impl<S: super::CompletionSession + Send> super::CompletionSession for Pooled<'_,
         mode: usize,
         rank: usize,
         out: &mut Matrix,
+        squares: &mut Vec<f64>,
     ) -> Result<RunStats> {
         let inner = &mut self.inner;
         self.backend
-            .install(|| inner.bias_normal_equations(mode, rank, out))
+            .install(|| inner.bias_normal_equations(mode, rank, out, squares))
     }
     fn reset_residual(&mut self) -> Result<RunStats> {
         let inner = &mut self.inner;

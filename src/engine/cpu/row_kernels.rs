@@ -191,7 +191,8 @@ impl<const P: usize> BiasFactors<P> {
 /// Per nonzero: the Khatri-Rao row's CP part `k` and the target `y = x −` the other
 /// modes' biases. The bias unknown's Khatri-Rao entry is the product of the other
 /// modes' fixed 1s, so its row of `G` is `Σ k` and the count, its right-hand side
-/// `Σ y`.
+/// `Σ y`. Returns `Σ y²` (with `G` and `b` it gives the row's loss at any solution:
+/// `Σ y² − 2aᵀb + aᵀGa`).
 #[inline(always)]
 pub(super) fn row_system_bias<const P: usize, const B: usize>(
     f: &BiasFactors<P>,
@@ -199,11 +200,12 @@ pub(super) fn row_system_bias<const P: usize, const B: usize>(
     others: &[u32],
     values: &[f32],
     dst: &mut [f32],
-) {
+) -> f64 {
     let d = f.cp.len();
     let mut g = [[0f32; P]; P];
     let (mut b, mut cross) = ([0f32; P], [0f32; P]);
     let mut be = 0f32;
+    let mut squares = 0f64;
     let mut k = [[0f32; P]; CHUNK];
     let mut y = [0f32; CHUNK];
     for (idx, vals) in others.chunks(CHUNK * d).zip(values.chunks(CHUNK)) {
@@ -223,14 +225,16 @@ pub(super) fn row_system_bias<const P: usize, const B: usize>(
         // The chunk's right-hand sides and `Σ k` in local accumulators (kept in
         // registers; accumulating into the row's arrays inside the loop above chains
         // every nonzero's update through memory).
-        let (mut cb, mut ck, mut cy) = ([0f32; P], [0f32; P], 0f32);
+        let (mut cb, mut ck, mut cy, mut cy2) = ([0f32; P], [0f32; P], 0f32, 0f32);
         for (kj, &yj) in k[..n].iter().zip(&y[..n]) {
             for ((br, cr), &kr) in cb.iter_mut().zip(ck.iter_mut()).zip(kj) {
                 *br = yj.mul_add(kr, *br);
                 *cr += kr;
             }
             cy += yj;
+            cy2 = yj.mul_add(yj, cy2);
         }
+        squares += f64::from(cy2);
         for ((br, cr), (&vb, &vk)) in b.iter_mut().zip(cross.iter_mut()).zip(cb.iter().zip(&ck)) {
             *br += vb;
             *cr += vk;
@@ -248,6 +252,7 @@ pub(super) fn row_system_bias<const P: usize, const B: usize>(
     dst[r * w + r] = values.len() as f32;
     dst[w * w..w * w + r].copy_from_slice(&b[..r]);
     dst[w * w + r] = be;
+    squares
 }
 
 /// Adds `Σ_j k_j k_jᵀ` to `g`'s first `r` rows, `B` at a time ([`gram_rows`]). `G` is

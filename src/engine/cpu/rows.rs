@@ -30,6 +30,9 @@ use std::borrow::Cow;
 /// A row's kernel: its nonzeros' other indices and values in, its system out.
 type RowKernel<'a> = dyn Fn(&[u32], &[f32], &mut [f32]) + Sync + 'a;
 
+/// A [`RowKernel`] that also returns a number per row (the bias kernel's `Σ y²`).
+type RowSumKernel<'a> = dyn Fn(&[u32], &[f32], &mut [f32]) -> f64 + Sync + 'a;
+
 /// Most nonzeros of one piece of a row (longer rows are cut, so that a mode with a few
 /// long rows, e.g. 5 time steps, still spreads over the workers). A mode whose rows
 /// are all shorter runs MU's inner iterations row by row, so the cut is not made
@@ -345,6 +348,28 @@ impl RowGroups {
             });
     }
 
+    /// [`RowGroups::each_row`] for a kernel that returns a number per row, into `sums`
+    /// (resized to the rows).
+    fn each_row_sum(
+        &self,
+        d: usize,
+        width: usize,
+        f: &RowSumKernel,
+        out: &mut Matrix,
+        sums: &mut Vec<f64>,
+    ) {
+        sums.resize(out.rows(), 0.0);
+        out.data_mut()
+            .par_chunks_mut(width)
+            .zip(sums.par_iter_mut())
+            .enumerate()
+            .with_min_len(4)
+            .for_each_init(FlushSubnormals::new, |_, (i, (dst, sum))| {
+                let (s, e) = (self.ptr[i], self.ptr[i + 1]);
+                *sum = f(&self.others[s * d..e * d], &self.values[s..e], dst);
+            });
+    }
+
     /// Writes every row's `G_i` (row-major `R × R`) and `b_i` into `out`
     /// (`rows × (R² + R)`), `others` the factors of the other modes in mode order.
     pub(super) fn normal_equations(&self, others: &[&Matrix], rank: usize, out: &mut Matrix) {
@@ -377,7 +402,9 @@ impl RowGroups {
     /// the target mode `mode`; `out` is `I × (w² + w)`, `w = rank + 1`. The Gram
     /// matrix runs at the CP rank's width; the bias unknown's Khatri-Rao entry is 1 and
     /// the other modes' biases (moved to the right-hand side) one sum per nonzero, so
-    /// the bias columns cost no Gram rows.
+    /// the bias columns cost no Gram rows. Each row's `Σ y²` (its targets `y`: the
+    /// values minus the other modes' biases) goes into `squares`; above the blocked
+    /// widths `squares` is left empty.
     pub(super) fn bias_normal_equations(
         &self,
         others: &[&Matrix],
@@ -385,6 +412,7 @@ impl RowGroups {
         rank: usize,
         mode: usize,
         out: &mut Matrix,
+        squares: &mut Vec<f64>,
     ) {
         let w = rank + 1;
         let width = w * w + w;
@@ -395,9 +423,11 @@ impl RowGroups {
             let mut full = Matrix::zeros(out.rows(), k * k + k);
             self.normal_equations(others, k, &mut full);
             *out = crate::engine::completion::reduce_to_bias(&full, k, rank, mode);
+            squares.clear();
             return;
         }
-        let rows = |f: &RowKernel, out: &mut Matrix| self.each_row(d, width, f, out);
+        let mut rows =
+            |f: &RowSumKernel, out: &mut Matrix| self.each_row_sum(d, width, f, out, squares);
         macro_rules! run {
             ($p:literal, $b:literal) => {{
                 let f = BiasFactors::<$p>::new(others, rank, mode);
