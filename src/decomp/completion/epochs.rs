@@ -5,7 +5,7 @@ use super::bias::Layout;
 use super::model::rmse_of;
 use super::solve::{column_update, loss_of_rows, solve_rows};
 use super::{EpochStats, MAX_HALVINGS, Solver};
-use crate::engine::{Anchor, CompletionSession, SgdBias, SgdStep};
+use crate::engine::{Anchor, CompletionSession, Engine, SgdBias, SgdStep};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::tensor::CooTensor;
@@ -20,6 +20,9 @@ const MIN_BETA: f64 = 0.25;
 /// A run's session and what its epochs share.
 pub(super) struct Fitter<'s> {
     pub session: Box<dyn CompletionSession + 's>,
+    /// The engine the session runs on: the host work between its calls (the row
+    /// solves, the validation RMSE) runs on the same workers ([`Engine::install`]).
+    pub engine: &'s Engine,
     /// Per mode, the training entries of every row.
     pub counts: Vec<Vec<u32>>,
     pub layout: Layout,
@@ -96,8 +99,10 @@ impl Fitter<'_> {
                 Some(loss) => loss,
                 None => self.session.loss()?,
             };
-            let validation_rmse =
-                rmse_of(self.offset, &f, validation).expect("validation has entries");
+            let offset = self.offset;
+            let validation_rmse = (self.engine)
+                .install(|| rmse_of(offset, &f, validation))
+                .expect("validation has entries");
             if !validation_rmse.is_finite() {
                 return Err(Error::NonFinite(format!(
                     "validation RMSE {validation_rmse} after epoch {}",
@@ -159,6 +164,7 @@ impl Fitter<'_> {
         };
         let s = &mut self.session;
         let scratch = &mut self.scratch;
+        let engine = self.engine;
         let out = match self.solver {
             Solver::Als => {
                 // Each mode's mean bias as the sweep reaches it: a mode's factor does not
@@ -181,17 +187,19 @@ impl Fitter<'_> {
                         })?;
                         toward.push(centers.as_ref().expect("ALS keeps the factors before")[mode]);
                         let w = layout.rank + 1;
-                        let (a, pinv) = solve_rows(ne, w, &diagonal, &toward, count)?;
+                        let (a, pinv) =
+                            engine.install(|| solve_rows(ne, w, &diagonal, &toward, count))?;
                         self.pinv_solves += pinv;
                         // The sweep's loss from its last mode's systems, where the
                         // backend gave the targets' squares.
                         if mode == last && squares.len() == count.len() {
-                            loss = Some(loss_of_rows(ne, w, &a, squares));
+                            loss = Some(engine.install(|| loss_of_rows(ne, w, &a, squares)));
                         }
                         layout.expand(&a, mode)
                     } else {
                         timed(&mut || s.normal_equations(mode, ne).map(|_| ()))?;
-                        let (a, pinv) = solve_rows(ne, layout.rank, &diagonal, &toward, count)?;
+                        let (a, pinv) = engine
+                            .install(|| solve_rows(ne, layout.rank, &diagonal, &toward, count))?;
                         self.pinv_solves += pinv;
                         a
                     };

@@ -370,6 +370,7 @@ pub fn complete_with_control(
     let offset = f64::from(offset as f32);
     let mut fitter = Fitter {
         session,
+        engine,
         counts,
         layout: layout.clone(),
         solver: opts.solver,
