@@ -65,6 +65,9 @@ pub struct Sampler<'a> {
     x: &'a CooTensor,
     /// Strides of the linear index (mode 0 fastest).
     strides: Vec<u64>,
+    /// The stored entries' indices, `order` per entry: a nonzero draw reads one place
+    /// (the tensor keeps one array per mode).
+    coords: Vec<u32>,
     /// The stored entries' linear indices, for rejecting them as zeros.
     stored: KeySet,
     seed: u64,
@@ -93,9 +96,20 @@ impl<'a> Sampler<'a> {
                     .sum()
             })
             .collect();
+        let n = x.order();
+        let mut coords = vec![0u32; x.nnz() * n];
+        coords
+            .par_chunks_mut(n.max(1))
+            .enumerate()
+            .for_each(|(k, c)| {
+                for (m, c) in c.iter_mut().enumerate() {
+                    *c = x.indices(m)[k];
+                }
+            });
         Ok(Sampler {
             x,
             strides,
+            coords,
             stored: KeySet::new(&keys),
             seed,
         })
@@ -127,9 +141,7 @@ impl<'a> Sampler<'a> {
                 {
                     if first + j < strata.nonzeros {
                         let k = rng.random_range(0..self.x.nnz());
-                        for (m, c) in c.iter_mut().enumerate() {
-                            *c = self.x.indices(m)[k];
-                        }
+                        c.copy_from_slice(&self.coords[k * n..(k + 1) * n]);
                         *v = self.x.values()[k];
                         *w = strata.w_nonzeros;
                     } else {
@@ -163,21 +175,34 @@ fn mix(seed: u64, stream: u64, chunk: usize) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A set of u64 keys: open addressing, linear probing, at most half full.
+/// A set of u64 keys: open addressing, linear probing, at most half full, behind a
+/// two-probe Bloom filter of 16 bits per key. Zero draws ask for cells that are
+/// nearly all absent: the filter (an eighth of the table's size, in cache where the
+/// table is not) answers most of them without touching the table.
 struct KeySet {
     /// `key + 1` per slot, 0 for an empty one.
     slots: Vec<u64>,
     shift: u32,
+    /// The filter's bits.
+    filter: Vec<u64>,
+    /// `64 − log2(the filter's bits)`.
+    filter_shift: u32,
 }
 
 impl KeySet {
     fn new(keys: &[u64]) -> Self {
         let cap = (keys.len() * 2).next_power_of_two().max(16);
+        let bits = (keys.len() * 16).next_power_of_two().max(64);
         let mut set = KeySet {
             slots: vec![0; cap],
             shift: 64 - cap.trailing_zeros(),
+            filter: vec![0; bits / 64],
+            filter_shift: 64 - bits.trailing_zeros(),
         };
         for &k in keys {
+            for b in set.filter_bits(k) {
+                set.filter[b / 64] |= 1 << (b % 64);
+            }
             let mut s = set.slot(k);
             while set.slots[s] != 0 && set.slots[s] != k + 1 {
                 s = (s + 1) & (cap - 1);
@@ -192,8 +217,22 @@ impl KeySet {
         (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
+    /// The filter's two bits of `key` (two independent multiplicative hashes).
+    #[inline]
+    fn filter_bits(&self, key: u64) -> [usize; 2] {
+        let h1 = key.wrapping_mul(0xD1B5_4A32_D192_ED03);
+        let h2 = (key ^ (key >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        [
+            (h1 >> self.filter_shift) as usize,
+            (h2 >> self.filter_shift) as usize,
+        ]
+    }
+
     #[inline]
     fn contains(&self, key: u64) -> bool {
+        if (self.filter_bits(key).iter()).any(|&b| self.filter[b / 64] & (1 << (b % 64)) == 0) {
+            return false;
+        }
         let mask = self.slots.len() - 1;
         let mut s = self.slot(key);
         loop {

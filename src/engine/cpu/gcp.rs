@@ -5,7 +5,10 @@
 //! (fixed, whatever the thread count), sorts the entries into their row's block by a
 //! stable counting pass, and lets each block zero its rows and add its entries'
 //! contributions in sample order: no atomics, no private outputs, and the same bits
-//! for every thread count.
+//! for every thread count. A mode with few rows beside the sample (at most one in
+//! [`PRIVATE_CHUNKS`] per entry) instead sums fixed ranges of the sample into private
+//! outputs, added in range order: no sort, the entries read in order, the same bits
+//! for every thread count too.
 
 use crate::engine::gcp::{EntryLoss, GcpSample};
 use crate::matrix::Matrix;
@@ -15,20 +18,39 @@ use rayon::prelude::*;
 const CHUNK: usize = 2048;
 /// Row blocks per mode of the gradient.
 const BLOCKS: usize = 256;
+/// Sample ranges of the gradient of a mode with few rows ([`mode_gradient_private`]).
+const PRIVATE_CHUNKS: usize = 8;
 
-/// `Σ_r Π_n A⁽ⁿ⁾[c_n, r]`.
+/// `Σ_r Π_n A⁽ⁿ⁾[c_n, r]`: the rows multiplied element-wise (contiguous, so the
+/// products vectorize), then summed in 4 interleaved partial sums (one chain of
+/// `rank` dependent additions per entry cost more than the products).
 #[inline]
 fn model_value(c: &[u32], factors: &[&[f64]], rank: usize) -> f64 {
-    let first = &factors[0][c[0] as usize * rank..][..rank];
-    let mut acc = 0.0;
-    for (r, &a0) in first.iter().enumerate() {
-        let mut p = a0;
-        for (f, &i) in factors[1..].iter().zip(&c[1..]) {
-            p *= f[i as usize * rank + r];
+    let mut buf = [0f64; 64];
+    let mut heap = Vec::new();
+    let p: &mut [f64] = if rank <= buf.len() {
+        &mut buf[..rank]
+    } else {
+        heap.resize(rank, 0.0);
+        &mut heap
+    };
+    p.copy_from_slice(&factors[0][c[0] as usize * rank..][..rank]);
+    for (f, &i) in factors[1..].iter().zip(&c[1..]) {
+        for (x, &a) in p.iter_mut().zip(&f[i as usize * rank..][..rank]) {
+            *x *= a;
         }
-        acc += p;
     }
-    acc
+    let mut acc = [0f64; 4];
+    let mut chunks = p.chunks_exact(4);
+    for ch in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(ch) {
+            *a += v;
+        }
+    }
+    for (a, &v) in acc.iter_mut().zip(chunks.remainder()) {
+        *a += v;
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
 fn slices(factors: &[Matrix<f64>]) -> Vec<&[f64]> {
@@ -99,6 +121,9 @@ fn mode_gradient(
     mode: usize,
     g: &mut Matrix<f64>,
 ) {
+    if g.rows() * PRIVATE_CHUNKS <= y.len() {
+        return mode_gradient_private(sample, f, rank, y, mode, g);
+    }
     let n = f.len();
     let rows = g.rows();
     let blocks = BLOCKS.min(rows).max(1);
@@ -151,4 +176,62 @@ fn mode_gradient(
             row.iter_mut().zip(&prod).for_each(|(o, &p)| *o += p);
         }
     });
+}
+
+/// [`mode_gradient`] for a mode whose rows number at most `1/PRIVATE_CHUNKS` of the
+/// sample: the sample cut into [`PRIVATE_CHUNKS`] fixed ranges, each adding its
+/// entries in order into its own `rows × rank` buffer, the buffers then summed in
+/// range order (the same bits for every thread count). The entries are read in
+/// order: the row-block path's sort and its scattered reads of the entries (a cache
+/// miss each once the sample outgrows the cache) are skipped, for at most
+/// `PRIVATE_CHUNKS` outputs' worth of memory, no more than the sample's gradient
+/// rows.
+fn mode_gradient_private(
+    sample: &GcpSample,
+    f: &[&[f64]],
+    rank: usize,
+    y: &[f64],
+    mode: usize,
+    g: &mut Matrix<f64>,
+) {
+    let n = f.len();
+    let width = g.rows() * rank;
+    let per = y.len().div_ceil(PRIVATE_CHUNKS).max(1);
+    let coords = sample.coords();
+    let partials: Vec<Vec<f64>> = y
+        .par_chunks(per)
+        .zip(coords.par_chunks(per * n))
+        .map(|(y, coords)| {
+            let mut out = vec![0.0; width];
+            let mut prod = vec![0.0; rank];
+            for (&yk, c) in y.iter().zip(coords.chunks_exact(n)) {
+                if yk == 0.0 {
+                    continue;
+                }
+                prod.fill(yk);
+                for (j, (fj, &i)) in f.iter().zip(c).enumerate() {
+                    if j != mode {
+                        let row = &fj[i as usize * rank..][..rank];
+                        prod.iter_mut().zip(row).for_each(|(p, &a)| *p *= a);
+                    }
+                }
+                let row = &mut out[c[mode] as usize * rank..][..rank];
+                row.iter_mut().zip(&prod).for_each(|(o, &p)| *o += p);
+            }
+            out
+        })
+        .collect();
+    const SUM_CHUNK: usize = 4096;
+    g.data_mut()
+        .par_chunks_mut(SUM_CHUNK)
+        .enumerate()
+        .for_each(|(b, out)| {
+            let at = b * SUM_CHUNK;
+            out.fill(0.0);
+            for part in &partials {
+                for (o, &v) in out.iter_mut().zip(&part[at..]) {
+                    *o += v;
+                }
+            }
+        });
 }
