@@ -155,7 +155,9 @@ fn assert_close(got: f64, want: f64, scale: f64, what: &str) {
 }
 
 twin!(brute_force, |engine| {
-    for dims in [vec![5, 4, 3], vec![3, 4, 2, 3]] {
+    // Every cell is in the sample: the small modes' gradients sum private outputs (at
+    // most one row per 8 entries), the 40 rows of [40, 3, 2] take the row-block path.
+    for dims in [vec![5, 4, 3], vec![3, 4, 2, 3], vec![40, 3, 2]] {
         for (li, loss) in losses().iter().enumerate() {
             let x = tensor(&dims, loss, 11 + li as u64);
             let a = factors(&dims, 3, loss, 5 + li as u64);
@@ -259,4 +261,30 @@ fn gradient_is_the_same_for_any_thread_count_and_rejects_bad_shapes() {
     assert!(err.to_string().contains("GCP factor of mode 0"), "{err}");
     let err = s.push(&[300, 0, 0], 1.0, 1.0).unwrap_err();
     assert!(err.to_string().contains("GCP sample entry"), "{err}");
+}
+
+/// The CPU gradient is the same bits on 1, 2 and 3 workers, on both of its paths
+/// (private outputs summed in range order for the small modes, row blocks for the
+/// 3000 rows of the first mode, more than one per 8 entries), and its value too.
+#[test]
+fn cpu_gradient_is_the_same_for_any_thread_count() {
+    let loss = &losses()[0];
+    let dims = [3000, 3, 2];
+    let x = tensor(&dims, loss, 71);
+    let a = factors(&dims, 4, loss, 72);
+    let s = all_cells(&x, |l| 0.25 + (l % 5) as f64);
+    let run = |threads| {
+        let engine = Engine::cpu_with(CpuOptions {
+            threads: Some(threads),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut grads = Vec::new();
+        let f = engine.gcp_gradient(&s, &a, loss, true, &mut grads).unwrap();
+        (f.to_bits(), grads)
+    };
+    let one = run(1);
+    for threads in [2, 3] {
+        assert!(run(threads) == one, "{threads} workers");
+    }
 }

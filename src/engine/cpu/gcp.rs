@@ -112,6 +112,21 @@ pub(crate) fn gradient<L: EntryLoss>(
     parts.iter().sum()
 }
 
+/// Adds one entry's term of [`mode_gradient`], `y_k Π_{j≠mode} A⁽ʲ⁾[c_j, :]`, to
+/// `out` (its row of the gradient); `prod` is scratch of the rank's length.
+#[inline]
+fn add_entry(out: &mut [f64], prod: &mut [f64], yk: f64, c: &[u32], f: &[&[f64]], mode: usize) {
+    let rank = prod.len();
+    prod.fill(yk);
+    for (j, (fj, &i)) in f.iter().zip(c).enumerate() {
+        if j != mode {
+            let row = &fj[i as usize * rank..][..rank];
+            prod.iter_mut().zip(row).for_each(|(p, &a)| *p *= a);
+        }
+    }
+    out.iter_mut().zip(prod.iter()).for_each(|(o, &p)| *o += p);
+}
+
 /// `G⁽ᵐᵒᵈᵉ⁾ = Σ_k y_k Π_{j≠mode} A⁽ʲ⁾[i_kj, :]` at row `i_k,mode`.
 fn mode_gradient(
     sample: &GcpSample,
@@ -165,15 +180,8 @@ fn mode_gradient(
                 continue;
             }
             let c = &coords[k * n..(k + 1) * n];
-            prod.fill(yk);
-            for (j, (fj, &i)) in f.iter().zip(c).enumerate() {
-                if j != mode {
-                    let row = &fj[i as usize * rank..][..rank];
-                    prod.iter_mut().zip(row).for_each(|(p, &a)| *p *= a);
-                }
-            }
             let row = &mut out[(c[mode] as usize - first) * rank..][..rank];
-            row.iter_mut().zip(&prod).for_each(|(o, &p)| *o += p);
+            add_entry(row, &mut prod, yk, c, f, mode);
         }
     });
 }
@@ -208,15 +216,8 @@ fn mode_gradient_private(
                 if yk == 0.0 {
                     continue;
                 }
-                prod.fill(yk);
-                for (j, (fj, &i)) in f.iter().zip(c).enumerate() {
-                    if j != mode {
-                        let row = &fj[i as usize * rank..][..rank];
-                        prod.iter_mut().zip(row).for_each(|(p, &a)| *p *= a);
-                    }
-                }
                 let row = &mut out[c[mode] as usize * rank..][..rank];
-                row.iter_mut().zip(&prod).for_each(|(o, &p)| *o += p);
+                add_entry(row, &mut prod, yk, c, f, mode);
             }
             out
         })
