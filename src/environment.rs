@@ -4,6 +4,8 @@
 //!
 //! - `SPTMC_CPU_MTTKRP=walk`: the CPU backend's MTTKRP walks the HLS shares instead of
 //!   running row by row ([`MttkrpKernel::Walk`]);
+//! - `SPTMC_CPU_VECTORS=avx2`: the CPU backend's blocked kernels stay on AVX2 where the
+//!   CPU has AVX-512 ([`CpuVectors::Avx2`]);
 //! - `SPTMC_CUDA_CP_SESSION=0`: CP-ALS on CUDA updates its factors on the host
 //!   ([`CudaOptions::cp_session`] off);
 //! - `SPTMC_CUDA_STAGING=0`: CUDA copies large outputs straight back, without the
@@ -19,7 +21,7 @@
 //! caller's (rayon's `RAYON_NUM_THREADS` applies when the caller leaves it open).
 
 use crate::engine::cuda::KernelSearch;
-use crate::engine::{CpuOptions, CudaOptions, EngineOptions, MttkrpKernel};
+use crate::engine::{CpuOptions, CpuVectors, CudaOptions, EngineOptions, MttkrpKernel};
 use std::path::PathBuf;
 
 /// The engine's options as the environment sets them, defaults elsewhere.
@@ -36,6 +38,11 @@ pub fn engine_options_from(var: impl Fn(&str) -> Option<String>) -> EngineOption
                 MttkrpKernel::Walk
             } else {
                 MttkrpKernel::Rows
+            },
+            vectors: if is("SPTMC_CPU_VECTORS", "avx2") {
+                CpuVectors::Avx2
+            } else {
+                CpuVectors::Widest
             },
             ..CpuOptions::default()
         },
@@ -125,6 +132,10 @@ mod tests {
         };
         let walk = set("SPTMC_CPU_MTTKRP", "walk");
         assert_eq!(walk.cpu.mttkrp, MttkrpKernel::Walk);
+        assert_eq!(walk.cpu.vectors, CpuVectors::Widest);
+        let avx2 = set("SPTMC_CPU_VECTORS", "avx2");
+        assert_eq!(avx2.cpu.vectors, CpuVectors::Avx2);
+        assert_eq!(avx2.cpu.mttkrp, MttkrpKernel::Rows);
         assert_eq!(walk.cuda, CudaOptions::default());
         assert_eq!(
             set("SPTMC_CPU_MTTKRP", "rows").cpu.mttkrp,

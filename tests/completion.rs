@@ -7,7 +7,7 @@ mod common;
 
 use common::twin;
 use sptmc::accuracy::{SMAPE_TARGET_PERCENT, compare_slices};
-use sptmc::engine::{BackendKind, Engine, Prepared, SgdStep};
+use sptmc::engine::{BackendKind, CpuOptions, CpuVectors, Engine, Prepared, SgdStep};
 use sptmc::reference::completion as reference;
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::{CooTensor, Error, Matrix, Op};
@@ -262,76 +262,96 @@ twin!(
         if !has_completion_kernels(engine) {
             return;
         }
-        // The bias layout (CP columns, then one bias column per mode: the mode's own
-        // bias there, 1 in every other mode): the CPU builds the `rank + 1` system at
-        // the CP rank's width (every blocked width; above 64 from the full system),
-        // CUDA reduces the full one; both against the FP64 reduction, orders 2 to 5,
-        // a row without nonzeros and rows of more than one chunk.
-        let seed = common::fresh_seed("completion bias layout");
-        let shapes: [&[usize]; 4] = [&[60, 9], &[33, 20, 6], &[9, 8, 7, 6], &[6, 5, 4, 4, 3]];
-        for (k, dims) in shapes.iter().enumerate() {
-            let x = generate(&GenSpec {
-                dims: dims.to_vec(),
-                nnz: 400.min(dims.iter().product::<usize>() / 2),
-                pattern: Pattern::PowerLaw { alpha: 0.7 },
-                seed: seed.wrapping_add(k as u64),
+        // The CPU builds the systems on AVX-512 where the CPU has it, else on AVX2:
+        // both are checked (on a CPU without AVX-512 the first engine runs AVX2 too).
+        let avx2;
+        let mut engines = vec![engine];
+        if engine.kind() == BackendKind::Cpu {
+            avx2 = Engine::cpu_with(CpuOptions {
+                vectors: CpuVectors::Avx2,
+                ..CpuOptions::default()
             })
             .unwrap();
-            let p = engine
-                .prepare_with_thresholds(&x, &[(Op::Completion, u32::MAX)])
+            engines.push(&avx2);
+        }
+        for engine in engines {
+            // The bias layout (CP columns, then one bias column per mode: the mode's own
+            // bias there, 1 in every other mode): the CPU builds the `rank + 1` system at
+            // the CP rank's width (every blocked width; above 64 from the full system),
+            // CUDA reduces the full one; both against the FP64 reduction, orders 2 to 5,
+            // a row without nonzeros and rows of more than one chunk.
+            let seed = common::fresh_seed("completion bias layout");
+            let shapes: [&[usize]; 4] = [&[60, 9], &[33, 20, 6], &[9, 8, 7, 6], &[6, 5, 4, 4, 3]];
+            for (k, dims) in shapes.iter().enumerate() {
+                let x = generate(&GenSpec {
+                    dims: dims.to_vec(),
+                    nnz: 400.min(dims.iter().product::<usize>() / 2),
+                    pattern: Pattern::PowerLaw { alpha: 0.7 },
+                    seed: seed.wrapping_add(k as u64),
+                })
                 .unwrap();
-            let x = in_session_order(&p);
-            let order = x.order();
-            for rank in [1, 5, 8, 16, 19, 32, 45, 60, 64, 70] {
-                let what = format!("{dims:?} rank {rank} + {order} biases");
-                let wide_rank = rank + order;
-                let mut f = Matrix::random_factors(x.dims(), &vec![wide_rank; order], seed ^ 9);
-                for (m, fm) in f.iter_mut().enumerate() {
-                    for row in fm.data_mut().chunks_exact_mut(wide_rank) {
-                        for (c, v) in row.iter_mut().enumerate() {
-                            if c < rank {
-                                *v = 2.0 * *v - 0.7;
-                            } else if c == rank + m {
-                                *v = 3.0 * *v - 1.5;
-                            } else {
-                                *v = 1.0;
+                let p = engine
+                    .prepare_with_thresholds(&x, &[(Op::Completion, u32::MAX)])
+                    .unwrap();
+                let x = in_session_order(&p);
+                let order = x.order();
+                for rank in [1, 5, 8, 16, 19, 32, 45, 60, 64, 70] {
+                    let what = format!("{dims:?} rank {rank} + {order} biases");
+                    let wide_rank = rank + order;
+                    let mut f = Matrix::random_factors(x.dims(), &vec![wide_rank; order], seed ^ 9);
+                    for (m, fm) in f.iter_mut().enumerate() {
+                        for row in fm.data_mut().chunks_exact_mut(wide_rank) {
+                            for (c, v) in row.iter_mut().enumerate() {
+                                if c < rank {
+                                    *v = 2.0 * *v - 0.7;
+                                } else if c == rank + m {
+                                    *v = 3.0 * *v - 1.5;
+                                } else {
+                                    *v = 1.0;
+                                }
                             }
                         }
                     }
-                }
-                let fw = wide(&f);
-                let offset = 0.75f32;
-                let mut s = engine.completion_session(&p, &f, offset).unwrap();
-                let mut out = Matrix::zeros(1, 1);
-                let mut squares = vec![f64::NAN; 3];
-                for mode in 0..order {
-                    s.bias_normal_equations(mode, rank, &mut out, &mut squares)
-                        .unwrap();
-                    let want = reference::bias_normal_equations(&x, mode, &fw, rank, offset.into())
-                        .unwrap();
-                    assert_eq!(out.shape(), want.shape(), "{what}");
-                    assert_close(
-                        &format!("{what}: bias normal equations of mode {mode}"),
-                        want.data(),
-                        out.data(),
-                    );
-                    // The targets' squares: the CPU gives them at the blocked widths
-                    // (up to a CP rank of 64); a backend that does not leaves them out.
-                    if engine.kind() == BackendKind::Cpu && rank <= 64 {
+                    let fw = wide(&f);
+                    let offset = 0.75f32;
+                    let mut s = engine.completion_session(&p, &f, offset).unwrap();
+                    let mut out = Matrix::zeros(1, 1);
+                    let mut squares = vec![f64::NAN; 3];
+                    for mode in 0..order {
+                        s.bias_normal_equations(mode, rank, &mut out, &mut squares)
+                            .unwrap();
                         let want =
-                            reference::bias_target_squares(&x, mode, &fw, rank, offset.into())
+                            reference::bias_normal_equations(&x, mode, &fw, rank, offset.into())
                                 .unwrap();
-                        let got: Vec<f32> = squares.iter().map(|&v| v as f32).collect();
-                        assert_close(&format!("{what}: Σ y² of mode {mode}"), &want, &got);
-                    } else {
-                        assert!(squares.is_empty(), "{what}: {} squares", squares.len());
+                        assert_eq!(out.shape(), want.shape(), "{what}");
+                        assert_close(
+                            &format!("{what}: bias normal equations of mode {mode}"),
+                            want.data(),
+                            out.data(),
+                        );
+                        // The targets' squares: the CPU gives them at the blocked widths
+                        // (up to a CP rank of 64); a backend that does not leaves them out.
+                        if engine.kind() == BackendKind::Cpu && rank <= 64 {
+                            let want =
+                                reference::bias_target_squares(&x, mode, &fw, rank, offset.into())
+                                    .unwrap();
+                            let got: Vec<f32> = squares.iter().map(|&v| v as f32).collect();
+                            assert_close(&format!("{what}: Σ y² of mode {mode}"), &want, &got);
+                        } else {
+                            assert!(squares.is_empty(), "{what}: {} squares", squares.len());
+                        }
                     }
+                    // A layout without a bias column for the last mode is refused.
+                    let err = s
+                        .bias_normal_equations(
+                            order - 1,
+                            wide_rank - order + 1,
+                            &mut out,
+                            &mut squares,
+                        )
+                        .unwrap_err();
+                    assert!(matches!(err, Error::InvalidRank(_)), "{what}: {err}");
                 }
-                // A layout without a bias column for the last mode is refused.
-                let err = s
-                    .bias_normal_equations(order - 1, wide_rank - order + 1, &mut out, &mut squares)
-                    .unwrap_err();
-                assert!(matches!(err, Error::InvalidRank(_)), "{what}: {err}");
             }
         }
     }

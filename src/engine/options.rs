@@ -17,6 +17,18 @@ pub enum MttkrpKernel {
     Walk,
 }
 
+/// Which vector instructions the CPU backend's blocked kernels use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CpuVectors {
+    /// The widest the CPU has: AVX-512 where it has AVX-512F (the per-row ALS systems
+    /// of completion accumulate 16 columns per instruction), AVX2 elsewhere.
+    #[default]
+    Widest,
+    /// AVX2 (the build's baseline) even where the CPU has AVX-512, for measuring one
+    /// against the other and for testing both.
+    Avx2,
+}
+
 /// Options of the CPU backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CpuOptions {
@@ -26,6 +38,8 @@ pub struct CpuOptions {
     pub threads: Option<usize>,
     /// The MTTKRP kernel.
     pub mttkrp: MttkrpKernel,
+    /// The vector instructions of the blocked kernels.
+    pub vectors: CpuVectors,
     /// Make the thread that creates the backend one of its workers (worker 0), so that
     /// a call from that thread starts on it at once instead of waking a worker: for a
     /// program that calls the engine from one thread (the command line). Ignored on a

@@ -125,11 +125,20 @@ pub(super) struct CpuCompletion<'a> {
     strata: Option<Strata>,
     /// ALS's nonzeros grouped by row, per mode, made on the first normal equations.
     groups: Option<Vec<RowGroups>>,
+    /// Whether the bias-layout ALS systems run on AVX-512.
+    wide: bool,
 }
 
 impl<'a> CpuCompletion<'a> {
-    /// A session on `hls` from `factors` (checked: one per mode, one rank, finite).
-    pub(super) fn new(hls: &'a HlsTensor, factors: &[Matrix], offset: f32) -> Result<Self> {
+    /// A session on `hls` from `factors` (checked: one per mode, one rank, finite);
+    /// `wide`: the bias-layout ALS systems on AVX-512 (the caller checked the CPU has
+    /// it).
+    pub(super) fn new(
+        hls: &'a HlsTensor,
+        factors: &[Matrix],
+        offset: f32,
+        wide: bool,
+    ) -> Result<Self> {
         let rank = check_factors(hls.dims(), factors)?;
         let workers = if hls.nnz() < ONE_SHARE_NNZ {
             1
@@ -146,6 +155,7 @@ impl<'a> CpuCompletion<'a> {
             private: Vec::new(),
             strata: None,
             groups: None,
+            wide,
         })
     }
 
@@ -235,8 +245,9 @@ impl CompletionSession for CpuCompletion<'_> {
             )));
         }
         let (k, w) = (self.rank, rank + 1);
+        let wide = self.wide;
         let (groups, others) = self.row_inputs(mode, w * w + w, out)?;
-        groups.bias_normal_equations(&others, k, rank, mode, out, squares);
+        groups.bias_normal_equations(&others, k, rank, mode, out, squares, wide);
         finite(out.data(), || format!("normal equations of mode {mode}"))?;
         if let Some(v) = squares.iter().find(|v| !v.is_finite()) {
             return Err(Error::NonFinite(format!(

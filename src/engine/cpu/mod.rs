@@ -17,6 +17,7 @@
 //! The backend owns its rayon thread pool, sized by [`CpuOptions::threads`], and runs
 //! every call and every session call inside it.
 
+mod avx512;
 mod completion;
 mod fixed;
 pub(crate) mod gcp;
@@ -40,7 +41,7 @@ mod walk;
 pub use kernel::private_output_floats;
 pub use mttkrp_stream::{CacheSizes, streamed_mode_output_floats, streamed_output_floats};
 
-use super::{CpuOptions, MttkrpKernel, RunOptions, RunStats};
+use super::{CpuOptions, CpuVectors, MttkrpKernel, RunOptions, RunStats};
 use crate::error::{Error, Result};
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
@@ -83,6 +84,12 @@ impl CpuBackend {
     /// The options it was made with.
     pub fn options(&self) -> &CpuOptions {
         &self.opts
+    }
+
+    /// Whether its blocked kernels run on AVX-512: asked for ([`CpuVectors::Widest`])
+    /// and the CPU has it.
+    pub fn wide_vectors(&self) -> bool {
+        self.opts.vectors == CpuVectors::Widest && avx512::available()
     }
 
     /// Worker threads of its pool.
@@ -220,8 +227,9 @@ impl CpuBackend {
         factors: &[Matrix],
         offset: f32,
     ) -> Result<Box<dyn super::CompletionSession + 'a>> {
+        let wide = self.wide_vectors();
         let inner =
-            self.install(|| completion::CpuCompletion::new(tensor.hls(), factors, offset))?;
+            self.install(|| completion::CpuCompletion::new(tensor.hls(), factors, offset, wide))?;
         Ok(Box::new(Pooled {
             backend: self,
             inner,

@@ -13,7 +13,7 @@ use crate::matrix::Matrix;
 use std::borrow::Cow;
 
 /// Khatri-Rao rows formed per chunk (a chunk of rank-32 rows is 4 KiB: L1-resident).
-const CHUNK: usize = 32;
+pub(super) const CHUNK: usize = 32;
 
 /// The register-blocked width a rank runs at: the smallest of 8, 16, 24, 32, 40, 48
 /// and 64 that holds it (0 above 64: the unblocked kernels).
@@ -136,7 +136,7 @@ pub(super) fn row_system<const P: usize, const B: usize>(
         }
         gram::<P, B>(&k[..n], r, &mut g);
     }
-    mirror::<P, B>(&mut g, r);
+    mirror::<P, B, 8>(&mut g, r);
     for (o, gp) in dst.chunks_exact_mut(r).take(r).zip(&g) {
         o.copy_from_slice(&gp[..r]);
     }
@@ -147,11 +147,15 @@ pub(super) fn row_system<const P: usize, const B: usize>(
 /// has the columns from its block's `C0` on) from their mirror images, so that rows
 /// can be copied out whole (an element-wise choice per entry costs as much as a short
 /// row's accumulation).
+/// `W`: the width of the column blocks (8 here, 16 in [`super::avx512`]).
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // reads g[q][p] while writing g[p][q]
-fn mirror<const P: usize, const B: usize>(g: &mut [[f32; P]; P], r: usize) {
+pub(super) fn mirror<const P: usize, const B: usize, const W: usize>(
+    g: &mut [[f32; P]; P],
+    r: usize,
+) {
     for p in 0..r.min(P) {
-        for q in 0..(p / B * B) / 8 * 8 {
+        for q in 0..(p / B * B) / W * W {
             g[p][q] = g[q][p];
         }
     }
@@ -161,8 +165,10 @@ fn mirror<const P: usize, const B: usize>(g: &mut [[f32; P]; P], r: usize) {
 /// other mode (in mode order) its `rank` CP columns, zero-padded to `P`, and its own
 /// bias column (the fixed columns, all 1, are not kept).
 pub(super) struct BiasFactors<const P: usize> {
-    cp: Vec<Vec<[f32; P]>>,
-    bias: Vec<Vec<f32>>,
+    /// Per other mode, its CP rows.
+    pub(super) cp: Vec<Vec<[f32; P]>>,
+    /// Per other mode, its own bias per row.
+    pub(super) bias: Vec<Vec<f32>>,
 }
 
 impl<const P: usize> BiasFactors<P> {
@@ -242,17 +248,32 @@ pub(super) fn row_system_bias<const P: usize, const B: usize>(
         be += cy;
         gram::<P, B>(&k[..n], r, &mut g);
     }
-    mirror::<P, B>(&mut g, r);
+    mirror::<P, B, 8>(&mut g, r);
+    write_bias_system(&g, &cross, &b, be, values.len(), r, dst);
+    squares
+}
+
+/// Writes a row's bias-layout system (`w = r + 1`: `G` with the bias row and column
+/// `Σ k` and the count, then `b` and `Σ y`) into `dst` from its parts.
+#[inline(always)]
+pub(super) fn write_bias_system<const P: usize>(
+    g: &[[f32; P]; P],
+    cross: &[f32; P],
+    b: &[f32; P],
+    be: f32,
+    count: usize,
+    r: usize,
+    dst: &mut [f32],
+) {
     let w = r + 1;
     for (p, o) in dst.chunks_exact_mut(w).take(r).enumerate() {
         o[..r].copy_from_slice(&g[p][..r]);
         o[r] = cross[p];
     }
     dst[r * w..r * w + r].copy_from_slice(&cross[..r]);
-    dst[r * w + r] = values.len() as f32;
+    dst[r * w + r] = count as f32;
     dst[w * w..w * w + r].copy_from_slice(&b[..r]);
     dst[w * w + r] = be;
-    squares
 }
 
 /// Adds `Σ_j k_j k_jᵀ` to `g`'s first `r` rows, `B` at a time ([`gram_rows`]). `G` is

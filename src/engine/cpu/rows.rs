@@ -14,6 +14,7 @@
 //! no reduction, no atomics. Sums run in the row's nonzero order, chunk by chunk, so a
 //! result does not depend on the thread count.
 
+use super::avx512;
 use super::completion::visit;
 use super::kernel::Share;
 use super::row_kernels::{
@@ -404,7 +405,10 @@ impl RowGroups {
     /// the other modes' biases (moved to the right-hand side) one sum per nonzero, so
     /// the bias columns cost no Gram rows. Each row's `Σ y²` (its targets `y`: the
     /// values minus the other modes' biases) goes into `squares`; above the blocked
-    /// widths `squares` is left empty.
+    /// widths `squares` is left empty. `wide`: CP ranks 9 to 64 run on AVX-512
+    /// ([`super::avx512`], padded to a multiple of 16; the caller checked the CPU has
+    /// it).
+    #[allow(clippy::too_many_arguments)] // the session's call, plus the vector width
     pub(super) fn bias_normal_equations(
         &self,
         others: &[&Matrix],
@@ -413,10 +417,16 @@ impl RowGroups {
         mode: usize,
         out: &mut Matrix,
         squares: &mut Vec<f64>,
+        wide: bool,
     ) {
         let w = rank + 1;
         let width = w * w + w;
-        let p = padded_width(rank);
+        let wide_p = if wide { avx512::padded_width(rank) } else { 0 };
+        let p = if wide_p > 0 {
+            wide_p
+        } else {
+            padded_width(rank)
+        };
         let d = others.len();
         if d == 0 || p == 0 {
             // Above the blocked widths: the full system, reduced.
@@ -437,13 +447,28 @@ impl RowGroups {
                 )
             }};
         }
-        match p {
-            8 => run!(8, 8),
-            16 => run!(16, 4),
-            24 => run!(24, 3),
-            32 => run!(32, 2),
-            40 => run!(40, 2),
-            48 => run!(48, 1),
+        macro_rules! wide {
+            ($p:literal) => {{
+                const B: usize = avx512::block($p);
+                let f = BiasFactors::<$p>::new(others, rank, mode);
+                // SAFETY: `wide` only where the CPU has AVX-512F.
+                rows(
+                    &|o, v, dst| unsafe { avx512::row_system_bias::<$p, B>(&f, rank, o, v, dst) },
+                    out,
+                )
+            }};
+        }
+        match (wide_p, p) {
+            (16, _) => wide!(16),
+            (32, _) => wide!(32),
+            (48, _) => wide!(48),
+            (64, _) => wide!(64),
+            (_, 8) => run!(8, 8),
+            (_, 16) => run!(16, 4),
+            (_, 24) => run!(24, 3),
+            (_, 32) => run!(32, 2),
+            (_, 40) => run!(40, 2),
+            (_, 48) => run!(48, 1),
             _ => run!(64, 1),
         }
     }
