@@ -155,12 +155,29 @@ fn assert_close(got: f64, want: f64, scale: f64, what: &str) {
 }
 
 twin!(brute_force, |engine| {
-    // Every cell is in the sample: the small modes' gradients sum private outputs (at
-    // most one row per 8 entries), the 40 rows of [40, 3, 2] take the row-block path.
-    for dims in [vec![5, 4, 3], vec![3, 4, 2, 3], vec![40, 3, 2]] {
+    // Every cell is in the sample. On the CPU, samples of up to 16 384 entries take
+    // the fused pass: the generic loops (rank 3), the kernels compiled for orders 3
+    // and 4 at ranks 4, 8, 16 and 32, and (from 2048 entries) the pass in two halves.
+    // Larger samples take the parallel passes: a mode with at most one row per 8
+    // entries sums private outputs, the 3000 rows of [3000, 3, 2] take the row-block
+    // path.
+    let cases: [(&[usize], usize); 10] = [
+        (&[5, 4, 3], 3),
+        (&[3, 4, 2, 3], 3),
+        (&[40, 3, 2], 3),
+        (&[9, 8, 7], 4),
+        (&[20, 15, 10], 16),
+        (&[12, 11, 10], 32),
+        (&[8, 7, 6, 5], 8),
+        (&[4, 3, 5, 6], 16),
+        (&[30, 20, 40], 8),
+        (&[3000, 3, 2], 4),
+    ];
+    for (dims, rank) in cases {
+        let dims = dims.to_vec();
         for (li, loss) in losses().iter().enumerate() {
             let x = tensor(&dims, loss, 11 + li as u64);
-            let a = factors(&dims, 3, loss, 5 + li as u64);
+            let a = factors(&dims, rank, loss, 5 + li as u64);
             let s = all_cells(&x, |l| 0.5 + (l % 3) as f64);
             let (f_ref, g_ref) = brute(&s, &a, loss);
             let mut grads = Vec::new();
@@ -273,6 +290,31 @@ fn cpu_gradient_is_the_same_for_any_thread_count() {
     let x = tensor(&dims, loss, 71);
     let a = factors(&dims, 4, loss, 72);
     let s = all_cells(&x, |l| 0.25 + (l % 5) as f64);
+    let run = |threads| {
+        let engine = Engine::cpu_with(CpuOptions {
+            threads: Some(threads),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut grads = Vec::new();
+        let f = engine.gcp_gradient(&s, &a, loss, true, &mut grads).unwrap();
+        (f.to_bits(), grads)
+    };
+    let one = run(1);
+    for threads in [2, 3] {
+        assert!(run(threads) == one, "{threads} workers");
+    }
+}
+
+/// The fused pass in two halves (a sample of 3000 entries, the order-3 rank-16 kernel)
+/// gives the same bits on 1, 2 and 3 workers.
+#[test]
+fn cpu_fused_gradient_is_the_same_for_any_thread_count() {
+    let loss = &losses()[0];
+    let dims = [20, 15, 10];
+    let x = tensor(&dims, loss, 81);
+    let a = factors(&dims, 16, loss, 82);
+    let s = all_cells(&x, |l| 0.5 + (l % 3) as f64);
     let run = |threads| {
         let engine = Engine::cpu_with(CpuOptions {
             threads: Some(threads),

@@ -100,26 +100,30 @@ impl GcpSample {
             ));
         }
         // Blocks checked without an early exit (so that the check vectorizes), in
-        // parallel; the first bad entry is looked for only in the first bad block.
+        // parallel where there are many; the first bad entry is looked for only in the
+        // first bad block.
         const BLOCK: usize = 4096;
         let outside = |c: &[u32]| c.iter().zip(dims).any(|(&i, &d)| i as usize >= d);
-        let bad = coords
-            .par_chunks(BLOCK * n)
-            .position_first(|b| {
-                b.chunks_exact(n).fold(false, |bad, c| {
-                    bad | c
-                        .iter()
-                        .zip(dims)
-                        .fold(false, |o, (&i, &d)| o | (i as usize >= d))
-                })
+        let block_bad = |b: &[u32]| {
+            b.chunks_exact(n).fold(false, |bad, c| {
+                bad | c
+                    .iter()
+                    .zip(dims)
+                    .fold(false, |o, (&i, &d)| o | (i as usize >= d))
             })
-            .and_then(|blk| {
-                let b = &coords[blk * BLOCK * n..];
-                b.chunks_exact(n)
-                    .take(BLOCK)
-                    .position(outside)
-                    .map(|k| blk * BLOCK + k)
-            });
+        };
+        let first_bad = if values.len() <= 4 * BLOCK {
+            coords.chunks(BLOCK * n).position(block_bad)
+        } else {
+            coords.par_chunks(BLOCK * n).position_first(block_bad)
+        };
+        let bad = first_bad.and_then(|blk| {
+            let b = &coords[blk * BLOCK * n..];
+            b.chunks_exact(n)
+                .take(BLOCK)
+                .position(outside)
+                .map(|k| blk * BLOCK + k)
+        });
         if let Some(k) = bad {
             return Err(Error::shape(
                 "a GCP sample entry",

@@ -13,8 +13,14 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 
+/// One chunk of a sample being drawn: its number, coordinates, values and weights.
+type DrawChunk<'a> = (usize, ((&'a mut [u32], &'a mut [f64]), &'a mut [f64]));
+
 /// Entries drawn per generator.
 const CHUNK: usize = 1024;
+/// Samples of at most this many entries are drawn on the calling worker (a parallel
+/// region costs more than drawing a few thousand entries).
+const SERIAL_DRAW: usize = 16_384;
 
 /// Sample sizes and weights of one stratified sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -125,43 +131,67 @@ impl<'a> Sampler<'a> {
         values.resize(total, 0.0);
         weights.resize(total, 0.0);
         let dims = self.x.dims();
-        coords
-            .par_chunks_mut(CHUNK * n)
-            .zip(values.par_chunks_mut(CHUNK))
-            .zip(weights.par_chunks_mut(CHUNK))
-            .enumerate()
-            .for_each(|(chunk, ((coords, values), weights))| {
-                let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(self.seed, stream, chunk));
-                let first = chunk * CHUNK;
-                for (j, ((c, v), w)) in coords
-                    .chunks_exact_mut(n)
-                    .zip(values.iter_mut())
-                    .zip(weights.iter_mut())
-                    .enumerate()
-                {
-                    if first + j < strata.nonzeros {
-                        let k = rng.random_range(0..self.x.nnz());
-                        c.copy_from_slice(&self.coords[k * n..(k + 1) * n]);
-                        *v = self.x.values()[k];
-                        *w = strata.w_nonzeros;
-                    } else {
-                        loop {
-                            let mut key = 0;
-                            for (m, c) in c.iter_mut().enumerate() {
-                                *c = rng.random_range(0..dims[m] as u32);
-                                key += *c as u64 * self.strides[m];
-                            }
-                            if !self.stored.contains(key) {
-                                break;
-                            }
+        // Chunk `chunk` draws from its own generator, so the sample is the same whether
+        // the chunks run in parallel or, for a small sample, in order on this worker.
+        let draw_chunk = |(chunk, ((coords, values), weights)): DrawChunk| {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(self.seed, stream, chunk));
+            let first = chunk * CHUNK;
+            for (j, ((c, v), w)) in coords
+                .chunks_exact_mut(n)
+                .zip(values.iter_mut())
+                .zip(weights.iter_mut())
+                .enumerate()
+            {
+                if first + j < strata.nonzeros {
+                    let k = rng.random_range(0..self.x.nnz());
+                    copy_coord(c, &self.coords[k * n..(k + 1) * n]);
+                    *v = self.x.values()[k];
+                    *w = strata.w_nonzeros;
+                } else {
+                    loop {
+                        let mut key = 0;
+                        for (m, c) in c.iter_mut().enumerate() {
+                            *c = rng.random_range(0..dims[m] as u32);
+                            key += *c as u64 * self.strides[m];
                         }
-                        *v = 0.0;
-                        *w = strata.w_zeros;
+                        if !self.stored.contains(key) {
+                            break;
+                        }
                     }
+                    *v = 0.0;
+                    *w = strata.w_zeros;
                 }
-            });
+            }
+        };
+        if total <= SERIAL_DRAW {
+            coords
+                .chunks_mut(CHUNK * n)
+                .zip(values.chunks_mut(CHUNK))
+                .zip(weights.chunks_mut(CHUNK))
+                .enumerate()
+                .for_each(draw_chunk);
+        } else {
+            coords
+                .par_chunks_mut(CHUNK * n)
+                .zip(values.par_chunks_mut(CHUNK))
+                .zip(weights.par_chunks_mut(CHUNK))
+                .enumerate()
+                .for_each(draw_chunk);
+        }
         *out = GcpSample::from_parts(dims, coords, values, weights)?;
         Ok(())
+    }
+}
+
+/// Copies a nonzero's coordinates (`dst.len()` of them): constant lengths for the
+/// usual orders, so that the copy is a few moves instead of a call to `memcpy`.
+#[inline(always)]
+fn copy_coord(dst: &mut [u32], src: &[u32]) {
+    match dst.len() {
+        3 => dst[..3].copy_from_slice(&src[..3]),
+        4 => dst[..4].copy_from_slice(&src[..4]),
+        5 => dst[..5].copy_from_slice(&src[..5]),
+        _ => dst.copy_from_slice(src),
     }
 }
 

@@ -8,7 +8,8 @@
 //!
 //! The loss estimate `F̂ = Σ w f(x, m)` is taken over one fixed sample (stream 0)
 //! before the first epoch and after each. Epoch `e` runs `epoch_iters` iterations, each
-//! drawing a fresh gradient sample (its own stream), computing the sampled gradient
+//! with a fresh gradient sample (its own stream, drawn beside the previous iteration's
+//! gradient), computing the sampled gradient
 //! `G` on the engine and taking an Adam step on every factor entry:
 //! `μ ← β₁μ + (1−β₁)G`, `ν ← β₂ν + (1−β₂)G²`,
 //! `A ← max(A − α √(1−β₂ᵗ)/(1−β₁ᵗ) · μ / √(ν + ε), lb)` with `β₁ = 0.9`, `β₂ = 0.999`,
@@ -30,6 +31,9 @@ use std::time::Instant;
 const BETA1: f64 = 0.9;
 const BETA2: f64 = 0.999;
 const ADAM_EPS: f64 = 1e-8;
+
+/// A chunk of one factor for Adam: the factor's entries, the gradient's, `μ` and `ν`.
+type AdamChunk<'a> = (((&'a mut [f64], &'a [f64]), &'a mut [f64]), &'a mut [f64]);
 
 /// The sample sizes (loss estimate, gradient) a run on a tensor of extents `dims`
 /// with `nnz` stored entries uses: `opts`' or GenTen's defaults.
@@ -112,28 +116,28 @@ pub(super) fn run(
     let mut iters = Vec::new();
     let mut grads = Vec::new();
     let mut sample = GcpSample::new(x.dims());
+    let mut next = GcpSample::new(x.dims());
     let mut stream = 1u64;
+    sampler.draw(&grad_strata, stream, &mut sample)?;
     let mut stopped = format!("{} epochs run", opts.epochs);
     for epoch in 0..opts.epochs {
         for _ in 0..opts.epoch_iters {
-            sampler.draw(&grad_strata, stream, &mut sample)?;
+            // The next iteration's sample does not depend on the factors: it is drawn
+            // beside this iteration's gradient (the same samples as drawn in turn).
+            let (gradient, drawn) = engine.install(|| {
+                rayon::join(
+                    || engine.gcp_gradient(&sample, &factors, &loss, false, &mut grads),
+                    || sampler.draw(&grad_strata, stream + 1, &mut next),
+                )
+            });
+            gradient?;
+            drawn?;
+            std::mem::swap(&mut sample, &mut next);
             stream += 1;
-            engine.gcp_gradient(&sample, &factors, &loss, false, &mut grads)?;
             beta1t *= BETA1;
             beta2t *= BETA2;
             let step = rate * (1.0 - beta2t).sqrt() / (1.0 - beta1t);
-            engine.install(|| {
-                for (((a, g), mu), nu) in factors.iter_mut().zip(&grads).zip(&mut mu).zip(&mut nu) {
-                    adam(
-                        a.data_mut(),
-                        g.data(),
-                        mu.data_mut(),
-                        nu.data_mut(),
-                        step,
-                        lb,
-                    );
-                }
-            });
+            engine.install(|| adam(&mut factors, &grads, &mut mu, &mut nu, step, lb));
         }
         let f = estimate(engine, &value_sample, &factors, &loss, &mut m)?;
         let accepted = f <= best && f.is_finite();
@@ -172,19 +176,37 @@ pub(super) fn run(
     Ok((kept, best, initial, iters, stopped))
 }
 
-/// One Adam step on a factor: moments `mu`, `nu` updated with gradient `g`, then
-/// `a ← max(a − step · μ / √(ν + ε), lb)`.
-fn adam(a: &mut [f64], g: &[f64], mu: &mut [f64], nu: &mut [f64], step: f64, lb: f64) {
+/// One Adam step on every factor: moments `mu`, `nu` updated with gradient `g`, then
+/// `a ← max(a − step · μ / √(ν + ε), lb)`, entry by entry. Fixed chunks of all the
+/// factors run in one parallel region, or in order on this worker where they are few
+/// (the same bits either way).
+fn adam(
+    factors: &mut [Matrix<f64>],
+    grads: &[Matrix<f64>],
+    mu: &mut [Matrix<f64>],
+    nu: &mut [Matrix<f64>],
+    step: f64,
+    lb: f64,
+) {
     const CH: usize = 1 << 14;
-    a.par_chunks_mut(CH)
-        .zip(g.par_chunks(CH))
-        .zip(mu.par_chunks_mut(CH))
-        .zip(nu.par_chunks_mut(CH))
-        .for_each(|(((a, g), mu), nu)| {
-            for (((a, &g), mu), nu) in a.iter_mut().zip(g).zip(mu).zip(nu) {
-                *mu = BETA1 * *mu + (1.0 - BETA1) * g;
-                *nu = BETA2 * *nu + (1.0 - BETA2) * g * g;
-                *a = (*a - step * *mu / (*nu + ADAM_EPS).sqrt()).max(lb);
-            }
-        });
+    let mut pieces = Vec::new();
+    for (((a, g), m), v) in factors.iter_mut().zip(grads).zip(mu).zip(nu) {
+        let chunks = (a.data_mut().chunks_mut(CH))
+            .zip(g.data().chunks(CH))
+            .zip(m.data_mut().chunks_mut(CH))
+            .zip(v.data_mut().chunks_mut(CH));
+        pieces.extend(chunks);
+    }
+    let update = |(((a, g), mu), nu): AdamChunk| {
+        for (((a, &g), mu), nu) in a.iter_mut().zip(g).zip(mu).zip(nu) {
+            *mu = BETA1 * *mu + (1.0 - BETA1) * g;
+            *nu = BETA2 * *nu + (1.0 - BETA2) * g * g;
+            *a = (*a - step * *mu / (*nu + ADAM_EPS).sqrt()).max(lb);
+        }
+    };
+    if pieces.len() <= 4 {
+        pieces.into_iter().for_each(update);
+    } else {
+        pieces.into_par_iter().for_each(update);
+    }
 }

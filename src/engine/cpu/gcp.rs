@@ -8,7 +8,8 @@
 //! for every thread count. A mode with few rows beside the sample (at most one in
 //! [`PRIVATE_CHUNKS`] per entry) instead sums fixed ranges of the sample into private
 //! outputs, added in range order: no sort, the entries read in order, the same bits
-//! for every thread count too.
+//! for every thread count too. A small sample (at most [`FUSED_ENTRIES`]) runs in one
+//! pass on one worker instead: values, derivatives and every mode's terms per entry.
 
 use crate::engine::gcp::{EntryLoss, GcpSample};
 use crate::matrix::Matrix;
@@ -20,11 +21,16 @@ const CHUNK: usize = 2048;
 const BLOCKS: usize = 256;
 /// Sample ranges of the gradient of a mode with few rows ([`mode_gradient_private`]).
 const PRIVATE_CHUNKS: usize = 8;
+/// Samples of at most this many entries take the gradient in one pass on one worker
+/// ([`gradient_fused`]; the choice depends on the sample, not on the thread count).
+const FUSED_ENTRIES: usize = 16_384;
+/// The fewest entries per half of [`gradient_fused`] (smaller samples run in one pass).
+const FUSED_HALF_MIN: usize = 1024;
 
 /// `Σ_r Π_n A⁽ⁿ⁾[c_n, r]`: the rows multiplied element-wise (contiguous, so the
 /// products vectorize), then summed in 4 interleaved partial sums (one chain of
 /// `rank` dependent additions per entry cost more than the products).
-#[inline]
+#[inline(always)]
 fn model_value(c: &[u32], factors: &[&[f64]], rank: usize) -> f64 {
     let mut buf = [0f64; 64];
     let mut heap = Vec::new();
@@ -86,6 +92,9 @@ pub(crate) fn gradient<L: EntryLoss>(
     grads: &mut [Matrix<f64>],
 ) -> f64 {
     let f = slices(factors);
+    if sample.len() <= FUSED_ENTRIES {
+        return gradient_fused(sample, &f, rank, loss, with_value, grads);
+    }
     let n = sample.dims().len();
     let mut y = vec![0.0; sample.len()];
     // y_k = w_k ∂f/∂m, and the chunk's Σ w f; chunk sums added in chunk order.
@@ -110,6 +119,165 @@ pub(crate) fn gradient<L: EntryLoss>(
         mode_gradient(sample, &f, rank, &y, mode, g);
     }
     parts.iter().sum()
+}
+
+/// [`gradient`] of a small sample in one pass per half: each entry's factor rows are
+/// gathered once for its model value and every mode's term. The first half adds its
+/// terms to `grads`, the second (a worker of its own where one is free) to private
+/// outputs added after it, each in sample order; the halves are fixed by the sample's
+/// length, so the bits do not depend on the thread count. At GCP-SGD's usual sample
+/// sizes (a few thousand entries) the row-block path's passes cost more in wake-ups
+/// and barriers than they save: with 6000 entries an iteration ran slower on 2
+/// workers than on 1.
+fn gradient_fused<L: EntryLoss>(
+    sample: &GcpSample,
+    f: &[&[f64]],
+    rank: usize,
+    loss: &L,
+    with_value: bool,
+    grads: &mut [Matrix<f64>],
+) -> f64 {
+    let n = f.len();
+    let len = sample.len();
+    let half = if len >= 2 * FUSED_HALF_MIN {
+        len.div_ceil(2)
+    } else {
+        len
+    };
+    let mut outs: Vec<&mut [f64]> = grads.iter_mut().map(|g| g.data_mut()).collect();
+    let part = |range: std::ops::Range<usize>, outs: &mut [&mut [f64]]| {
+        fused_part(sample, range, f, rank, loss, with_value, outs)
+    };
+    if half == len {
+        return part(0..len, &mut outs);
+    }
+    let mut second: Vec<Vec<f64>> = outs.iter().map(|o| vec![0.0; o.len()]).collect();
+    let (v0, v1) = rayon::join(
+        || part(0..half, &mut outs),
+        || {
+            let mut views: Vec<&mut [f64]> = second.iter_mut().map(|o| &mut o[..]).collect();
+            part(half..len, &mut views)
+        },
+    );
+    for (o, s) in outs.iter_mut().zip(&second) {
+        for (o, &s) in o.iter_mut().zip(s) {
+            *o += s;
+        }
+    }
+    debug_assert_eq!(n, outs.len());
+    v0 + v1
+}
+
+/// The entries `range` of [`gradient_fused`]: zeroes `outs` (one `rows × rank` slice
+/// per mode), adds every entry's terms in order; returns `Σ w f` when `with_value`.
+/// Orders 3 and 4 at ranks 4, 8, 16 and 32 run a kernel compiled for them
+/// ([`fused_entries`]), the rest the generic loops; both do the same operations in the
+/// same order.
+fn fused_part<L: EntryLoss>(
+    sample: &GcpSample,
+    range: std::ops::Range<usize>,
+    f: &[&[f64]],
+    rank: usize,
+    loss: &L,
+    with_value: bool,
+    outs: &mut [&mut [f64]],
+) -> f64 {
+    let n = f.len();
+    for o in outs.iter_mut() {
+        o.fill(0.0);
+    }
+    let coords = &sample.coords()[range.start * n..range.end * n];
+    let (xs, ws) = (&sample.values()[range.clone()], &sample.weights()[range]);
+    macro_rules! fixed {
+        ($n:literal, $r:literal) => {
+            fused_entries::<$n, $r, L>(coords, xs, ws, f, loss, with_value, outs)
+        };
+    }
+    match (n, rank) {
+        (3, 4) => return fixed!(3, 4),
+        (3, 8) => return fixed!(3, 8),
+        (3, 16) => return fixed!(3, 16),
+        (3, 32) => return fixed!(3, 32),
+        (4, 4) => return fixed!(4, 4),
+        (4, 8) => return fixed!(4, 8),
+        (4, 16) => return fixed!(4, 16),
+        (4, 32) => return fixed!(4, 32),
+        _ => {}
+    }
+    let mut prod = vec![0.0; rank];
+    let mut value = 0.0;
+    for ((c, &x), &w) in coords.chunks_exact(n).zip(xs).zip(ws) {
+        let m = model_value(c, f, rank);
+        if with_value {
+            value += w * loss.value(x, m);
+        }
+        let yk = w * loss.deriv(x, m);
+        if yk == 0.0 {
+            continue;
+        }
+        for (mode, out) in outs.iter_mut().enumerate() {
+            let row = &mut out[c[mode] as usize * rank..][..rank];
+            add_entry(row, &mut prod, yk, c, f, mode);
+        }
+    }
+    value
+}
+
+/// [`fused_part`]'s loop for order `N` and rank `R` known at compile time: the rows
+/// held in arrays, every loop unrolled. The model value is [`model_value`]'s (rows
+/// multiplied in mode order, summed in 4 interleaved partial sums) and each mode's
+/// term [`add_entry`]'s (`y` times the other rows in mode order), so the bits are
+/// the generic loops'.
+#[inline(always)]
+fn fused_entries<const N: usize, const R: usize, L: EntryLoss>(
+    coords: &[u32],
+    xs: &[f64],
+    ws: &[f64],
+    f: &[&[f64]],
+    loss: &L,
+    with_value: bool,
+    outs: &mut [&mut [f64]],
+) -> f64 {
+    let mut value = 0.0;
+    for ((c, &x), &w) in coords.chunks_exact(N).zip(xs).zip(ws) {
+        let rows: [&[f64; R]; N] = std::array::from_fn(|j| {
+            let at = c[j] as usize * R;
+            f[j][at..at + R].try_into().expect("R columns")
+        });
+        let mut p = *rows[0];
+        for row in &rows[1..] {
+            for (x, &a) in p.iter_mut().zip(row.iter()) {
+                *x *= a;
+            }
+        }
+        let mut acc = [0f64; 4];
+        for (k, &v) in p.iter().enumerate() {
+            acc[k % 4] += v;
+        }
+        let m = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        if with_value {
+            value += w * loss.value(x, m);
+        }
+        let yk = w * loss.deriv(x, m);
+        if yk == 0.0 {
+            continue;
+        }
+        for (mode, out) in outs.iter_mut().enumerate().take(N) {
+            let mut prod = [yk; R];
+            for (j, row) in rows.iter().enumerate() {
+                if j != mode {
+                    for (x, &a) in prod.iter_mut().zip(row.iter()) {
+                        *x *= a;
+                    }
+                }
+            }
+            let at = c[mode] as usize * R;
+            for (o, &v) in out[at..at + R].iter_mut().zip(&prod) {
+                *o += v;
+            }
+        }
+    }
+    value
 }
 
 /// Adds one entry's term of [`mode_gradient`], `y_k Π_{j≠mode} A⁽ʲ⁾[c_j, :]`, to
