@@ -155,13 +155,13 @@ fn assert_close(got: f64, want: f64, scale: f64, what: &str) {
 }
 
 twin!(brute_force, |engine| {
-    // Every cell is in the sample. On the CPU, samples of up to 16 384 entries take
+    // Every cell is in the sample. On the CPU, samples of up to 65 536 entries take
     // the fused pass: the generic loops (rank 3), the kernels compiled for orders 3
     // and 4 at ranks 4, 8, 16 and 32, and (from 2048 entries) the pass in two halves.
     // Larger samples take the parallel passes: a mode with at most one row per 8
-    // entries sums private outputs, the 3000 rows of [3000, 3, 2] take the row-block
-    // path.
-    let cases: [(&[usize], usize); 10] = [
+    // entries sums private outputs ([50, 40, 40]), the 12 000 rows of [12000, 3, 2]
+    // take the row-block path.
+    let cases: [(&[usize], usize); 11] = [
         (&[5, 4, 3], 3),
         (&[3, 4, 2, 3], 3),
         (&[40, 3, 2], 3),
@@ -171,7 +171,8 @@ twin!(brute_force, |engine| {
         (&[8, 7, 6, 5], 8),
         (&[4, 3, 5, 6], 16),
         (&[30, 20, 40], 8),
-        (&[3000, 3, 2], 4),
+        (&[50, 40, 40], 8),
+        (&[12000, 3, 2], 4),
     ];
     for (dims, rank) in cases {
         let dims = dims.to_vec();
@@ -280,13 +281,14 @@ fn gradient_is_the_same_for_any_thread_count_and_rejects_bad_shapes() {
     assert!(err.to_string().contains("GCP sample entry"), "{err}");
 }
 
-/// The CPU gradient is the same bits on 1, 2 and 3 workers, on both of its paths
-/// (private outputs summed in range order for the small modes, row blocks for the
-/// 3000 rows of the first mode, more than one per 8 entries), and its value too.
+/// The CPU gradient is the same bits on 1, 2 and 3 workers, on both of its parallel
+/// paths (a sample of 72 000 entries: private outputs summed in range order for the
+/// small modes, row blocks for the 12 000 rows of the first mode, more than one per 8
+/// entries), and its value too.
 #[test]
 fn cpu_gradient_is_the_same_for_any_thread_count() {
     let loss = &losses()[0];
-    let dims = [3000, 3, 2];
+    let dims = [12000, 3, 2];
     let x = tensor(&dims, loss, 71);
     let a = factors(&dims, 4, loss, 72);
     let s = all_cells(&x, |l| 0.25 + (l % 5) as f64);

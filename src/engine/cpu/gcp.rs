@@ -8,8 +8,9 @@
 //! for every thread count. A mode with few rows beside the sample (at most one in
 //! [`PRIVATE_CHUNKS`] per entry) instead sums fixed ranges of the sample into private
 //! outputs, added in range order: no sort, the entries read in order, the same bits
-//! for every thread count too. A small sample (at most [`FUSED_ENTRIES`]) runs in one
-//! pass on one worker instead: values, derivatives and every mode's terms per entry.
+//! for every thread count too. A sample of at most [`FUSED_ENTRIES`] entries runs in
+//! one fused pass per half instead: values, derivatives and every mode's terms per
+//! entry.
 
 use crate::engine::gcp::{EntryLoss, GcpSample};
 use crate::matrix::Matrix;
@@ -21,11 +22,14 @@ const CHUNK: usize = 2048;
 const BLOCKS: usize = 256;
 /// Sample ranges of the gradient of a mode with few rows ([`mode_gradient_private`]).
 const PRIVATE_CHUNKS: usize = 8;
-/// Samples of at most this many entries take the gradient in one pass on one worker
+/// Samples of at most this many entries take the gradient in one fused pass per half
 /// ([`gradient_fused`]; the choice depends on the sample, not on the thread count).
-const FUSED_ENTRIES: usize = 16_384;
+const FUSED_ENTRIES: usize = 65_536;
 /// The fewest entries per half of [`gradient_fused`] (smaller samples run in one pass).
 const FUSED_HALF_MIN: usize = 1024;
+/// [`gradient_fused`] runs in halves only where the modes' rows number at most this
+/// many per sampled entry (else in one pass).
+const FUSED_ROWS_PER_ENTRY: usize = 4;
 
 /// `Σ_r Π_n A⁽ⁿ⁾[c_n, r]`: the rows multiplied element-wise (contiguous, so the
 /// products vectorize), then summed in 4 interleaved partial sums (one chain of
@@ -121,14 +125,16 @@ pub(crate) fn gradient<L: EntryLoss>(
     parts.iter().sum()
 }
 
-/// [`gradient`] of a small sample in one pass per half: each entry's factor rows are
-/// gathered once for its model value and every mode's term. The first half adds its
-/// terms to `grads`, the second (a worker of its own where one is free) to private
-/// outputs added after it, each in sample order; the halves are fixed by the sample's
-/// length, so the bits do not depend on the thread count. At GCP-SGD's usual sample
-/// sizes (a few thousand entries) the row-block path's passes cost more in wake-ups
-/// and barriers than they save: with 6000 entries an iteration ran slower on 2
-/// workers than on 1.
+/// [`gradient`] of a sample of at most [`FUSED_ENTRIES`] in one pass per half: each
+/// entry's factor rows are gathered once for its model value and every mode's term.
+/// The first half adds its terms to `grads`, the second (a worker of its own where one
+/// is free) to private outputs added after it, each in sample order; whether there are
+/// halves depends on the sample's length and the tensor's rows, so the bits do not
+/// depend on the thread count. At GCP-SGD's usual sample sizes (a few thousand to a
+/// few tens of thousands of entries) the row-block path's passes cost more in wake-ups,
+/// sorting and barriers than they save: with 6000 entries an iteration ran slower on 2
+/// workers than on 1, and with 41 600 entries on a 30 500-row tensor the fused pass
+/// took 2.8 s per epoch where the parallel passes took 4.0 s.
 fn gradient_fused<L: EntryLoss>(
     sample: &GcpSample,
     f: &[&[f64]],
@@ -139,7 +145,10 @@ fn gradient_fused<L: EntryLoss>(
 ) -> f64 {
     let n = f.len();
     let len = sample.len();
-    let half = if len >= 2 * FUSED_HALF_MIN {
+    // The second half's private outputs cost a pass over every gradient row: worth it
+    // where the rows are not many more than the entries.
+    let rows: usize = grads.iter().map(Matrix::rows).sum();
+    let half = if len >= 2 * FUSED_HALF_MIN && rows <= FUSED_ROWS_PER_ENTRY * len {
         len.div_ceil(2)
     } else {
         len
