@@ -281,16 +281,12 @@ fn gradient_is_the_same_for_any_thread_count_and_rejects_bad_shapes() {
     assert!(err.to_string().contains("GCP sample entry"), "{err}");
 }
 
-/// The CPU gradient is the same bits on 1, 2 and 3 workers, on both of its parallel
-/// paths (a sample of 72 000 entries: private outputs summed in range order for the
-/// small modes, row blocks for the 12 000 rows of the first mode, more than one per 8
-/// entries), and its value too.
-#[test]
-fn cpu_gradient_is_the_same_for_any_thread_count() {
+/// Asserts that the CPU gradient of every cell of a tensor of extents `dims` at rank
+/// `rank` (seeds from `seed`) is the same bits, value included, on 1, 2 and 3 workers.
+fn assert_same_bits_for_any_thread_count(dims: &[usize], rank: usize, seed: u64) {
     let loss = &losses()[0];
-    let dims = [12000, 3, 2];
-    let x = tensor(&dims, loss, 71);
-    let a = factors(&dims, 4, loss, 72);
+    let x = tensor(dims, loss, seed);
+    let a = factors(dims, rank, loss, seed + 1);
     let s = all_cells(&x, |l| 0.25 + (l % 5) as f64);
     let run = |threads| {
         let engine = Engine::cpu_with(CpuOptions {
@@ -304,31 +300,22 @@ fn cpu_gradient_is_the_same_for_any_thread_count() {
     };
     let one = run(1);
     for threads in [2, 3] {
-        assert!(run(threads) == one, "{threads} workers");
+        assert!(run(threads) == one, "{dims:?}: {threads} workers");
     }
+}
+
+/// The CPU gradient is the same bits on 1, 2 and 3 workers, on both of its parallel
+/// paths (a sample of 72 000 entries: private outputs summed in range order for the
+/// small modes, row blocks for the 12 000 rows of the first mode, more than one per 8
+/// entries), and its value too.
+#[test]
+fn cpu_gradient_is_the_same_for_any_thread_count() {
+    assert_same_bits_for_any_thread_count(&[12000, 3, 2], 4, 71);
 }
 
 /// The fused pass in two halves (a sample of 3000 entries, the order-3 rank-16 kernel)
 /// gives the same bits on 1, 2 and 3 workers.
 #[test]
 fn cpu_fused_gradient_is_the_same_for_any_thread_count() {
-    let loss = &losses()[0];
-    let dims = [20, 15, 10];
-    let x = tensor(&dims, loss, 81);
-    let a = factors(&dims, 16, loss, 82);
-    let s = all_cells(&x, |l| 0.5 + (l % 3) as f64);
-    let run = |threads| {
-        let engine = Engine::cpu_with(CpuOptions {
-            threads: Some(threads),
-            ..Default::default()
-        })
-        .unwrap();
-        let mut grads = Vec::new();
-        let f = engine.gcp_gradient(&s, &a, loss, true, &mut grads).unwrap();
-        (f.to_bits(), grads)
-    };
-    let one = run(1);
-    for threads in [2, 3] {
-        assert!(run(threads) == one, "{threads} workers");
-    }
+    assert_same_bits_for_any_thread_count(&[20, 15, 10], 16, 81);
 }
