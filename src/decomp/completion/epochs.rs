@@ -144,7 +144,8 @@ impl Fitter<'_> {
     }
 
     /// One epoch at `lambda`; SGD's rate (SGD only), whether the epoch was undone, and
-    /// the loss of the factors it leaves where it computed that (ALS and CCD++).
+    /// the loss of the factors it leaves where it computed that (ALS and CCD++ always,
+    /// SGD when the epoch was kept).
     fn epoch(
         &mut self,
         lambda: f64,
@@ -265,21 +266,27 @@ impl Fitter<'_> {
                     outcome = s.sgd_epoch(&step).map(|_| ());
                     Ok(())
                 })?;
-                let objective = match outcome {
+                // The loss and the objective of the factors the epoch leaves.
+                let judged = match outcome {
                     Ok(()) => match s.loss() {
-                        Ok(l) => Some(l + layout.penalty(&s.factors()?, lambda, self.bias_lambda)),
+                        Ok(l) => Some((
+                            l,
+                            l + layout.penalty(&s.factors()?, lambda, self.bias_lambda),
+                        )),
                         Err(Error::NonFinite(_)) => None,
                         Err(e) => return Err(e),
                     },
                     Err(Error::NonFinite(_)) => None,
                     Err(e) => return Err(e),
                 };
-                match objective {
-                    Some(o) if o.is_finite() && o <= *prev_objective => {
+                match judged {
+                    Some((loss, o)) if o.is_finite() && o <= *prev_objective => {
                         *prev_objective = o;
                         self.lr *= 1.05;
                         self.halvings = 0;
-                        (Some(lr), false, None)
+                        // The kept epoch's loss is known: the caller need not pass
+                        // over the entries again.
+                        (Some(lr), false, Some(loss))
                     }
                     _ => {
                         for (m, f) in before.iter().enumerate() {
@@ -299,12 +306,15 @@ impl Fitter<'_> {
             }
         };
         let (rate, undone, swept) = out;
-        let mut loss = None;
-        if let Some(before) = before {
-            let t = Instant::now();
-            loss = Some(self.extrapolate(&before, lambda, swept)?);
-            *kernel += t.elapsed().as_secs_f64();
-        }
+        let loss = match before {
+            Some(before) => {
+                let t = Instant::now();
+                let loss = self.extrapolate(&before, lambda, swept)?;
+                *kernel += t.elapsed().as_secs_f64();
+                Some(loss)
+            }
+            None => swept,
+        };
         Ok((rate, undone, loss))
     }
 
