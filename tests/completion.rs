@@ -198,7 +198,8 @@ twin!(
             return;
         }
         // The CPU builds each row's system with a kernel per width (8 to 64 in steps
-        // of 8, ranks between them zero-padded up; above 64, unblocked) and sums the loss over rows once the rows are grouped: every one of
+        // of 8, ranks between them zero-padded up, each width's Gram in its own row
+        // blocks; above 64, unblocked) and sums the loss over rows once the rows are grouped: every one of
         // them, orders 1 to 5, a row with no nonzeros, rows with more than one chunk.
         let seed = common::fresh_seed("completion ranks");
         let shapes: [&[usize]; 5] = [
@@ -220,7 +221,7 @@ twin!(
                 .prepare_with_thresholds(&x, &[(Op::Completion, u32::MAX)])
                 .unwrap();
             let x = in_session_order(&p);
-            for rank in [8, 16, 32, 64, 5, 19, 45, 70] {
+            for rank in [8, 16, 32, 64, 5, 19, 24, 36, 45, 70] {
                 let what = format!("{dims:?} rank {rank}");
                 let mut f = Matrix::random_factors(x.dims(), &vec![rank; x.order()], seed ^ 5);
                 // Row 0 of mode 0 is never hit by a nonzero at index 0 for long modes
@@ -295,7 +296,7 @@ twin!(
                     .unwrap();
                 let x = in_session_order(&p);
                 let order = x.order();
-                for rank in [1, 5, 8, 16, 19, 32, 45, 60, 64, 70] {
+                for rank in [1, 5, 8, 16, 19, 32, 36, 45, 60, 64, 70] {
                     let what = format!("{dims:?} rank {rank} + {order} biases");
                     let wide_rank = rank + order;
                     let mut f = Matrix::random_factors(x.dims(), &vec![wide_rank; order], seed ^ 9);

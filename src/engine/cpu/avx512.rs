@@ -143,7 +143,7 @@ pub(super) unsafe fn row_system_bias<const P: usize, const B: usize>(
         let (mut cy, mut cy2) = (0f32, 0f32);
         for j in 0..n {
             let ix = &idx[j * d..(j + 1) * d];
-            let row = &f.cp[0][ix[0] as usize];
+            let row = &f.cp[0][ix[0] as usize].0;
             let mut kv = [_mm512_setzero_ps(); 4];
             for v in 0..vectors {
                 // SAFETY: a padded row holds `P ≥ 16 v + 16` floats.
@@ -152,7 +152,7 @@ pub(super) unsafe fn row_system_bias<const P: usize, const B: usize>(
             let mut fixed = f.bias[0][ix[0] as usize];
             for m in 1..d {
                 let i = ix[m] as usize;
-                let row = &f.cp[m][i];
+                let row = &f.cp[m][i].0;
                 for v in 0..vectors {
                     // SAFETY: as above.
                     kv[v] =

@@ -11,9 +11,44 @@
 
 use crate::matrix::Matrix;
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 /// Khatri-Rao rows formed per chunk (a chunk of rank-32 rows is 4 KiB: L1-resident).
 pub(super) const CHUNK: usize = 32;
+
+/// A chunk's Khatri-Rao rows, each written before it is read. Not zeroed: a row's
+/// kernel starts a chunk buffer per row, and for the short rows of most modes zeroing
+/// it was a third of the stores the rows themselves take.
+pub(super) struct ChunkRows<const P: usize> {
+    rows: [MaybeUninit<[f32; P]>; CHUNK],
+    /// Rows `..filled` have been written (in some chunk: a later chunk overwrites them).
+    filled: usize,
+}
+
+impl<const P: usize> ChunkRows<P> {
+    pub(super) fn new() -> Self {
+        ChunkRows {
+            rows: [const { MaybeUninit::uninit() }; CHUNK],
+            filled: 0,
+        }
+    }
+
+    /// Writes row `j` (rows are written from 0 on: `j ≤` the rows written so far).
+    #[inline(always)]
+    pub(super) fn set(&mut self, j: usize, row: [f32; P]) {
+        self.rows[j].write(row);
+        self.filled = self.filled.max(j + 1);
+    }
+
+    /// The first `n` rows, all written.
+    #[inline(always)]
+    pub(super) fn first(&self, n: usize) -> &[[f32; P]] {
+        assert!(n <= self.filled, "chunk rows read before they were written");
+        // SAFETY: rows `..filled` are initialized (`set`), and `MaybeUninit<T>` has
+        // `T`'s layout.
+        unsafe { std::slice::from_raw_parts(self.rows.as_ptr().cast::<[f32; P]>(), n) }
+    }
+}
 
 /// The register-blocked width a rank runs at: the smallest of 8, 16, 24, 32, 40, 48
 /// and 64 that holds it (0 above 64: the unblocked kernels).
@@ -95,11 +130,11 @@ pub(super) fn row_loss_any(a: &[f32], others: &[u32], values: &[f32], facs: &[&[
 }
 
 /// One row's system for a rank `r ≤ P`, run `P` wide on factors padded to `P` columns
-/// ([`pad_rows`]; the padding's entries of `G` and `b` are never written out), `B` rows
-/// of `G` accumulated at a time (`P·B ≤ 96` floats: at most 12 AVX registers). `others`
-/// holds `d = facs.len()` indices per nonzero.
+/// ([`pad_rows`]; the padding's entries of `G` and `b` are never written out), `G`
+/// accumulated a block of its rows at a time ([`gram`]). `others` holds
+/// `d = facs.len()` indices per nonzero.
 #[inline(always)]
-pub(super) fn row_system<const P: usize, const B: usize>(
+pub(super) fn row_system<const P: usize>(
     r: usize,
     others: &[u32],
     values: &[f32],
@@ -109,24 +144,30 @@ pub(super) fn row_system<const P: usize, const B: usize>(
     let d = facs.len();
     let mut g = [[0f32; P]; P];
     let mut b = [0f32; P];
-    let mut k = [[0f32; P]; CHUNK];
+    let mut chunk = ChunkRows::<P>::new();
     for (idx, vals) in others.chunks(CHUNK * d).zip(values.chunks(CHUNK)) {
         let n = vals.len();
-        for (j, kj) in k.iter_mut().take(n).enumerate() {
+        for j in 0..n {
             let ix = &idx[j * d..(j + 1) * d];
-            kj.copy_from_slice(&facs[0][ix[0] as usize * P..][..P]);
+            // Formed in a local (registers) and stored once: multiplying in place in
+            // the chunk buffer sends every factor's product through a store and a
+            // reload.
+            let mut kr = [0f32; P];
+            kr.copy_from_slice(&facs[0][ix[0] as usize * P..][..P]);
             for (f, &i) in facs.iter().zip(ix).skip(1) {
                 let row = &f[i as usize * P..][..P];
-                for (kr, &a) in kj.iter_mut().zip(row) {
-                    *kr *= a;
+                for (x, &a) in kr.iter_mut().zip(row) {
+                    *x *= a;
                 }
             }
+            chunk.set(j, kr);
         }
+        let k = chunk.first(n);
         // The chunk's right-hand side in a local accumulator (kept in registers;
         // accumulating into `b` inside the loop above chains every nonzero's update
         // through memory).
         let mut cb = [0f32; P];
-        for (kj, &x) in k[..n].iter().zip(vals) {
+        for (kj, &x) in k.iter().zip(vals) {
             for (br, &kr) in cb.iter_mut().zip(kj) {
                 *br = x.mul_add(kr, *br);
             }
@@ -134,9 +175,9 @@ pub(super) fn row_system<const P: usize, const B: usize>(
         for (br, &v) in b.iter_mut().zip(&cb) {
             *br += v;
         }
-        gram::<P, B>(&k[..n], r, &mut g);
+        gram::<P>(k, r, &mut g);
     }
-    mirror::<P, B, 8>(&mut g, r);
+    mirror::<P, 1, 8>(&mut g, r);
     for (o, gp) in dst.chunks_exact_mut(r).take(r).zip(&g) {
         o.copy_from_slice(&gp[..r]);
     }
@@ -161,12 +202,18 @@ pub(super) fn mirror<const P: usize, const B: usize, const W: usize>(
     }
 }
 
+/// A factor row zero-padded to `P` columns, starting on a cache line (a 16-byte
+/// aligned row of 64 bytes would straddle two lines on every gather).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(super) struct Row<const P: usize>(pub(super) [f32; P]);
+
 /// The other modes' factors in the bias layout, split for [`row_system_bias`]: per
 /// other mode (in mode order) its `rank` CP columns, zero-padded to `P`, and its own
 /// bias column (the fixed columns, all 1, are not kept).
 pub(super) struct BiasFactors<const P: usize> {
     /// Per other mode, its CP rows.
-    pub(super) cp: Vec<Vec<[f32; P]>>,
+    pub(super) cp: Vec<Vec<Row<P>>>,
     /// Per other mode, its own bias per row.
     pub(super) bias: Vec<Vec<f32>>,
 }
@@ -183,7 +230,7 @@ impl<const P: usize> BiasFactors<P> {
                 let rows = f.data().chunks_exact(f.cols().max(1));
                 let cp = rows
                     .clone()
-                    .map(|row| std::array::from_fn(|q| if q < rank { row[q] } else { 0.0 }))
+                    .map(|row| Row(std::array::from_fn(|q| if q < rank { row[q] } else { 0.0 })))
                     .collect();
                 (cp, rows.map(|row| row[c]).collect())
             })
@@ -193,14 +240,14 @@ impl<const P: usize> BiasFactors<P> {
 }
 
 /// One row's bias-layout system ([`super::rows::RowGroups::bias_normal_equations`])
-/// for a CP rank `r ≤ P`, `B` rows of `G` accumulated at a time as in [`row_system`].
+/// for a CP rank `r ≤ P`, `G` accumulated as in [`row_system`].
 /// Per nonzero: the Khatri-Rao row's CP part `k` and the target `y = x −` the other
 /// modes' biases. The bias unknown's Khatri-Rao entry is the product of the other
 /// modes' fixed 1s, so its row of `G` is `Σ k` and the count, its right-hand side
 /// `Σ y`. Returns `Σ y²` (with `G` and `b` it gives the row's loss at any solution:
 /// `Σ y² − 2aᵀb + aᵀGa`).
 #[inline(always)]
-pub(super) fn row_system_bias<const P: usize, const B: usize>(
+pub(super) fn row_system_bias<const P: usize>(
     f: &BiasFactors<P>,
     r: usize,
     others: &[u32],
@@ -212,27 +259,30 @@ pub(super) fn row_system_bias<const P: usize, const B: usize>(
     let (mut b, mut cross) = ([0f32; P], [0f32; P]);
     let mut be = 0f32;
     let mut squares = 0f64;
-    let mut k = [[0f32; P]; CHUNK];
+    let mut chunk = ChunkRows::<P>::new();
     let mut y = [0f32; CHUNK];
     for (idx, vals) in others.chunks(CHUNK * d).zip(values.chunks(CHUNK)) {
         let n = vals.len();
-        for (j, ((kj, yj), &x)) in k.iter_mut().zip(&mut y).zip(vals).enumerate() {
+        for (j, (yj, &x)) in y.iter_mut().zip(vals).enumerate() {
             let ix = &idx[j * d..(j + 1) * d];
-            *kj = f.cp[0][ix[0] as usize];
+            // In a local, stored once (as in `row_system`).
+            let mut kr = f.cp[0][ix[0] as usize].0;
             let mut fixed = f.bias[0][ix[0] as usize];
             for ((cp, bias), &i) in f.cp.iter().zip(&f.bias).zip(ix).skip(1) {
-                for (kr, &a) in kj.iter_mut().zip(&cp[i as usize]) {
-                    *kr *= a;
+                for (x, &a) in kr.iter_mut().zip(&cp[i as usize].0) {
+                    *x *= a;
                 }
                 fixed += bias[i as usize];
             }
+            chunk.set(j, kr);
             *yj = x - fixed;
         }
+        let k = chunk.first(n);
         // The chunk's right-hand sides and `Σ k` in local accumulators (kept in
         // registers; accumulating into the row's arrays inside the loop above chains
         // every nonzero's update through memory).
         let (mut cb, mut ck, mut cy, mut cy2) = ([0f32; P], [0f32; P], 0f32, 0f32);
-        for (kj, &yj) in k[..n].iter().zip(&y[..n]) {
+        for (kj, &yj) in k.iter().zip(&y[..n]) {
             for ((br, cr), &kr) in cb.iter_mut().zip(ck.iter_mut()).zip(kj) {
                 *br = yj.mul_add(kr, *br);
                 *cr += kr;
@@ -246,9 +296,9 @@ pub(super) fn row_system_bias<const P: usize, const B: usize>(
             *cr += vk;
         }
         be += cy;
-        gram::<P, B>(&k[..n], r, &mut g);
+        gram::<P>(k, r, &mut g);
     }
-    mirror::<P, B, 8>(&mut g, r);
+    mirror::<P, 1, 8>(&mut g, r);
     write_bias_system(&g, &cross, &b, be, values.len(), r, dst);
     squares
 }
@@ -276,23 +326,54 @@ pub(super) fn write_bias_system<const P: usize>(
     dst[w * w + r] = be;
 }
 
-/// Adds `Σ_j k_j k_jᵀ` to `g`'s first `r` rows, `B` at a time ([`gram_rows`]). `G` is
-/// symmetric: rows `a0..` need only the columns from their 8-wide column block on (the
-/// rest is [`mirror`]ed). The block's start is a constant of `gram_rows`, so its
-/// accumulators stay in registers.
+/// Adds `Σ_j k_j k_jᵀ` to `g`'s first `r` rows. `G` is symmetric: the rows of each
+/// 8-row group `8c..8c + 8` need only the columns from `8c` on (the rest is
+/// [`mirror`]ed), `P/8 − c` vectors. Each group runs in blocks of rows sized so that a
+/// block has 8 to 12 accumulators ([`group`]): enough independent FMA chains to cover
+/// the FMA latency at full throughput, few enough to stay in AVX2's 16 registers. (A
+/// fixed number of rows per block left the last groups, one vector wide, with a
+/// quarter of the chains: latency-bound.) The column start is a constant of
+/// `gram_rows`, so its accumulators stay in registers.
 #[inline(always)]
-fn gram<const P: usize, const B: usize>(k: &[[f32; P]], r: usize, g: &mut [[f32; P]; P]) {
-    for a0 in (0..r).step_by(B) {
-        match a0 / 8 {
-            0 => gram_rows::<P, B, 0>(k, a0, g),
-            1 => gram_rows::<P, B, 8>(k, a0, g),
-            2 => gram_rows::<P, B, 16>(k, a0, g),
-            3 => gram_rows::<P, B, 24>(k, a0, g),
-            4 => gram_rows::<P, B, 32>(k, a0, g),
-            5 => gram_rows::<P, B, 40>(k, a0, g),
-            6 => gram_rows::<P, B, 48>(k, a0, g),
-            _ => gram_rows::<P, B, 56>(k, a0, g),
+fn gram<const P: usize>(k: &[[f32; P]], r: usize, g: &mut [[f32; P]; P]) {
+    for c in 0..r.div_ceil(8) {
+        match c {
+            0 => group::<P, 0>(k, r, g),
+            1 => group::<P, 8>(k, r, g),
+            2 => group::<P, 16>(k, r, g),
+            3 => group::<P, 24>(k, r, g),
+            4 => group::<P, 32>(k, r, g),
+            5 => group::<P, 40>(k, r, g),
+            6 => group::<P, 48>(k, r, g),
+            _ => group::<P, 56>(k, r, g),
         }
+    }
+}
+
+/// [`gram`]'s rows `C0..min(C0 + 8, r)`, in blocks of `B` rows with `B · (P − C0)/8`
+/// accumulators of 8 floats.
+#[inline(always)]
+fn group<const P: usize, const C0: usize>(k: &[[f32; P]], r: usize, g: &mut [[f32; P]; P]) {
+    let end = (C0 + 8).min(r);
+    match (P.saturating_sub(C0)) / 8 {
+        0 => {}
+        1 => blocks::<P, 8, C0>(k, end, g),
+        2 | 3 => blocks::<P, 4, C0>(k, end, g),
+        4..=6 => blocks::<P, 2, C0>(k, end, g),
+        _ => blocks::<P, 1, C0>(k, end, g),
+    }
+}
+
+/// Rows `C0..end` of [`gram`], `B` at a time (`B` divides 8, so blocks stay within
+/// the group).
+#[inline(always)]
+fn blocks<const P: usize, const B: usize, const C0: usize>(
+    k: &[[f32; P]],
+    end: usize,
+    g: &mut [[f32; P]; P],
+) {
+    for a0 in (C0..end).step_by(B) {
+        gram_rows::<P, B, C0>(k, a0, g);
     }
 }
 

@@ -384,13 +384,13 @@ impl RowGroups {
         // 16 + 3) run zero-padded to the next width rather than unblocked.
         let r = rank;
         match p {
-            8 => rows(&|o, v, dst| row_system::<8, 8>(r, o, v, &facs, dst), out),
-            16 => rows(&|o, v, dst| row_system::<16, 4>(r, o, v, &facs, dst), out),
-            24 => rows(&|o, v, dst| row_system::<24, 3>(r, o, v, &facs, dst), out),
-            32 => rows(&|o, v, dst| row_system::<32, 2>(r, o, v, &facs, dst), out),
-            40 => rows(&|o, v, dst| row_system::<40, 2>(r, o, v, &facs, dst), out),
-            48 => rows(&|o, v, dst| row_system::<48, 1>(r, o, v, &facs, dst), out),
-            64 => rows(&|o, v, dst| row_system::<64, 1>(r, o, v, &facs, dst), out),
+            8 => rows(&|o, v, dst| row_system::<8>(r, o, v, &facs, dst), out),
+            16 => rows(&|o, v, dst| row_system::<16>(r, o, v, &facs, dst), out),
+            24 => rows(&|o, v, dst| row_system::<24>(r, o, v, &facs, dst), out),
+            32 => rows(&|o, v, dst| row_system::<32>(r, o, v, &facs, dst), out),
+            40 => rows(&|o, v, dst| row_system::<40>(r, o, v, &facs, dst), out),
+            48 => rows(&|o, v, dst| row_system::<48>(r, o, v, &facs, dst), out),
+            64 => rows(&|o, v, dst| row_system::<64>(r, o, v, &facs, dst), out),
             _ => rows(&|o, v, dst| row_system_any(rank, o, v, &facs, dst), out),
         }
     }
@@ -439,12 +439,9 @@ impl RowGroups {
         let mut rows =
             |f: &RowSumKernel, out: &mut Matrix| self.each_row_sum(d, width, f, out, squares);
         macro_rules! run {
-            ($p:literal, $b:literal) => {{
+            ($p:literal) => {{
                 let f = BiasFactors::<$p>::new(others, rank, mode);
-                rows(
-                    &|o, v, dst| row_system_bias::<$p, $b>(&f, rank, o, v, dst),
-                    out,
-                )
+                rows(&|o, v, dst| row_system_bias::<$p>(&f, rank, o, v, dst), out)
             }};
         }
         macro_rules! wide {
@@ -463,13 +460,13 @@ impl RowGroups {
             (32, _) => wide!(32),
             (48, _) => wide!(48),
             (64, _) => wide!(64),
-            (_, 8) => run!(8, 8),
-            (_, 16) => run!(16, 4),
-            (_, 24) => run!(24, 3),
-            (_, 32) => run!(32, 2),
-            (_, 40) => run!(40, 2),
-            (_, 48) => run!(48, 1),
-            _ => run!(64, 1),
+            (_, 8) => run!(8),
+            (_, 16) => run!(16),
+            (_, 24) => run!(24),
+            (_, 32) => run!(32),
+            (_, 40) => run!(40),
+            (_, 48) => run!(48),
+            _ => run!(64),
         }
     }
 
