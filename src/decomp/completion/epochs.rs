@@ -52,6 +52,10 @@ pub(super) struct Fitter<'s> {
     pub scratch: Vec<Matrix>,
     /// The rows' `Σ y²` of the last bias normal equations.
     pub squares: Vec<f64>,
+    /// Whether `scratch[0]` holds mode 0's bias normal equations for the session's
+    /// factors as they are (built by an accepted extrapolation,
+    /// [`Fitter::extrapolate`]): the next ALS sweep starts from them.
+    pub mode0_ready: bool,
     /// Whether the caller's callback asked to stop: no further epoch runs.
     pub stopped: bool,
 }
@@ -182,10 +186,12 @@ impl Fitter<'_> {
                     let diagonal = layout.diagonal(lambda, self.bias_lambda);
                     let mut toward = vec![f64::from(value); layout.rank];
                     let a = if layout.biases {
-                        timed(&mut || {
-                            s.bias_normal_equations(mode, layout.rank, ne, squares)
-                                .map(|_| ())
-                        })?;
+                        if !(mode == 0 && std::mem::take(&mut self.mode0_ready)) {
+                            timed(&mut || {
+                                s.bias_normal_equations(mode, layout.rank, ne, squares)
+                                    .map(|_| ())
+                            })?;
+                        }
                         toward.push(centers.as_ref().expect("ALS keeps the factors before")[mode]);
                         let w = layout.rank + 1;
                         let (a, pinv) =
@@ -352,7 +358,7 @@ impl Fitter<'_> {
             return Ok(base_loss);
         }
         self.set_factors(&ahead)?;
-        let tried_loss = match self.session.loss() {
+        let tried_loss = match self.ahead_loss(&ahead, swept.is_some()) {
             Ok(l) => l,
             Err(Error::NonFinite(_)) => f64::INFINITY,
             Err(e) => return Err(e),
@@ -368,8 +374,38 @@ impl Fitter<'_> {
         }
     }
 
-    /// Sets the session's factors.
+    /// The loss of the extrapolated factors `ahead`, which the session holds. Where
+    /// ALS's sweep took its loss from the bias systems (`from_systems`), so does this:
+    /// mode 0's systems for `ahead`'s other modes, then `Σ_i (Σ y² − 2aᵀb + aᵀGa)` at
+    /// mode 0's own extrapolated rows. Those systems are the next sweep's first step
+    /// whenever the step is kept, so the pass that judges the step is not spent (a
+    /// pass over the entries for the loss costs about as much as one for the systems).
+    /// Otherwise a pass over the entries.
+    fn ahead_loss(&mut self, ahead: &[Matrix], from_systems: bool) -> Result<f64> {
+        if !(from_systems && self.solver == Solver::Als && self.layout.biases) {
+            return self.session.loss();
+        }
+        let (rank, ne) = (self.layout.rank, &mut self.scratch[0]);
+        self.session
+            .bias_normal_equations(0, rank, ne, &mut self.squares)?;
+        if self.squares.len() != ne.rows() {
+            return self.session.loss();
+        }
+        let own = Matrix::from_fn(ahead[0].rows(), rank + 1, |i, c| {
+            ahead[0].get(i, if c < rank { c } else { rank })
+        });
+        let (ne, squares) = (&self.scratch[0], &self.squares);
+        let loss = self
+            .engine
+            .install(|| loss_of_rows(ne, rank + 1, &own, squares));
+        // Kept by the caller only if the step is: `set_factors` clears it otherwise.
+        self.mode0_ready = true;
+        Ok(loss)
+    }
+
+    /// Sets the session's factors (mode 0's prepared systems, if any, no longer hold).
     pub fn set_factors(&mut self, factors: &[Matrix]) -> Result<()> {
+        self.mode0_ready = false;
         for (m, f) in factors.iter().enumerate() {
             self.session.set_factor(m, f)?;
         }

@@ -392,6 +392,7 @@ pub fn complete_with_control(
         epochs: Vec::new(),
         scratch: vec![Matrix::zeros(1, 1); dims.len()],
         squares: Vec::new(),
+        mode0_ready: false,
         stopped: false,
     };
     let spread = (fitter.session.loss()? / fitter.nnz).sqrt();
