@@ -21,32 +21,25 @@ pub(super) const CHUNK: usize = 32;
 /// it was a third of the stores the rows themselves take.
 pub(super) struct ChunkRows<const P: usize> {
     rows: [MaybeUninit<[f32; P]>; CHUNK],
-    /// Rows `..filled` have been written (in some chunk: a later chunk overwrites them).
-    filled: usize,
 }
 
 impl<const P: usize> ChunkRows<P> {
     pub(super) fn new() -> Self {
         ChunkRows {
             rows: [const { MaybeUninit::uninit() }; CHUNK],
-            filled: 0,
         }
     }
 
-    /// Writes row `j` (rows are written from 0 on: `j ≤` the rows written so far).
+    /// Writes rows `0..n` as `row(j)` and returns them (`n ≤ CHUNK`).
     #[inline(always)]
-    pub(super) fn set(&mut self, j: usize, row: [f32; P]) {
-        self.rows[j].write(row);
-        self.filled = self.filled.max(j + 1);
-    }
-
-    /// The first `n` rows, all written.
-    #[inline(always)]
-    pub(super) fn first(&self, n: usize) -> &[[f32; P]] {
-        assert!(n <= self.filled, "chunk rows read before they were written");
-        // SAFETY: rows `..filled` are initialized (`set`), and `MaybeUninit<T>` has
-        // `T`'s layout.
-        unsafe { std::slice::from_raw_parts(self.rows.as_ptr().cast::<[f32; P]>(), n) }
+    pub(super) fn fill(&mut self, n: usize, mut row: impl FnMut(usize) -> [f32; P]) -> &[[f32; P]] {
+        let rows = &mut self.rows[..n];
+        for (j, slot) in rows.iter_mut().enumerate() {
+            slot.write(row(j));
+        }
+        // SAFETY: the `n` rows were all written above, and `MaybeUninit<T>` has `T`'s
+        // layout.
+        unsafe { std::slice::from_raw_parts(rows.as_ptr().cast::<[f32; P]>(), n) }
     }
 }
 
@@ -89,13 +82,29 @@ pub(super) fn row_loss<const P: usize>(
     let (d, r) = (facs.len(), a.len());
     let mut own = [0f32; P];
     own[..r].copy_from_slice(a);
+    match d {
+        1 => row_loss_of::<P>(&own, others, values, d, khatri_rao::<P, 1>, facs),
+        2 => row_loss_of::<P>(&own, others, values, d, khatri_rao::<P, 2>, facs),
+        3 => row_loss_of::<P>(&own, others, values, d, khatri_rao::<P, 3>, facs),
+        _ => row_loss_of::<P>(&own, others, values, d, khatri_rao_any::<P>, facs),
+    }
+}
+
+/// [`row_loss`] with the other modes' Khatri-Rao rows formed by `kr`.
+#[inline(always)]
+fn row_loss_of<const P: usize>(
+    own: &[f32; P],
+    others: &[u32],
+    values: &[f32],
+    d: usize,
+    kr: impl Fn(&[&[f32]], &[u32]) -> [f32; P],
+    facs: &[&[f32]],
+) -> f64 {
     let mut sum = 0f64;
     for (ix, &x) in others.chunks_exact(d).zip(values) {
-        let mut k = own;
-        for (f, &i) in facs.iter().zip(ix) {
-            for (kr, &v) in k.iter_mut().zip(&f[i as usize * P..][..P]) {
-                *kr *= v;
-            }
+        let mut k = kr(facs, ix);
+        for (v, &a) in k.iter_mut().zip(own) {
+            *v *= a;
         }
         let mut lanes = [0f32; 8];
         for c in k.chunks_exact(8) {
@@ -147,22 +156,15 @@ pub(super) fn row_system<const P: usize>(
     let mut chunk = ChunkRows::<P>::new();
     for (idx, vals) in others.chunks(CHUNK * d).zip(values.chunks(CHUNK)) {
         let n = vals.len();
-        for j in 0..n {
-            let ix = &idx[j * d..(j + 1) * d];
-            // Formed in a local (registers) and stored once: multiplying in place in
-            // the chunk buffer sends every factor's product through a store and a
-            // reload.
-            let mut kr = [0f32; P];
-            kr.copy_from_slice(&facs[0][ix[0] as usize * P..][..P]);
-            for (f, &i) in facs.iter().zip(ix).skip(1) {
-                let row = &f[i as usize * P..][..P];
-                for (x, &a) in kr.iter_mut().zip(row) {
-                    *x *= a;
-                }
-            }
-            chunk.set(j, kr);
-        }
-        let k = chunk.first(n);
+        // Each row formed in a local (registers) and stored once: multiplying in place
+        // in the chunk buffer sends every factor's product through a store and a
+        // reload.
+        let k = match d {
+            1 => chunk.fill(n, |j| khatri_rao::<P, 1>(facs, &idx[j..j + 1])),
+            2 => chunk.fill(n, |j| khatri_rao::<P, 2>(facs, &idx[2 * j..2 * j + 2])),
+            3 => chunk.fill(n, |j| khatri_rao::<P, 3>(facs, &idx[3 * j..3 * j + 3])),
+            _ => chunk.fill(n, |j| khatri_rao_any::<P>(facs, &idx[j * d..(j + 1) * d])),
+        };
         // The chunk's right-hand side in a local accumulator (kept in registers;
         // accumulating into `b` inside the loop above chains every nonzero's update
         // through memory).
@@ -237,6 +239,72 @@ impl<const P: usize> BiasFactors<P> {
             .unzip();
         BiasFactors { cp, bias }
     }
+
+    /// The Khatri-Rao row's CP part of a nonzero at `ix` (its `D` other modes'
+    /// indices) and, in `y`, its target: `x` less the other modes' biases. `D` a
+    /// constant, so the modes' loop unrolls and its factors' slices stay in registers.
+    #[inline(always)]
+    fn row<const D: usize>(&self, ix: &[u32], x: f32, y: &mut f32) -> [f32; P] {
+        let ix: &[u32; D] = ix.try_into().expect("D indices per nonzero");
+        let cp: [&[Row<P>]; D] = std::array::from_fn(|m| &self.cp[m][..]);
+        let bias: [&[f32]; D] = std::array::from_fn(|m| &self.bias[m][..]);
+        let mut kr = cp[0][ix[0] as usize].0;
+        let mut fixed = bias[0][ix[0] as usize];
+        for m in 1..D {
+            let row = &cp[m][ix[m] as usize].0;
+            for (v, &a) in kr.iter_mut().zip(row) {
+                *v *= a;
+            }
+            fixed += bias[m][ix[m] as usize];
+        }
+        *y = x - fixed;
+        kr
+    }
+
+    /// [`BiasFactors::row`] for any number of other modes.
+    #[inline(always)]
+    fn row_any(&self, ix: &[u32], x: f32, y: &mut f32) -> [f32; P] {
+        let mut kr = self.cp[0][ix[0] as usize].0;
+        let mut fixed = self.bias[0][ix[0] as usize];
+        for ((cp, bias), &i) in self.cp.iter().zip(&self.bias).zip(ix).skip(1) {
+            for (v, &a) in kr.iter_mut().zip(&cp[i as usize].0) {
+                *v *= a;
+            }
+            fixed += bias[i as usize];
+        }
+        *y = x - fixed;
+        kr
+    }
+}
+
+/// The Khatri-Rao row `Π_m facs[m][ix[m]]` of factors padded to `P` columns, for
+/// `D` other modes (a constant, so the loop over them unrolls).
+#[inline(always)]
+fn khatri_rao<const P: usize, const D: usize>(facs: &[&[f32]], ix: &[u32]) -> [f32; P] {
+    let ix: &[u32; D] = ix.try_into().expect("D indices per nonzero");
+    let facs: &[&[f32]; D] = facs.try_into().expect("D factors");
+    let mut kr = [0f32; P];
+    kr.copy_from_slice(&facs[0][ix[0] as usize * P..][..P]);
+    for m in 1..D {
+        let row = &facs[m][ix[m] as usize * P..][..P];
+        for (v, &a) in kr.iter_mut().zip(row) {
+            *v *= a;
+        }
+    }
+    kr
+}
+
+/// [`khatri_rao`] for any number of other modes.
+#[inline(always)]
+fn khatri_rao_any<const P: usize>(facs: &[&[f32]], ix: &[u32]) -> [f32; P] {
+    let mut kr = [0f32; P];
+    kr.copy_from_slice(&facs[0][ix[0] as usize * P..][..P]);
+    for (f, &i) in facs.iter().zip(ix).skip(1) {
+        for (v, &a) in kr.iter_mut().zip(&f[i as usize * P..][..P]) {
+            *v *= a;
+        }
+    }
+    kr
 }
 
 /// One row's bias-layout system ([`super::rows::RowGroups::bias_normal_equations`])
@@ -263,21 +331,19 @@ pub(super) fn row_system_bias<const P: usize>(
     let mut y = [0f32; CHUNK];
     for (idx, vals) in others.chunks(CHUNK * d).zip(values.chunks(CHUNK)) {
         let n = vals.len();
-        for (j, (yj, &x)) in y.iter_mut().zip(vals).enumerate() {
-            let ix = &idx[j * d..(j + 1) * d];
-            // In a local, stored once (as in `row_system`).
-            let mut kr = f.cp[0][ix[0] as usize].0;
-            let mut fixed = f.bias[0][ix[0] as usize];
-            for ((cp, bias), &i) in f.cp.iter().zip(&f.bias).zip(ix).skip(1) {
-                for (x, &a) in kr.iter_mut().zip(&cp[i as usize].0) {
-                    *x *= a;
-                }
-                fixed += bias[i as usize];
-            }
-            chunk.set(j, kr);
-            *yj = x - fixed;
-        }
-        let k = chunk.first(n);
+        // In a local, stored once (as in `row_system`); the target beside it.
+        let k = match d {
+            1 => chunk.fill(n, |j| f.row::<1>(&idx[j..j + 1], vals[j], &mut y[j])),
+            2 => chunk.fill(n, |j| {
+                f.row::<2>(&idx[2 * j..2 * j + 2], vals[j], &mut y[j])
+            }),
+            3 => chunk.fill(n, |j| {
+                f.row::<3>(&idx[3 * j..3 * j + 3], vals[j], &mut y[j])
+            }),
+            _ => chunk.fill(n, |j| {
+                f.row_any(&idx[j * d..(j + 1) * d], vals[j], &mut y[j])
+            }),
+        };
         // The chunk's right-hand sides and `Σ k` in local accumulators (kept in
         // registers; accumulating into the row's arrays inside the loop above chains
         // every nonzero's update through memory).
