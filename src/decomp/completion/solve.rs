@@ -25,106 +25,162 @@ pub(super) fn solve_rows(
     let shift = &shift[..];
     let rows = ne.rows();
     let mut out = Matrix::zeros(rows, r);
-    // Rows go LANES at a time through one Cholesky, fewer (4) at widths whose 8-lane
-    // system would not fit comfortably on a worker's stack.
-    let lanes = if r <= 33 { LANES } else { 4 };
-    let pinv = out
-        .data_mut()
-        .par_chunks_mut(lanes * r.max(1))
-        .enumerate()
-        .with_min_len(2)
-        .map(|(c, a)| -> Result<usize> {
-            let first = lanes * c;
-            let n = a.len() / r;
-            // Other widths run padded with identity rows to the next unrolled one;
-            // a CP rank of 8, 16, 32 or 64 plus a bias column runs at its own width
-            // (the factorization's cost grows with the cube of the width).
-            let mut solved = [false; LANES];
-            let s = &mut solved;
-            match r {
-                0 => {}
-                1..=8 => solve_lanes::<8, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
-                9 => solve_lanes::<9, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
-                10..=16 => solve_lanes::<16, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
-                17 => solve_lanes::<17, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
-                18..=24 => solve_lanes::<24, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
-                25..=32 => solve_lanes::<32, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
-                33 => solve_lanes::<33, LANES>(ne, r, first, n, lambda, shift, counts, a, s),
-                34..=48 => solve_lanes::<48, 4>(ne, r, first, n, lambda, shift, counts, a, s),
-                49..=64 => solve_lanes::<64, 4>(ne, r, first, n, lambda, shift, counts, a, s),
-                65 => solve_lanes::<65, 4>(ne, r, first, n, lambda, shift, counts, a, s),
-                _ => {}
-            };
-            let mut pinv = 0;
-            for (l, a) in a.chunks_exact_mut(r).enumerate() {
-                let i = first + l;
-                if counts[i] > 0 && !solved[l] {
-                    pinv += usize::from(solve_one(ne.row(i), r, lambda, shift, a)?);
-                }
-                if let Some(v) = a.iter().find(|v| !v.is_finite()) {
-                    return Err(Error::NonFinite(format!("ALS solve of row {i} gave {v}")));
-                }
-            }
-            Ok(pinv)
-        })
-        .sum::<Result<usize>>()?;
+    let sys = Systems {
+        ne,
+        r,
+        lambda,
+        shift,
+        counts,
+    };
+    // Other widths run padded with identity rows to the next unrolled one; a CP rank
+    // of 8, 16, 32 or 64 plus a bias column runs at its own width (the factorization's
+    // cost grows with the cube of the width). Rows go 8 at a time through one
+    // Cholesky, 4 at widths whose 8-lane system would not fit comfortably in L1.
+    let a = out.data_mut();
+    let pinv = match r {
+        0 => 0,
+        1..=8 => sys.solve_in_lanes::<8, 8>(a)?,
+        9 => sys.solve_in_lanes::<9, 8>(a)?,
+        10..=16 => sys.solve_in_lanes::<16, 8>(a)?,
+        17 => sys.solve_in_lanes::<17, 8>(a)?,
+        18..=24 => sys.solve_in_lanes::<24, 8>(a)?,
+        25..=32 => sys.solve_in_lanes::<32, 8>(a)?,
+        33 => sys.solve_in_lanes::<33, 8>(a)?,
+        34..=48 => sys.solve_in_lanes::<48, 4>(a)?,
+        49..=64 => sys.solve_in_lanes::<64, 4>(a)?,
+        65 => sys.solve_in_lanes::<65, 4>(a)?,
+        _ => sys.solve_in_lanes::<0, 1>(a)?,
+    };
     Ok((out, pinv))
 }
 
-/// Rows solved together by [`solve_lanes`] at widths up to 33.
-const LANES: usize = 8;
-
-/// The `n ≤ L` rows `first..first + n` of [`solve_rows`] (`shift = λ c`, added to
-/// every right-hand side) for a rank `r ≤ P`, `L` at a
-/// time ([`cholesky_solve_lanes`]) into `out` (`n × r`); per row, in `done`, whether it
-/// is done (rows without entries are, at zero; a row whose system was not positive
-/// definite is not). Below `P`, the systems are padded with identity rows and zero
-/// right-hand sides: the factorization is block diagonal, so the first `r` unknowns
-/// are those of the `r × r` system and the padding's are zero.
-#[allow(clippy::too_many_arguments)]
-fn solve_lanes<const P: usize, const L: usize>(
-    ne: &Matrix,
+/// [`solve_rows`]' inputs: the normal equations `ne` of rank `r`, `λ`, `shift = λ c`
+/// (added to every right-hand side) and the rows' entry counts.
+struct Systems<'a> {
+    ne: &'a Matrix,
     r: usize,
-    first: usize,
-    n: usize,
-    lambda: &[f64],
-    shift: &[f64],
-    counts: &[u32],
-    out: &mut [f32],
-    done: &mut [bool; LANES],
-) {
-    let mut g = [[[0f64; L]; P]; P];
-    let mut b = [[0f64; L]; P];
-    for l in 0..L {
-        if l >= n || counts[first + l] == 0 {
-            // A placeholder system, I x = 0.
-            for (p, gp) in g.iter_mut().enumerate() {
-                gp[p][l] = 1.0;
-            }
-            continue;
-        }
-        let row = ne.row(first + l);
-        for (p, gp) in g.iter_mut().enumerate() {
-            if p >= r {
-                gp[p][l] = 1.0;
-                continue;
-            }
-            for (q, gpq) in gp.iter_mut().enumerate().take(r).skip(p) {
-                gpq[l] = f64::from(row[p * r + q]);
-            }
-            gp[p][l] += lambda[p];
-            b[p][l] = f64::from(row[r * r + p]) + shift[p];
+    lambda: &'a [f64],
+    shift: &'a [f64],
+    counts: &'a [u32],
+}
+
+/// One worker's systems of [`Systems::solve_in_lanes`], `L` rows interleaved, kept
+/// from one group of rows to the next (only the entries the factorization reads are
+/// written per group: at width 17 the array is 18 KiB, and clearing it per 8 rows
+/// was 3 % of an ALS epoch).
+struct Lanes<const P: usize, const L: usize> {
+    g: Box<[[[f64; L]; P]; P]>,
+    b: [[f64; L]; P],
+}
+
+impl<const P: usize, const L: usize> Lanes<P, L> {
+    fn new() -> Self {
+        let g = vec![[[0f64; L]; P]; P].into_boxed_slice();
+        Lanes {
+            g: g.try_into().expect("P rows"),
+            b: [[0f64; L]; P],
         }
     }
-    let ok = cholesky_solve_lanes(&mut g, &mut b);
-    for (l, a) in out.chunks_exact_mut(r).enumerate() {
-        if counts[first + l] == 0 {
-            done[l] = true;
-        } else if ok[l] {
-            for (v, bp) in a.iter_mut().zip(&b) {
-                *v = bp[l] as f32;
+}
+
+impl Systems<'_> {
+    /// Solves every row into `out` (`rows × r`), `L` rows at a time at width `P ≥ r`
+    /// ([`cholesky_solve_lanes`]); a row whose system is not positive definite, and
+    /// every row at `P = 0` (ranks above the unrolled widths), one at a time
+    /// ([`solve_one`]). Returns the count of pseudo-inverse fallbacks.
+    fn solve_in_lanes<const P: usize, const L: usize>(&self, out: &mut [f32]) -> Result<usize> {
+        let r = self.r;
+        // A placeholder system for the lanes without a row: I x = 0 (λ is added to
+        // it as to the others; its solution, zero, is not used).
+        let mut identity = vec![0f32; r * r + r];
+        for p in 0..r {
+            identity[p * r + p] = 1.0;
+        }
+        let identity = &identity[..];
+        out.par_chunks_mut(L * r)
+            .enumerate()
+            .with_min_len(2)
+            .map_init(Lanes::<P, L>::new, |lanes, (c, a)| -> Result<usize> {
+                let first = L * c;
+                let mut solved = [false; L];
+                if P > 0 {
+                    self.lanes(lanes, identity, first, a.len() / r, a, &mut solved);
+                }
+                let mut pinv = 0;
+                for (l, a) in a.chunks_exact_mut(r).enumerate() {
+                    let i = first + l;
+                    if self.counts[i] > 0 && !solved[l] {
+                        let row = self.ne.row(i);
+                        pinv += usize::from(solve_one(row, r, self.lambda, self.shift, a)?);
+                    }
+                    if let Some(v) = a.iter().find(|v| !v.is_finite()) {
+                        return Err(Error::NonFinite(format!("ALS solve of row {i} gave {v}")));
+                    }
+                }
+                Ok(pinv)
+            })
+            .sum()
+    }
+
+    /// The `n ≤ L` rows `first..first + n` for a rank `r ≤ P`, `L` at a time
+    /// ([`cholesky_solve_lanes`]) into `out` (`n × r`); per row, in `done`, whether it
+    /// is done (rows without entries are, at zero; a row whose system was not positive
+    /// definite is not). Below `P`, the systems are padded with identity rows and zero
+    /// right-hand sides: the factorization is block diagonal, so the first `r` unknowns
+    /// are those of the `r × r` system and the padding's are zero. Every entry of the
+    /// upper triangle and of `b` is written (the workspace is reused).
+    fn lanes<const P: usize, const L: usize>(
+        &self,
+        lanes: &mut Lanes<P, L>,
+        identity: &[f32],
+        first: usize,
+        n: usize,
+        out: &mut [f32],
+        done: &mut [bool; L],
+    ) {
+        let (r, counts) = (self.r, self.counts);
+        let (g, b) = (&mut *lanes.g, &mut lanes.b);
+        let src: [&[f32]; L] = std::array::from_fn(|l| {
+            if l < n && counts[first + l] > 0 {
+                self.ne.row(first + l)
+            } else {
+                identity
             }
-            done[l] = true;
+        });
+        // The upper triangle and the right-hand sides, one lane array per entry,
+        // gathered across the rows (an array per entry is one or two vectors; lane by
+        // lane, every entry is a scalar store).
+        for p in 0..P {
+            if p < r {
+                let rows: [&[f32]; L] = std::array::from_fn(|l| &src[l][p * r..p * r + r]);
+                for q in p..r {
+                    g[p][q] = std::array::from_fn(|l| f64::from(rows[l][q]));
+                }
+                for gpq in &mut g[p][r..] {
+                    *gpq = [0.0; L];
+                }
+                for v in &mut g[p][p] {
+                    *v += self.lambda[p];
+                }
+                b[p] = std::array::from_fn(|l| f64::from(src[l][r * r + p]) + self.shift[p]);
+            } else {
+                // The padding: identity rows, zero right-hand sides.
+                for (q, gpq) in g[p].iter_mut().enumerate().skip(p) {
+                    *gpq = [f64::from(u8::from(q == p)); L];
+                }
+                b[p] = [0.0; L];
+            }
+        }
+        let ok = cholesky_solve_lanes(g, b);
+        for (l, a) in out.chunks_exact_mut(r).enumerate() {
+            if counts[first + l] == 0 {
+                done[l] = true;
+            } else if ok[l] {
+                for (v, bp) in a.iter_mut().zip(&*b) {
+                    *v = bp[l] as f32;
+                }
+                done[l] = true;
+            }
         }
     }
 }
@@ -210,8 +266,8 @@ pub(super) fn column_update(terms: &Matrix, lambda: f64, center: f64, counts: &[
 mod tests {
     use super::*;
 
-    /// Every rank up to 33 (the four-at-a-time widths, the ranks padded up to them and
-    /// the one-row fallback above 32) solves the same systems as the one-row Cholesky.
+    /// Every rank up to 66 (the lane widths, the ranks padded up to them and the
+    /// one-row solves above 65) solves the same systems as the one-row Cholesky.
     /// Both solve in f64; they differ in the order of operations only, far below the
     /// f32 rounding of the results, which the bound allows a few units of.
     #[test]
@@ -224,7 +280,9 @@ mod tests {
             ((state >> 40) as f32) / (1u64 << 24) as f32 - 0.5
         };
         for r in 1..=66 {
-            let rows = 7;
+            // Several groups of lanes per worker, so that a workspace is reused after a
+            // group with empty rows (placeholders) and padding.
+            let rows = 37;
             // G = Σ k kᵀ over a few random k (positive semidefinite), λ makes it definite.
             let mut ne = Matrix::zeros(rows, r * r + r);
             for i in 0..rows {
@@ -242,7 +300,7 @@ mod tests {
             }
             let lambda: Vec<f64> = (0..r).map(|p| 0.1 + 0.01 * p as f64).collect();
             let counts: Vec<u32> = (0..rows as u32)
-                .map(|i| if i == 3 { 0 } else { 5 })
+                .map(|i| if [3, 9, 10, 20].contains(&i) { 0 } else { 5 })
                 .collect();
             let centers: Vec<f64> = (0..r).map(|p| 0.5 - 0.1 * p as f64).collect();
             let shift: Vec<f64> = lambda.iter().zip(&centers).map(|(l, c)| l * c).collect();
