@@ -35,7 +35,8 @@ pub(super) fn solve_rows(
     // Other widths run padded with identity rows to the next unrolled one; a CP rank
     // of 8, 16, 32 or 64 plus a bias column runs at its own width (the factorization's
     // cost grows with the cube of the width). Rows go 8 at a time through one
-    // Cholesky, 4 at widths whose 8-lane system would not fit comfortably in L1.
+    // Cholesky, 4 at the widths above 33 (an 8-lane workspace there would be 150 KB
+    // or more; 8 lanes have not been timed at those widths).
     let a = out.data_mut();
     let pinv = match r {
         0 => 0,
