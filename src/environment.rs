@@ -2,8 +2,8 @@
 //! front ends (the command line and Python) to call once when they make an engine;
 //! nothing under `engine` or `decomp` reads a variable.
 //!
-//! - `SPTMC_CPU_MTTKRP=walk`: the CPU backend's MTTKRP walks the HLS shares instead of
-//!   running row by row ([`MttkrpKernel::Walk`]);
+//! - `SPTMC_CPU_MTTKRP=walk`: the CPU backend's MTTKRP and TTMc walk the HLS shares
+//!   instead of running row by row ([`MttkrpKernel::Walk`]);
 //! - `SPTMC_CPU_VECTORS=avx2`: the CPU backend's blocked kernels stay on AVX2 where the
 //!   CPU has AVX-512 ([`CpuVectors::Avx2`]);
 //! - `SPTMC_CUDA_CP_SESSION=0`: CP-ALS on CUDA updates its factors on the host

@@ -274,7 +274,7 @@ impl MemoryPlan {
     }
 
     /// The CPU's nonzeros grouped by row of every mode, built by the first MTTKRP,
-    /// Φ or completion call: per mode and nonzero the other modes' `u32` indices and
+    /// TTMc, Φ or completion call: per mode and nonzero the other modes' `u32` indices and
     /// an `f32` value (`N² · 4` bytes per nonzero in all), and per mode the rows'
     /// offsets, twice while they are built.
     pub fn add_row_groups(&mut self, dims: &[usize], nnz: usize) -> &mut Self {

@@ -71,6 +71,9 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     let mut plan = MemoryPlan::kernel(op, x.dims(), a.mode, &ranks, a.check, a.out.is_some());
     plan.add_prepare(x.nnz(), x.order(), 1, threshold, op, values);
     plan.add_tensor(x.nnz(), x.order());
+    if op == sptmc::Op::Ttmc {
+        plan.add_row_groups(x.dims(), x.nnz());
+    }
     if op == sptmc::Op::Mttkrp {
         plan.add_row_groups(x.dims(), x.nnz());
         if let Backend::Cpu(_) = engine.backend() {

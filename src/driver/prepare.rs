@@ -69,10 +69,8 @@ pub fn prepare(
     let threshold = engine.threshold_for(workload, values).threshold;
     plan.add_tensor(x.nnz(), x.order());
     plan.reserve_for_workers(engine.install(rayon::current_num_threads));
-    if workload.op != Op::Ttmc {
-        // MTTKRP, Φ and completion group the nonzeros by row on the CPU.
-        plan.add_row_groups(x.dims(), x.nnz());
-    }
+    // Every op groups the nonzeros by row on the CPU (MTTKRP, TTMc, Φ, completion).
+    plan.add_row_groups(x.dims(), x.nnz());
     if let Some(prepared) = forms.find(engine, workload.op, threshold) {
         plan.check()?;
         return Ok(Preparation {

@@ -4,16 +4,16 @@
 
 use crate::error::{Error, Result};
 
-/// Which kernel the CPU backend runs MTTKRP with.
+/// Which kernel the CPU backend runs MTTKRP (and TTMc) with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MttkrpKernel {
     /// Row by row over each mode's nonzeros grouped by row at the first call, where
     /// the groups fit in memory (the walk otherwise): faster than the walk on every
-    /// tensor measured.
+    /// tensor measured. TTMc's groups are its own, ordered within each row.
     #[default]
     Rows,
     /// The walk over the HLS form's shares with private outputs summed at the end
-    /// (the kernel TTMc and Φ use), for measuring one against the other.
+    /// (the kernel Φ uses; TTMc's keyed walk too), for measuring one against the other.
     Walk,
 }
 

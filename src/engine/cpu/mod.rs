@@ -9,10 +9,11 @@
 //! values are widened to f32 and accumulated in f32, with subnormal results flushed to
 //! zero ([`subnormal`]). CP-APR's Φ walks the same shares with its own sink ([`phi`]).
 //!
-//! MTTKRP runs row by row instead wherever its groups fit in memory ([`mttkrp_rows`]:
-//! each mode's nonzeros grouped by row at the first call, no private outputs; faster
-//! than the walk on every tensor measured). [`MttkrpKernel::Walk`] in the backend's
-//! options forces the walk (for measuring one against the other).
+//! MTTKRP and TTMc run row by row instead wherever their groups fit in memory
+//! ([`mttkrp_rows`], [`ttmc_rows`]: each mode's nonzeros grouped by row at the first
+//! call, no private outputs; faster than the walks on every tensor measured).
+//! [`MttkrpKernel::Walk`] in the backend's options forces the walks (for measuring one
+//! against the other).
 //!
 //! The backend owns its rayon thread pool, sized by [`CpuOptions::threads`], and runs
 //! every call and every session call inside it.
@@ -36,6 +37,7 @@ mod scaled;
 mod sgd;
 mod subnormal;
 mod ttmc;
+mod ttmc_rows;
 mod walk;
 
 pub use kernel::private_output_floats;
@@ -118,6 +120,7 @@ impl CpuBackend {
         CpuTensor {
             hls,
             rows: std::sync::OnceLock::new(),
+            ttmc_rows: std::sync::OnceLock::new(),
         }
     }
 
@@ -165,6 +168,14 @@ impl CpuBackend {
             });
         }
         let factors = scaled::Rescaled::new(factors, mode, opts.col_max);
+        if op == Op::Ttmc
+            && let Some(rows) = tensor.row_ttmc(self.opts.mttkrp)
+        {
+            // Every entry is written; the groups hold values already scaled.
+            rows.run(mode, factors.factors(), out);
+            factors.unscale(op, mode, 1.0, out);
+            return Ok(RunStats::default());
+        }
         // Ranks between the specialized widths run at the next one (`padded`).
         let width = (op == Op::Mttkrp)
             .then(|| padded::width_for(out.cols()))
@@ -243,6 +254,9 @@ pub struct CpuTensor {
     /// The row-grouped MTTKRP, made at the first MTTKRP call (`None` where the groups
     /// would not fit in memory, or the walk is asked for).
     rows: std::sync::OnceLock<Option<mttkrp_rows::RowMttkrp>>,
+    /// The row-grouped TTMc, made at the first TTMc call (`None` where the groups
+    /// would not fit in memory, or the walk is asked for).
+    ttmc_rows: std::sync::OnceLock<Option<Box<ttmc_rows::RowTtmc>>>,
 }
 
 impl CpuTensor {
@@ -257,13 +271,27 @@ impl CpuTensor {
     }
 
     /// Bytes of the form a kernel of `op` at rank `rank` reads for target `mode`: the
-    /// row groups it streams where MTTKRP runs row by row (built by the first MTTKRP
+    /// row groups it streams where MTTKRP or TTMc runs row by row (built by the first
     /// call), else the HLS form.
     pub fn form_bytes(&self, op: Op, mode: usize, rank: usize) -> usize {
-        match (op, self.rows.get()) {
-            (Op::Mttkrp, Some(Some(rows))) => rows.form_bytes(mode, rank),
+        match (op, self.rows.get(), self.ttmc_rows.get()) {
+            (Op::Mttkrp, Some(Some(rows)), _) => rows.form_bytes(mode, rank),
+            (Op::Ttmc, _, Some(Some(rows))) => rows.form_bytes(mode),
             _ => self.hls.bytes(),
         }
+    }
+
+    /// The row-grouped TTMc where it is the kernel for this tensor (as for MTTKRP, the
+    /// backend's options fix `kernel` for the tensor's life).
+    fn row_ttmc(&self, kernel: MttkrpKernel) -> Option<&ttmc_rows::RowTtmc> {
+        self.ttmc_rows
+            .get_or_init(|| {
+                (kernel == MttkrpKernel::Rows)
+                    .then(|| ttmc_rows::RowTtmc::new(&self.hls).ok().flatten())
+                    .flatten()
+                    .map(Box::new)
+            })
+            .as_deref()
     }
 
     /// The row-grouped MTTKRP where it is the kernel for this tensor (the backend's

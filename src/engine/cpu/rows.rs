@@ -290,6 +290,61 @@ impl RowGroups {
         self.ptr.len() * std::mem::size_of::<usize>() + 4 * (self.others.len() + self.values.len())
     }
 
+    /// Stores each nonzero's other indices in the order `levels` (a permutation of
+    /// `0..order − 1`: position `k` then holds the index that was at `levels[k]`) and
+    /// orders each row's nonzeros by them lexicographically (so that nonzeros sharing
+    /// the first level's index are consecutive: the fibers TTMc sums before its
+    /// Kronecker products). `tasks` (whole rows `r0..r1`, covering every row, as
+    /// [`Plan::row_tasks`]) run in parallel. Coordinates are unique, so the order is
+    /// total and does not depend on the thread count.
+    pub(super) fn sort_within_rows(&mut self, tasks: &[(usize, usize)], levels: &[usize]) {
+        let d = match self.others.len().checked_div(self.values.len()) {
+            Some(d) if d > 0 => d,
+            _ => return,
+        };
+        let ptr = &self.ptr;
+        let mut jobs = Vec::with_capacity(tasks.len());
+        let (mut o, mut v) = (&mut self.others[..], &mut self.values[..]);
+        for &(r0, r1) in tasks {
+            let n = ptr[r1] - ptr[r0];
+            let (mine_o, rest_o) = std::mem::take(&mut o).split_at_mut(n * d);
+            let (mine_v, rest_v) = std::mem::take(&mut v).split_at_mut(n);
+            (o, v) = (rest_o, rest_v);
+            jobs.push((r0, r1, mine_o, mine_v));
+        }
+        jobs.into_par_iter().for_each_init(
+            || (Vec::new(), Vec::new(), Vec::new()),
+            |(perm, to, tv): &mut (Vec<usize>, Vec<u32>, Vec<f32>), (r0, r1, o, v)| {
+                let base = ptr[r0];
+                if levels.iter().enumerate().any(|(k, &l)| k != l) {
+                    for e in o.chunks_exact_mut(d) {
+                        to.clear();
+                        to.extend(levels.iter().map(|&l| e[l]));
+                        e.copy_from_slice(to);
+                    }
+                }
+                for i in r0..r1 {
+                    let (s, e) = (ptr[i] - base, ptr[i + 1] - base);
+                    let key = |p: usize| &o[p * d..(p + 1) * d];
+                    if (s + 1..e).all(|p| key(p - 1) <= key(p)) {
+                        continue;
+                    }
+                    perm.clear();
+                    perm.extend(s..e);
+                    perm.sort_unstable_by(|&a, &b| key(a).cmp(key(b)));
+                    to.clear();
+                    tv.clear();
+                    for &p in perm.iter() {
+                        to.extend_from_slice(key(p));
+                        tv.push(v[p]);
+                    }
+                    o[s * d..e * d].copy_from_slice(to);
+                    v[s..e].copy_from_slice(tv);
+                }
+            },
+        );
+    }
+
     /// Groups the nonzeros of `hls` (visited share by share, values minus `offset`)
     /// by their index in every mode: one [`RowGroups`] per mode.
     pub(super) fn build(hls: &HlsTensor, shares: &[Share], offset: f32) -> Result<Vec<Self>> {

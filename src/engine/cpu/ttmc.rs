@@ -218,7 +218,7 @@ impl Sink for TtmcWalker<'_> {
 /// as the output's `Π R` floats, is then bound by stores rather than by the loop), then
 /// 8 at a time, then the rest (LLVM's own vectorization left 8-float rows scalar).
 #[inline(always)]
-fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+pub(super) fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
     #[inline(always)]
     fn lanes(s: &[f32]) -> f32x8 {
         f32x8::from(<[f32; 8]>::try_from(s).expect("8 lanes"))
@@ -267,7 +267,7 @@ fn scale_into(y: &mut [f32], a: f32, x: &[f32]) {
 
 /// `dst += f ⊗ src` (`src` fastest).
 #[inline(always)]
-fn kron_add(dst: &mut [f32], f: &[f32], src: &[f32]) {
+pub(super) fn kron_add(dst: &mut [f32], f: &[f32], src: &[f32]) {
     let w = src.len();
     for (d, &fr) in dst.chunks_exact_mut(w).zip(f) {
         axpy(d, fr, src);
