@@ -5,7 +5,10 @@ For every tensor file given, the two binaries run alternately for ROUNDS rounds 
 A, B, ...), each round timing on both:
   - `sptmc bench FILE --ranks 32 --ttmc-ranks 8`: all-mode MTTKRP r32 and TTMc r8
     (sum over modes of each kernel's median seconds);
-  - `sptmc cp FILE --rank 16 --iters ITERS --tol 0`: CP-ALS seconds per iteration.
+  - `sptmc cp FILE --rank 16 --iters ITERS --tol 0`: CP-ALS seconds per iteration;
+  - `sptmc tucker FILE --ranks 8,8,... --iters ITERS --tol 0` (ranks capped at the modes'
+    lengths): Tucker-HOOI seconds per iteration after the first (median), and the
+    first on its own (it also builds the TTMc's row groups).
 Each side's median over the rounds is compared (after / before: below 1 is faster).
 Alternating puts both sides through the same swings of a shared machine's speed.
 
@@ -42,8 +45,15 @@ def measure(binary, f, threads, iters, extra=()):
     mttkrp = sum(k["median_s"] for k in kernels if k["op"] == "mttkrp")
     ttmc = sum(k["median_s"] for k in kernels if k["op"] == "ttmc")
     cp = run_json([binary, "cp", f, "--rank", "16", "--iters", str(iters), "--tol", "0", "--seed", "1", *common])
+    ranks = ",".join(str(min(8, d)) for d in bench["tensors"][0]["dims"])
+    tk = run_json([binary, "tucker", f, "--ranks", ranks, "--iters", str(iters), "--tol", "0", "--seed", "1",
+                   *common])
+    tk_its = [i["seconds_kernel"] + i["seconds_linalg"] + i["seconds_other"] for i in tk["iterations"]]
     return {"mttkrp_r32_all_modes_s": mttkrp, "ttmc_r8_all_modes_s": ttmc,
             "cp_r16_s_per_iter": cp["seconds_per_iter"], "cp_final_fit": cp["final_fit"],
+            # Iterations after the first (which also builds a kernel's row groups), and the first.
+            "tucker_r8_s_per_iter": statistics.median(tk_its[1:] or tk_its), "tucker_first_iter_s": tk_its[0],
+            "tucker_final_fit": tk["final_fit"],
             "values": (cp.get("values") or {}).get("type")}
 
 
@@ -71,10 +81,11 @@ def main():
                 m.update(tensor=os.path.basename(f), side=side, round=r, at=time.time())
                 runs.append(m)
                 print(json.dumps(m), file=sys.stderr)
-    keys = ["mttkrp_r32_all_modes_s", "ttmc_r8_all_modes_s", "cp_r16_s_per_iter"]
+    keys = ["mttkrp_r32_all_modes_s", "ttmc_r8_all_modes_s", "cp_r16_s_per_iter", "tucker_r8_s_per_iter",
+            "tucker_first_iter_s"]
     lines = ["| tensor | " + " | ".join(f"{k} before | after | after/before" for k in keys)
-             + " | CP fit before / after | values before / after |",
-             "|---|" + "---|---|---|" * len(keys) + "---|---|"]
+             + " | CP fit before / after | Tucker fit before / after | values before / after |",
+             "|---|" + "---|---|---|" * len(keys) + "---|---|---|"]
     rows = []
     for f in a.files:
         name = os.path.basename(f)
@@ -82,12 +93,14 @@ def main():
                for s in sides}
         fit = {s: next(x["cp_final_fit"] for x in runs if x["tensor"] == name and x["side"] == s) for s in sides}
         vals = {s: next(x["values"] for x in runs if x["tensor"] == name and x["side"] == s) for s in sides}
+        tfit = {s: next(x["tucker_final_fit"] for x in runs if x["tensor"] == name and x["side"] == s)
+                for s in sides}
         cells = []
         for k in keys:
             cells.append(f"{med['before'][k]:.4g} | {med['after'][k]:.4g} | {med['after'][k] / med['before'][k]:.3f}")
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {fit['before']:.6f} / {fit['after']:.6f} |"
-                     + f" {vals['before']} / {vals['after']} |")
-        rows.append({"tensor": name, "median": med, "fit": fit, "values": vals})
+                     + f" {tfit['before']:.9f} / {tfit['after']:.9f} | {vals['before']} / {vals['after']} |")
+        rows.append({"tensor": name, "median": med, "fit": fit, "tucker_fit": tfit, "values": vals})
     table = "\n".join(lines)
     print(table)
     if a.out:
