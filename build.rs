@@ -288,12 +288,93 @@ fn compile_with_nvrtc(
     let src = std::fs::read_to_string(kernels.join(entry)).map_err(|e| e.to_string())?;
     let mut includes = vec![kernels.to_path_buf()];
     includes.extend(cuda_includes(lib_path));
+    let cache = ImageCache::new(out_dir, lib_path, kernels, &includes);
     for &(target, output) in IMAGES {
+        let path = image_path(out_dir, family, target, output);
+        if let Some(cache) = &cache
+            && cache.fetch(family, target, output, &path)
+        {
+            continue;
+        }
         let bytes = nvrtc_dl::compile(lib_path, &src, entry, target, &includes, output)?;
-        std::fs::write(image_path(out_dir, family, target, output), bytes)
+        std::fs::write(&path, &bytes)
             .map_err(|e| format!("error: cannot write the {target} image: {e}"))?;
+        if let Some(cache) = &cache {
+            cache.keep(family, target, output, &bytes);
+        }
     }
     Ok(())
+}
+
+/// Images NVRTC built before, in `<target dir>/sptmc-kernel-images/`, keyed by a hash
+/// of everything the image depends on: every file under `kernels/`, the compile
+/// options (`nvrtc_dl.rs`, `family.rs`), the family, target and output, the NVRTC
+/// library (path, size, modification time) and the include folders. Each build
+/// configuration (check, test, release, another feature set) runs this script in its
+/// own `OUT_DIR`; without the cache each compiled every kernel again (a minute or two
+/// per configuration on two cores). `cargo clean` clears it.
+struct ImageCache {
+    dir: PathBuf,
+    /// The hash of the inputs common to every image of this run.
+    base: u64,
+}
+
+impl ImageCache {
+    /// The cache beside cargo's target folder (the ancestor of `OUT_DIR` holding
+    /// `CACHEDIR.TAG`); `None` where there is none or the kernels cannot be read.
+    fn new(out_dir: &Path, lib: &Path, kernels: &Path, includes: &[PathBuf]) -> Option<Self> {
+        use std::hash::{Hash, Hasher};
+        let root = out_dir
+            .ancestors()
+            .find(|d| d.join("CACHEDIR.TAG").is_file())?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        "sptmc kernel image cache v1".hash(&mut h);
+        include_str!("src/engine/cuda/nvrtc_dl.rs").hash(&mut h);
+        include_str!("src/engine/cuda/family.rs").hash(&mut h);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(kernels)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        for f in &files {
+            f.file_name().hash(&mut h);
+            std::fs::read(f).ok()?.hash(&mut h);
+        }
+        lib.hash(&mut h);
+        let meta = std::fs::metadata(lib).ok()?;
+        meta.len().hash(&mut h);
+        meta.modified().ok().hash(&mut h);
+        includes.hash(&mut h);
+        Some(ImageCache {
+            dir: root.join("sptmc-kernel-images"),
+            base: h.finish(),
+        })
+    }
+
+    fn path(&self, family: Family, target: &str, output: Output) -> PathBuf {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.base.hash(&mut h);
+        (family.name(), target, format!("{output:?}")).hash(&mut h);
+        self.dir.join(format!("{:016x}", h.finish()))
+    }
+
+    /// Copies a cached image to `to`; whether there was one.
+    fn fetch(&self, family: Family, target: &str, output: Output, to: &Path) -> bool {
+        let from = self.path(family, target, output);
+        from.is_file() && std::fs::copy(&from, to).is_ok()
+    }
+
+    /// Keeps a built image (written under a temporary name, then renamed, so a
+    /// concurrent build never reads half an image). Failures only cost a rebuild.
+    fn keep(&self, family: Family, target: &str, output: Output, bytes: &[u8]) {
+        let to = self.path(family, target, output);
+        let tmp = to.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::create_dir_all(&self.dir).is_ok() && std::fs::write(&tmp, bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, &to);
+        }
+    }
 }
 
 fn compile_with_nvcc(family: Family, kernels: &Path, out_dir: &Path) -> Result<(), String> {
