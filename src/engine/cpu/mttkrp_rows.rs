@@ -22,7 +22,6 @@
 //! groups instead ([`super::mttkrp_stream`]), chosen per mode and rank from the shape
 //! and the cache sizes.
 
-use super::kernel::shares;
 use super::mttkrp_stream::{self, CacheSizes};
 use super::rows::{Plan, RowGroups};
 use super::subnormal::FlushSubnormals;
@@ -54,17 +53,9 @@ impl RowMttkrp {
 
     /// [`RowMttkrp::new`] choosing traversals for caches of `cache`'s sizes.
     pub(super) fn with_cache(hls: &HlsTensor, cache: CacheSizes) -> Result<Option<Self>> {
-        let (order, nnz) = (hls.order() as u64, hls.nnz() as u64);
-        if order < 2 {
+        let Some(groups) = RowGroups::build_if_room(hls)? else {
             return Ok(None);
-        }
-        let need = nnz * order * order * 4;
-        let budget = crate::matrix::available_memory().map_or(u64::MAX, |a| a / 4);
-        if need > budget {
-            return Ok(None);
-        }
-        let workers = rayon::current_num_threads().max(1);
-        let groups = RowGroups::build(hls, &shares(hls, workers), 0.0)?;
+        };
         let plans = groups.iter().map(|g| Plan::new(g.ptr())).collect();
         let bounds = groups
             .iter()

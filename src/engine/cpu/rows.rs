@@ -345,6 +345,24 @@ impl RowGroups {
         );
     }
 
+    /// [`RowGroups::build`] with no offset, on shares for the current pool's workers,
+    /// for the row-by-row MTTKRP and TTMc: `None` where the groups (`N² · 4` bytes per
+    /// nonzero) would not fit in a quarter of the available memory, or the tensor has
+    /// one mode (the callers then walk the HLS form instead).
+    pub(super) fn build_if_room(hls: &HlsTensor) -> Result<Option<Vec<Self>>> {
+        let (order, nnz) = (hls.order() as u64, hls.nnz() as u64);
+        if order < 2 {
+            return Ok(None);
+        }
+        let need = nnz * order * order * 4;
+        let budget = crate::matrix::available_memory().map_or(u64::MAX, |a| a / 4);
+        if need > budget {
+            return Ok(None);
+        }
+        let workers = rayon::current_num_threads().max(1);
+        Self::build(hls, &super::kernel::shares(hls, workers), 0.0).map(Some)
+    }
+
     /// Groups the nonzeros of `hls` (visited share by share, values minus `offset`)
     /// by their index in every mode: one [`RowGroups`] per mode.
     pub(super) fn build(hls: &HlsTensor, shares: &[Share], offset: f32) -> Result<Vec<Self>> {

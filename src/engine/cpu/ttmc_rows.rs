@@ -25,7 +25,6 @@
 //! count. Memory: `N (N − 1) · 4 + N · 4` bytes per nonzero for all modes, built only
 //! where that fits in a quarter of the available memory (else the walk runs).
 
-use super::kernel::shares;
 use super::rows::{Plan, RowGroups};
 use super::subnormal::FlushSubnormals;
 use super::ttmc::{axpy, kron_add};
@@ -49,17 +48,9 @@ impl RowTtmc {
     /// The groups of `hls`, or `None` where they would not fit in a quarter of the
     /// available memory (or the tensor has one mode).
     pub(super) fn new(hls: &HlsTensor) -> Result<Option<Self>> {
-        let (order, nnz) = (hls.order() as u64, hls.nnz() as u64);
-        if order < 2 {
+        let Some(mut groups) = RowGroups::build_if_room(hls)? else {
             return Ok(None);
-        }
-        let need = nnz * order * order * 4;
-        let budget = crate::matrix::available_memory().map_or(u64::MAX, |a| a / 4);
-        if need > budget {
-            return Ok(None);
-        }
-        let workers = rayon::current_num_threads().max(1);
-        let mut groups = RowGroups::build(hls, &shares(hls, workers), 0.0)?;
+        };
         let plans: Vec<Plan> = groups.iter().map(|g| Plan::new(g.ptr())).collect();
         let dims = hls.dims();
         let mut levels = Vec::with_capacity(groups.len());
