@@ -2,7 +2,7 @@
  * hls_abi.h - the one header shared by the sptmc kernels and the Rust host code.
  *
  * Fixed-width types only. Rust bindings are generated from this file with bindgen and
- * committed at src/engine/cuda/abi.rs; tests/abi_drift.rs regenerates them and fails
+ * committed at src/engine/cuda/abi.rs; tests/integration/abi_drift.rs regenerates them and fails
  * on any difference. Device pointers travel as uint64_t (CUdeviceptr) so the struct has
  * the same layout on both sides.
  */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run pyttb's cp_als / tucker_als from given initial factors and print the fits as JSON.
 
-The cross-check against sptmc's CP-ALS and Tucker-HOOI (tests/peer_pyttb.rs): both
+The cross-check against sptmc's CP-ALS and Tucker-HOOI (tests/integration/peer_pyttb.rs): both
 sides start from the same factor matrices, written by sptmc, so their fits must agree
 iteration by iteration up to floating-point rounding.
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run pyttb's cp_apr(algorithm="mu") from given initial factors; print JSON.
 
-The peer of sptmc's CP-APR (tests/peer_pyttb_cp_apr.rs, scripts/cp-apr-vs-pyttb.sh):
+The peer of sptmc's CP-APR (tests/integration/peer_pyttb_cp_apr.rs, scripts/cp-apr-vs-pyttb.sh):
 both sides start from the same factor matrices, written by sptmc (factor-<m>.txt, as
 `sptmc cp-apr --out` writes them; the weights start at 1), and run the same
 multiplicative updates, so their log-likelihoods must agree iteration by iteration up

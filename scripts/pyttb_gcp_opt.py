@@ -3,7 +3,7 @@
 factors on a small tensor, made dense; print JSON.
 
 The peer of sptmc's full-gradient GCP (`sptmc gcp --method lbfgs`,
-tests/peer_pyttb_gcp.rs): gcp_opt first rescales the initial factors
+tests/integration/peer_pyttb_gcp.rs): gcp_opt first rescales the initial factors
 (ktensor.normalize("all"): unit columns, each component's weight spread evenly over
 the modes), so this script runs gcp_opt with pyttb's defaults (scipy's m=10,
 pgtol=1e-5, factr=1e7, at most 1000 iterations) and then writes the factors it

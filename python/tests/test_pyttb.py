@@ -6,7 +6,7 @@ the same fit formulas, so from the same starting factors their fits differ only 
 rounding: sptmc runs the sparse kernels in f32 on fp16-stored values (exact for these
 integer and half-integer ratings and counts), pyttb everything in f64. The initial
 factors are drawn here, rounded to f32 (what sptmc reads them as) and handed to both.
-These are the checks of the Rust suite's ``tests/peer_pyttb.rs``, through the Python
+These are the checks of the Rust suite's ``tests/integration/peer_pyttb.rs``, through the Python
 API: the final fits must agree within 1e-4.
 """
 

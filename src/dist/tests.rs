@@ -1,5 +1,5 @@
 //! One-process checks of the distributed path (the communicator is [`SelfComm`]); the
-//! runs across ranks are in `tests/mpi_*.rs`.
+//! runs across ranks are in `tests/integration/mpi_*.rs`.
 
 use super::comm::{Channel, Failure};
 use super::exchange::distribute;

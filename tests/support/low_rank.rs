@@ -1,5 +1,5 @@
 //! Generated completion problems: a low-rank CP tensor plus an offset, scaled, sampled
-//! and noised as issue-style benchmarks ask (shared by `tests/completion_defaults.rs`
+//! and noised as issue-style benchmarks ask (shared by `tests/integration/completion_defaults.rs`
 //! and `examples/completion_defaults.rs`).
 
 use rand::{Rng, SeedableRng};

@@ -9,7 +9,7 @@
 //! every factor by Φ ten times per outer iteration, so the rounding of an f32 sum over
 //! a long row (about `√n · 2⁻²⁴` relative) would be compounded into the model and the
 //! log-likelihood would drift from an f64 run by more than 1e-5 within 20 iterations
-//! (tests/peer_pyttb_cp_apr.rs). The result is rounded to f32 once.
+//! (tests/integration/peer_pyttb_cp_apr.rs). The result is rounded to f32 once.
 //!
 //! The walk keeps the products of the factor rows of every key level before the last
 //! (the target's level skipped) and rebuilds them only from the first level whose

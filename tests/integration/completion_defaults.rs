@@ -1,0 +1,211 @@
+//! Completion with its defaults (rank 16, λ chosen on validation, SGD's rate from the
+//! data, biases) on generated low-rank tensors of very different scales: ALS and
+//! CCD++ reach a test RMSE within 15 % of the noise σ; SGD, which converges more
+//! slowly, within 2 σ (it does not reach 1.15 σ yet); all far below the bias
+//! baseline. A few cases of the grid that `examples/completion_defaults.rs` runs
+//! whole, on small tensors with fresh seeds; and MovieLens-100k (when the shared data
+//! hold it), where ALS with its defaults must beat the bias baseline by 2 %.
+
+use crate::common;
+use crate::low_rank;
+
+use low_rank::{Case, draw};
+use sptmc::Op;
+use sptmc::decomp::completion::{Baselines, split};
+use sptmc::decomp::{CompletionOptions, Solver, complete};
+use sptmc::engine::{CpuOptions, Engine, Workload};
+
+fn check(case: Case, what: &str) {
+    let seed = common::fresh_seed(what);
+    let p = draw(&case, seed);
+    let s = &p.split;
+    let engine = Engine::cpu();
+    let prepared = engine
+        .prepare(
+            &s.train,
+            &[Workload {
+                op: Op::Completion,
+                rank: case.rank,
+            }],
+        )
+        .unwrap();
+    let bias = Baselines::fit(&s.train)
+        .unwrap()
+        .bias_rmse(&s.test)
+        .unwrap();
+    for solver in [Solver::Als, Solver::Ccd, Solver::Sgd] {
+        // Every option at its default, the rank (16) included.
+        let o = CompletionOptions {
+            solver,
+            seed,
+            ..CompletionOptions::default()
+        };
+        let m = complete(&engine, &prepared, &s.validation, &o).unwrap();
+        let rmse = m.rmse(&s.test).unwrap().unwrap();
+        let path: Vec<String> = m
+            .lambda_path
+            .iter()
+            .map(|p| format!("{:.2e}:{:.3e}", p.lambda, p.validation_rmse))
+            .collect();
+        eprintln!(
+            "{what} {solver}: test RMSE {rmse:.4e} = {:.3} σ (bias baseline {:.3} σ), λ {:.3e} after {} epochs; path {path:?}",
+            rmse / p.sigma,
+            bias / p.sigma,
+            m.lambda,
+            m.epochs.len()
+        );
+        let bound = if solver == Solver::Sgd { 2.0 } else { 1.15 };
+        assert!(
+            rmse <= bound * p.sigma,
+            "{what} {solver}: test RMSE {rmse:e} is {:.3} σ (σ {:e}); λ {:e}, path {path:?}",
+            rmse / p.sigma,
+            p.sigma,
+            m.lambda
+        );
+        assert!(
+            rmse < 0.25 * bias,
+            "{what} {solver}: {rmse} vs the bias baseline {bias}"
+        );
+    }
+}
+
+/// A problem where SGD with its defaults once ended at the bias terms (test RMSE 9.9 σ,
+/// every scale alike): the top of the λ path shrank every CP component to ~4 % of its
+/// initial weight, a neighbourhood of the zero saddle that gradient steps leave too
+/// slowly, and the path revived only components below 1 %. Fixed seed and threads, so
+/// that it replays that run.
+#[test]
+fn sgd_leaves_the_bias_terms_after_the_top_of_the_lambda_path() {
+    let case = Case {
+        dims: [80, 70, 60],
+        rank: 3,
+        offset: 0.0,
+        scale: 0.01,
+        observed: 0.1,
+        noise: 0.05,
+    };
+    let p = draw(&case, 12);
+    let s = &p.split;
+    let engine = Engine::cpu_with(CpuOptions {
+        threads: Some(2),
+        ..CpuOptions::default()
+    })
+    .unwrap();
+    let prepared = engine
+        .prepare(
+            &s.train,
+            &[Workload {
+                op: Op::Completion,
+                rank: 16,
+            }],
+        )
+        .unwrap();
+    let o = CompletionOptions {
+        solver: Solver::Sgd,
+        seed: 12,
+        ..CompletionOptions::default()
+    };
+    let m = complete(&engine, &prepared, &s.validation, &o).unwrap();
+    let rmse = m.rmse(&s.test).unwrap().unwrap();
+    assert!(
+        rmse <= 2.0 * p.sigma,
+        "SGD: test RMSE {:.3} σ, λ {:e}, path {:?}",
+        rmse / p.sigma,
+        m.lambda,
+        m.lambda_path
+    );
+}
+
+#[test]
+fn rank_3_offset_2_unit_scale_quarter_observed() {
+    check(
+        Case {
+            dims: [40, 36, 32],
+            rank: 3,
+            offset: 2.0,
+            scale: 1.0,
+            observed: 0.25,
+            noise: 0.05,
+        },
+        "rank 3, offset 2, ×1, 25 %",
+    );
+}
+
+#[test]
+fn rank_3_offset_0_small_scale_tenth_observed() {
+    check(
+        Case {
+            dims: [80, 70, 60],
+            rank: 3,
+            offset: 0.0,
+            scale: 0.01,
+            observed: 0.1,
+            noise: 0.05,
+        },
+        "rank 3, offset 0, ×0.01, 10 %",
+    );
+}
+
+/// Before the context mode was anchored, SGD ended this case at 2.4 σ on one of five
+/// fresh seeds; since, 1.07–1.13 σ on twelve (ALS 1.06–1.08 σ).
+#[test]
+fn rank_8_offset_2_large_scale_quarter_observed() {
+    check(
+        Case {
+            dims: [48, 44, 40],
+            rank: 8,
+            offset: 2.0,
+            scale: 100.0,
+            observed: 0.25,
+            noise: 0.05,
+        },
+        "rank 8, offset 2, ×100, 25 %",
+    );
+}
+
+/// MovieLens-100k (user × item × week) 80/10/10 at rank 16, ALS with every other option
+/// at its default: test RMSE at least 2 % below the user + item bias baseline's, at
+/// three split seeds. With every mode shrunk toward 0 the λ path could only choose
+/// between the bias model and overfitting (0.1–1.3 % below); with the week mode
+/// anchored, 3.2–3.3 %.
+#[test]
+fn movielens_100k_als_defaults_beat_the_bias_baseline_by_2_percent() {
+    let Some(path) = common::shared_file("movielens-100k.tns.gz") else {
+        return;
+    };
+    let (x, _) = sptmc::tensor::tns::read(&path).unwrap();
+    let engine = Engine::cpu();
+    for seed in [1, 2, 3] {
+        let s = split(&x, [0.8, 0.1, 0.1], seed).unwrap();
+        let bias = Baselines::fit(&s.train)
+            .unwrap()
+            .bias_rmse(&s.test)
+            .unwrap();
+        let prepared = engine
+            .prepare(
+                &s.train,
+                &[Workload {
+                    op: Op::Completion,
+                    rank: 16,
+                }],
+            )
+            .unwrap();
+        let o = CompletionOptions {
+            seed,
+            ..CompletionOptions::default()
+        };
+        let m = complete(&engine, &prepared, &s.validation, &o).unwrap();
+        let rmse = m.rmse(&s.test).unwrap().unwrap();
+        let gain = 100.0 * (bias - rmse) / bias;
+        eprintln!(
+            "seed {seed}: test RMSE {rmse:.4}, bias baseline {bias:.4} ({gain:+.1} %), λ {:.3e}",
+            m.lambda
+        );
+        assert!(
+            rmse <= 0.98 * bias,
+            "seed {seed}: test RMSE {rmse:.4} is only {gain:.2} % below the bias baseline {bias:.4} (λ {:e}, path {:?})",
+            m.lambda,
+            m.lambda_path
+        );
+    }
+}

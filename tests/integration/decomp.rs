@@ -1,0 +1,246 @@
+//! CP-ALS and Tucker-HOOI end to end on both backends (each test body runs on the CPU
+//! and, as its CUDA twin, on the GPU; see `common::twin`): exact low-rank tensors are
+//! recovered; on a GPU, CP-ALS keeps its factors on the device (R × R matrices cross
+//! the bus) and Tucker-HOOI moves one factor per step, not all of them.
+
+use crate::common;
+
+use common::twin;
+use sptmc::decomp::{CpOptions, TuckerOptions, cp_als, tucker_hooi};
+use sptmc::engine::{Call, Engine, FactorVersions, Workload};
+use sptmc::{CooTensor, Matrix, Op};
+
+/// A fully stored 3-way tensor (every cell a nonzero, so 16³ tiles are dense) of
+/// multilinear rank `ranks`: a core with entries in 1..=3 times factors with entries in
+/// 1..=2 (1..=4 with `cp`: less collinear components, which ALS separates faster), all
+/// small integers, so fp16 holds every value exactly. With `cp` the core is
+/// superdiagonal: a CP tensor of rank `ranks[0]`, returned with its CP factors (the
+/// core's diagonal folded into the first).
+fn low_rank(dims: [usize; 3], ranks: [usize; 3], seed: u64, cp: bool) -> (CooTensor, Vec<Matrix>) {
+    let small = |rows, cols, top: f32, s| {
+        Matrix::random(rows, cols, s).map(|u| 1.0 + (u * top).floor().min(top - 1.0))
+    };
+    let f: Vec<Matrix> = (0..3)
+        .map(|m| {
+            small(
+                dims[m],
+                ranks[m],
+                if cp { 4.0 } else { 2.0 },
+                seed + m as u64,
+            )
+        })
+        .collect();
+    let core = small(ranks[0], ranks[1] * ranks[2], 3.0, seed + 9);
+    let mut entries = Vec::new();
+    for i in 0..dims[0] {
+        for j in 0..dims[1] {
+            for k in 0..dims[2] {
+                let mut v = 0.0f64;
+                for a in 0..ranks[0] {
+                    for b in 0..ranks[1] {
+                        for c in 0..ranks[2] {
+                            if cp && !(a == b && b == c) {
+                                continue;
+                            }
+                            v += f64::from(core.get(a, b * ranks[2] + c))
+                                * f64::from(f[0].get(i, a) * f[1].get(j, b) * f[2].get(k, c));
+                        }
+                    }
+                }
+                entries.push(([i as u32, j as u32, k as u32], v));
+            }
+        }
+    }
+    let mut cp_factors = f;
+    if cp {
+        cp_factors[0] = Matrix::from_fn(dims[0], ranks[0], |i, a| {
+            cp_factors[0].get(i, a) * core.get(a, a * ranks[2] + a)
+        });
+    }
+    (
+        CooTensor::from_entries(dims.to_vec(), entries).unwrap(),
+        cp_factors,
+    )
+}
+
+const DIMS: [usize; 3] = [40, 36, 34];
+
+twin!(
+    cp_als_recovers_an_exact_rank_2_tensor_moving_no_factor_per_step,
+    |engine| {
+        let rank = 2;
+        let (x, truth) = low_rank(DIMS, [rank; 3], 7, true);
+        // ALS from a random start can creep through a swamp for hundreds of iterations
+        // (with factor entries 1–2, 0.998 after 60 on the CPU); started from the true factors, each
+        // entry off by up to ±10 %, it reaches the exact model, and what is left of the
+        // fit is the backend's arithmetic.
+        let init: Vec<Matrix> = truth
+            .iter()
+            .enumerate()
+            .map(|(m, f)| {
+                let noise = Matrix::random(f.rows(), rank, 0xabc + m as u64);
+                Matrix::from_fn(f.rows(), rank, |i, r| {
+                    f.get(i, r) * (0.9 + 0.2 * noise.get(i, r))
+                })
+            })
+            .collect();
+        let p = engine
+            .prepare(
+                &x,
+                &[Workload {
+                    op: Op::Mttkrp,
+                    rank,
+                }],
+            )
+            .unwrap();
+        let opts = CpOptions {
+            rank,
+            max_iters: 60,
+            tol: 0.0,
+            init: Some(init),
+            ..Default::default()
+        };
+        let model = cp_als(engine, &p, &opts).unwrap();
+        let fit = *model.fits.last().unwrap();
+        // A residual of relative size e (the backend's rounding) leaves a fit of 1 − e;
+        // twice that is the tolerance the decompositions themselves use.
+        let want = 1.0 - 2.0 * engine.backend().relative_error();
+        assert!(
+            fit > want,
+            "{}: fit {fit} < {want}",
+            engine.backend().describe()
+        );
+        let gpu = engine.kind() == sptmc::engine::BackendKind::Cuda;
+        let factor_bytes: u64 = DIMS.iter().map(|&d| (d * rank * 4) as u64).sum();
+        let r = rank as u64;
+        for s in &model.iters {
+            if gpu {
+                // The factors stay on the device: per mode W (R × R) and the inverse
+                // norms go up, the Gram, norms, inner products and a flag come back.
+                let up = 3 * (r * r + r) * 8 + if s.iter == 0 { factor_bytes } else { 0 };
+                assert_eq!(s.bytes_to_device, up, "iteration {}", s.iter);
+                let down = 3 * ((r * r + 2 * r) * 8 + 4);
+                assert_eq!(s.bytes_from_device, down, "iteration {}", s.iter);
+            } else {
+                assert_eq!((s.bytes_to_device, s.bytes_from_device), (0, 0));
+            }
+        }
+    }
+);
+
+twin!(
+    tucker_recovers_an_exact_multilinear_rank_moving_one_factor_per_step,
+    |engine| {
+        let ranks = [3, 2, 4];
+        let x = low_rank(DIMS, ranks, 11, false).0;
+        let p = engine
+            .prepare(
+                &x,
+                &[Workload {
+                    op: Op::Ttmc,
+                    rank: 4,
+                }],
+            )
+            .unwrap();
+        let opts = TuckerOptions {
+            ranks: ranks.to_vec(),
+            max_iters: 10,
+            tol: 0.0,
+            ..Default::default()
+        };
+        let model = tucker_hooi(engine, &p, &opts).unwrap();
+        let fit = *model.fits.last().unwrap();
+        assert!(fit > 0.999, "{}: fit {fit}", engine.backend().describe());
+        let gpu = engine.kind() == sptmc::engine::BackendKind::Cuda;
+        let factor_bytes: u64 = (0..3).map(|m| (DIMS[m] * ranks[m] * 4) as u64).sum();
+        let output_bytes: u64 = (0..3)
+            .map(|n| {
+                let cols: usize = (0..3).filter(|&m| m != n).map(|m| ranks[m]).product();
+                (DIMS[n] * cols * 4) as u64
+            })
+            .sum();
+        for s in &model.iters {
+            if gpu {
+                assert_eq!(s.bytes_from_device, output_bytes, "iteration {}", s.iter);
+                if s.iter > 0 {
+                    assert_eq!(s.bytes_to_device, factor_bytes, "iteration {}", s.iter);
+                }
+            } else {
+                assert_eq!((s.bytes_to_device, s.bytes_from_device), (0, 0));
+            }
+        }
+    }
+);
+
+/// The engine's byte counts call by call, with the caller's [`FactorVersions`]: a call
+/// with unchanged factors uploads nothing, a factor marked changed is uploaded once, a
+/// cloned set (a new set) once more, a call without versions everything it reads, and
+/// every call copies its whole output back.
+#[test]
+fn cuda_calls_upload_only_changed_factors() {
+    let Some(engine) = common::cuda_engine() else {
+        return;
+    };
+    check_uploads(&engine);
+}
+
+/// The CPU twin of the check above: nothing is ever copied.
+#[test]
+fn cpu_calls_copy_nothing() {
+    let engine = Engine::cpu();
+    let x = low_rank([20, 18, 17], [2, 2, 2], 3, false).0;
+    let p = engine
+        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 40)])
+        .unwrap();
+    let f = Matrix::random_factors(x.dims(), &[8; 3], 1);
+    let mut out = Matrix::zeros(0, 0);
+    let s = engine.run_into(Op::Mttkrp, &p, 0, &f, &mut out).unwrap();
+    assert_eq!(
+        (s.bytes_to_device, s.bytes_from_device, s.kernel_seconds),
+        (0, 0, None)
+    );
+}
+
+fn check_uploads(engine: &Engine) {
+    let x = low_rank([20, 18, 17], [2, 2, 2], 3, false).0;
+    let p = engine
+        .prepare_with_thresholds(&x, &[(Op::Mttkrp, 40)])
+        .unwrap();
+    let r = 8;
+    let mut f = Matrix::random_factors(x.dims(), &[r; 3], 1);
+    let mut versions = engine.factor_versions(3);
+    let bytes = |m: usize| (x.dims()[m] * r * 4) as u64;
+    let mut out = Matrix::zeros(0, 0);
+    let run = |mode: usize, f: &[Matrix], v: Option<&FactorVersions>, out: &mut Matrix| {
+        let call = Call {
+            versions: v,
+            ..Call::default()
+        };
+        engine
+            .run_into_with(Op::Mttkrp, &p, mode, f, &call, out)
+            .unwrap()
+    };
+    let s = run(0, &f, Some(&versions), &mut out);
+    assert_eq!(s.bytes_to_device, bytes(1) + bytes(2));
+    assert_eq!(s.bytes_from_device, bytes(0));
+    assert!(s.kernel_seconds.is_some_and(|k| k > 0.0));
+    let s = run(0, &f, Some(&versions), &mut out);
+    assert_eq!(s.bytes_to_device, 0, "unchanged factors stay on the device");
+    f[0].data_mut()[0] = 2.0;
+    versions.changed(0);
+    let s = run(1, &f, Some(&versions), &mut out);
+    assert_eq!(s.bytes_to_device, bytes(0), "only the changed factor moves");
+    let s = run(2, &f, Some(&versions.clone()), &mut out);
+    assert_eq!(
+        s.bytes_to_device,
+        bytes(0) + bytes(1),
+        "a cloned set is a new set"
+    );
+    assert_eq!(s.bytes_from_device, bytes(2));
+    let s = run(2, &f, None, &mut out);
+    assert_eq!(
+        s.bytes_to_device,
+        bytes(0) + bytes(1),
+        "a call without versions uploads what it reads"
+    );
+}

@@ -1,0 +1,137 @@
+//! `sptmc gcp`: a run with per-epoch lines, `--json` and `--out`; the full-gradient
+//! method; bad options and data a loss cannot model as one error line.
+
+use crate::common;
+
+use common::{assert_one_error_line, output_within, sptmc_command};
+use std::path::Path;
+
+/// A small count tensor as .tns text.
+fn counts(dir: &Path, negative: bool) -> std::path::PathBuf {
+    let mut text = String::new();
+    for i in 1..=8 {
+        for j in 1..=6 {
+            for k in 1..=5 {
+                if (i * 7 + j * 3 + k) % 4 == 0 {
+                    let v = if negative && i == 3 {
+                        -1
+                    } else {
+                        1 + (i + j + k) % 3
+                    };
+                    text.push_str(&format!("{i} {j} {k} {v}\n"));
+                }
+            }
+        }
+    }
+    let p = dir.join(if negative { "neg.tns" } else { "counts.tns" });
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn gcp_runs_reports_each_epoch_and_writes_its_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = counts(dir.path(), false);
+    let out = dir.path().join("model");
+    let mut cmd = sptmc_command(dir.path());
+    cmd.args([
+        "gcp",
+        x.to_str().unwrap(),
+        "--rank",
+        "2",
+        "--loss",
+        "poisson-log",
+    ])
+    .args([
+        "--epochs",
+        "3",
+        "--epoch-iters",
+        "20",
+        "--rate",
+        "0.01",
+        "--backend",
+        "cpu",
+    ])
+    .args(["--threads", "2", "--out", out.to_str().unwrap()]);
+    let o = output_within(cmd, 120);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(err.matches("  epoch = ").count(), 3, "{err}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("GCP rank 2 (poisson-log loss, sgd): final loss"),
+        "{text}"
+    );
+    for f in [
+        "weights.txt",
+        "factor-0.txt",
+        "factor-1.txt",
+        "factor-2.txt",
+        "model.json",
+    ] {
+        assert!(out.join(f).exists(), "{f} missing");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("model.json")).unwrap()).unwrap();
+    assert_eq!(json["kind"], "gcp");
+    assert_eq!(json["loss"], "poisson-log");
+    assert_eq!(json["iterations"].as_array().unwrap().len(), 3);
+    assert!(json["final_loss"].as_f64().unwrap() < json["initial_loss"].as_f64().unwrap());
+
+    // --json, L-BFGS-B from the written model.
+    let mut cmd = sptmc_command(dir.path());
+    cmd.args([
+        "gcp",
+        x.to_str().unwrap(),
+        "--rank",
+        "2",
+        "--loss",
+        "gaussian",
+    ])
+    .args([
+        "--method",
+        "lbfgs",
+        "--max-iters",
+        "30",
+        "--backend",
+        "cpu",
+        "--json",
+    ])
+    .args(["--init", out.to_str().unwrap()]);
+    let o = output_within(cmd, 120);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["method"], "lbfgs");
+    assert!(json["final_loss"].as_f64().unwrap() <= json["initial_loss"].as_f64().unwrap());
+}
+
+#[test]
+fn bad_options_and_data_are_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = counts(dir.path(), false);
+    let neg = counts(dir.path(), true);
+    let cases: [(&Path, &[&str], &[&str]); 5] = [
+        (&x, &["--loss", "cauchy"], &["unknown loss", "cauchy"]),
+        (
+            &x,
+            &["--loss", "bernoulli-logit"],
+            &["bernoulli-logit", "binary"],
+        ),
+        (&neg, &["--loss", "gamma"], &["gamma", "nonnegative", "-1"]),
+        (&x, &["--loss", "huber"], &["huber", "loss_param"]),
+        (&x, &["--loss", "poisson", "--rate", "0"], &["rate"]),
+    ];
+    for (file, args, words) in cases {
+        let mut cmd = sptmc_command(dir.path());
+        cmd.args([
+            "gcp",
+            file.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--epochs",
+            "1",
+        ])
+        .args(args);
+        assert_one_error_line(&output_within(cmd, 60), words);
+    }
+}

@@ -1,0 +1,367 @@
+//! CP-ALS across MPI ranks: `mpirun -np P sptmc cp` against the single process, on
+//! generated and shared tensors, with P = 1 … 4, a grid where a rank holds no
+//! nonzeros, bad input, and the per-rank figures of `--json`.
+//!
+//! Needs a build with `--features mpi` and `mpirun` on the PATH; skipped visibly
+//! otherwise (a failure under `SPTMC_REQUIRE_MPI=1`, as CI sets it).
+
+use crate::common;
+
+use common::mpi::{
+    assert_same_model_bytes, assert_same_model_form, assert_same_model_values, json, mpirun, ranks,
+    single, write,
+};
+
+use serde_json::Value;
+use sptmc::tensor::CooTensor;
+use sptmc::tensor::generate::{GenSpec, Pattern, generate};
+
+fn fits(v: &Value) -> Vec<f64> {
+    v["iterations"]
+        .as_array()
+        .expect("iterations")
+        .iter()
+        .map(|s| s["fit"].as_f64().expect("a fit"))
+        .collect()
+}
+
+fn uniform(dims: Vec<usize>, nnz: usize, seed: u64) -> CooTensor {
+    generate(&GenSpec {
+        dims,
+        nnz,
+        pattern: Pattern::Uniform,
+        seed,
+    })
+    .unwrap()
+}
+
+const CP: [&str; 8] = [
+    "--rank", "4", "--iters", "20", "--tol", "0", "--json", "--seed=3",
+];
+
+/// The fit after the last of 20 iterations under each count of ranks matches the
+/// single process's within 1e-6 relative. The iterations before it agree within 1e-4:
+/// the kernels accumulate in f32, and a row's partial sums from several ranks are
+/// added in another order than one process adds them; on a tensor whose fit is near
+/// 0.005 that shows as about 1e-5 of the fit in the early iterations, which ALS then
+/// damps.
+fn same_fits(file: &str, rank_counts: &[usize]) {
+    let mut args = vec!["cp", file];
+    args.extend(CP);
+    let one = json(&single(&args), "the single process");
+    let want = fits(&one);
+    assert_eq!(want.len(), 20);
+    for &p in rank_counts {
+        let got = json(&ranks(p, &args), &format!("{p} ranks"));
+        let got_fits = fits(&got);
+        assert_eq!(got_fits.len(), want.len(), "{p} ranks");
+        for (k, (a, b)) in got_fits.iter().zip(&want).enumerate() {
+            let tol = if k + 1 == want.len() { 1e-6 } else { 1e-4 };
+            assert!(
+                (a - b).abs() <= tol * b.abs(),
+                "{p} ranks, iteration {k}: fit {a} vs {b} of one process"
+            );
+        }
+        assert_eq!(got["nnz"], one["nnz"], "{p} ranks");
+        assert_eq!(got["dims"], one["dims"], "{p} ranks");
+        let per_rank = got["distributed"]["per_rank"].as_array().expect("per rank");
+        assert_eq!(per_rank.len(), p);
+        let held: u64 = per_rank.iter().map(|r| r["nnz"].as_u64().unwrap()).sum();
+        assert_eq!(
+            held,
+            one["nnz"].as_u64().unwrap(),
+            "{p} ranks hold every nonzero once"
+        );
+    }
+}
+
+#[test]
+fn generated_tensor_fits_match_one_process_on_1_to_4_ranks() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let x = uniform(vec![60, 50, 40], 20_000, 7);
+    let f = write(dir.path(), "u.tns", &x);
+    same_fits(&f, &[1, 2, 3, 4]);
+    // The binary form: ranges of entries per rank.
+    let b = dir.path().join("u.sptb");
+    sptmc::tensor::binary::write(&b, &x).unwrap();
+    same_fits(b.to_str().unwrap(), &[2, 3]);
+}
+
+#[test]
+fn shared_tensor_fits_match_one_process() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some(f) = common::shared_file("movielens-latest-small-4d.tns.gz") else {
+        return;
+    };
+    same_fits(f.to_str().unwrap(), &[1, 2, 3, 4]);
+}
+
+#[test]
+fn a_rank_without_nonzeros_still_takes_part() {
+    if mpirun().is_none() {
+        return;
+    }
+    // Two diagonal blocks of a 2×2 grid over modes 0 and 1: the off-diagonal blocks
+    // hold nothing.
+    let a = uniform(vec![30, 30, 20], 3000, 1);
+    let mut entries = Vec::new();
+    for k in 0..a.nnz() {
+        let c = a.coords(k);
+        entries.push((c.clone(), a.values()[k]));
+        entries.push((vec![c[0] + 30, c[1] + 30, c[2]], a.values()[k] * 0.5));
+    }
+    let x = CooTensor::from_entries(vec![60, 60, 20], entries).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "blocks.tns", &x);
+    let mut args = vec!["cp", f.as_str()];
+    args.extend(CP);
+    let got = json(&ranks(4, &args), "4 ranks");
+    let per_rank = got["distributed"]["per_rank"].as_array().unwrap();
+    assert!(
+        per_rank.iter().any(|r| r["nnz"] == 0),
+        "some rank holds no nonzero: {per_rank:?}"
+    );
+    same_fits(&f, &[4]);
+}
+
+#[test]
+fn ranks_hold_a_fair_share_and_medium_sends_less_than_coarse() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let x = uniform(vec![200, 200, 200], 40_000, 11);
+    let f = write(dir.path(), "u.tns", &x);
+    let mut args = vec!["cp", f.as_str()];
+    args.extend(CP);
+    let medium = json(&ranks(4, &args), "medium");
+    args.extend(["--grain", "coarse"]);
+    let coarse = json(&ranks(4, &args), "coarse");
+    let share = x.nnz() as f64 / 4.0;
+    let (m, c) = (&medium["distributed"], &coarse["distributed"]);
+    for (rm, rc) in m["per_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(c["per_rank"].as_array().unwrap())
+    {
+        let nnz = rm["nnz"].as_f64().unwrap();
+        assert!(
+            (nnz - share).abs() <= 0.1 * share,
+            "rank {} holds {nnz} of {} nonzeros",
+            rm["rank"],
+            x.nnz()
+        );
+        let (bm, bc) = (
+            rm["bytes_per_iter"].as_f64().unwrap(),
+            rc["bytes_per_iter"].as_f64().unwrap(),
+        );
+        let model = rm["model_bytes_per_iter"].as_f64().unwrap();
+        assert!(
+            bm <= 2.0 * model && bm >= model / 2.0,
+            "measured {bm} bytes vs the model's {model}"
+        );
+        assert!(bm < bc, "medium {bm} bytes vs coarse {bc}");
+        assert!(rm["peak_bytes"].as_u64().unwrap() > 0);
+        assert!(rm["comm_seconds"].as_f64().unwrap() >= 0.0);
+    }
+    // The rough I·R/P^(1/N) figure is within 2× of the mean measured bytes.
+    let mean = m["per_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["bytes_per_iter"].as_f64().unwrap())
+        .sum::<f64>()
+        / 4.0;
+    let rough = m["rough_bytes_per_iter"].as_f64().unwrap();
+    assert!(
+        mean <= 2.0 * rough && mean >= rough / 2.0,
+        "{mean} vs {rough}"
+    );
+    // The same fits either way.
+    assert!((fits(&medium)[19] - fits(&coarse)[19]).abs() <= 1e-6 * fits(&medium)[19]);
+}
+
+#[test]
+fn bad_input_is_one_error_line_from_one_rank_and_every_rank_exits() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // About 24 MB: every one of 2 or 3 ranks reads a range; the bad line falls in the
+    // last rank's.
+    let mut text = String::new();
+    for k in 0..1_500_000 {
+        text += &format!("{} {} {} 1.5\n", k % 97 + 1, k % 89 + 1, k % 83 + 1);
+        if k == 1_300_000 {
+            text += "5 6 x 1.0\n";
+        }
+    }
+    let plain = dir.path().join("bad.tns");
+    std::fs::write(&plain, &text).unwrap();
+    // The same text gzipped: rank 0 streams it and hands the lines out.
+    let gz = dir.path().join("bad.tns.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    std::io::Write::write_all(&mut enc, text.as_bytes()).unwrap();
+    enc.finish().unwrap();
+    for f in [plain, gz] {
+        let f = f.to_str().unwrap();
+        let one = single(&["cp", f, "--rank", "2"]);
+        assert_eq!(one.status.code(), Some(1));
+        let want = String::from_utf8_lossy(&one.stderr)
+            .lines()
+            .find(|l| l.starts_with("sptmc: error:"))
+            .expect("an error line")
+            .to_string();
+        assert!(want.contains(":1300002:"), "{want}");
+        for p in [2, 3] {
+            let got = ranks(p, &["cp", f, "--rank", "2"]);
+            assert_eq!(got.status.code(), Some(1), "{p} ranks");
+            let err = String::from_utf8_lossy(&got.stderr);
+            let lines: Vec<&str> = err.lines().filter(|l| l.contains("error:")).collect();
+            assert_eq!(lines, vec![want.as_str()], "{p} ranks: {err}");
+        }
+    }
+    // A missing file: one line, as from one process.
+    let missing = dir.path().join("none.tns");
+    let want = String::from_utf8_lossy(&single(&["cp", missing.to_str().unwrap()]).stderr)
+        .lines()
+        .find(|l| l.starts_with("sptmc: error:"))
+        .expect("an error line")
+        .to_string();
+    let got = ranks(3, &["cp", missing.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&got.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("error:")).collect();
+    assert_eq!(lines, vec![want.as_str()], "{err}");
+    assert_eq!(got.status.code(), Some(1));
+}
+
+#[test]
+fn model_files_have_the_single_process_form() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "u.tns", &uniform(vec![40, 30, 20], 5000, 5));
+    let (a, b) = (dir.path().join("one"), dir.path().join("three"));
+    let mut args = vec!["cp", f.as_str(), "--out", a.to_str().unwrap()];
+    args.extend(CP);
+    json(&single(&args), "one process");
+    args[3] = b.to_str().unwrap();
+    json(&ranks(3, &args), "3 ranks");
+    assert_same_model_form(&a, &b);
+}
+
+/// The model files written under mpirun are the single process's: byte for byte on one
+/// rank (the same arithmetic); on 2 to 4 ranks, where a row's partial sums add in
+/// another order, the same header lines and every row's values in its place, within
+/// 1e-3 of their column's largest. Mode 0 is longer than the rows rank 0 receives at
+/// once, so its rows arrive in several windows, each cut among several owners.
+#[test]
+fn model_files_are_the_single_process_files() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let long = 2 * (sptmc::dist::output::WINDOW_BYTES / (8 * 4)) + 1000;
+    let f = write(dir.path(), "u.tns", &uniform(vec![long, 30, 20], 20_000, 5));
+    let args = |out: &std::path::Path| {
+        let mut a = vec!["cp".to_string(), f.clone(), "--out".into()];
+        a.push(out.to_str().unwrap().into());
+        a.extend(CP.map(String::from));
+        a
+    };
+    let one = dir.path().join("one");
+    let a = args(&one);
+    json(
+        &single(&a.iter().map(String::as_str).collect::<Vec<_>>()),
+        "one process",
+    );
+    for p in 1..=4 {
+        let many = dir.path().join(format!("ranks-{p}"));
+        let a = args(&many);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        json(&ranks(p, &a), &format!("{p} ranks"));
+        if p == 1 {
+            assert_same_model_bytes(&one, &many);
+        } else {
+            assert_same_model_values(&one, &many, 1e-3);
+        }
+    }
+}
+
+/// The built-in tensor (no file given) under mpirun is the single process's, though each
+/// rank draws only its part of it: on one rank CP-ALS's fits are the single process's
+/// bit for bit (the same threads); on 4 ranks CP-APR's log-likelihoods (f64
+/// throughout) are within 1e-6 relative, CP-ALS's fits within 1e-4 (its kernels
+/// accumulate in f32, and this tensor's power-law slices hold tens of thousands of
+/// nonzeros each: their partial sums from several ranks differ by about 2e-5 of the
+/// fit, as they did when every rank generated the whole tensor). No rank holds the
+/// whole tensor: every one of 4 ranks peaks below one rank's peak by more than the
+/// tensor's entries take.
+#[test]
+fn the_built_in_tensor_is_the_single_process_one_drawn_in_parts() {
+    if mpirun().is_none() {
+        return;
+    }
+    let cp = [
+        "cp", "--rank", "4", "--iters", "5", "--tol", "0", "--json", "--seed=3",
+    ];
+    let threads = [&cp[..], &["--threads", "1"]].concat();
+    let one = json(&single(&threads), "one process");
+    assert_eq!(fits(&json(&ranks(1, &threads), "1 rank")), fits(&one));
+    let four = json(&ranks(4, &cp), "4 ranks");
+    assert_eq!(four["nnz"], one["nnz"]);
+    for (a, b) in fits(&four).iter().zip(&fits(&one)) {
+        assert!((a - b).abs() <= 1e-4 * b, "fit {a} vs {b} of one process");
+    }
+    let mut apr = cp;
+    apr[0] = "cp-apr";
+    let lls = |v: &Value| -> Vec<f64> {
+        v["iterations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["log_likelihood"].as_f64().unwrap())
+            .collect()
+    };
+    let (a1, a4) = (
+        lls(&json(&single(&apr), "one process")),
+        lls(&json(&ranks(4, &apr), "4 ranks")),
+    );
+    assert_eq!(a1.len(), a4.len());
+    for (a, b) in a4.iter().zip(&a1) {
+        assert!(
+            (a - b).abs() <= 1e-6 * b.abs(),
+            "log-likelihood {a} vs {b} of one process"
+        );
+    }
+    let peaks = |v: &Value| -> Vec<u64> {
+        v["distributed"]["per_rank"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["peak_bytes"].as_u64().unwrap())
+            .collect()
+    };
+    let alone = peaks(&json(&ranks(1, &cp), "1 rank"))[0];
+    // Indices and value of every nonzero: 3 × 4 + 8 bytes.
+    let entries = one["nnz"].as_u64().unwrap() * 20;
+    for (k, p) in peaks(&four).into_iter().enumerate() {
+        assert!(
+            p + entries < alone,
+            "rank {k} of 4 peaked at {} MB, one rank alone at {} MB; the tensor's entries take {} MB",
+            p >> 20,
+            alone >> 20,
+            entries >> 20
+        );
+    }
+}

@@ -1,0 +1,334 @@
+//! CP-APR across MPI ranks: `mpirun -np P sptmc cp-apr` against the single process, on
+//! a generated count tensor and a shared one, with P = 1 … 4, a grid where a rank holds
+//! no nonzeros, the per-rank bytes of `--json` against the model, the model files, and
+//! bad input.
+//!
+//! Needs a build with `--features mpi` and `mpirun` on the PATH; skipped visibly
+//! otherwise (a failure under `SPTMC_REQUIRE_MPI=1`, as CI sets it).
+
+use crate::common;
+
+use common::mpi::{
+    assert_same_model_bytes, assert_same_model_form, assert_same_model_values, json, mpirun, ranks,
+    single, write,
+};
+
+use serde_json::Value;
+use sptmc::tensor::CooTensor;
+use sptmc::tensor::generate::{GenSpec, Pattern, generate};
+
+fn lls(v: &Value) -> Vec<f64> {
+    v["iterations"]
+        .as_array()
+        .expect("iterations")
+        .iter()
+        .map(|s| s["log_likelihood"].as_f64().expect("a log-likelihood"))
+        .collect()
+}
+
+/// A uniform tensor of counts 1 … 5.
+fn counts(dims: Vec<usize>, nnz: usize, seed: u64) -> CooTensor {
+    let x = generate(&GenSpec {
+        dims,
+        nnz,
+        pattern: Pattern::Uniform,
+        seed,
+    })
+    .unwrap();
+    let entries: Vec<_> = (0..x.nnz())
+        .map(|k| (x.coords(k), 1.0 + (k % 5) as f64))
+        .collect();
+    CooTensor::from_entries(x.dims().to_vec(), entries).unwrap()
+}
+
+const APR: [&str; 8] = [
+    "--rank", "4", "--iters", "20", "--tol", "0", "--json", "--seed=3",
+];
+
+/// Every iteration's log-likelihood under each count of ranks matches the single
+/// process's within 1e-6 relative (Φ, the factors and the sums are f64; only the
+/// order in which a row's partial Φ from several ranks is added differs), the last
+/// one included; the same iterations and inner iterations run.
+fn same_lls(file: &str, rank_counts: &[usize]) {
+    let mut args = vec!["cp-apr", file];
+    args.extend(APR);
+    let one = json(&single(&args), "the single process");
+    let want = lls(&one);
+    assert_eq!(want.len(), 20);
+    for &p in rank_counts {
+        let got = json(&ranks(p, &args), &format!("{p} ranks"));
+        let got_lls = lls(&got);
+        assert_eq!(got_lls.len(), want.len(), "{p} ranks");
+        for (k, (a, b)) in got_lls.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs(),
+                "{p} ranks, iteration {k}: log-likelihood {a} vs {b} of one process"
+            );
+        }
+        let inner = |v: &Value| -> Vec<u64> {
+            v["iterations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["inner_iters"].as_u64().unwrap())
+                .collect()
+        };
+        assert_eq!(inner(&got), inner(&one), "{p} ranks: inner iterations");
+        assert_eq!(got["nnz"], one["nnz"], "{p} ranks");
+        assert_eq!(got["dims"], one["dims"], "{p} ranks");
+        assert_eq!(got["kind"], "cp-apr");
+        let per_rank = got["distributed"]["per_rank"].as_array().expect("per rank");
+        assert_eq!(per_rank.len(), p);
+        let held: u64 = per_rank.iter().map(|r| r["nnz"].as_u64().unwrap()).sum();
+        assert_eq!(
+            held,
+            one["nnz"].as_u64().unwrap(),
+            "{p} ranks hold every nonzero once"
+        );
+        let (w1, wp) = (
+            one["weights"].as_array().unwrap(),
+            got["weights"].as_array().unwrap(),
+        );
+        for (a, b) in wp.iter().zip(w1) {
+            let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs().max(1e-3),
+                "{p} ranks: weight {a} vs {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn generated_counts_log_likelihoods_match_one_process_on_1_to_4_ranks() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "c.tns", &counts(vec![60, 50, 40], 12_000, 7));
+    same_lls(&f, &[1, 2, 3, 4]);
+}
+
+#[test]
+fn shared_tensor_log_likelihoods_match_one_process() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some(f) = common::shared_file("movielens-100k.tns.gz") else {
+        return;
+    };
+    same_lls(f.to_str().unwrap(), &[2, 3, 4]);
+}
+
+#[test]
+fn a_rank_without_nonzeros_still_takes_part() {
+    if mpirun().is_none() {
+        return;
+    }
+    // Two diagonal blocks of a 2×2 grid over modes 0 and 1: the off-diagonal blocks
+    // hold nothing.
+    let a = counts(vec![30, 30, 20], 3000, 1);
+    let mut entries = Vec::new();
+    for k in 0..a.nnz() {
+        let c = a.coords(k);
+        entries.push((c.clone(), a.values()[k]));
+        entries.push((vec![c[0] + 30, c[1] + 30, c[2]], a.values()[k] + 1.0));
+    }
+    let x = CooTensor::from_entries(vec![60, 60, 20], entries).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "blocks.tns", &x);
+    let mut args = vec!["cp-apr", f.as_str()];
+    args.extend(APR);
+    let got = json(&ranks(4, &args), "4 ranks");
+    let per_rank = got["distributed"]["per_rank"].as_array().unwrap();
+    assert!(
+        per_rank.iter().any(|r| r["nnz"] == 0),
+        "some rank holds no nonzero: {per_rank:?}"
+    );
+    same_lls(&f, &[4]);
+}
+
+#[test]
+fn bytes_per_iteration_match_the_model_and_stay_below_coarse() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let x = counts(vec![200, 200, 200], 40_000, 11);
+    let f = write(dir.path(), "c.tns", &x);
+    let mut args = vec!["cp-apr", f.as_str()];
+    args.extend(APR);
+    let got = json(&ranks(4, &args), "4 ranks");
+    let d = &got["distributed"];
+    let share = x.nnz() as f64 / 4.0;
+    for r in d["per_rank"].as_array().unwrap() {
+        let nnz = r["nnz"].as_f64().unwrap();
+        assert!(
+            (nnz - share).abs() <= 0.1 * share,
+            "rank {} holds {nnz}",
+            r["rank"]
+        );
+        let bytes = r["bytes_per_iter"].as_f64().unwrap();
+        let model = r["model_bytes_per_iter"].as_f64().unwrap();
+        let coarse = r["coarse_model_bytes_per_iter"].as_f64().unwrap();
+        assert!(
+            bytes <= 2.0 * model && bytes >= model / 2.0,
+            "rank {}: measured {bytes} bytes per iteration vs the model's {model}",
+            r["rank"]
+        );
+        assert!(
+            bytes < coarse,
+            "rank {}: {bytes} vs coarse {coarse}",
+            r["rank"]
+        );
+        assert!(r["peak_bytes"].as_u64().unwrap() > 0);
+    }
+    let mean = d["per_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["bytes_per_iter"].as_f64().unwrap())
+        .sum::<f64>()
+        / 4.0;
+    let rough = d["rough_bytes_per_iter"].as_f64().unwrap();
+    assert!(
+        mean <= 2.0 * rough && mean >= rough / 2.0,
+        "{mean} vs {rough}"
+    );
+}
+
+/// `--grain coarse` (every rank over whole modes, whole factors exchanged): the same
+/// log-likelihoods as the medium grain, each rank a fair share of the nonzeros, the
+/// bytes within 2× of the coarse-grained model and above the medium grain's on every
+/// rank.
+#[test]
+fn coarse_grain_fits_the_same_and_sends_more_than_medium() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let x = counts(vec![200, 200, 200], 40_000, 11);
+    let f = write(dir.path(), "c.tns", &x);
+    let mut args = vec!["cp-apr", f.as_str()];
+    args.extend(APR);
+    let medium = json(&ranks(4, &args), "medium");
+    args.extend(["--grain", "coarse"]);
+    let coarse = json(&ranks(4, &args), "coarse");
+    assert_eq!(coarse["distributed"]["scheme"], "coarse");
+    assert_eq!(medium["distributed"]["scheme"], "medium");
+    let (lm, lc) = (lls(&medium), lls(&coarse));
+    assert_eq!(lm.len(), lc.len());
+    for (k, (a, b)) in lc.iter().zip(&lm).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-6 * b.abs(),
+            "iteration {k}: coarse {a} vs medium {b}"
+        );
+    }
+    let share = x.nnz() as f64 / 4.0;
+    let per_rank = |v: &Value| v["distributed"]["per_rank"].as_array().unwrap().clone();
+    for (rm, rc) in per_rank(&medium).iter().zip(&per_rank(&coarse)) {
+        let nnz = rc["nnz"].as_f64().unwrap();
+        assert!(
+            (nnz - share).abs() <= 0.1 * share,
+            "coarse: rank {} holds {nnz}",
+            rc["rank"]
+        );
+        let (bm, bc) = (
+            rm["bytes_per_iter"].as_f64().unwrap(),
+            rc["bytes_per_iter"].as_f64().unwrap(),
+        );
+        let model = rc["model_bytes_per_iter"].as_f64().unwrap();
+        assert_eq!(
+            rc["model_bytes_per_iter"],
+            rc["coarse_model_bytes_per_iter"]
+        );
+        assert!(
+            bc <= 2.0 * model && bc >= model / 2.0,
+            "coarse: rank {} measured {bc} bytes vs the model's {model}",
+            rc["rank"]
+        );
+        assert!(bm < bc, "rank {}: medium {bm} vs coarse {bc}", rc["rank"]);
+    }
+}
+
+#[test]
+fn model_files_have_the_single_process_form() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "c.tns", &counts(vec![40, 30, 20], 5000, 5));
+    let (a, b) = (dir.path().join("one"), dir.path().join("three"));
+    let mut args = vec!["cp-apr", f.as_str(), "--out", a.to_str().unwrap()];
+    args.extend(APR);
+    json(&single(&args), "one process");
+    args[3] = b.to_str().unwrap();
+    json(&ranks(3, &args), "3 ranks");
+    assert_same_model_form(&a, &b);
+}
+
+#[test]
+fn negative_counts_are_one_error_line_from_one_rank() {
+    if mpirun().is_none() {
+        return;
+    }
+    let x = counts(vec![30, 30, 30], 3000, 2);
+    let mut entries: Vec<_> = (0..x.nnz()).map(|k| (x.coords(k), x.values()[k])).collect();
+    entries[1234].1 = -2.0;
+    let x = CooTensor::from_entries(vec![30, 30, 30], entries).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "neg.tns", &x);
+    let args = ["cp-apr", f.as_str(), "--rank", "2"];
+    let one = single(&args);
+    assert_eq!(one.status.code(), Some(1));
+    let want = String::from_utf8_lossy(&one.stderr)
+        .lines()
+        .find(|l| l.starts_with("sptmc: error:"))
+        .expect("an error line")
+        .to_string();
+    assert!(want.contains("negative"), "{want}");
+    for p in [2, 4] {
+        let got = ranks(p, &args);
+        assert_eq!(got.status.code(), Some(1), "{p} ranks");
+        let err = String::from_utf8_lossy(&got.stderr);
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains("error:")).collect();
+        assert_eq!(lines, vec![want.as_str()], "{p} ranks: {err}");
+    }
+}
+
+/// The model files written under mpirun are the single process's: byte for byte on one
+/// rank; on 2 to 4 ranks (f64 throughout, only the order in which a row's partial Φ
+/// adds differs) the same header lines and every row's values within 1e-6 of their
+/// column's largest. Mode 0 is longer than the rows rank 0 receives at once.
+#[test]
+fn model_files_are_the_single_process_files() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let long = 2 * (sptmc::dist::output::WINDOW_BYTES / (8 * 4)) + 1000;
+    let f = write(dir.path(), "c.tns", &counts(vec![long, 30, 20], 12_000, 5));
+    let args = |out: &std::path::Path| {
+        let mut a = vec!["cp-apr".to_string(), f.clone(), "--out".into()];
+        a.push(out.to_str().unwrap().into());
+        a.extend(APR.map(String::from));
+        a
+    };
+    let one = dir.path().join("one");
+    let a = args(&one);
+    json(
+        &single(&a.iter().map(String::as_str).collect::<Vec<_>>()),
+        "one process",
+    );
+    for p in 1..=4 {
+        let many = dir.path().join(format!("ranks-{p}"));
+        let a = args(&many);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        json(&ranks(p, &a), &format!("{p} ranks"));
+        if p == 1 {
+            assert_same_model_bytes(&one, &many);
+        } else {
+            assert_same_model_values(&one, &many, 1e-6);
+        }
+    }
+}

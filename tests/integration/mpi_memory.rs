@@ -1,0 +1,128 @@
+//! Memory across MPI ranks: each rank holds its share of the nonzeros, never the whole
+//! tensor, so a run fits a per-process memory limit (`ulimit -v`) that one process
+//! cannot meet on the same tensor.
+//!
+//! Needs a build with `--features mpi` and `mpirun`; skipped visibly otherwise (a
+//! failure under `SPTMC_REQUIRE_MPI=1`).
+
+use crate::common;
+
+use sptmc::tensor::generate::{GenSpec, Pattern, generate};
+use sptmc::tensor::tns;
+use std::process::Command;
+
+#[test]
+fn four_ranks_fit_under_a_memory_limit_that_one_process_does_not() {
+    if !cfg!(feature = "mpi") {
+        common::skip::<()>("SPTMC_REQUIRE_MPI", "built without --features mpi");
+        return;
+    }
+    if !Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        common::skip::<()>("SPTMC_REQUIRE_MPI", "no mpirun on the PATH");
+        return;
+    }
+    let x = generate(&GenSpec {
+        dims: vec![2000, 2000, 2000],
+        nnz: 4_000_000,
+        pattern: Pattern::Uniform,
+        seed: 2,
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("big.tns");
+    tns::write(&f, &x).unwrap();
+    drop(x);
+    let bin = env!("CARGO_BIN_EXE_sptmc");
+    let f = f.to_str().unwrap();
+    // 320 MB of address space per process. One glibc malloc arena per process (MPI's
+    // threads would each reserve 64 MiB of address space for their own), in both runs.
+    let limit = "ulimit -v 320000";
+    let one = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{limit}; exec {bin} cp {f} --rank 8 --iters 2 --no-cache --threads 1"
+        ))
+        .env("MALLOC_ARENA_MAX", "1")
+        .env_remove("OMPI_COMM_WORLD_SIZE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&one.stderr);
+    assert_eq!(one.status.code(), Some(1), "one process: {err}");
+    assert!(err.contains("memory"), "one process: {err}");
+    let four = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{limit}; exec mpirun --allow-run-as-root --oversubscribe -np 4 -x RAYON_NUM_THREADS=1 -x MALLOC_ARENA_MAX=1 {bin} cp {f} --rank 8 --iters 2"
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        four.status.success(),
+        "4 ranks: {}",
+        String::from_utf8_lossy(&four.stderr)
+    );
+}
+
+/// Rank 0 writes the model without holding a whole factor: on a tensor whose mode 0 has
+/// a million rows (its factor is 128 MB in f64 at rank 16), rank 0's peak memory, the
+/// writing included, stays within a quarter of that factor of the other ranks' (each
+/// holds a quarter of mode 0's rows, as rank 0 does); gathering the factor, as a whole,
+/// would add it several times over.
+#[test]
+fn rank_0_writes_the_model_without_holding_a_whole_factor() {
+    if common::mpi::mpirun().is_none() {
+        return;
+    }
+    let dims = vec![1_000_000, 6, 5];
+    let x = generate(&GenSpec {
+        dims: dims.clone(),
+        nnz: 100_000,
+        pattern: Pattern::Uniform,
+        seed: 3,
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f = common::mpi::write(dir.path(), "long.tns", &x);
+    let out = dir.path().join("model");
+    let whole = (dims[0] * 16 * 8) as u64;
+    for cmd in ["cp", "cp-apr"] {
+        let args = [
+            cmd,
+            f.as_str(),
+            "--rank",
+            "16",
+            "--iters",
+            "2",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let got = common::mpi::json(&common::mpi::ranks(4, &args), cmd);
+        let peaks: Vec<u64> = got["distributed"]["per_rank"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["peak_bytes"].as_u64().unwrap())
+            .collect();
+        let others = peaks[1..].iter().copied().max().unwrap();
+        assert!(
+            peaks[0] < others + whole / 4,
+            "{cmd}: rank 0 peaked at {} MB, the others at most at {} MB; the whole factor of mode 0 is {} MB",
+            peaks[0] >> 20,
+            others >> 20,
+            whole >> 20
+        );
+        let text = std::fs::read_to_string(out.join("factor-0.txt")).unwrap();
+        let rows = got["dims"][0].as_u64().unwrap() as usize;
+        assert!(rows > 990_000, "{cmd}: {rows} rows");
+        assert_eq!(text.lines().count(), rows + 1, "{cmd}");
+        eprintln!(
+            "{cmd}: peak memory per rank {:?} MB",
+            peaks.iter().map(|p| p >> 20).collect::<Vec<_>>()
+        );
+    }
+}
