@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 echo "== python: fmt and clippy of the extension crate"
-# The same target folder as the library's build, so that the two share what they can.
+# The extension is a member of the library's workspace: the same target folder, so that
+# the two builds share the library and its dependencies.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 (cd python && cargo fmt -- --check && cargo clippy --all-targets -- -D warnings)
 
