@@ -44,7 +44,6 @@ fn main() {
     println!("cargo::rerun-if-env-changed=SPTMC_NVRTC_LIB");
     println!("cargo::rerun-if-env-changed=SPTMC_NO_PREBUILT_KERNELS");
     println!("cargo::rerun-if-env-changed=CUDA_HOME");
-    println!("cargo::rerun-if-env-changed=PATH");
     git_commit();
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
@@ -56,14 +55,28 @@ fn main() {
         runtime_fallback("SPTMC_NO_PREBUILT_KERNELS is set", false);
         return;
     }
-    let libs = nvrtc_candidates(&manifest);
+    let (libs, fixed) = nvrtc_candidates(&manifest);
     let mut built: Vec<(Family, String)> = Vec::new();
     let mut failed: Vec<(Family, String)> = Vec::new();
+    // Whether the outcome depended on `PATH` (`python3`'s site-packages, `nvcc`).
+    let mut path_dependent = false;
     for family in Family::ALL {
         match compile_family(family, &libs, &kernels, &out_dir) {
-            Ok(how) => built.push((family, how)),
-            Err(why) => failed.push((family, why)),
+            Ok((how, used)) => {
+                path_dependent |= used.is_none_or(|i| i >= fixed);
+                built.push((family, how));
+            }
+            Err(why) => {
+                path_dependent = true;
+                failed.push((family, why));
+            }
         }
+    }
+    // Watched only when the search reached `PATH`: a build whose compiler came from
+    // `SPTMC_NVRTC_LIB` or a local venv stays fresh when `PATH` changes (pip's isolated
+    // build of the wheel prepends its own folders; CI's wheel reuses the tests' build).
+    if path_dependent {
+        println!("cargo::rerun-if-env-changed=PATH");
     }
     let families: Vec<Family> = built.iter().map(|b| b.0).collect();
     write_index(&out_dir, &families);
@@ -78,22 +91,23 @@ fn main() {
 }
 
 /// Compiles `family` for every target of [`IMAGES`] with the first compiler that
-/// builds all of them; returns which one, or why none did.
+/// builds all of them; returns which one (and its index in `libs`, `None` for nvcc), or
+/// why none did.
 fn compile_family(
     family: Family,
     libs: &[PathBuf],
     kernels: &Path,
     out_dir: &Path,
-) -> Result<String, String> {
+) -> Result<(String, Option<usize>), String> {
     let mut tried = Vec::new();
-    for lib in libs {
+    for (i, lib) in libs.iter().enumerate() {
         match compile_with_nvrtc(family, lib, kernels, out_dir) {
-            Ok(()) => return Ok(format!("NVRTC {}", lib.display())),
+            Ok(()) => return Ok((format!("NVRTC {}", lib.display()), Some(i))),
             Err(e) => tried.push(format!("NVRTC {}: {e}", lib.display())),
         }
     }
     match compile_with_nvcc(family, kernels, out_dir) {
-        Ok(()) => return Ok("nvcc".into()),
+        Ok(()) => return Ok(("nvcc".into(), None)),
         Err(e) => tried.push(e),
     }
     Err(tried.join("; "))
@@ -221,8 +235,8 @@ fn runtime_fallback(why: &str, warn: bool) {
     }
 }
 
-/// Site-packages folders of the local virtual environments and of `python3`.
-fn site_packages(manifest: &Path) -> Vec<PathBuf> {
+/// Site-packages folders of the local virtual environments.
+fn venv_site_packages(manifest: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for venv in [".venv-cuda", ".venv"] {
         if let Ok(rd) = std::fs::read_dir(manifest.join(venv).join("lib")) {
@@ -231,6 +245,12 @@ fn site_packages(manifest: &Path) -> Vec<PathBuf> {
             }
         }
     }
+    dirs
+}
+
+/// Site-packages folders of the `python3` on `PATH`.
+fn python_site_packages() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
     let script =
         "import site,sys\nprint('\\n'.join(site.getsitepackages()+[site.getusersitepackages()]))";
     if let Ok(out) = Command::new("python3").args(["-c", script]).output()
@@ -245,18 +265,25 @@ fn site_packages(manifest: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-fn nvrtc_candidates(manifest: &Path) -> Vec<PathBuf> {
+/// The NVRTC libraries to try, in order, and how many of the first ones were found
+/// without `PATH` (`SPTMC_NVRTC_LIB` and the local venvs; the rest via `python3`).
+fn nvrtc_candidates(manifest: &Path) -> (Vec<PathBuf>, usize) {
     let mut libs = Vec::new();
     if let Some(p) = std::env::var_os("SPTMC_NVRTC_LIB") {
         libs.push(PathBuf::from(p));
     }
-    for site in site_packages(manifest) {
-        let lib = site.join("nvidia/cuda_nvrtc/lib/libnvrtc.so.12");
-        if lib.is_file() && !libs.contains(&lib) {
-            libs.push(lib);
+    let add = |libs: &mut Vec<PathBuf>, sites: Vec<PathBuf>| {
+        for site in sites {
+            let lib = site.join("nvidia/cuda_nvrtc/lib/libnvrtc.so.12");
+            if lib.is_file() && !libs.contains(&lib) {
+                libs.push(lib);
+            }
         }
-    }
-    libs
+    };
+    add(&mut libs, venv_site_packages(manifest));
+    let fixed = libs.len();
+    add(&mut libs, python_site_packages());
+    (libs, fixed)
 }
 
 /// Include folders holding `cuda_fp16.h` for an NVRTC library.
