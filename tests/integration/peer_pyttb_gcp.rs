@@ -10,24 +10,22 @@
 //! the two losses at that start must agree to 1e-12. Both then run to their own
 //! stopping rules, and ours must stop by a convergence test (not a failed line search).
 //!
-//! Unbounded (Gaussian), the two are the same algorithm: the same iterations and final
-//! losses within 1e-14 on the slices; the bound here is 1e-8. Bounded, the runs part
-//! after a few iterations, likely where the two subspace steps differ (scipy's is
-//! L-BFGS-B 3.0, with Morales and Nocedal's projected subspace step; the crate follows
-//! the earlier L-BFGS-B that R uses), and on some inputs they converge to different
-//! local minima, either side's the lower. Measured: 5e-5 (Poisson) and 1.8e-3
-//! (Bernoulli-odds, ours higher) on the movielens-100k slice, 3.1e-3 (Bernoulli-odds,
-//! ours lower) on the movielens-latest-small-4d slice. Both ends are stationary: run
-//! to factr = 10 and pgtol = 1e-9 on both sides (`SPTMC_GCP_TIGHT=1`), no final loss
-//! of the movielens-100k slice moved by more than 3e-8. So the bound for the bounded
-//! losses is 5e-3, not the 1e-4 aimed at.
+//! The two are the same algorithm: unbounded (Gaussian) as published, bounded (Poisson,
+//! Bernoulli-odds) since the optimizer takes L-BFGS-B 3.0's projected subspace step as
+//! scipy does (`vendor/README.md`; with the 2.3 step the bounded runs ended in other
+//! local minima, 5e-5 to 3.1e-3 apart). They still part in rounding, and each stops
+//! where one iteration gains less than factr · ε ≈ 2.2e-9 relative, which in a slow
+//! region can leave the two final losses further apart than that. Measured with the
+//! starts of seeds 3, 17 and 101: 1e-16 to 6e-9, and 2.5e-7 for one Gaussian run
+//! of 250 iterations. The bound is the 1e-4 the full-gradient path is asked to meet.
 //!
 //! Needs a Python with pyttb (`SPTMC_PYTHON`, else `.venv/bin/python`, else `python3`)
 //! and the shared data (`SPTMC_DATA_DIR`, else `../shared/data`). Without them each
 //! test prints `SKIPPED: …` and passes, unless `SPTMC_REQUIRE_PYTTB=1` (or, for the
 //! data, `SPTMC_REQUIRE_DATA=1`), which makes it fail.
 //!
-//! Run with: `cargo test --release --test integration peer_pyttb_gcp:: -- --nocapture`.
+//! Run with: `cargo test --release --test integration peer_pyttb_gcp:: -- --nocapture`
+//! (`SPTMC_GCP_SEED=N` for other starts and another generated tensor).
 
 use crate::common;
 
@@ -46,10 +44,16 @@ use std::process::Command;
 /// Gaussian run stopped at its 1000-iteration limit, and no two runs stop alike).
 const RANK: usize = 4;
 const GENERATED_RANK: usize = 2;
-const SEED: u64 = 3;
-/// How far the final losses may be apart: unbounded, and bounded (see above).
-const REL_TOL_GAUSSIAN: f64 = 1e-8;
-const REL_TOL_BOUNDED: f64 = 5e-3;
+/// The seed of the starting factors (the generated tensor's model uses `seed + 8`):
+/// `SPTMC_GCP_SEED` for other draws, else 3.
+fn seed() -> u64 {
+    std::env::var("SPTMC_GCP_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
+}
+/// How far the final losses may be apart (see above).
+const REL_TOL: f64 = 1e-4;
 
 /// The entries of `x` inside `limits`, values replaced by 1 when `binary`, as a tensor
 /// of extents `limits`.
@@ -72,7 +76,7 @@ fn slice(x: &CooTensor, limits: &[usize], binary: bool) -> CooTensor {
 /// at every third cell of a 25 × 20 × 15 tensor, binarized when `binary`.
 fn generated(binary: bool) -> CooTensor {
     let dims = [25usize, 20, 15];
-    let f: Vec<Matrix<f64>> = Matrix::random_factors(&dims, &[GENERATED_RANK; 3], 11)
+    let f: Vec<Matrix<f64>> = Matrix::random_factors(&dims, &[GENERATED_RANK; 3], seed() + 8)
         .iter()
         .map(Matrix::to_f64)
         .collect();
@@ -97,7 +101,7 @@ fn generated(binary: bool) -> CooTensor {
 
 /// Seeded uniform rank-`rank` factors scaled so that the model's norm is the tensor's.
 fn initial(x: &CooTensor, rank: usize) -> Vec<Matrix<f64>> {
-    let mut f: Vec<Matrix<f64>> = Matrix::random_factors(x.dims(), &vec![rank; x.order()], SEED)
+    let mut f: Vec<Matrix<f64>> = Matrix::random_factors(x.dims(), &vec![rank; x.order()], seed())
         .iter()
         .map(Matrix::to_f64)
         .collect();
@@ -211,13 +215,8 @@ fn every_loss(python: &Path, name: &str, x: &CooTensor, binary: &CooTensor, rank
         compare(python, name, binary, Loss::BernoulliOdds, rank),
     ));
     for (loss, rel) in worst {
-        let tol = if loss == Loss::Gaussian {
-            REL_TOL_GAUSSIAN
-        } else {
-            REL_TOL_BOUNDED
-        };
         assert!(
-            rel <= tol,
+            rel <= REL_TOL,
             "{name} {loss}: final losses differ by {rel:.2e} relative"
         );
     }

@@ -10,7 +10,9 @@
 //!
 //! The optimizer is `rcompat-lbfgsb`, an implementation of L-BFGS-B (generalized
 //! Cauchy point, subspace minimization, Moré–Thuente line search kept inside the
-//! box, as in the algorithm scipy wraps), with pyttb's settings: `m = 10`
+//! box), patched to take the subspace step of version 3.0 as scipy does
+//! (`vendor/README.md`: the 2.3 step it had led the bounded losses to other minima
+//! than pyttb's), with pyttb's settings: `m = 10`
 //! corrections, `pgtol = 1e-5`, at most 1000 iterations, and the `factr` test (stop
 //! when `(f_prev − f) / max(|f_prev|, |f|, 1) ≤ factr · ε_mach`, `factr = 1e7`).
 //! Nonnegative losses bound every factor entry below by 0. (An earlier port,
