@@ -208,6 +208,22 @@ fn check_factors(sample: &GcpSample, factors: &[Matrix<f64>]) -> Result<usize> {
     Ok(rank)
 }
 
+/// How the CPU backend may spread one GCP gradient over its workers
+/// ([`Engine::gcp_gradient_spread`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GcpSpread {
+    /// Over every worker: a small sample's fused pass in two fixed halves, the second
+    /// into private outputs added after it (where the rows are not many more than the
+    /// entries).
+    Workers,
+    /// A small sample's fused pass in one piece on the calling worker: for a caller
+    /// that keeps the other workers busy meanwhile (SGD draws its next sample beside
+    /// the gradient), where the halves would run one after the other and the second's
+    /// private outputs (zeroed, then added: three passes over every factor row) would
+    /// be pure cost.
+    Caller,
+}
+
 impl Engine {
     /// The model's value at every entry of `sample` into `out` (resized to the
     /// sample's length).
@@ -240,6 +256,20 @@ impl Engine {
         with_value: bool,
         grads: &mut Vec<Matrix<f64>>,
     ) -> Result<f64> {
+        self.gcp_gradient_spread(sample, factors, loss, with_value, grads, GcpSpread::Workers)
+    }
+
+    /// [`Engine::gcp_gradient`], spread over the workers as `spread` says (the CPU
+    /// backend's choice; the result depends on it, never on the thread count).
+    pub fn gcp_gradient_spread<L: EntryLoss>(
+        &self,
+        sample: &GcpSample,
+        factors: &[Matrix<f64>],
+        loss: &L,
+        with_value: bool,
+        grads: &mut Vec<Matrix<f64>>,
+        spread: GcpSpread,
+    ) -> Result<f64> {
         let rank = check_factors(sample, factors)?;
         let dims = sample.dims();
         if grads.len() != dims.len() || grads.iter().zip(dims).any(|(g, &d)| g.shape() != (d, rank))
@@ -248,7 +278,8 @@ impl Engine {
         }
         match self.backend() {
             Backend::Cpu(_) => Ok(self.install(|| {
-                super::cpu::gcp::gradient(sample, factors, rank, loss, with_value, grads)
+                let halves = spread == GcpSpread::Workers;
+                super::cpu::gcp::gradient(sample, factors, rank, loss, with_value, halves, grads)
             })),
             Backend::Cuda(b) => {
                 let mut m = vec![0.0; sample.len()];

@@ -25,7 +25,7 @@ pub use backend::{
 };
 pub use completion::{Anchor, CompletionSession, SgdBias, SgdStep};
 pub use factors::{FactorKey, FactorVersions};
-pub use gcp::{EntryLoss, GcpSample};
+pub use gcp::{EntryLoss, GcpSample, GcpSpread};
 pub use options::{CpuOptions, CpuVectors, CudaOptions, EngineOptions, MttkrpKernel};
 pub use passes::{ResidualSums, RowCounts, ValueCensus};
 pub use phi::{PhiRun, PhiSession};

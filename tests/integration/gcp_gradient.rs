@@ -7,7 +7,7 @@ use crate::common;
 
 use common::twin;
 use sptmc::decomp::gcp::{Loss, loss::NAMES};
-use sptmc::engine::{CpuOptions, Engine, GcpSample};
+use sptmc::engine::{CpuOptions, Engine, GcpSample, GcpSpread};
 use sptmc::{CooTensor, Matrix};
 
 /// Every loss, with a parameter where it needs one.
@@ -282,25 +282,50 @@ fn gradient_is_the_same_for_any_thread_count_and_rejects_bad_shapes() {
 }
 
 /// Asserts that the CPU gradient of every cell of a tensor of extents `dims` at rank
-/// `rank` (seeds from `seed`) is the same bits, value included, on 1, 2 and 3 workers.
+/// `rank` (seeds from `seed`) is the same bits, value included, on 1, 2 and 3 workers,
+/// with either [`GcpSpread`], and that the two spreads agree to rounding.
 fn assert_same_bits_for_any_thread_count(dims: &[usize], rank: usize, seed: u64) {
     let loss = &losses()[0];
     let x = tensor(dims, loss, seed);
     let a = factors(dims, rank, loss, seed + 1);
     let s = all_cells(&x, |l| 0.25 + (l % 5) as f64);
-    let run = |threads| {
+    let run = |threads, spread| {
         let engine = Engine::cpu_with(CpuOptions {
             threads: Some(threads),
             ..Default::default()
         })
         .unwrap();
         let mut grads = Vec::new();
-        let f = engine.gcp_gradient(&s, &a, loss, true, &mut grads).unwrap();
+        let f = engine
+            .gcp_gradient_spread(&s, &a, loss, true, &mut grads, spread)
+            .unwrap();
         (f.to_bits(), grads)
     };
-    let one = run(1);
-    for threads in [2, 3] {
-        assert!(run(threads) == one, "{dims:?}: {threads} workers");
+    for spread in [GcpSpread::Workers, GcpSpread::Caller] {
+        let one = run(1, spread);
+        for threads in [2, 3] {
+            assert!(
+                run(threads, spread) == one,
+                "{dims:?} {spread:?}: {threads} workers"
+            );
+        }
+    }
+    // The two spreads add the same terms in another order: apart by at most
+    // (N − 1)·ε·Σ|terms| per entry, N ≤ the sample's length; 1e-10 of the mode's largest
+    // entry leaves room for Σ|terms| up to ~10⁵/N times it.
+    let (workers, caller) = (run(2, GcpSpread::Workers).1, run(2, GcpSpread::Caller).1);
+    for (mode, (w, c)) in workers.iter().zip(&caller).enumerate() {
+        let scale = w.data().iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        for (x, y) in w.data().iter().zip(c.data()) {
+            assert!(
+                x.is_finite() && y.is_finite(),
+                "{dims:?} mode {mode}: not finite"
+            );
+            assert!(
+                (x - y).abs() <= 1e-10 * scale,
+                "{dims:?} mode {mode}: {x} vs {y}"
+            );
+        }
     }
 }
 

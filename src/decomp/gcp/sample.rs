@@ -21,6 +21,8 @@ const CHUNK: usize = 1024;
 /// Samples of at most this many entries are drawn on the calling worker (a parallel
 /// region costs more than drawing a few thousand entries).
 const SERIAL_DRAW: usize = 16_384;
+/// Nonzero draws whose places are drawn before their entries are copied.
+const BATCH: usize = 32;
 
 /// Sample sizes and weights of one stratified sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -136,31 +138,42 @@ impl<'a> Sampler<'a> {
         let draw_chunk = |(chunk, ((coords, values), weights)): DrawChunk| {
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(self.seed, stream, chunk));
             let first = chunk * CHUNK;
-            for (j, ((c, v), w)) in coords
-                .chunks_exact_mut(n)
-                .zip(values.iter_mut())
-                .zip(weights.iter_mut())
-                .enumerate()
-            {
-                if first + j < strata.nonzeros {
-                    let k = rng.random_range(0..self.x.nnz());
-                    copy_coord(c, &self.coords[k * n..(k + 1) * n]);
-                    *v = self.x.values()[k];
-                    *w = strata.w_nonzeros;
-                } else {
-                    loop {
-                        let mut key = 0;
-                        for (m, c) in c.iter_mut().enumerate() {
-                            *c = rng.random_range(0..dims[m] as u32);
-                            key += *c as u64 * self.strides[m];
-                        }
-                        if !self.stored.contains(key) {
-                            break;
-                        }
-                    }
-                    *v = 0.0;
-                    *w = strata.w_zeros;
+            // The chunk's nonzero draws come first: their places are drawn a batch at a
+            // time and then copied, so that the batch's misses to the stored entries
+            // overlap (the same draws, in the same order, as one at a time).
+            let nz = strata.nonzeros.saturating_sub(first).min(values.len());
+            let mut places = [0usize; BATCH];
+            for start in (0..nz).step_by(BATCH) {
+                let batch = &mut places[..BATCH.min(nz - start)];
+                for k in batch.iter_mut() {
+                    *k = rng.random_range(0..self.x.nnz());
                 }
+                for (j, &k) in (start..).zip(batch.iter()) {
+                    copy_coord(
+                        &mut coords[j * n..(j + 1) * n],
+                        &self.coords[k * n..(k + 1) * n],
+                    );
+                    values[j] = self.x.values()[k];
+                    weights[j] = strata.w_nonzeros;
+                }
+            }
+            for ((c, v), w) in coords[nz * n..]
+                .chunks_exact_mut(n)
+                .zip(&mut values[nz..])
+                .zip(&mut weights[nz..])
+            {
+                loop {
+                    let mut key = 0;
+                    for (m, c) in c.iter_mut().enumerate() {
+                        *c = rng.random_range(0..dims[m] as u32);
+                        key += *c as u64 * self.strides[m];
+                    }
+                    if !self.stored.contains(key) {
+                        break;
+                    }
+                }
+                *v = 0.0;
+                *w = strata.w_zeros;
             }
         };
         if total <= SERIAL_DRAW {

@@ -20,7 +20,7 @@
 
 use super::sample::{Sampler, Strata, cells};
 use super::{GcpIter, GcpOptions, Loss};
-use crate::engine::{Engine, GcpSample};
+use crate::engine::{Engine, GcpSample, GcpSpread};
 use crate::error::Result;
 use crate::matrix::Matrix;
 use crate::tensor::CooTensor;
@@ -126,7 +126,13 @@ pub(super) fn run(
             // beside this iteration's gradient (the same samples as drawn in turn).
             let (gradient, drawn) = engine.install(|| {
                 rayon::join(
-                    || engine.gcp_gradient(&sample, &factors, &loss, false, &mut grads),
+                    || {
+                        // The other workers draw: the gradient's halves would run in turn.
+                        let spread = GcpSpread::Caller;
+                        engine.gcp_gradient_spread(
+                            &sample, &factors, &loss, false, &mut grads, spread,
+                        )
+                    },
                     || sampler.draw(&grad_strata, stream + 1, &mut next),
                 )
             });

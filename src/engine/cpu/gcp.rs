@@ -93,11 +93,12 @@ pub(crate) fn gradient<L: EntryLoss>(
     rank: usize,
     loss: &L,
     with_value: bool,
+    halves: bool,
     grads: &mut [Matrix<f64>],
 ) -> f64 {
     let f = slices(factors);
     if sample.len() <= FUSED_ENTRIES {
-        return gradient_fused(sample, &f, rank, loss, with_value, grads);
+        return gradient_fused(sample, &f, rank, loss, with_value, halves, grads);
     }
     let n = sample.dims().len();
     let mut y = vec![0.0; sample.len()];
@@ -129,8 +130,8 @@ pub(crate) fn gradient<L: EntryLoss>(
 /// entry's factor rows are gathered once for its model value and every mode's term.
 /// The first half adds its terms to `grads`, the second (a worker of its own where one
 /// is free) to private outputs added after it, each in sample order; whether there are
-/// halves depends on the sample's length and the tensor's rows, so the bits do not
-/// depend on the thread count. At GCP-SGD's usual sample sizes (a few thousand to a
+/// halves depends on `halves` (the caller's [`crate::engine::GcpSpread`]), the sample's
+/// length and the tensor's rows, so the bits do not depend on the thread count. At GCP-SGD's usual sample sizes (a few thousand to a
 /// few tens of thousands of entries) the row-block path's passes cost more in wake-ups,
 /// sorting and barriers than they save: with 6000 entries an iteration ran slower on 2
 /// workers than on 1, and with 41 600 entries on a 30 500-row tensor the fused pass
@@ -141,6 +142,7 @@ fn gradient_fused<L: EntryLoss>(
     rank: usize,
     loss: &L,
     with_value: bool,
+    halves: bool,
     grads: &mut [Matrix<f64>],
 ) -> f64 {
     let n = f.len();
@@ -148,7 +150,7 @@ fn gradient_fused<L: EntryLoss>(
     // The second half's private outputs cost a pass over every gradient row: worth it
     // where the rows are not many more than the entries.
     let rows: usize = grads.iter().map(Matrix::rows).sum();
-    let half = if len >= 2 * FUSED_HALF_MIN && rows <= FUSED_ROWS_PER_ENTRY * len {
+    let half = if halves && len >= 2 * FUSED_HALF_MIN && rows <= FUSED_ROWS_PER_ENTRY * len {
         len.div_ceil(2)
     } else {
         len
