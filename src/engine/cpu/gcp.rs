@@ -12,6 +12,7 @@
 //! one fused pass per half instead: values, derivatives and every mode's terms per
 //! entry.
 
+use super::phi::prefetch_row_f64;
 use crate::engine::gcp::{EntryLoss, GcpSample};
 use crate::matrix::Matrix;
 use rayon::prelude::*;
@@ -30,6 +31,8 @@ const FUSED_HALF_MIN: usize = 1024;
 /// [`gradient_fused`] runs in halves only where the modes' rows number at most this
 /// many per sampled entry (else in one pass).
 const FUSED_ROWS_PER_ENTRY: usize = 4;
+/// How many entries ahead the fused pass prefetches rows.
+const AHEAD: usize = 8;
 
 /// `Σ_r Π_n A⁽ⁿ⁾[c_n, r]`: the rows multiplied element-wise (contiguous, so the
 /// products vectorize), then summed in 4 interleaved partial sums (one chain of
@@ -250,7 +253,16 @@ fn fused_entries<const N: usize, const R: usize, L: EntryLoss>(
     outs: &mut [&mut [f64]],
 ) -> f64 {
     let mut value = 0.0;
-    for ((c, &x), &w) in coords.chunks_exact(N).zip(xs).zip(ws) {
+    for (e, ((c, &x), &w)) in coords.chunks_exact(N).zip(xs).zip(ws).enumerate() {
+        // The rows of the entry AHEAD places on, factors and outputs: the sample's
+        // rows are scattered over factors larger than the core's cache.
+        if let Some(ahead) = coords.get((e + AHEAD) * N..(e + AHEAD + 1) * N) {
+            for (j, &i) in ahead.iter().enumerate() {
+                let at = i as usize * R;
+                prefetch_row_f64(&f[j][at..at + R]);
+                prefetch_row_f64(&outs[j][at..at + R]);
+            }
+        }
         let rows: [&[f64; R]; N] = std::array::from_fn(|j| {
             let at = c[j] as usize * R;
             f[j][at..at + R].try_into().expect("R columns")
