@@ -107,24 +107,8 @@ impl RowMttkrp {
         // Row (or piece) `s..e`, whose task's nonzeros end at `te` (for the lookahead).
         let row = |s: usize, e: usize, te: usize, dst: &mut [f32], past: bool| {
             let (ix, xs) = (&idx[s * d..te * d], &x[s..e]);
-            match (r, past, look) {
-                (8, false, false) => row_sum::<8, false, false>(ix, xs, &facs, dst),
-                (16, false, false) => row_sum::<16, false, false>(ix, xs, &facs, dst),
-                (32, false, false) => row_sum::<32, false, false>(ix, xs, &facs, dst),
-                (64, false, false) => row_sum::<64, false, false>(ix, xs, &facs, dst),
-                (8, true, false) => row_sum::<8, true, false>(ix, xs, &facs, dst),
-                (16, true, false) => row_sum::<16, true, false>(ix, xs, &facs, dst),
-                (32, true, false) => row_sum::<32, true, false>(ix, xs, &facs, dst),
-                (64, true, false) => row_sum::<64, true, false>(ix, xs, &facs, dst),
-                (8, false, true) => row_sum::<8, false, true>(ix, xs, &facs, dst),
-                (16, false, true) => row_sum::<16, false, true>(ix, xs, &facs, dst),
-                (32, false, true) => row_sum::<32, false, true>(ix, xs, &facs, dst),
-                (64, false, true) => row_sum::<64, false, true>(ix, xs, &facs, dst),
-                (8, true, true) => row_sum::<8, true, true>(ix, xs, &facs, dst),
-                (16, true, true) => row_sum::<16, true, true>(ix, xs, &facs, dst),
-                (32, true, true) => row_sum::<32, true, true>(ix, xs, &facs, dst),
-                (64, true, true) => row_sum::<64, true, true>(ix, xs, &facs, dst),
-                _ => row_sum_any(&ix[..(e - s) * d], xs, &facs, dst),
+            if !specialized(r, past, look, ix, xs, &facs, dst) {
+                row_sum_any(&ix[..(e - s) * d], xs, &facs, dst);
             }
         };
         if !plan.cut {
@@ -165,25 +149,74 @@ impl RowMttkrp {
 /// How many nonzeros ahead [`row_sum`] prefetches factor rows that miss the cache.
 const LOOKAHEAD: usize = 16;
 
-/// One row (or piece) of MTTKRP at rank `R`: `Σ x · Π_m F_m[i_m]` over its nonzeros
-/// (`others` holds `facs.len()` indices per nonzero), into `out`: per nonzero `x` times
-/// the rows but the last, then one fused multiply-add with the last. With `PAST` the
-/// row is written with non-temporal stores (see [`mttkrp_stream::store_past_cache`]);
-/// with `LOOK` the factor rows of the nonzero [`LOOKAHEAD`] places on are prefetched
-/// (`others` may run on past this row's nonzeros, into the rest of its task, for that;
-/// `values` holds this row's alone).
+/// Runs [`row_sum`] specialized for rank `r`, `facs.len()` other modes and the two
+/// switches; `false` where no specialization exists (the caller runs [`row_sum_any`]).
 #[inline(always)]
-fn row_sum<const R: usize, const PAST: bool, const LOOK: bool>(
+fn specialized(
+    r: usize,
+    past: bool,
+    look: bool,
     others: &[u32],
     values: &[f32],
     facs: &[&[f32]],
     out: &mut [f32],
+) -> bool {
+    /// The rank and order arms for one pair of switches.
+    macro_rules! by_shape {
+        ($past:literal, $look:literal) => {
+            match (r, facs) {
+                (8, [a]) => row_sum::<8, 1, $past, $look>(others, values, &[a], out),
+                (16, [a]) => row_sum::<16, 1, $past, $look>(others, values, &[a], out),
+                (32, [a]) => row_sum::<32, 1, $past, $look>(others, values, &[a], out),
+                (64, [a]) => row_sum::<64, 1, $past, $look>(others, values, &[a], out),
+                (8, [a, b]) => row_sum::<8, 2, $past, $look>(others, values, &[a, b], out),
+                (16, [a, b]) => row_sum::<16, 2, $past, $look>(others, values, &[a, b], out),
+                (32, [a, b]) => row_sum::<32, 2, $past, $look>(others, values, &[a, b], out),
+                (64, [a, b]) => row_sum::<64, 2, $past, $look>(others, values, &[a, b], out),
+                (8, [a, b, c]) => row_sum::<8, 3, $past, $look>(others, values, &[a, b, c], out),
+                (16, [a, b, c]) => row_sum::<16, 3, $past, $look>(others, values, &[a, b, c], out),
+                (32, [a, b, c]) => row_sum::<32, 3, $past, $look>(others, values, &[a, b, c], out),
+                (64, [a, b, c]) => row_sum::<64, 3, $past, $look>(others, values, &[a, b, c], out),
+                _ => return false,
+            }
+        };
+    }
+    match (past, look) {
+        (false, false) => by_shape!(false, false),
+        (true, false) => by_shape!(true, false),
+        (false, true) => by_shape!(false, true),
+        (true, true) => by_shape!(true, true),
+    }
+    true
+}
+
+/// Row `i` of a factor of rank `R`.
+#[inline(always)]
+fn factor_row<const R: usize>(f: &[f32], i: u32) -> &[f32; R] {
+    let s = i as usize * R;
+    f[s..s + R].try_into().expect("a row of rank R")
+}
+
+/// One row (or piece) of MTTKRP at rank `R` with `D` other modes: `Σ x · Π_m F_m[i_m]`
+/// over its nonzeros (`others` holds `D` indices per nonzero), into `out`: per nonzero
+/// `x` times the rows but the last, then one fused multiply-add with the last. The
+/// order and the factors are constants, so that every factor's address stays in a
+/// register and the loop over the modes unrolls. With `PAST` the row is written with
+/// non-temporal stores (see [`mttkrp_stream::store_past_cache`]); with `LOOK` the
+/// factor rows of the nonzero [`LOOKAHEAD`] places on are prefetched (`others` may run
+/// on past this row's nonzeros, into the rest of its task, for that; `values` holds this
+/// row's alone).
+#[inline(always)]
+fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]; D],
+    out: &mut [f32],
 ) {
-    let d = facs.len();
-    let (last, mid) = facs.split_last().expect("order ≥ 2");
+    let (ixs, _) = others.as_chunks::<D>();
     let mut acc = [0f32; R];
-    for (j, (ix, &x)) in others.chunks_exact(d).zip(values).enumerate() {
-        if LOOK && let Some(ahead) = others.get((j + LOOKAHEAD) * d..(j + LOOKAHEAD + 1) * d) {
+    for (j, (ix, &x)) in ixs.iter().zip(values).enumerate() {
+        if LOOK && let Some(ahead) = ixs.get(j + LOOKAHEAD) {
             for (f, &i) in facs.iter().zip(ahead) {
                 if let Some(row) = f.get(i as usize * R..(i as usize + 1) * R) {
                     super::walk::prefetch_row(row);
@@ -191,17 +224,13 @@ fn row_sum<const R: usize, const PAST: bool, const LOOK: bool>(
             }
         }
         let mut k = [x; R];
-        for (f, &i) in mid.iter().zip(ix) {
-            let row: &[f32; R] = f[i as usize * R..][..R]
-                .try_into()
-                .expect("a row of rank R");
+        for m in 0..D - 1 {
+            let row = factor_row::<R>(facs[m], ix[m]);
             for (a, &b) in k.iter_mut().zip(row) {
                 *a *= b;
             }
         }
-        let row: &[f32; R] = last[ix[d - 1] as usize * R..][..R]
-            .try_into()
-            .expect("a row of rank R");
+        let row = factor_row::<R>(facs[D - 1], ix[D - 1]);
         for ((a, &kc), &l) in acc.iter_mut().zip(&k).zip(row) {
             *a = kc.mul_add(l, *a);
         }

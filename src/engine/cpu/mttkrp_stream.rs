@@ -234,16 +234,8 @@ pub(super) fn run(
                 target,
                 rows: (w[0], w[1]),
             };
-            match (r, look) {
-                (8, false) => args.sum::<8, false>(copy),
-                (16, false) => args.sum::<16, false>(copy),
-                (32, false) => args.sum::<32, false>(copy),
-                (64, false) => args.sum::<64, false>(copy),
-                (8, true) => args.sum::<8, true>(copy),
-                (16, true) => args.sum::<16, true>(copy),
-                (32, true) => args.sum::<32, true>(copy),
-                (64, true) => args.sum::<64, true>(copy),
-                _ => args.sum_any(r, copy),
+            if !args.specialized(r, look, copy) {
+                args.sum_any(r, copy);
             }
         });
     let chunk = r.max(1) * 256;
@@ -278,67 +270,95 @@ struct Chunk<'a> {
 }
 
 impl Chunk<'_> {
-    /// Adds every nonzero of the range into `out` at rank `R`: per row of the long
-    /// mode its factor row times the value and the rest's rows, scattered to the
-    /// target's row. With `LOOK` the rest's rows of the nonzero [`LOOKAHEAD`] places
-    /// on (within the range) are prefetched.
+    /// Runs [`Chunk::sum`] specialized for rank `r`, the number of other indices and
+    /// `look`; `false` where no specialization exists (the caller runs
+    /// [`Chunk::sum_any`]).
+    fn specialized(&self, r: usize, look: bool, out: &mut [f32]) -> bool {
+        // The rest's factors by position among a nonzero's other indices, the target's
+        // position holding an empty slice (never read).
+        let by_pos = |d: usize| {
+            let mut f = self.rest.iter();
+            (0..d)
+                .map(|p| match p == self.target {
+                    true => &[][..],
+                    false => *f.next().expect("one factor per other index"),
+                })
+                .collect::<Vec<&[f32]>>()
+        };
+        /// The rank arms for `D` other indices.
+        macro_rules! by_rank {
+            ($d:literal) => {{
+                let facs: [&[f32]; $d] = by_pos($d).try_into().expect("D factors");
+                match (r, look) {
+                    (8, false) => self.sum::<8, $d, false>(&facs, out),
+                    (16, false) => self.sum::<16, $d, false>(&facs, out),
+                    (32, false) => self.sum::<32, $d, false>(&facs, out),
+                    (64, false) => self.sum::<64, $d, false>(&facs, out),
+                    (8, true) => self.sum::<8, $d, true>(&facs, out),
+                    (16, true) => self.sum::<16, $d, true>(&facs, out),
+                    (32, true) => self.sum::<32, $d, true>(&facs, out),
+                    (64, true) => self.sum::<64, $d, true>(&facs, out),
+                    _ => return false,
+                }
+            }};
+        }
+        match self.rest.len() + 1 {
+            2 => by_rank!(2),
+            3 => by_rank!(3),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Adds every nonzero of the range into `out` at rank `R`, `D` other indices per
+    /// nonzero (`facs` the rest's factors by position, the target's unused): per row of
+    /// the long mode its factor row times the value and the rest's rows, scattered to
+    /// the target's row. The order and the factors are constants, so that the loop over
+    /// the modes unrolls with every factor's address in a register. With `LOOK` the
+    /// rest's rows of the nonzero [`LOOKAHEAD`] places on (within the range) are
+    /// prefetched.
     #[inline(always)]
-    fn sum<const R: usize, const LOOK: bool>(&self, out: &mut [f32]) {
-        let d = self.rest.len() + 1;
+    fn sum<const R: usize, const D: usize, const LOOK: bool>(
+        &self,
+        facs: &[&[f32]; D],
+        out: &mut [f32],
+    ) {
+        let t = self.target;
         // The range's nonzeros end here: the lookahead stays inside them.
-        let ahead_end = self.ptr[self.rows.1] * d;
+        let (ixs, _) = self.others[..self.ptr[self.rows.1] * D].as_chunks::<D>();
         for l in self.rows.0..self.rows.1 {
             let (s, e) = (self.ptr[l], self.ptr[l + 1]);
             if s == e {
                 continue;
             }
             let a: &[f32; R] = self.own[l * R..][..R].try_into().expect("a row of rank R");
-            for (j, (ix, &x)) in self.others[s * d..e * d]
-                .chunks_exact(d)
-                .zip(&self.values[s..e])
-                .enumerate()
-            {
-                if LOOK {
-                    let p = (s + j + LOOKAHEAD) * d;
-                    if let Some(ahead) = self.others[..ahead_end].get(p..p + d) {
-                        self.prefetch_rest::<R>(ahead);
+            for (j, (ix, &x)) in ixs[s..e].iter().zip(&self.values[s..e]).enumerate() {
+                if LOOK && let Some(ahead) = ixs.get(s + j + LOOKAHEAD) {
+                    for p in (0..D).filter(|&p| p != t) {
+                        let i = ahead[p] as usize;
+                        if let Some(row) = facs[p].get(i * R..(i + 1) * R) {
+                            super::walk::prefetch_row(row);
+                        }
                     }
                 }
                 let mut k = [0f32; R];
                 for (kc, &ac) in k.iter_mut().zip(a) {
                     *kc = x * ac;
                 }
-                let mut f = self.rest.iter();
-                for (p, &i) in ix.iter().enumerate() {
-                    if p != self.target {
-                        let row =
-                            &f.next().expect("one factor per other index")[i as usize * R..][..R];
+                for p in 0..D {
+                    if p != t {
+                        let i = ix[p] as usize * R;
+                        let row: &[f32; R] = facs[p][i..i + R].try_into().expect("rank R");
                         for (kc, &b) in k.iter_mut().zip(row) {
                             *kc *= b;
                         }
                     }
                 }
-                let o: &mut [f32; R] = (&mut out[ix[self.target] as usize * R..][..R])
-                    .try_into()
-                    .expect("a row of rank R");
+                let o = ix[t] as usize * R;
+                let o: &mut [f32; R] = (&mut out[o..o + R]).try_into().expect("rank R");
                 for (oc, &kc) in o.iter_mut().zip(&k) {
                     *oc += kc;
                 }
-            }
-        }
-    }
-
-    /// Prefetches the rest's rows of one nonzero whose other indices are `ix`.
-    #[inline(always)]
-    fn prefetch_rest<const R: usize>(&self, ix: &[u32]) {
-        let mut f = self.rest.iter();
-        for (p, &i) in ix.iter().enumerate() {
-            if p != self.target
-                && let Some(row) = f
-                    .next()
-                    .and_then(|f| f.get(i as usize * R..(i as usize + 1) * R))
-            {
-                super::walk::prefetch_row(row);
             }
         }
     }
