@@ -1,5 +1,6 @@
-//! The per-row bias-layout ALS systems ([`super::row_kernels::row_system_bias`]) on
-//! CPUs with AVX-512F, 16 columns per instruction instead of AVX2's 8.
+//! Kernels on CPUs with AVX-512F, 16 columns per instruction instead of AVX2's 8: the
+//! per-row bias-layout ALS systems ([`super::row_kernels::row_system_bias`]) and one
+//! row of the row-by-row MTTKRP ([`mttkrp_row`]).
 //!
 //! The build's baseline is AVX2 (x86-64-v3), and the compiler keeps autovectorized code
 //! at 256 bits even where 512-bit instructions are enabled, so this kernel is written
@@ -205,4 +206,62 @@ pub(super) unsafe fn row_system_bias<const P: usize, const B: usize>(
     _: &mut [f32],
 ) -> f64 {
     unreachable!("the AVX-512 kernels run on x86-64 only")
+}
+
+/// One row (or piece) of the row-by-row MTTKRP at rank `16 V` with `D` other modes, as
+/// [`super::mttkrp_rows`]'s AVX2 sum: per nonzero `x` times the rows but the last, then
+/// one fused multiply-add with the last, the same operations per column in the same
+/// order (so the same bits), 16 columns per instruction. `facs` are the other modes'
+/// factors at rank `16 V`, `others` holds `D` indices per nonzero (and may run on past
+/// `values`, for the lookahead: with `LOOK` the rows of the nonzero `ahead` places on
+/// are prefetched); the sums go to `acc` (`16 V` floats).
+///
+/// # Safety
+/// The CPU must have AVX-512F ([`available`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::needless_range_loop)] // vectors indexed by constants: kept in registers
+#[inline]
+pub(super) unsafe fn mttkrp_row<const V: usize, const D: usize, const LOOK: bool>(
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]; D],
+    ahead: usize,
+    acc: &mut [f32],
+) {
+    let r = 16 * V;
+    let row_of = |f: &[f32], i: u32| -> *const f32 {
+        let s = i as usize * r;
+        f[s..s + r].as_ptr()
+    };
+    let (ixs, _) = others.as_chunks::<D>();
+    let mut sum = [_mm512_setzero_ps(); V];
+    for (j, (ix, &x)) in ixs.iter().zip(values).enumerate() {
+        if LOOK && let Some(next) = ixs.get(j + ahead) {
+            for m in 0..D {
+                let i = next[m] as usize;
+                if let Some(row) = facs[m].get(i * r..(i + 1) * r) {
+                    super::walk::prefetch_row(row);
+                }
+            }
+        }
+        let mut k = [_mm512_set1_ps(x); V];
+        for m in 0..D - 1 {
+            let p = row_of(facs[m], ix[m]);
+            for v in 0..V {
+                // SAFETY: `p` starts a row of `16 V` floats (checked by `row_of`).
+                k[v] = _mm512_mul_ps(k[v], unsafe { _mm512_loadu_ps(p.add(16 * v)) });
+            }
+        }
+        let p = row_of(facs[D - 1], ix[D - 1]);
+        for v in 0..V {
+            // SAFETY: as above.
+            sum[v] = _mm512_fmadd_ps(k[v], unsafe { _mm512_loadu_ps(p.add(16 * v)) }, sum[v]);
+        }
+    }
+    let acc = &mut acc[..r];
+    for v in 0..V {
+        // SAFETY: `acc` holds `16 V` floats.
+        unsafe { _mm512_storeu_ps(acc.as_mut_ptr().add(16 * v), sum[v]) };
+    }
 }

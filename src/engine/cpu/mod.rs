@@ -199,7 +199,7 @@ impl CpuBackend {
             Some(rows) => {
                 // Every entry is written, none accumulated into: no zeroing pass (on a
                 // mode of 1.5 M rows at rank 32, 192 MB written once more).
-                rows.run(mode, kernel_factors, target);
+                rows.run(mode, kernel_factors, target, self.wide_vectors());
                 1.0
             }
             None => {

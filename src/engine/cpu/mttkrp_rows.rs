@@ -86,7 +86,9 @@ impl RowMttkrp {
 
     /// MTTKRP of `mode` into `out` (`I_mode × R`, every entry overwritten), `factors`
     /// one per mode. The groups hold the values with the tensor's scale applied.
-    pub(super) fn run(&self, mode: usize, factors: &[Matrix], out: &mut Matrix) {
+    /// With `wide` (the CPU has AVX-512F, [`super::avx512::available`]) ranks 16, 32
+    /// and 64 run 16 columns per instruction.
+    pub(super) fn run(&self, mode: usize, factors: &[Matrix], out: &mut Matrix, wide: bool) {
         let (g, plan, r) = (&self.groups[mode], &self.plans[mode], out.cols());
         let long = self.source(mode, r);
         // Rows of factors larger than the last-level cache are loaded ahead (the long
@@ -107,7 +109,7 @@ impl RowMttkrp {
         // Row (or piece) `s..e`, whose task's nonzeros end at `te` (for the lookahead).
         let row = |s: usize, e: usize, te: usize, dst: &mut [f32], past: bool| {
             let (ix, xs) = (&idx[s * d..te * d], &x[s..e]);
-            if !specialized(r, past, look, ix, xs, &facs, dst) {
+            if !specialized(r, past, look, wide, ix, xs, &facs, dst) {
                 row_sum_any(&ix[..(e - s) * d], xs, &facs, dst);
             }
         };
@@ -152,10 +154,12 @@ const LOOKAHEAD: usize = 16;
 /// Runs [`row_sum`] specialized for rank `r`, `facs.len()` other modes and the two
 /// switches; `false` where no specialization exists (the caller runs [`row_sum_any`]).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn specialized(
     r: usize,
     past: bool,
     look: bool,
+    wide: bool,
     others: &[u32],
     values: &[f32],
     facs: &[&[f32]],
@@ -165,18 +169,26 @@ fn specialized(
     macro_rules! by_shape {
         ($past:literal, $look:literal) => {
             match (r, facs) {
-                (8, [a]) => row_sum::<8, 1, $past, $look>(others, values, &[a], out),
-                (16, [a]) => row_sum::<16, 1, $past, $look>(others, values, &[a], out),
-                (32, [a]) => row_sum::<32, 1, $past, $look>(others, values, &[a], out),
-                (64, [a]) => row_sum::<64, 1, $past, $look>(others, values, &[a], out),
-                (8, [a, b]) => row_sum::<8, 2, $past, $look>(others, values, &[a, b], out),
-                (16, [a, b]) => row_sum::<16, 2, $past, $look>(others, values, &[a, b], out),
-                (32, [a, b]) => row_sum::<32, 2, $past, $look>(others, values, &[a, b], out),
-                (64, [a, b]) => row_sum::<64, 2, $past, $look>(others, values, &[a, b], out),
-                (8, [a, b, c]) => row_sum::<8, 3, $past, $look>(others, values, &[a, b, c], out),
-                (16, [a, b, c]) => row_sum::<16, 3, $past, $look>(others, values, &[a, b, c], out),
-                (32, [a, b, c]) => row_sum::<32, 3, $past, $look>(others, values, &[a, b, c], out),
-                (64, [a, b, c]) => row_sum::<64, 3, $past, $look>(others, values, &[a, b, c], out),
+                (8, [a]) => row_sum::<8, 1, $past, $look>(wide, others, values, &[a], out),
+                (16, [a]) => row_sum::<16, 1, $past, $look>(wide, others, values, &[a], out),
+                (32, [a]) => row_sum::<32, 1, $past, $look>(wide, others, values, &[a], out),
+                (64, [a]) => row_sum::<64, 1, $past, $look>(wide, others, values, &[a], out),
+                (8, [a, b]) => row_sum::<8, 2, $past, $look>(wide, others, values, &[a, b], out),
+                (16, [a, b]) => row_sum::<16, 2, $past, $look>(wide, others, values, &[a, b], out),
+                (32, [a, b]) => row_sum::<32, 2, $past, $look>(wide, others, values, &[a, b], out),
+                (64, [a, b]) => row_sum::<64, 2, $past, $look>(wide, others, values, &[a, b], out),
+                (8, [a, b, c]) => {
+                    row_sum::<8, 3, $past, $look>(wide, others, values, &[a, b, c], out)
+                }
+                (16, [a, b, c]) => {
+                    row_sum::<16, 3, $past, $look>(wide, others, values, &[a, b, c], out)
+                }
+                (32, [a, b, c]) => {
+                    row_sum::<32, 3, $past, $look>(wide, others, values, &[a, b, c], out)
+                }
+                (64, [a, b, c]) => {
+                    row_sum::<64, 3, $past, $look>(wide, others, values, &[a, b, c], out)
+                }
                 _ => return false,
             }
         };
@@ -208,13 +220,37 @@ fn factor_row<const R: usize>(f: &[f32], i: u32) -> &[f32; R] {
 /// row's alone).
 #[inline(always)]
 fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
+    wide: bool,
     others: &[u32],
     values: &[f32],
     facs: &[&[f32]; D],
     out: &mut [f32],
 ) {
-    let (ixs, _) = others.as_chunks::<D>();
+    #[cfg(target_arch = "x86_64")]
+    if wide && matches!(R, 16 | 32 | 64) {
+        use super::avx512::mttkrp_row;
+        // Its own array: one borrowed by the call would keep the AVX2 loop's
+        // accumulators in memory.
+        let mut acc = [0f32; R];
+        let (o, x, f, a) = (others, values, facs, &mut acc[..]);
+        // SAFETY: `wide` is set only where the CPU has AVX-512F.
+        unsafe {
+            match R {
+                16 => mttkrp_row::<1, D, LOOK>(o, x, f, LOOKAHEAD, a),
+                32 => mttkrp_row::<2, D, LOOK>(o, x, f, LOOKAHEAD, a),
+                _ => mttkrp_row::<4, D, LOOK>(o, x, f, LOOKAHEAD, a),
+            }
+        }
+        if PAST {
+            mttkrp_stream::store_past_cache(out, &acc);
+        } else {
+            out.copy_from_slice(&acc);
+        }
+        return;
+    }
+    let _ = wide;
     let mut acc = [0f32; R];
+    let (ixs, _) = others.as_chunks::<D>();
     for (j, (ix, &x)) in ixs.iter().zip(values).enumerate() {
         if LOOK && let Some(ahead) = ixs.get(j + LOOKAHEAD) {
             for (f, &i) in facs.iter().zip(ahead) {
@@ -317,13 +353,24 @@ mod tests {
                         let f = Matrix::random_factors(&dims, &vec![rank; dims.len()], 7);
                         for mode in 0..dims.len() {
                             let mut out = Matrix::from_fn(dims[mode], rank, |_, _| f32::NAN);
-                            rows.run(mode, &f, &mut out);
+                            rows.run(mode, &f, &mut out, false);
                             let want = crate::reference::mttkrp(&x, mode, &f).unwrap();
                             let acc = compare(&want, &out).unwrap();
                             assert!(
                                 acc.within_contract(),
                                 "{dims:?} rank {rank} mode {mode} {threads} threads: {acc:?}"
                             );
+                            // AVX-512 (where this CPU has it): the same operations per
+                            // column, so the same bits.
+                            if super::super::avx512::available() {
+                                let mut wide = Matrix::from_fn(dims[mode], rank, |_, _| f32::NAN);
+                                rows.run(mode, &f, &mut wide, true);
+                                assert!(
+                                    (out.data().iter().zip(wide.data()))
+                                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                                    "AVX-512 {dims:?} rank {rank} mode {mode} {threads} threads"
+                                );
+                            }
                             // The walk it replaced stays the fallback (no room for the
                             // groups, or SPTMC_CPU_MTTKRP=walk): kept under test here.
                             let mut walk = Matrix::zeros(dims[mode], rank);
@@ -403,7 +450,7 @@ mod tests {
                 );
                 let f = Matrix::random_factors(&dims, &[16; 3], 3);
                 let mut out = Matrix::from_fn(300, 16, |_, _| f32::NAN);
-                rows.run(0, &f, &mut out);
+                rows.run(0, &f, &mut out, super::super::avx512::available());
                 let want = crate::reference::mttkrp(&x, 0, &f).unwrap();
                 let acc = compare(&want, &out).unwrap();
                 assert!(acc.within_contract(), "{threads} threads: {acc:?}");
