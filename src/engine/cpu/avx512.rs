@@ -1,6 +1,7 @@
 //! Kernels on CPUs with AVX-512F, 16 columns per instruction instead of AVX2's 8: the
-//! per-row bias-layout ALS systems ([`super::row_kernels::row_system_bias`]) and one
-//! row of the row-by-row MTTKRP ([`mttkrp_row`]).
+//! per-row bias-layout ALS systems ([`super::row_kernels::row_system_bias`]), one
+//! row of the row-by-row MTTKRP ([`mttkrp_row`]) and one row of the long mode in the
+//! streamed MTTKRP ([`mttkrp_streamed_row`]).
 //!
 //! The build's baseline is AVX2 (x86-64-v3), and the compiler keeps autovectorized code
 //! at 256 bits even where 512-bit instructions are enabled, so this kernel is written
@@ -263,5 +264,71 @@ pub(super) unsafe fn mttkrp_row<const V: usize, const D: usize, const LOOK: bool
     for v in 0..V {
         // SAFETY: `acc` holds `16 V` floats.
         unsafe { _mm512_storeu_ps(acc.as_mut_ptr().add(16 * v), sum[v]) };
+    }
+}
+
+/// One row of the long mode in the streamed MTTKRP ([`super::mttkrp_stream`]) at rank
+/// `16 V` with `D` other indices per nonzero: for each nonzero, `x` times the long
+/// factor's row `own` times the rest's rows (`facs` by position, the target's at
+/// position `target` unused), added to the target's row of `out`; the same operations
+/// per column in the same order as the AVX2 sum, so the same bits. `others` holds `D`
+/// indices per nonzero from this row's first on and may run on past `values` (with
+/// `LOOK` the rest's rows of the nonzero `ahead` places on are prefetched).
+///
+/// # Safety
+/// The CPU must have AVX-512F ([`available`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::needless_range_loop, clippy::too_many_arguments)] // vectors by constants
+#[inline]
+pub(super) unsafe fn mttkrp_streamed_row<const V: usize, const D: usize, const LOOK: bool>(
+    others: &[[u32; D]],
+    values: &[f32],
+    own: &[f32],
+    facs: &[&[f32]; D],
+    target: usize,
+    ahead: usize,
+    out: &mut [f32],
+) {
+    let r = 16 * V;
+    let own = &own[..r];
+    let mut a = [_mm512_setzero_ps(); V];
+    for v in 0..V {
+        // SAFETY: `own` holds `16 V` floats.
+        a[v] = unsafe { _mm512_loadu_ps(own.as_ptr().add(16 * v)) };
+    }
+    for (j, (ix, &x)) in others.iter().zip(values).enumerate() {
+        if LOOK && let Some(next) = others.get(j + ahead) {
+            for p in (0..D).filter(|&p| p != target) {
+                let i = next[p] as usize;
+                if let Some(row) = facs[p].get(i * r..(i + 1) * r) {
+                    super::walk::prefetch_row(row);
+                }
+            }
+        }
+        let xv = _mm512_set1_ps(x);
+        let mut k = [_mm512_setzero_ps(); V];
+        for v in 0..V {
+            k[v] = _mm512_mul_ps(xv, a[v]);
+        }
+        for p in 0..D {
+            if p != target {
+                let i = ix[p] as usize * r;
+                let row = facs[p][i..i + r].as_ptr();
+                for v in 0..V {
+                    // SAFETY: `row` starts `16 V` floats (the slice above).
+                    k[v] = _mm512_mul_ps(k[v], unsafe { _mm512_loadu_ps(row.add(16 * v)) });
+                }
+            }
+        }
+        let o = ix[target] as usize * r;
+        let dst = out[o..o + r].as_mut_ptr();
+        for v in 0..V {
+            // SAFETY: `dst` starts `16 V` floats of `out` (the slice above).
+            unsafe {
+                let d = dst.add(16 * v);
+                _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), k[v]));
+            }
+        }
     }
 }

@@ -99,7 +99,9 @@ impl RowMttkrp {
         if long != mode {
             let (groups, bounds) = (&self.groups[long], &self.bounds[long]);
             let copies = &self.copies;
-            return mttkrp_stream::run(groups, long, bounds, mode, factors, out, copies, look);
+            return mttkrp_stream::run(
+                groups, long, bounds, mode, factors, out, copies, look, wide,
+            );
         }
         let facs: Vec<&[f32]> = (factors.iter().enumerate())
             .filter(|&(m, _)| m != mode)
