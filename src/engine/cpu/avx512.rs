@@ -1,6 +1,7 @@
 //! Kernels on CPUs with AVX-512F, 16 columns per instruction instead of AVX2's 8: the
 //! per-row bias-layout ALS systems ([`super::row_kernels::row_system_bias`]), one
-//! row of the row-by-row MTTKRP ([`mttkrp_row`]) and one row of the long mode in the
+//! row of the row-by-row MTTKRP ([`mttkrp_row`]; a task of whole rows in one call,
+//! [`mttkrp_rows`], so that the row's sum inlines) and one row of the long mode in the
 //! streamed MTTKRP ([`mttkrp_streamed_row`]).
 //!
 //! The build's baseline is AVX2 (x86-64-v3), and the compiler keeps autovectorized code
@@ -329,6 +330,49 @@ pub(super) unsafe fn mttkrp_streamed_row<const V: usize, const D: usize, const L
                 let d = dst.add(16 * v);
                 _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), k[v]));
             }
+        }
+    }
+}
+
+/// Rows `rows.0..rows.1` of the row-by-row MTTKRP at rank `R = 16 V` with `D` other
+/// modes, each whole, into `dst` (their rows of the output, one after the other): per
+/// row [`mttkrp_row`] (inlined here), written with non-temporal stores with `PAST`.
+/// `ptr` are the groups' row offsets, `others` and `values` the whole groups'.
+///
+/// # Safety
+/// The CPU must have AVX-512F ([`available`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn mttkrp_rows<
+    const R: usize,
+    const V: usize,
+    const D: usize,
+    const LOOK: bool,
+    const PAST: bool,
+>(
+    ptr: &[usize],
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]; D],
+    rows: (usize, usize),
+    ahead: usize,
+    dst: &mut [f32],
+) {
+    debug_assert_eq!(R, 16 * V);
+    // The task's nonzeros end here (the lookahead runs on to there).
+    let te = ptr[rows.1];
+    for (i, o) in (rows.0..rows.1).zip(dst.chunks_exact_mut(R)) {
+        let (s, e) = (ptr[i], ptr[i + 1]);
+        let mut acc = [0f32; R];
+        // SAFETY: this function runs only where the CPU has AVX-512F.
+        unsafe {
+            mttkrp_row::<V, D, LOOK>(&others[s * D..te * D], &values[s..e], facs, ahead, &mut acc)
+        };
+        if PAST {
+            super::mttkrp_stream::store_past_cache(o, &acc);
+        } else {
+            o.copy_from_slice(&acc);
         }
     }
 }

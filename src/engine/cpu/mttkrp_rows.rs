@@ -122,6 +122,12 @@ impl RowMttkrp {
             let jobs = plan.row_jobs(out.data_mut(), r);
             jobs.into_par_iter().for_each(|(r0, r1, dst)| {
                 let _flush = FlushSubnormals::new();
+                if wide && wide_task(r, past, look, (ptr, idx, x), &facs, (r0, r1), dst) {
+                    if past {
+                        mttkrp_stream::store_fence();
+                    }
+                    return;
+                }
                 for (i, o) in (r0..r1).zip(dst.chunks_exact_mut(r.max(1))) {
                     row(ptr[i], ptr[i + 1], ptr[r1], o, past);
                 }
@@ -202,6 +208,72 @@ fn specialized(
         (true, true) => by_shape!(true, true),
     }
     true
+}
+
+/// The groups' row offsets, other indices and values.
+type Groups<'a> = (&'a [usize], &'a [u32], &'a [f32]);
+
+/// Rows `rows` (whole, into `dst`) of the row-by-row MTTKRP on AVX-512
+/// ([`super::avx512::mttkrp_rows`]) where a specialization exists for rank `r` and
+/// `facs.len()` other modes (the caller runs row by row where this returns `false`).
+/// Call only where the CPU has AVX-512F.
+#[allow(clippy::too_many_arguments)]
+fn wide_task(
+    r: usize,
+    past: bool,
+    look: bool,
+    (ptr, others, values): Groups<'_>,
+    facs: &[&[f32]],
+    rows: (usize, usize),
+    dst: &mut [f32],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::avx512::mttkrp_rows;
+        /// The rank arms for `D` other modes and one pair of switches.
+        macro_rules! by_rank {
+            ($f:expr, $d:literal, $look:literal, $past:literal) => {
+                // SAFETY: called only where the CPU has AVX-512F (the caller's `wide`).
+                unsafe {
+                    match r {
+                        16 => mttkrp_rows::<16, 1, $d, $look, $past>(
+                            ptr, others, values, $f, rows, LOOKAHEAD, dst,
+                        ),
+                        32 => mttkrp_rows::<32, 2, $d, $look, $past>(
+                            ptr, others, values, $f, rows, LOOKAHEAD, dst,
+                        ),
+                        64 => mttkrp_rows::<64, 4, $d, $look, $past>(
+                            ptr, others, values, $f, rows, LOOKAHEAD, dst,
+                        ),
+                        _ => return false,
+                    }
+                }
+            };
+        }
+        /// The order arms for one pair of switches.
+        macro_rules! by_order {
+            ($look:literal, $past:literal) => {
+                match facs {
+                    [a] => by_rank!(&[a], 1, $look, $past),
+                    [a, b] => by_rank!(&[a, b], 2, $look, $past),
+                    [a, b, c] => by_rank!(&[a, b, c], 3, $look, $past),
+                    _ => return false,
+                }
+            };
+        }
+        match (look, past) {
+            (false, false) => by_order!(false, false),
+            (true, false) => by_order!(true, false),
+            (false, true) => by_order!(false, true),
+            (true, true) => by_order!(true, true),
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (r, past, look, ptr, others, values, facs, rows, dst);
+        false
+    }
 }
 
 /// Row `i` of a factor of rank `R`.
