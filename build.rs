@@ -60,8 +60,11 @@ fn main() {
     let mut failed: Vec<(Family, String)> = Vec::new();
     // Whether the outcome depended on `PATH` (`python3`'s site-packages, `nvcc`).
     let mut path_dependent = false;
-    for family in Family::ALL {
-        match compile_family(family, &libs, &kernels, &out_dir) {
+    for (family, outcome) in Family::ALL
+        .into_iter()
+        .zip(compile_families(&libs, &kernels, &out_dir))
+    {
+        match outcome {
             Ok((how, used)) => {
                 path_dependent |= used.is_none_or(|i| i >= fixed);
                 built.push((family, how));
@@ -90,27 +93,90 @@ fn main() {
     announce(&built, &failed);
 }
 
-/// Compiles `family` for every target of [`IMAGES`] with the first compiler that
-/// builds all of them; returns which one (and its index in `libs`, `None` for nvcc), or
-/// why none did.
-fn compile_family(
-    family: Family,
-    libs: &[PathBuf],
-    kernels: &Path,
-    out_dir: &Path,
-) -> Result<(String, Option<usize>), String> {
-    let mut tried = Vec::new();
+/// Per family: the compiler that built all of its images (and its index in `libs`,
+/// `None` for nvcc), or why none did.
+type Outcome = Result<(String, Option<usize>), String>;
+
+/// Compiles every family of [`Family::ALL`] for every target of [`IMAGES`], each with
+/// the first compiler that builds all of its images.
+fn compile_families(libs: &[PathBuf], kernels: &Path, out_dir: &Path) -> Vec<Outcome> {
+    let mut outcome: Vec<Option<Outcome>> = Family::ALL.iter().map(|_| None).collect();
+    let mut tried: Vec<Vec<String>> = Family::ALL.iter().map(|_| Vec::new()).collect();
     for (i, lib) in libs.iter().enumerate() {
-        match compile_with_nvrtc(family, lib, kernels, out_dir) {
-            Ok(()) => return Ok((format!("NVRTC {}", lib.display()), Some(i))),
-            Err(e) => tried.push(format!("NVRTC {}: {e}", lib.display())),
+        let pending: Vec<usize> = (0..Family::ALL.len())
+            .filter(|&f| outcome[f].is_none())
+            .collect();
+        let jobs: Vec<(usize, usize)> = pending
+            .iter()
+            .flat_map(|&f| (0..IMAGES.len()).map(move |k| (f, k)))
+            .collect();
+        let results = run_parallel(&jobs, |&(f, k)| {
+            compile_image(Family::ALL[f], IMAGES[k], lib, kernels, out_dir)
+        });
+        for &f in &pending {
+            let errors: Vec<String> = jobs
+                .iter()
+                .zip(&results)
+                .filter(|((g, _), r)| *g == f && r.is_err())
+                .map(|(_, r)| r.clone().unwrap_err())
+                .collect();
+            match errors.first() {
+                None => outcome[f] = Some(Ok((format!("NVRTC {}", lib.display()), Some(i)))),
+                Some(e) => tried[f].push(format!("NVRTC {}: {e}", lib.display())),
+            }
         }
     }
-    match compile_with_nvcc(family, kernels, out_dir) {
-        Ok(()) => return Ok(("nvcc".into(), None)),
-        Err(e) => tried.push(e),
+    for (f, family) in Family::ALL.into_iter().enumerate() {
+        if outcome[f].is_none() {
+            outcome[f] = Some(match compile_with_nvcc(family, kernels, out_dir) {
+                Ok(()) => Ok(("nvcc".into(), None)),
+                Err(e) => {
+                    tried[f].push(e);
+                    Err(tried[f].join("; "))
+                }
+            });
+        }
     }
-    Err(tried.join("; "))
+    outcome
+        .into_iter()
+        .map(|o| o.expect("every family has an outcome"))
+        .collect()
+}
+
+/// `work` over `items` on cargo's job count of threads (`NUM_JOBS`), results in the
+/// items' order. The images are independent NVRTC programs (NVRTC allows concurrent
+/// calls on distinct programs); one at a time, the largest family alone took over two
+/// minutes of a two-core build.
+fn run_parallel<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = std::env::var("NUM_JOBS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(1)
+        .clamp(1, items.len().max(1));
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let r = work(item);
+                    *slots[i].lock().expect("no worker panics holding it") = Some(r);
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .expect("no worker panicked")
+                .expect("every item ran")
+        })
+        .collect()
 }
 
 /// Writes `OUT_DIR/kernel_images.rs`: the images of `families`, as a slice of
@@ -305,30 +371,31 @@ fn cuda_includes(lib: &Path) -> Vec<PathBuf> {
     inc
 }
 
-fn compile_with_nvrtc(
+/// Compiles one image of `family` with the NVRTC at `lib_path` (or takes it from the
+/// cache) into `OUT_DIR`.
+fn compile_image(
     family: Family,
+    (target, output): (&str, Output),
     lib_path: &Path,
     kernels: &Path,
     out_dir: &Path,
 ) -> Result<(), String> {
     let entry = family.entry_file();
-    let src = std::fs::read_to_string(kernels.join(entry)).map_err(|e| e.to_string())?;
     let mut includes = vec![kernels.to_path_buf()];
     includes.extend(cuda_includes(lib_path));
     let cache = ImageCache::new(out_dir, lib_path, kernels, &includes);
-    for &(target, output) in IMAGES {
-        let path = image_path(out_dir, family, target, output);
-        if let Some(cache) = &cache
-            && cache.fetch(family, target, output, &path)
-        {
-            continue;
-        }
-        let bytes = nvrtc_dl::compile(lib_path, &src, entry, target, &includes, output)?;
-        std::fs::write(&path, &bytes)
-            .map_err(|e| format!("error: cannot write the {target} image: {e}"))?;
-        if let Some(cache) = &cache {
-            cache.keep(family, target, output, &bytes);
-        }
+    let path = image_path(out_dir, family, target, output);
+    if let Some(cache) = &cache
+        && cache.fetch(family, target, output, &path)
+    {
+        return Ok(());
+    }
+    let src = std::fs::read_to_string(kernels.join(entry)).map_err(|e| e.to_string())?;
+    let bytes = nvrtc_dl::compile(lib_path, &src, entry, target, &includes, output)?;
+    std::fs::write(&path, &bytes)
+        .map_err(|e| format!("error: cannot write the {target} image: {e}"))?;
+    if let Some(cache) = &cache {
+        cache.keep(family, target, output, &bytes);
     }
     Ok(())
 }
@@ -347,13 +414,20 @@ struct ImageCache {
 }
 
 impl ImageCache {
-    /// The cache beside cargo's target folder (the ancestor of `OUT_DIR` holding
-    /// `CACHEDIR.TAG`); `None` where there is none or the kernels cannot be read.
+    /// The cache in cargo's target folder: `OUT_DIR` is
+    /// `<target>[/<triple>]/<profile>/build/<package>-<hash>/out`, so the folder above the
+    /// profile's. (Not the ancestor holding `CACHEDIR.TAG`: cargo writes that tag only
+    /// when it creates the target folder, and the kernel gate creates `target/` first,
+    /// which left CI without a cache and every configuration compiling every kernel.)
+    /// `None` where `OUT_DIR` has another shape or the kernels cannot be read.
     fn new(out_dir: &Path, lib: &Path, kernels: &Path, includes: &[PathBuf]) -> Option<Self> {
         use std::hash::{Hash, Hasher};
-        let root = out_dir
-            .ancestors()
-            .find(|d| d.join("CACHEDIR.TAG").is_file())?;
+        let mut up = out_dir.ancestors();
+        let build = up.nth(2)?;
+        if build.file_name()? != "build" {
+            return None;
+        }
+        let root = up.nth(1)?;
         let mut h = std::collections::hash_map::DefaultHasher::new();
         "sptmc kernel image cache v1".hash(&mut h);
         include_str!("src/engine/cuda/nvrtc_dl.rs").hash(&mut h);
