@@ -18,8 +18,8 @@
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::{
-    _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mul_ps, _mm512_set1_ps,
-    _mm512_setzero_ps, _mm512_storeu_ps,
+    __m512, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mul_ps, _mm512_set1_ps,
+    _mm512_setzero_ps, _mm512_storeu_ps, _mm512_stream_ps,
 };
 
 use super::row_kernels::BiasFactors;
@@ -231,6 +231,29 @@ pub(super) unsafe fn mttkrp_row<const V: usize, const D: usize, const LOOK: bool
     ahead: usize,
     acc: &mut [f32],
 ) {
+    // SAFETY: this function runs only where the CPU has AVX-512F.
+    let sum = unsafe { mttkrp_row_sums::<V, D, LOOK>(others, values, facs, ahead) };
+    let acc = &mut acc[..16 * V];
+    for v in 0..V {
+        // SAFETY: `acc` holds `16 V` floats.
+        unsafe { _mm512_storeu_ps(acc.as_mut_ptr().add(16 * v), sum[v]) };
+    }
+}
+
+/// [`mttkrp_row`]'s sums, left in registers.
+///
+/// # Safety
+/// The CPU must have AVX-512F ([`available`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::needless_range_loop)] // vectors indexed by constants: kept in registers
+#[inline]
+unsafe fn mttkrp_row_sums<const V: usize, const D: usize, const LOOK: bool>(
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]; D],
+    ahead: usize,
+) -> [__m512; V] {
     let r = 16 * V;
     let row_of = |f: &[f32], i: u32| -> *const f32 {
         let s = i as usize * r;
@@ -261,11 +284,7 @@ pub(super) unsafe fn mttkrp_row<const V: usize, const D: usize, const LOOK: bool
             sum[v] = _mm512_fmadd_ps(k[v], unsafe { _mm512_loadu_ps(p.add(16 * v)) }, sum[v]);
         }
     }
-    let acc = &mut acc[..r];
-    for v in 0..V {
-        // SAFETY: `acc` holds `16 V` floats.
-        unsafe { _mm512_storeu_ps(acc.as_mut_ptr().add(16 * v), sum[v]) };
-    }
+    sum
 }
 
 /// One row of the long mode in the streamed MTTKRP ([`super::mttkrp_stream`]) at rank
@@ -334,6 +353,49 @@ pub(super) unsafe fn mttkrp_streamed_row<const V: usize, const D: usize, const L
     }
 }
 
+/// Rows `rows.0..rows.1` of the long mode in the streamed MTTKRP at rank `16 V` with
+/// `D` other indices per nonzero: per row [`mttkrp_streamed_row`], inlined here, so
+/// that a row of a few nonzeros (the long mode's are short) costs no call and no
+/// reload of the factors' addresses. `ptr` are the long mode's row offsets, `others`
+/// and `values` its whole groups', `own` its factor.
+///
+/// # Safety
+/// The CPU must have AVX-512F ([`available`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn mttkrp_streamed_rows<const V: usize, const D: usize, const LOOK: bool>(
+    ptr: &[usize],
+    others: &[[u32; D]],
+    values: &[f32],
+    own: &[f32],
+    facs: &[&[f32]; D],
+    target: usize,
+    rows: (usize, usize),
+    ahead: usize,
+    out: &mut [f32],
+) {
+    let r = 16 * V;
+    for l in rows.0..rows.1 {
+        let (s, e) = (ptr[l], ptr[l + 1]);
+        if s == e {
+            continue;
+        }
+        // SAFETY: this function runs only where the CPU has AVX-512F.
+        unsafe {
+            mttkrp_streamed_row::<V, D, LOOK>(
+                &others[s..],
+                &values[s..e],
+                &own[l * r..],
+                facs,
+                target,
+                ahead,
+                out,
+            )
+        };
+    }
+}
+
 /// Rows `rows.0..rows.1` of the row-by-row MTTKRP at rank `R = 16 V` with `D` other
 /// modes, each whole, into `dst` (their rows of the output, one after the other): per
 /// row [`mttkrp_row`] (inlined here), written with non-temporal stores with `PAST`.
@@ -343,7 +405,7 @@ pub(super) unsafe fn mttkrp_streamed_row<const V: usize, const D: usize, const L
 /// The CPU must have AVX-512F ([`available`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)] // vectors by constants
 pub(super) unsafe fn mttkrp_rows<
     const R: usize,
     const V: usize,
@@ -362,17 +424,26 @@ pub(super) unsafe fn mttkrp_rows<
     debug_assert_eq!(R, 16 * V);
     // The task's nonzeros end here (the lookahead runs on to there).
     let te = ptr[rows.1];
+    // Rows of 16 V floats from a 64-byte aligned start are each 64-byte aligned, as
+    // the non-temporal 512-bit store requires.
+    let aligned = (dst.as_ptr() as usize).is_multiple_of(64);
     for (i, o) in (rows.0..rows.1).zip(dst.chunks_exact_mut(R)) {
         let (s, e) = (ptr[i], ptr[i + 1]);
-        let mut acc = [0f32; R];
         // SAFETY: this function runs only where the CPU has AVX-512F.
-        unsafe {
-            mttkrp_row::<V, D, LOOK>(&others[s * D..te * D], &values[s..e], facs, ahead, &mut acc)
+        let sum = unsafe {
+            mttkrp_row_sums::<V, D, LOOK>(&others[s * D..te * D], &values[s..e], facs, ahead)
         };
-        if PAST {
-            super::mttkrp_stream::store_past_cache(o, &acc);
-        } else {
-            o.copy_from_slice(&acc);
+        for v in 0..V {
+            // SAFETY: `o` holds `R = 16 V` floats; with `PAST` and `aligned`, `o + 16 v`
+            // is 64-byte aligned.
+            unsafe {
+                let d = o.as_mut_ptr().add(16 * v);
+                if PAST && aligned {
+                    _mm512_stream_ps(d, sum[v]);
+                } else {
+                    _mm512_storeu_ps(d, sum[v]);
+                }
+            }
         }
     }
 }

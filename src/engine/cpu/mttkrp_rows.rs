@@ -23,7 +23,7 @@
 //! and the cache sizes.
 
 use super::mttkrp_stream::{self, CacheSizes};
-use super::rows::{Plan, RowGroups};
+use super::rows::{CutJob, Plan, RowGroups};
 use super::subnormal::FlushSubnormals;
 use crate::error::Result;
 use crate::hls::HlsTensor;
@@ -142,12 +142,26 @@ impl RowMttkrp {
         let past = mttkrp_stream::larger_than_llc(&self.dims, mode, r, self.cache);
         let mut partial = vec![0f32; plan.cut_slots() * r];
         let jobs = plan.cut_jobs(out.data_mut(), &mut partial, r);
+        let groups = (ptr, idx, x);
         jobs.into_par_iter().for_each(|job| {
             let _flush = FlushSubnormals::new();
             let te = job.pieces.last().map_or(0, |p| p.2);
-            job.run(plan, r, |&(_, s, e), dst, direct| {
-                row(s, e, te.max(e), dst, direct && past);
-            });
+            if wide && wide_fits(r, d) {
+                wide_cut_job(
+                    plan,
+                    job,
+                    r,
+                    past,
+                    look,
+                    groups,
+                    &facs,
+                    |s, e, dst, past| row(s, e, te.max(e), dst, past),
+                );
+            } else {
+                job.run(plan, r, |&(_, s, e), dst, direct| {
+                    row(s, e, te.max(e), dst, direct && past);
+                });
+            }
             if past {
                 mttkrp_stream::store_fence();
             }
@@ -212,6 +226,74 @@ fn specialized(
 
 /// The groups' row offsets, other indices and values.
 type Groups<'a> = (&'a [usize], &'a [u32], &'a [f32]);
+
+/// Whether [`wide_task`] has a specialization for rank `r` and `d` other modes.
+fn wide_fits(r: usize, d: usize) -> bool {
+    cfg!(target_arch = "x86_64") && matches!(r, 16 | 32 | 64) && (1..=3).contains(&d)
+}
+
+/// Rows of fewer nonzeros than this, consecutive and uncut, go to [`wide_task`]
+/// together in [`wide_cut_job`]: for them the call a row took cost as much as the row
+/// (a long mode of about 5 nonzeros per row ran 15 % faster in spans). Longer rows
+/// keep a call each, which costs them nothing, and which measured faster on a
+/// block-dense tensor of rows of thousands (8 %, not explained by the loop, which
+/// compiles to the same instructions both ways).
+const SHORT_ROW: usize = 64;
+
+/// One share of a mode with cut rows on AVX-512 (where [`wide_fits`]), in its pieces'
+/// order: runs of consecutive short rows (fewer than [`SHORT_ROW`] nonzeros, uncut;
+/// an empty row's sum is zero) one [`wide_task`] call per run, straight into the
+/// output; every other piece by `piece(start, end, dst, past)`, a long uncut row
+/// into its output row (`past` as the mode's), a piece of a cut row into its partial
+/// slot. The same sums as [`CutJob::run`]'s, so the same bits.
+#[allow(clippy::too_many_arguments)]
+fn wide_cut_job(
+    plan: &Plan,
+    job: CutJob<'_, f32>,
+    r: usize,
+    past: bool,
+    look: bool,
+    groups: Groups<'_>,
+    facs: &[&[f32]],
+    mut piece: impl FnMut(usize, usize, &mut [f32], bool),
+) {
+    let (row0, n) = (job.row0, job.rows.len() / r);
+    let rows = job.rows;
+    let mut slots = job.slots.chunks_exact_mut(r);
+    // The first owned row not yet written: rows `a..` up to the next long or cut one
+    // form the current run.
+    let mut a = row0;
+    let flush = |a: usize, b: usize, rows: &mut [f32]| {
+        if a < b {
+            let dst = &mut rows[(a - row0) * r..(b - row0) * r];
+            let done = wide_task(r, past, look, groups, facs, (a, b), dst);
+            debug_assert!(done, "wide_fits({r}, {})", facs.len());
+        }
+    };
+    for &(i, s, e) in job.pieces {
+        if plan.is_cut(i) {
+            piece(
+                s,
+                e,
+                slots.next().expect("a slot per piece of a cut row"),
+                false,
+            );
+        } else if e - s >= SHORT_ROW {
+            flush(a, i, rows);
+            piece(s, e, &mut rows[(i - row0) * r..(i - row0 + 1) * r], past);
+            a = i + 1;
+        } else {
+            continue;
+        }
+        // A cut row's own output row is written by `Plan::add_cut_rows`; the run
+        // before it ends there (its first piece is in the job that owns it).
+        if plan.is_cut(i) && i >= a && i < row0 + n {
+            flush(a, i, rows);
+            a = i + 1;
+        }
+    }
+    flush(a, row0 + n, rows);
+}
 
 /// Rows `rows` (whole, into `dst`) of the row-by-row MTTKRP on AVX-512
 /// ([`super::avx512::mttkrp_rows`]) where a specialization exists for rank `r` and
@@ -474,8 +556,8 @@ mod tests {
         }
     }
 
-    /// A mode with a few rows longer than a piece among many short and empty ones: the
-    /// short rows go straight into the output, the long ones through partial rows
+    /// A mode with a few rows longer than a piece among many short and empty ones (and
+    /// a few uncut long ones): the short rows go straight into the output, the long ones through partial rows
     /// (also one whose pieces straddle two tasks). Against the FP64 reference, and the
     /// same bits on 1, 2 and 3 workers.
     #[test]
@@ -494,6 +576,10 @@ mod tests {
                 3 => 9000,
                 10 => 20_000,
                 200 => 8193,
+                // Long uncut rows, each its own call on AVX-512 (`SHORT_ROW`).
+                50 => 100,
+                51 => 64,
+                52 => 63,
                 _ if i % 7 == 0 => 0,
                 _ => 1 + next(5) as usize,
             };
@@ -522,21 +608,39 @@ mod tests {
                         .count()
                         > 1
                 );
+                let same = |a: &Matrix, b: &Matrix| {
+                    (a.data().iter().zip(b.data())).all(|(a, b)| a.to_bits() == b.to_bits())
+                };
                 let f = Matrix::random_factors(&dims, &[16; 3], 3);
                 let mut out = Matrix::from_fn(300, 16, |_, _| f32::NAN);
-                rows.run(0, &f, &mut out, super::super::avx512::available());
+                rows.run(0, &f, &mut out, false);
                 let want = crate::reference::mttkrp(&x, 0, &f).unwrap();
                 let acc = compare(&want, &out).unwrap();
                 assert!(acc.within_contract(), "{threads} threads: {acc:?}");
+                // AVX-512 (where this CPU has it): the uncut rows span by span, the
+                // same bits, at every width it runs.
+                // With no last-level cache the rows are written past it.
+                let past = CacheSizes { l2: 0, llc: 0 };
+                let past = RowMttkrp::with_cache(&hls, past).unwrap().unwrap();
+                if super::super::avx512::available() {
+                    for (rank, rows) in [16, 32, 64]
+                        .into_iter()
+                        .flat_map(|r| [(r, &rows), (r, &past)])
+                    {
+                        let f = Matrix::random_factors(&dims, &[rank; 3], 3);
+                        let mut narrow = Matrix::from_fn(300, rank, |_, _| f32::NAN);
+                        rows.run(0, &f, &mut narrow, false);
+                        let mut wide = Matrix::from_fn(300, rank, |_, _| f32::NAN);
+                        rows.run(0, &f, &mut wide, true);
+                        assert!(
+                            same(&narrow, &wide),
+                            "AVX-512 rank {rank} {threads} threads"
+                        );
+                    }
+                }
                 match &first {
                     None => first = Some(out),
-                    Some(f1) => assert!(
-                        f1.data()
-                            .iter()
-                            .zip(out.data())
-                            .all(|(a, b)| a.to_bits() == b.to_bits()),
-                        "{threads} threads differ from 1"
-                    ),
+                    Some(f1) => assert!(same(f1, &out), "{threads} threads differ from 1"),
                 }
             });
         }

@@ -329,23 +329,23 @@ impl Chunk<'_> {
         let t = self.target;
         // The range's nonzeros end here: the lookahead stays inside them.
         let (ixs, _) = self.others[..self.ptr[self.rows.1] * D].as_chunks::<D>();
+        #[cfg(target_arch = "x86_64")]
+        if wide && matches!(R, 16 | 32 | 64) {
+            use super::avx512::mttkrp_streamed_rows as rows;
+            let (p, x, own, rs) = (self.ptr, self.values, self.own, self.rows);
+            // SAFETY: `wide` is set only where the CPU has AVX-512F.
+            unsafe {
+                match R {
+                    16 => rows::<1, D, LOOK>(p, ixs, x, own, facs, t, rs, LOOKAHEAD, out),
+                    32 => rows::<2, D, LOOK>(p, ixs, x, own, facs, t, rs, LOOKAHEAD, out),
+                    _ => rows::<4, D, LOOK>(p, ixs, x, own, facs, t, rs, LOOKAHEAD, out),
+                }
+            }
+            return;
+        }
         for l in self.rows.0..self.rows.1 {
             let (s, e) = (self.ptr[l], self.ptr[l + 1]);
             if s == e {
-                continue;
-            }
-            #[cfg(target_arch = "x86_64")]
-            if wide && matches!(R, 16 | 32 | 64) {
-                use super::avx512::mttkrp_streamed_row as row;
-                let (ix, x, own) = (&ixs[s..], &self.values[s..e], &self.own[l * R..]);
-                // SAFETY: `wide` is set only where the CPU has AVX-512F.
-                unsafe {
-                    match R {
-                        16 => row::<1, D, LOOK>(ix, x, own, facs, t, LOOKAHEAD, out),
-                        32 => row::<2, D, LOOK>(ix, x, own, facs, t, LOOKAHEAD, out),
-                        _ => row::<4, D, LOOK>(ix, x, own, facs, t, LOOKAHEAD, out),
-                    }
-                }
                 continue;
             }
             let a: &[f32; R] = self.own[l * R..][..R].try_into().expect("a row of rank R");
