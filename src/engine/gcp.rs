@@ -289,10 +289,18 @@ impl Engine {
                     .into_par_iter()
                     .map(|k| ws[k] * loss.deriv(xs[k], m[k]))
                     .collect();
+                // Fixed chunks summed in order, so the value does not depend on how
+                // rayon's work was stolen.
                 let value = if with_value {
-                    (0..m.len())
+                    (0..m.len().div_ceil(4096))
                         .into_par_iter()
-                        .map(|k| ws[k] * loss.value(xs[k], m[k]))
+                        .map(|c| {
+                            (c * 4096..((c + 1) * 4096).min(m.len()))
+                                .map(|k| ws[k] * loss.value(xs[k], m[k]))
+                                .sum::<f64>()
+                        })
+                        .collect::<Vec<f64>>()
+                        .iter()
                         .sum()
                 } else {
                     0.0

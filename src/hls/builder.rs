@@ -293,7 +293,15 @@ fn store_all(values: &[f64], scale: f32, choice: ValueChoice) -> (Values, QuantR
 fn store_as<V: StoredValue>(values: &[f64], scale: f32) -> (Values, QuantReport, f64) {
     let stored: Vec<V> = values.par_iter().map(|&v| V::store(v, scale)).collect();
     // In units of the scale, so no square underflows; the scale is a power of two.
-    let units: f64 = stored.par_iter().map(|h| h.to_f64() * h.to_f64()).sum();
+    // Summed in fixed chunks, then the chunks in order: rayon's `sum` associates as its
+    // work is stolen, which moved the last bits of ‖X‖² (and so of every fit) from one
+    // run to the next.
+    let units: f64 = stored
+        .par_chunks(1 << 14)
+        .map(|c| c.iter().map(|h| h.to_f64() * h.to_f64()).sum::<f64>())
+        .collect::<Vec<f64>>()
+        .iter()
+        .sum();
     let norm_sq = units * scale as f64 * scale as f64;
     let quant = values
         .par_iter()
