@@ -25,6 +25,7 @@ pub(crate) mod gcp;
 mod kernel;
 mod mttkrp_rows;
 mod mttkrp_stream;
+mod mttkrp_wide;
 mod padded;
 
 pub use padded::width_for as mttkrp_width;

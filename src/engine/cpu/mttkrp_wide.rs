@@ -1,0 +1,142 @@
+//! The row-by-row MTTKRP's calls into its AVX-512 sums ([`super::avx512`]): which
+//! ranks and orders have one, whole-row tasks ([`wide_task`]), and the shares of a mode
+//! with cut rows, whose runs of short rows go to one call each ([`wide_cut_job`]).
+//! Callers in [`super::mttkrp_rows`]; every sum here gives the same bits as the AVX2
+//! one there.
+
+use super::mttkrp_rows::LOOKAHEAD;
+use super::rows::{CutJob, Plan};
+
+/// The groups' row offsets, other indices and values.
+pub(super) type Groups<'a> = (&'a [usize], &'a [u32], &'a [f32]);
+
+/// Whether [`wide_task`] has a specialization for rank `r` and `d` other modes.
+pub(super) fn wide_fits(r: usize, d: usize) -> bool {
+    cfg!(target_arch = "x86_64") && matches!(r, 16 | 32 | 64) && (1..=3).contains(&d)
+}
+
+/// Rows of fewer nonzeros than this, consecutive and uncut, go to [`wide_task`]
+/// together in [`wide_cut_job`]: for them the call a row took cost as much as the row
+/// (a long mode of about 5 nonzeros per row ran 15 % faster in spans). Longer rows
+/// keep a call each, which costs them nothing, and which measured faster on a
+/// block-dense tensor of rows of thousands (8 %, not explained by the loop, which
+/// compiles to the same instructions both ways).
+const SHORT_ROW: usize = 64;
+
+/// One share of a mode with cut rows on AVX-512 (where [`wide_fits`]), in its pieces'
+/// order: runs of consecutive short rows (fewer than [`SHORT_ROW`] nonzeros, uncut;
+/// an empty row's sum is zero) one [`wide_task`] call per run, straight into the
+/// output; every other piece by `piece(start, end, dst, past)`, a long uncut row
+/// into its output row (`past` as the mode's), a piece of a cut row into its partial
+/// slot. The same sums as [`CutJob::run`]'s, so the same bits.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn wide_cut_job(
+    plan: &Plan,
+    job: CutJob<'_, f32>,
+    r: usize,
+    past: bool,
+    look: bool,
+    groups: Groups<'_>,
+    facs: &[&[f32]],
+    mut piece: impl FnMut(usize, usize, &mut [f32], bool),
+) {
+    let (row0, n) = (job.row0, job.rows.len() / r);
+    let rows = job.rows;
+    let mut slots = job.slots.chunks_exact_mut(r);
+    // The first owned row not yet written: rows `a..` up to the next long or cut one
+    // form the current run.
+    let mut a = row0;
+    let flush = |a: usize, b: usize, rows: &mut [f32]| {
+        if a < b {
+            let dst = &mut rows[(a - row0) * r..(b - row0) * r];
+            let done = wide_task(r, past, look, groups, facs, (a, b), dst);
+            debug_assert!(done, "wide_fits({r}, {})", facs.len());
+        }
+    };
+    for &(i, s, e) in job.pieces {
+        if plan.is_cut(i) {
+            piece(
+                s,
+                e,
+                slots.next().expect("a slot per piece of a cut row"),
+                false,
+            );
+        } else if e - s >= SHORT_ROW {
+            flush(a, i, rows);
+            piece(s, e, &mut rows[(i - row0) * r..(i - row0 + 1) * r], past);
+            a = i + 1;
+        } else {
+            continue;
+        }
+        // A cut row's own output row is written by `Plan::add_cut_rows`; the run
+        // before it ends there (its first piece is in the job that owns it).
+        if plan.is_cut(i) && i >= a && i < row0 + n {
+            flush(a, i, rows);
+            a = i + 1;
+        }
+    }
+    flush(a, row0 + n, rows);
+}
+
+/// Rows `rows` (whole, into `dst`) of the row-by-row MTTKRP on AVX-512
+/// ([`super::avx512::mttkrp_rows`]) where a specialization exists for rank `r` and
+/// `facs.len()` other modes (the caller runs row by row where this returns `false`).
+/// Call only where the CPU has AVX-512F.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn wide_task(
+    r: usize,
+    past: bool,
+    look: bool,
+    (ptr, others, values): Groups<'_>,
+    facs: &[&[f32]],
+    rows: (usize, usize),
+    dst: &mut [f32],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::avx512::mttkrp_rows;
+        /// The rank arms for `D` other modes and one pair of switches.
+        macro_rules! by_rank {
+            ($f:expr, $d:literal, $look:literal, $past:literal) => {
+                // SAFETY: called only where the CPU has AVX-512F (the caller's `wide`).
+                unsafe {
+                    match r {
+                        16 => mttkrp_rows::<16, 1, $d, $look, $past>(
+                            ptr, others, values, $f, rows, LOOKAHEAD, dst,
+                        ),
+                        32 => mttkrp_rows::<32, 2, $d, $look, $past>(
+                            ptr, others, values, $f, rows, LOOKAHEAD, dst,
+                        ),
+                        64 => mttkrp_rows::<64, 4, $d, $look, $past>(
+                            ptr, others, values, $f, rows, LOOKAHEAD, dst,
+                        ),
+                        _ => return false,
+                    }
+                }
+            };
+        }
+        /// The order arms for one pair of switches.
+        macro_rules! by_order {
+            ($look:literal, $past:literal) => {
+                match facs {
+                    [a] => by_rank!(&[a], 1, $look, $past),
+                    [a, b] => by_rank!(&[a, b], 2, $look, $past),
+                    [a, b, c] => by_rank!(&[a, b, c], 3, $look, $past),
+                    _ => return false,
+                }
+            };
+        }
+        match (look, past) {
+            (false, false) => by_order!(false, false),
+            (true, false) => by_order!(true, false),
+            (false, true) => by_order!(false, true),
+            (true, true) => by_order!(true, true),
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (r, past, look, ptr, others, values, facs, rows, dst);
+        false
+    }
+}
