@@ -45,6 +45,50 @@ pub fn check_alloc(what: &str, rows: usize, cols: usize, elem_bytes: usize) -> R
 /// (bench/results/2026-11-24-cpu-aligned-factors).
 pub const ALIGN_BYTES: usize = 64;
 
+/// Bytes of a huge page (x86-64 and aarch64 Linux with 4 KiB base pages).
+pub const HUGE_PAGE_BYTES: usize = 2 << 20;
+
+/// Asks the kernel to back the whole 2 MiB pages inside `buf` with transparent huge
+/// pages (`madvise(MADV_HUGEPAGE)`), for buffers of at least two of them.
+///
+/// A factor of a long mode (1.5 M rows × rank 32 is 192 MB) is gathered at random
+/// rows. On 4 KiB pages nearly every such gather also misses the TLB, whose second
+/// level covers a few MiB, and the page walk is one more dependent trip to memory
+/// (two-dimensional in a virtual machine). On 2 MiB pages the same TLB covers
+/// gigabytes. Linux's default policy (`madvise`) grants huge pages only where asked;
+/// under `never` the advice does nothing, and where it fails the buffer stays on base
+/// pages: it is advice, never an error. Pages already touched are collapsed later,
+/// if at all, by the kernel's background thread, so the advice is given before the
+/// buffer is written.
+pub fn advise_huge_pages<T>(buf: &[T]) {
+    let bytes = std::mem::size_of_val(buf);
+    if bytes < 2 * HUGE_PAGE_BYTES {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let start = buf.as_ptr() as usize;
+        let first = start.next_multiple_of(HUGE_PAGE_BYTES);
+        let end = (start + bytes) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES;
+        if end > first {
+            // SAFETY: the range lies inside `buf`'s allocation, on page boundaries;
+            // MADV_HUGEPAGE changes how pages are backed, never their contents.
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+}
+
+/// `len` zeros (default values) in a vector marked for huge pages before anything is
+/// written to it ([`advise_huge_pages`]), for large arrays written and read at
+/// scattered places.
+pub fn zeroed_on_huge_pages<T: Copy + Default>(len: usize) -> Vec<T> {
+    let v = vec![T::default(); len];
+    advise_huge_pages(&v);
+    v
+}
+
 /// Row-major storage whose first element is aligned to [`ALIGN_BYTES`] (where the
 /// element size divides it), in safe code: a vector with room for the padding, and the
 /// offset of the aligned start in it.
@@ -65,9 +109,11 @@ impl<T: Copy + Default> Storage<T> {
         }
     }
 
-    /// `len` default values (zeros).
+    /// `len` default values (zeros). A large one is marked for huge pages first
+    /// ([`advise_huge_pages`]): its zero pages are not touched until written.
     fn zeroed(len: usize) -> Self {
         let buf = vec![T::default(); len + Self::pad()];
+        advise_huge_pages(&buf);
         let start = buf.as_ptr().align_offset(ALIGN_BYTES);
         // An allocation that cannot be aligned (an element size that does not divide
         // the boundary) starts at 0.
@@ -328,6 +374,42 @@ mod tests {
 
     fn aligned<T: Copy + Default>(m: &Matrix<T>) -> bool {
         m.data().as_ptr().align_offset(ALIGN_BYTES) == 0
+    }
+
+    /// The `VmFlags` line of the mapping of this process that holds `addr`, from
+    /// `/proc/self/smaps`.
+    fn vm_flags_at(addr: usize) -> Option<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ')
+                && let Some((a, b)) = range.split_once('-')
+                && let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+            {
+                inside = (a..b).contains(&addr);
+            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
+                return Some(flags.trim().to_string());
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_large_matrix_is_marked_for_huge_pages_and_a_small_one_is_not() {
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+            eprintln!("SKIPPED: this kernel has no transparent huge pages");
+            return;
+        }
+        // 8 MiB: at least three whole huge pages wherever it lands.
+        let large = Matrix::<f32>::zeros(2048, 1024);
+        let inner = (large.data().as_ptr() as usize).next_multiple_of(HUGE_PAGE_BYTES);
+        let flags = vm_flags_at(inner).expect("the matrix's mapping in /proc/self/smaps");
+        assert!(flags.split(' ').any(|f| f == "hg"), "VmFlags: {flags}");
+        assert_eq!(large.data()[2048 * 1024 - 1], 0.0);
+        // A buffer under two huge pages is left alone (its mapping may be the heap's,
+        // shared with others).
+        advise_huge_pages(&[0u8; 4096]);
+        advise_huge_pages::<f32>(&[]);
     }
 
     #[test]

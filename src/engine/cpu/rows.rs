@@ -24,7 +24,7 @@ use super::row_kernels::{
 use super::subnormal::FlushSubnormals;
 use crate::error::Result;
 use crate::hls::HlsTensor;
-use crate::matrix::{Matrix, check_alloc};
+use crate::matrix::{Matrix, check_alloc, zeroed_on_huge_pages};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -384,8 +384,9 @@ impl RowGroups {
                 }
                 RowGroups {
                     ptr,
-                    others: vec![0; nnz * (order - 1)],
-                    values: vec![0.0; nnz],
+                    // Filled below at scattered places, read row by row.
+                    others: zeroed_on_huge_pages(nnz * (order - 1)),
+                    values: zeroed_on_huge_pages(nnz),
                 }
             })
             .collect();

@@ -87,8 +87,9 @@ pub fn host_copy_rate(bytes: usize, reps: usize) -> Result<CopyRate> {
     let threads = rayon::current_num_threads().max(1);
     let chunk = words.div_ceil(threads);
     // Zeroed allocations are not touched until written: the fills below place them.
-    let mut src = vec![0u64; words];
-    let mut dst = vec![0u64; words];
+    // On the pages the kernels' large arrays use ([`crate::matrix::advise_huge_pages`]).
+    let mut src = crate::matrix::zeroed_on_huge_pages::<u64>(words);
+    let mut dst = crate::matrix::zeroed_on_huge_pages::<u64>(words);
     src.par_chunks_mut(chunk).enumerate().for_each(|(k, c)| {
         c.iter_mut()
             .enumerate()
