@@ -34,6 +34,24 @@ pub const CHUNKS: usize = 16;
 /// larger than the cache.
 const LOOKAHEAD: usize = 16;
 
+/// How far ahead of the row in use the long factor's rows are prefetched, in bytes.
+///
+/// Its rows are read in order, but a long mode's rows hold a few nonzeros each, so a
+/// row's load comes soon after the last one: the stall on it was about a quarter of
+/// the streamed sum's samples in `perf` (longmode7m, rank 32). The hardware's stream
+/// prefetcher does not cross 4 KiB pages and ramps up on each; asked 2 KiB ahead
+/// (16 rows at rank 32), the streamed modes of one-long-mode tensors ran 13–27 %
+/// faster, and 8 or 24 rows ahead measured the same
+/// (`bench/results/2026-11-29-cpu-mttkrp-huge-pages-prefetch-xeon`).
+const OWN_AHEAD_BYTES: usize = 2048;
+
+/// Rows of `r` floats of the long factor prefetched ahead: [`OWN_AHEAD_BYTES`] of them,
+/// at least one row.
+pub(super) const fn own_rows_ahead(r: usize) -> usize {
+    let rows = OWN_AHEAD_BYTES / (4 * if r == 0 { 1 } else { r });
+    if rows == 0 { 1 } else { rows }
+}
+
 /// The cache sizes the choice of traversal reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheSizes {
@@ -343,7 +361,11 @@ impl Chunk<'_> {
             }
             return;
         }
+        let k = own_rows_ahead(R);
         for l in self.rows.0..self.rows.1 {
+            if let Some(row) = self.own.get((l + k) * R..(l + k + 1) * R) {
+                super::walk::prefetch_row(row);
+            }
             let (s, e) = (self.ptr[l], self.ptr[l + 1]);
             if s == e {
                 continue;
