@@ -19,6 +19,7 @@
 //! every call and every session call inside it.
 
 mod avx512;
+mod cache_sizes;
 mod completion;
 mod fixed;
 pub(crate) mod gcp;
@@ -41,8 +42,9 @@ mod ttmc;
 mod ttmc_rows;
 mod walk;
 
+pub use cache_sizes::CacheSizes;
 pub use kernel::private_output_floats;
-pub use mttkrp_stream::{CacheSizes, streamed_mode_output_floats, streamed_output_floats};
+pub use mttkrp_stream::{streamed_mode_output_floats, streamed_output_floats};
 
 use super::{CpuOptions, CpuVectors, MttkrpKernel, RunOptions, RunStats};
 use crate::error::{Error, Result};

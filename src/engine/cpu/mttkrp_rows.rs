@@ -22,7 +22,8 @@
 //! groups instead ([`super::mttkrp_stream`]), chosen per mode and rank from the shape
 //! and the cache sizes.
 
-use super::mttkrp_stream::{self, CacheSizes};
+use super::cache_sizes::CacheSizes;
+use super::mttkrp_stream;
 use super::mttkrp_wide::{wide_cut_job, wide_fits, wide_task};
 use super::rows::{Plan, RowGroups};
 use super::subnormal::FlushSubnormals;

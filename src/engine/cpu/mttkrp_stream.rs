@@ -21,6 +21,7 @@
 //! depend on the thread count. Chosen per mode and rank by [`streamed_by`] from the
 //! shape and the cache sizes ([`CacheSizes::of_this_machine`]).
 
+use super::cache_sizes::CacheSizes;
 use super::rows::RowGroups;
 use super::subnormal::FlushSubnormals;
 use crate::matrix::Matrix;
@@ -39,9 +40,10 @@ const LOOKAHEAD: usize = 16;
 /// Its rows are read in order, but a long mode's rows hold a few nonzeros each, so a
 /// row's load comes soon after the last one: the stall on it was about a quarter of
 /// the streamed sum's samples in `perf` (longmode7m, rank 32). The hardware's stream
-/// prefetcher does not cross 4 KiB pages and ramps up on each; asked 2 KiB ahead
-/// (16 rows at rank 32), the streamed modes of one-long-mode tensors ran 13–27 %
-/// faster, and 8 or 24 rows ahead measured the same
+/// prefetcher does not cross 4 KiB pages and ramps up on each. Asked 2 KiB ahead
+/// (16 rows at rank 32), the streamed modes of two 3rd-order one-long-mode tensors
+/// ran 17–32 % faster (a 4th-order one of 4 nonzeros per row: no change), and 8 or 24
+/// rows ahead measured the same
 /// (`bench/results/2026-11-29-cpu-mttkrp-huge-pages-prefetch-xeon`).
 const OWN_AHEAD_BYTES: usize = 2048;
 
@@ -50,61 +52,6 @@ const OWN_AHEAD_BYTES: usize = 2048;
 pub(super) const fn own_rows_ahead(r: usize) -> usize {
     let rows = OWN_AHEAD_BYTES / (4 * if r == 0 { 1 } else { r });
     if rows == 0 { 1 } else { rows }
-}
-
-/// The cache sizes the choice of traversal reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheSizes {
-    /// Bytes of one core's level-2 cache.
-    pub l2: usize,
-    /// Bytes of the last-level cache.
-    pub llc: usize,
-}
-
-impl CacheSizes {
-    /// Read from `/sys/devices/system/cpu/cpu0/cache` (Linux); where that cannot be
-    /// read, 1 MiB of L2 and 16 MiB of last-level cache.
-    pub fn of_this_machine() -> Self {
-        let mut sizes = CacheSizes {
-            l2: 1 << 20,
-            llc: 16 << 20,
-        };
-        let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
-        let mut found = Vec::new();
-        for k in 0..8 {
-            let idx = dir.join(format!("index{k}"));
-            let read = |f: &str| std::fs::read_to_string(idx.join(f)).ok();
-            let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size"))
-            else {
-                continue;
-            };
-            if kind.trim() == "Instruction" {
-                continue;
-            }
-            if let (Ok(level), Some(bytes)) = (level.trim().parse::<u32>(), parse_size(&size)) {
-                found.push((level, bytes));
-            }
-        }
-        if let Some(&(_, b)) = found.iter().find(|&&(l, _)| l == 2) {
-            sizes.l2 = b;
-        }
-        if let Some(&(_, b)) = found.iter().max_by_key(|&&(l, _)| l) {
-            sizes.llc = b;
-        }
-        sizes
-    }
-}
-
-/// A sysfs cache size such as `32768K` or `1M`, in bytes.
-fn parse_size(s: &str) -> Option<usize> {
-    let s = s.trim();
-    let (num, mult) = match s.as_bytes().last()? {
-        b'K' => (&s[..s.len() - 1], 1 << 10),
-        b'M' => (&s[..s.len() - 1], 1 << 20),
-        b'G' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<usize>().ok().map(|n| n * mult)
 }
 
 /// The long mode whose rows MTTKRP of `mode` at rank `rank` visits in order, or `None`
@@ -578,16 +525,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn cache_sizes_parse_and_order() {
-        assert_eq!(parse_size("32768K\n"), Some(32 << 20));
-        assert_eq!(parse_size("1M"), Some(1 << 20));
-        assert_eq!(parse_size("512"), Some(512));
-        assert_eq!(parse_size("x"), None);
-        let c = CacheSizes::of_this_machine();
-        assert!(c.l2 > 0 && c.llc >= c.l2, "{c:?}");
     }
 
     #[test]
