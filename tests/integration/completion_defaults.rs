@@ -1,7 +1,8 @@
 //! Completion with its defaults (rank 16, λ chosen on validation, SGD's rate from the
 //! data, biases) on generated low-rank tensors of very different scales: ALS and
-//! CCD++ reach a test RMSE within 15 % of the noise σ; SGD, which converges more
-//! slowly, within 2 σ (it does not reach 1.15 σ yet); all far below the bias
+//! CCD++ reach a test RMSE within 15 % of the noise σ (on a case too small for that,
+//! within what its size allows: [`als_bound`]); SGD, which converges more slowly,
+//! within 2 σ (it does not reach 1.15 σ yet); all far below the bias
 //! baseline. A few cases of the grid that `examples/completion_defaults.rs` runs
 //! whole, on small tensors with fresh seeds; and MovieLens-100k (when the shared data
 //! hold it), where ALS with its defaults must beat the bias baseline by 2 %.
@@ -14,6 +15,23 @@ use sptmc::Op;
 use sptmc::decomp::completion::{Baselines, split};
 use sptmc::decomp::{CompletionOptions, Solver, complete};
 use sptmc::engine::{CpuOptions, Engine, Workload};
+
+/// The test RMSE, in σ, that ALS and CCD++ must reach: 1.15, or where the problem is
+/// too small for that to be a fair test, what its size allows.
+///
+/// A fit of `P` free parameters to `n` noisy training entries has an expected test MSE
+/// of about σ²(1 + P/n) (least squares; the λ chosen on validation only lowers it).
+/// Here `P` counts the rank-`rank` factors, the biases and the mean. The test RMSE of
+/// `m` entries is itself an estimate, with a relative standard deviation of about
+/// 1/√(2m); four of those are allowed on top. On 40×36×32 at 25 % observed, with
+/// rank 16, this is 1.19 σ: a fit at its expected 1.10 σ would miss 1.15 on one or two
+/// seeds in a hundred (it did: CCD++ at 1.152 σ).
+fn als_bound(case: &Case, rank: usize, n: usize, m: usize) -> f64 {
+    let rows: usize = case.dims.iter().sum();
+    let params = (rank * rows + rows + 1) as f64;
+    let expected = (1.0 + params / n as f64).sqrt();
+    (expected * (1.0 + 4.0 / (2.0 * m as f64).sqrt())).max(1.15)
+}
 
 fn check(case: Case, what: &str) {
     let seed = common::fresh_seed(what);
@@ -54,7 +72,11 @@ fn check(case: Case, what: &str) {
             m.lambda,
             m.epochs.len()
         );
-        let bound = if solver == Solver::Sgd { 2.0 } else { 1.15 };
+        let bound = if solver == Solver::Sgd {
+            2.0
+        } else {
+            als_bound(&case, o.rank, s.train.nnz(), s.test.nnz())
+        };
         assert!(
             rmse <= bound * p.sigma,
             "{what} {solver}: test RMSE {rmse:e} is {:.3} σ (σ {:e}); λ {:e}, path {path:?}",
