@@ -13,7 +13,8 @@
 //! The bandwidth is the copy rate, bytes read plus bytes written per second: on a GPU
 //! the device-to-device copy ([`crate::engine::Backend::copy_rate`]), on the CPU
 //! [`host_copy_rate`], a STREAM-like copy between two buffers far larger than the
-//! last-level cache, on the backend's threads. A kernel's *fraction of the floor* is
+//! last-level cache, on the backend's threads ([`HostCopy`], which the bench also
+//! times beside each kernel's runs). A kernel's *fraction of the floor* is
 //! the floor time over its median time (1 = at the floor).
 
 use crate::engine::{CopyRate, median};
@@ -69,54 +70,95 @@ impl FloorBytes {
     }
 }
 
-/// The host's copy rate: `reps` timed copies (after one untimed) of a buffer of
-/// `bytes` (rounded down to whole 8-byte words; at most [`HOST_COPY_MAX_BYTES`] and a
-/// quarter of the available memory) into another, cut into one contiguous range per
-/// thread of rayon's current pool. Both buffers are touched first by the threads that
-/// copy them, so their pages sit where those threads run.
-pub fn host_copy_rate(bytes: usize, reps: usize) -> Result<CopyRate> {
-    let room = crate::matrix::available_memory().map_or(usize::MAX, |a| (a / 4) as usize);
-    let words = bytes.min(HOST_COPY_MAX_BYTES).min(room) / 8;
-    if words == 0 || reps == 0 {
-        return Err(Error::InvalidOption(format!(
-            "the host copy rate needs at least one 8-byte word and one repetition \
-             ({bytes} bytes asked for, {reps} repetitions)"
-        )));
+/// The buffers of the host copy ([`host_copy_rate`]), kept so that a copy can be timed
+/// beside each run of a kernel: `sptmc bench` on the CPU times one copy after every
+/// timed kernel run and takes that kernel's floor at the median of its own copies, so
+/// that the two are measured under the same load (on a shared machine the rate of one
+/// copy measured before the runs swung from 11 to 19 GB/s between runs of the bench).
+pub struct HostCopy {
+    src: Vec<u64>,
+    dst: Vec<u64>,
+    /// Words per thread's range (rayon's pool when made: time copies in that pool).
+    chunk: usize,
+}
+
+impl HostCopy {
+    /// Two buffers of `bytes` each (rounded down to whole 8-byte words; at most
+    /// [`HOST_COPY_MAX_BYTES`] and a quarter of the available memory), cut into one
+    /// contiguous range per thread of rayon's current pool. Both buffers are touched
+    /// first by the threads that copy them, so their pages sit where those threads run.
+    pub fn new(bytes: usize) -> Result<Self> {
+        let room = crate::matrix::available_memory().map_or(usize::MAX, |a| (a / 4) as usize);
+        let words = bytes.min(HOST_COPY_MAX_BYTES).min(room) / 8;
+        if words == 0 {
+            return Err(Error::InvalidOption(format!(
+                "the host copy rate needs at least one 8-byte word ({bytes} bytes asked for)"
+            )));
+        }
+        crate::matrix::check_alloc("the host copy-rate buffers", 2 * words, 8, 1)?;
+        let chunk = words.div_ceil(rayon::current_num_threads().max(1));
+        // Zeroed allocations are not touched until written: the fills below place them.
+        // On the pages the kernels' large arrays use ([`crate::matrix::advise_huge_pages`]).
+        let mut src = crate::matrix::zeroed_on_huge_pages::<u64>(words);
+        let mut dst = crate::matrix::zeroed_on_huge_pages::<u64>(words);
+        src.par_chunks_mut(chunk).enumerate().for_each(|(k, c)| {
+            c.iter_mut()
+                .enumerate()
+                .for_each(|(i, w)| *w = (k + i) as u64)
+        });
+        dst.par_chunks_mut(chunk).for_each(|c| c.fill(1));
+        Ok(HostCopy { src, dst, chunk })
     }
-    crate::matrix::check_alloc("the host copy-rate buffers", 2 * words, 8, 1)?;
-    let threads = rayon::current_num_threads().max(1);
-    let chunk = words.div_ceil(threads);
-    // Zeroed allocations are not touched until written: the fills below place them.
-    // On the pages the kernels' large arrays use ([`crate::matrix::advise_huge_pages`]).
-    let mut src = crate::matrix::zeroed_on_huge_pages::<u64>(words);
-    let mut dst = crate::matrix::zeroed_on_huge_pages::<u64>(words);
-    src.par_chunks_mut(chunk).enumerate().for_each(|(k, c)| {
-        c.iter_mut()
-            .enumerate()
-            .for_each(|(i, w)| *w = (k + i) as u64)
-    });
-    dst.par_chunks_mut(chunk).for_each(|c| c.fill(1));
-    let mut copy = || {
+
+    /// Bytes one copy reads (and writes).
+    pub fn bytes(&self) -> u64 {
+        self.src.len() as u64 * 8
+    }
+
+    /// Seconds of one copy, on rayon's current pool.
+    pub fn time_once(&mut self) -> f64 {
+        let chunk = self.chunk;
         let start = Instant::now();
-        dst.par_chunks_mut(chunk)
-            .zip(src.par_chunks(chunk))
+        (self.dst.par_chunks_mut(chunk))
+            .zip(self.src.par_chunks(chunk))
             .for_each(|(d, s)| d.copy_from_slice(s));
         start.elapsed().as_secs_f64()
-    };
-    copy();
-    let runs: Vec<f64> = (0..reps).map(|_| copy()).collect();
-    // Read back one word, so the copies cannot be dropped as unused.
-    if dst[words - 1] != src[words - 1] {
-        return Err(Error::Numerical("the host copy did not copy".into()));
     }
-    let median_s = median(&runs);
-    let bytes = words as u64 * 8;
-    Ok(CopyRate {
-        bytes,
-        reps,
-        median_s,
-        bytes_per_s: 2.0 * bytes as f64 / median_s,
-    })
+
+    /// The rate of copies that took `runs` seconds (their median). Reads back one word,
+    /// so that the copies cannot have been dropped as unused.
+    pub fn rate(&self, runs: &[f64]) -> Result<CopyRate> {
+        if runs.is_empty() {
+            return Err(Error::InvalidOption(
+                "the host copy rate needs at least one repetition".into(),
+            ));
+        }
+        let last = self.src.len() - 1;
+        if self.dst[last] != self.src[last] {
+            return Err(Error::Numerical("the host copy did not copy".into()));
+        }
+        let median_s = median(runs);
+        Ok(CopyRate {
+            bytes: self.bytes(),
+            reps: runs.len(),
+            median_s,
+            bytes_per_s: 2.0 * self.bytes() as f64 / median_s,
+        })
+    }
+}
+
+/// The host's copy rate: `reps` timed copies (after one untimed) of a buffer of
+/// `bytes` into another ([`HostCopy`]), on rayon's current pool.
+pub fn host_copy_rate(bytes: usize, reps: usize) -> Result<CopyRate> {
+    if reps == 0 {
+        return Err(Error::InvalidOption(format!(
+            "the host copy rate needs at least one repetition ({reps} asked for)"
+        )));
+    }
+    let mut copy = HostCopy::new(bytes)?;
+    copy.time_once();
+    let runs: Vec<f64> = (0..reps).map(|_| copy.time_once()).collect();
+    copy.rate(&runs)
 }
 
 #[cfg(test)]

@@ -47,8 +47,16 @@
 //!
 //! Every kernel is also set against its memory floor ([`floor`]): the prepared form it
 //! reads for the mode, every factor but the target's and the output, each moved once
-//! at the measured copy rate (the device's on a GPU, [`floor::host_copy_rate`] on the
-//! CPU), and reported as a fraction of it (floor seconds over median seconds).
+//! at the measured copy rate, and reported as a fraction of it (floor seconds over
+//! median seconds). On a GPU the rate is the device's copy, measured once per run. On
+//! the CPU the host copy's buffers are kept ([`floor::HostCopy`]) and
+//! [`COPIES_BESIDE`] copies are timed just before each kernel's untimed run and as
+//! many just after its timed runs; that kernel's floor is taken at the median of those
+//! copies, so that both are measured within seconds of each other. (A rate measured
+//! once before all runs swung from 11 to 19 GB/s between runs of the bench on a shared
+//! VM.) No copy runs between timed runs: it would flush the caches a small tensor's
+//! kernel keeps warm, as CP-ALS does. The run's rate in the header is the copy
+//! measured before the first tensor.
 
 pub mod floor;
 pub mod peers;
@@ -100,6 +108,10 @@ pub fn default_cases() -> Result<Vec<Case>> {
 /// Timed repetitions of the device copy-rate measurement.
 pub const COPY_REPS: usize = 10;
 
+/// Host copies timed before each kernel's runs, and as many after, for its floor (on
+/// the CPU; see the module docs).
+pub const COPIES_BESIDE: usize = 3;
+
 impl Default for BenchOptions {
     /// 5 repetitions, MTTKRP at ranks 16 and 32, TTMc at 8 and 16, outputs up to 256M
     /// floats (1 GiB), the fused launch, a 1 GiB copy for the copy rate.
@@ -143,12 +155,23 @@ pub fn run(
             "bench needs at least one MTTKRP or TTMc rank".into(),
         ));
     }
+    // On the CPU the copy's buffers are kept, and a copy is timed beside every kernel
+    // run (see the module docs).
+    let mut host_copy = None;
     let copy_rate = if opts.copy_bytes > 0 {
         let c = match engine.backend().copy_rate(opts.copy_bytes, COPY_REPS)? {
             Some(c) => c,
-            None => engine
-                .backend()
-                .install(|| floor::host_copy_rate(opts.copy_bytes, COPY_REPS))?,
+            None => {
+                let (copy, c) = engine.backend().install(|| -> Result<_> {
+                    let mut copy = floor::HostCopy::new(opts.copy_bytes)?;
+                    copy.time_once();
+                    let runs: Vec<f64> = (0..COPY_REPS).map(|_| copy.time_once()).collect();
+                    let c = copy.rate(&runs)?;
+                    Ok((copy, c))
+                })?;
+                host_copy = Some(copy);
+                c
+            }
         };
         progress(&format!(
             "device copy rate {:.1} GB/s read+written ({} bytes, median of {})",
@@ -168,6 +191,7 @@ pub fn run(
             case,
             opts,
             copy_rate.as_ref(),
+            host_copy.as_mut(),
             progress,
         )?);
     }
@@ -211,6 +235,7 @@ fn bench_case(
     case: &Case,
     opts: &BenchOptions,
     copy_rate: Option<&CopyRate>,
+    mut host_copy: Option<&mut floor::HostCopy>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<TensorReport> {
     let x = &case.tensor;
@@ -277,14 +302,36 @@ fn bench_case(
                 check_finite: false,
                 ..Call::default()
             };
+            // Copies before the untimed run and after the timed ones (see the module
+            // docs); none between timed runs, which would flush the caches.
+            let mut copies = Vec::new();
+            let mut time_copies = |copies: &mut Vec<f64>| {
+                if let Some(copy) = host_copy.as_deref_mut() {
+                    engine
+                        .backend()
+                        .install(|| copies.extend((0..COPIES_BESIDE).map(|_| copy.time_once())));
+                }
+            };
+            time_copies(&mut copies);
             let timed = measure(opts.reps, || {
                 let stats = engine.run_into_with(op, &p, mode, &factors, &call, &mut out)?;
                 engine.backend().synchronize()?;
                 Ok(stats.kernel_seconds)
             })
             .and_then(|t| check_finite(op, mode, &out).map(|()| t));
+            time_copies(&mut copies);
+            let timed = timed.and_then(|t| {
+                let beside = match &host_copy {
+                    Some(copy) => Some(copy.rate(&copies)?),
+                    None => None,
+                };
+                Ok((t, beside))
+            });
             match timed {
-                Ok(t) => {
+                Ok((t, beside)) => {
+                    // The floor at the copies timed beside this kernel where there are
+                    // some, else at the run's copy rate.
+                    let copy_rate = beside.as_ref().or(copy_rate);
                     let (median_s, min_s) = (t.median, t.min);
                     let factor_bytes: u64 = (0..x.order())
                         .filter(|&m| m != mode)
@@ -316,6 +363,7 @@ fn bench_case(
                         kernel_gb_per_s: None,
                         kernel_pct_of_copy: None,
                         floor_bytes,
+                        floor_copy: copy_rate.copied(),
                         floor_s,
                         floor_fraction: floor_s.map(|f| f / median_s),
                     };
@@ -477,8 +525,15 @@ mod tests {
             let others: usize = (0..3).filter(|&m| m != k.mode).map(|m| dims[m]).sum();
             assert_eq!(k.floor_bytes.factors, (others * 32 * 4) as u64);
             assert_eq!(k.floor_bytes.output, (dims[k.mode] * 32 * 4) as u64);
+            // Its floor is at the copies timed just before and after its own runs.
+            let beside = k.floor_copy.expect("copies timed beside the kernel");
+            assert_eq!((beside.bytes, beside.reps), (1 << 22, 2 * COPIES_BESIDE));
+            assert_eq!(
+                beside.bytes_per_s,
+                2.0 * beside.bytes as f64 / beside.median_s
+            );
             let floor = k.floor_s.unwrap();
-            assert_eq!(floor, k.floor_bytes.total() as f64 / copy.bytes_per_s);
+            assert_eq!(floor, k.floor_bytes.total() as f64 / beside.bytes_per_s);
             assert_eq!(k.floor_fraction, Some(floor / k.median_s));
             assert!(k.kernel_median_s.is_none() && k.kernel_min_s.is_none());
             assert!(k.kernel_gb_per_s.is_none() && k.kernel_pct_of_copy.is_none());
@@ -486,7 +541,10 @@ mod tests {
         assert!(t.summaries[0].all_modes_kernel_median_s.is_none());
         let table = report.table();
         assert!(table.contains("fused launch") && !table.contains("kernel ms"));
-        assert!(table.contains("%floor"), "{table}");
+        assert!(
+            table.contains("%floor") && table.contains("copy GB/s"),
+            "{table}"
+        );
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
         assert_eq!(json["launch"], "fused");
         assert_eq!(json["copy_rate"]["bytes"], 1 << 22);
@@ -501,6 +559,7 @@ mod tests {
         }
         assert!(k["median_s"].as_f64().unwrap() > 0.0);
         assert!(k["floor_fraction"].as_f64().unwrap() > 0.0);
+        assert_eq!(k["floor_copy"]["reps"], 2 * COPIES_BESIDE);
         let nothing = BenchOptions {
             mttkrp_ranks: vec![],
             ..opts

@@ -69,7 +69,11 @@ pub struct KernelRow {
     pub kernel_pct_of_copy: Option<f64>,
     /// The bytes of its memory floor (see [`super::floor`]).
     pub floor_bytes: super::FloorBytes,
-    /// Seconds to move `floor_bytes` once at the measured copy rate; `null` without one.
+    /// The copy rate the floor is taken at: on the CPU, the median of the copies timed
+    /// one after each of this kernel's runs (see [`super::floor::HostCopy`]); on a GPU,
+    /// the run's ([`BenchReport::copy_rate`]); `null` without one.
+    pub floor_copy: Option<CopyRate>,
+    /// Seconds to move `floor_bytes` once at `floor_copy`; `null` without one.
     pub floor_s: Option<f64>,
     /// `floor_s / median_s`: the fraction of the floor the kernel runs at (1 = at it).
     pub floor_fraction: Option<f64>,
@@ -202,7 +206,10 @@ impl BenchReport {
                 s += &format!(" {:>10} {:>9} {:>6}", "kernel ms", "kern GB/s", "%copy");
             }
             if floor_cols {
-                s += &format!(" {:>9} {:>9} {:>6}", "floor MB", "floor ms", "%floor");
+                s += &format!(
+                    " {:>9} {:>9} {:>9} {:>6}",
+                    "copy GB/s", "floor MB", "floor ms", "%floor"
+                );
             }
             s += "\n";
             for k in &t.kernels {
@@ -233,7 +240,8 @@ impl BenchReport {
                 }
                 if floor_cols {
                     s += &format!(
-                        " {:>9.1} {} {}",
+                        " {} {:>9.1} {} {}",
+                        opt(k.floor_copy.map(|c| c.bytes_per_s), 1e-9, 1, 9),
                         k.floor_bytes.total() as f64 / 1e6,
                         opt(k.floor_s, 1e3, 3, 9),
                         opt(k.floor_fraction, 100.0, 1, 6)
@@ -333,6 +341,7 @@ mod tests {
                 0,
                 (10, 32),
             ),
+            floor_copy: None,
             floor_s: Some(0.2e-3),
             floor_fraction: Some(0.1),
         };
