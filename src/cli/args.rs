@@ -416,7 +416,7 @@ impl From<LaunchArg> for Launch {
 #[derive(Debug, Args)]
 #[command(allow_negative_numbers = true)]
 pub struct BenchArgs {
-    /// Tensor files to time (default: generated tensors of every regime).
+    /// Tensor files to time (.tns, .tns.gz, .sptb; default: generated tensors of every regime).
     pub files: Vec<PathBuf>,
     /// Repetitions per measurement.
     #[arg(long, default_value_t = 5)]

@@ -20,11 +20,17 @@ pub struct Case {
 
 impl Case {
     /// Reads a FROSTT `.tns` file (plain or gzipped, with [`crate::tensor::tns::read`])
-    /// and names the case after the file's stem (without `.tns` / `.tns.gz`).
+    /// or sptmc's binary `.sptb` ([`crate::tensor::binary::read`], as every other command
+    /// takes it) and names the case after the file's stem (without `.tns` / `.tns.gz` /
+    /// `.sptb`).
     pub fn from_file(path: &Path) -> Result<Self> {
+        let tensor = match path.extension().is_some_and(|e| e == "sptb") {
+            true => crate::tensor::binary::read(path)?,
+            false => crate::tensor::tns::read(path)?.0,
+        };
         Ok(Case {
             name: case_name(path),
-            tensor: crate::tensor::tns::read(path)?.0,
+            tensor,
         })
     }
 }
@@ -137,9 +143,13 @@ fn case_name(path: &Path) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    n.trim_end_matches(".gz")
-        .trim_end_matches(".tns")
-        .to_string()
+    match n.strip_suffix(".sptb") {
+        Some(stem) => stem.to_string(),
+        None => n
+            .trim_end_matches(".gz")
+            .trim_end_matches(".tns")
+            .to_string(),
+    }
 }
 
 /// How a case's random factors are drawn, all from [`Matrix::random_factors`].
@@ -205,7 +215,12 @@ mod tests {
             case_name(Path::new("/x/movielens-100k.tns.gz")),
             "movielens-100k"
         );
-        assert_eq!(shared_files(dir.path()).unwrap(), vec![plain]);
+        assert_eq!(shared_files(dir.path()).unwrap(), vec![plain.clone()]);
+        // The binary form reads to the same tensor, named the same.
+        let binary = dir.path().join("small.sptb");
+        crate::tensor::binary::write(&binary, &case.tensor).unwrap();
+        let b = Case::from_file(&binary).unwrap();
+        assert_eq!((b.name.as_str(), &b.tensor), ("small", &case.tensor));
     }
 
     #[test]
