@@ -219,7 +219,8 @@ pub(super) unsafe fn row_system_bias<const P: usize, const B: usize>(
 /// are prefetched); the sums go to `acc` (`16 V` floats).
 ///
 /// # Safety
-/// The CPU must have AVX-512F ([`available`]).
+/// The CPU must have AVX-512F ([`available`]), and every index of the nonzeros must
+/// name a row of its factor ([`mttkrp_row_sums`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::needless_range_loop)] // vectors indexed by constants: kept in registers
@@ -243,7 +244,9 @@ pub(super) unsafe fn mttkrp_row<const V: usize, const D: usize, const LOOK: bool
 /// [`mttkrp_row`]'s sums, left in registers.
 ///
 /// # Safety
-/// The CPU must have AVX-512F ([`available`]).
+/// The CPU must have AVX-512F ([`available`]). Every index of the nonzeros in `values`
+/// must name a row of its factor (`facs[m]`, `16 V` floats a row): the rows are read
+/// unchecked, as in [`mttkrp_streamed_row`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::needless_range_loop)] // vectors indexed by constants: kept in registers
@@ -257,7 +260,9 @@ unsafe fn mttkrp_row_sums<const V: usize, const D: usize, const LOOK: bool>(
     let r = 16 * V;
     let row_of = |f: &[f32], i: u32| -> *const f32 {
         let s = i as usize * r;
-        f[s..s + r].as_ptr()
+        debug_assert!(s + r <= f.len(), "index past its factor");
+        // SAFETY: the index names a row of its factor (the caller's contract).
+        unsafe { f.as_ptr().add(s) }
     };
     let (ixs, _) = others.as_chunks::<D>();
     let mut sum = [_mm512_setzero_ps(); V];
@@ -296,7 +301,10 @@ unsafe fn mttkrp_row_sums<const V: usize, const D: usize, const LOOK: bool>(
 /// `LOOK` the rest's rows of the nonzero `ahead` places on are prefetched).
 ///
 /// # Safety
-/// The CPU must have AVX-512F ([`available`]).
+/// The CPU must have AVX-512F ([`available`]). Every index of the nonzeros in `values`
+/// must name a row of its factor (`facs[p]`, `16 V` floats a row) and the target's a
+/// row of `out`: the rows are read and written unchecked (a bounds check per gather
+/// cost a C model of this loop a fifth of its time).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::needless_range_loop, clippy::too_many_arguments)] // vectors by constants
@@ -334,17 +342,21 @@ pub(super) unsafe fn mttkrp_streamed_row<const V: usize, const D: usize, const L
         for p in 0..D {
             if p != target {
                 let i = ix[p] as usize * r;
-                let row = facs[p][i..i + r].as_ptr();
+                debug_assert!(i + r <= facs[p].len(), "index past its factor");
+                // SAFETY: the index names a row of its factor (the caller's contract).
+                let row = unsafe { facs[p].as_ptr().add(i) };
                 for v in 0..V {
-                    // SAFETY: `row` starts `16 V` floats (the slice above).
+                    // SAFETY: `row` starts `16 V` floats of the factor (above).
                     k[v] = _mm512_mul_ps(k[v], unsafe { _mm512_loadu_ps(row.add(16 * v)) });
                 }
             }
         }
         let o = ix[target] as usize * r;
-        let dst = out[o..o + r].as_mut_ptr();
+        debug_assert!(o + r <= out.len(), "target index past the output");
+        // SAFETY: the target's index names a row of `out` (the caller's contract).
+        let dst = unsafe { out.as_mut_ptr().add(o) };
         for v in 0..V {
-            // SAFETY: `dst` starts `16 V` floats of `out` (the slice above).
+            // SAFETY: `dst` starts `16 V` floats of `out` (above).
             unsafe {
                 let d = dst.add(16 * v);
                 _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), k[v]));
@@ -361,7 +373,8 @@ pub(super) unsafe fn mttkrp_streamed_row<const V: usize, const D: usize, const L
 /// [`super::mttkrp_stream::own_rows_ahead`] rows ahead.
 ///
 /// # Safety
-/// The CPU must have AVX-512F ([`available`]).
+/// The CPU must have AVX-512F ([`available`]), and the nonzeros' indices must name
+/// rows of their factors and of `out`, as [`mttkrp_streamed_row`] requires.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
@@ -407,7 +420,8 @@ pub(super) unsafe fn mttkrp_streamed_rows<const V: usize, const D: usize, const 
 /// `ptr` are the groups' row offsets, `others` and `values` the whole groups'.
 ///
 /// # Safety
-/// The CPU must have AVX-512F ([`available`]).
+/// The CPU must have AVX-512F ([`available`]), and every index of the nonzeros must
+/// name a row of its factor ([`mttkrp_row_sums`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)] // vectors by constants

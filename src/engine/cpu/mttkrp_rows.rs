@@ -92,6 +92,16 @@ impl RowMttkrp {
     /// and 64 run 16 columns per instruction.
     pub(super) fn run(&self, mode: usize, factors: &[Matrix], out: &mut Matrix, wide: bool) {
         let (g, plan, r) = (&self.groups[mode], &self.plans[mode], out.cols());
+        // The AVX-512 sums read (and the streamed one writes) the rows the groups name
+        // unchecked: every factor and the output must have their modes' rows. The
+        // engine checks the factors' shapes and sizes the output; held here too.
+        assert!(
+            factors.len() == self.dims.len()
+                && (factors.iter().zip(&self.dims).enumerate())
+                    .all(|(m, (f, &d))| m == mode || (f.rows() == d && f.cols() == r))
+                && out.rows() == self.dims[mode],
+            "MTTKRP: factors or output not of the tensor's shape"
+        );
         let long = self.source(mode, r);
         // Rows of factors larger than the last-level cache are loaded ahead (the long
         // one's, where its order is streamed, need not be).
@@ -257,7 +267,8 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
         // accumulators in memory.
         let mut acc = [0f32; R];
         let (o, x, f, a) = (others, values, facs, &mut acc[..]);
-        // SAFETY: `wide` is set only where the CPU has AVX-512F.
+        // SAFETY: `wide` is set only where the CPU has AVX-512F; the groups' indices
+        // name rows of the factors (a validated tensor's, checked shapes: `run`).
         unsafe {
             match R {
                 16 => mttkrp_row::<1, D, LOOK>(o, x, f, LOOKAHEAD, a),

@@ -98,7 +98,9 @@ pub(super) fn wide_task(
         /// The rank arms for `D` other modes and one pair of switches.
         macro_rules! by_rank {
             ($f:expr, $d:literal, $look:literal, $past:literal) => {
-                // SAFETY: called only where the CPU has AVX-512F (the caller's `wide`).
+                // SAFETY: called only where the CPU has AVX-512F (the caller's `wide`),
+                // with groups whose indices name rows of the factors (checked shapes:
+                // `RowMttkrp::run`).
                 unsafe {
                     match r {
                         16 => mttkrp_rows::<16, 1, $d, $look, $past>(
