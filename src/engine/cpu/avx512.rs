@@ -369,8 +369,9 @@ pub(super) unsafe fn mttkrp_streamed_row<const V: usize, const D: usize, const L
 /// `D` other indices per nonzero: per row [`mttkrp_streamed_row`], inlined here, so
 /// that a row of a few nonzeros (the long mode's are short) costs no call and no
 /// reload of the factors' addresses. `ptr` are the long mode's row offsets, `others`
-/// and `values` its whole groups', `own` its factor, whose rows are prefetched
-/// [`super::mttkrp_stream::own_rows_ahead`] rows ahead.
+/// and `values` its whole groups', `own` its factor, whose rows in use are prefetched
+/// [`super::mttkrp_stream::own_rows_ahead`] rows ahead
+/// ([`super::mttkrp_stream::own_row_to_prefetch`]).
 ///
 /// # Safety
 /// The CPU must have AVX-512F ([`available`]), and the nonzeros' indices must name
@@ -392,7 +393,8 @@ pub(super) unsafe fn mttkrp_streamed_rows<const V: usize, const D: usize, const 
     let r = 16 * V;
     let k = super::mttkrp_stream::own_rows_ahead(r);
     for l in rows.0..rows.1 {
-        if let Some(row) = own.get((l + k) * r..(l + k + 1) * r) {
+        let a = super::mttkrp_stream::own_row_to_prefetch(ptr, l, k);
+        if let Some(row) = own.get(a * r..(a + 1) * r) {
             super::walk::prefetch_row(row);
         }
         let (s, e) = (ptr[l], ptr[l + 1]);

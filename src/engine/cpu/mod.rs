@@ -27,6 +27,7 @@ mod kernel;
 mod mttkrp_rows;
 mod mttkrp_stream;
 mod mttkrp_wide;
+mod nt_store;
 mod padded;
 
 pub use padded::width_for as mttkrp_width;

@@ -25,6 +25,7 @@
 use super::cache_sizes::CacheSizes;
 use super::mttkrp_stream;
 use super::mttkrp_wide::{wide_cut_job, wide_fits, wide_task};
+use super::nt_store;
 use super::rows::{Plan, RowGroups};
 use super::subnormal::FlushSubnormals;
 use crate::error::Result;
@@ -136,7 +137,7 @@ impl RowMttkrp {
                 let _flush = FlushSubnormals::new();
                 if wide && wide_task(r, past, look, (ptr, idx, x), &facs, (r0, r1), dst) {
                     if past {
-                        mttkrp_stream::store_fence();
+                        nt_store::store_fence();
                     }
                     return;
                 }
@@ -144,7 +145,7 @@ impl RowMttkrp {
                     row(ptr[i], ptr[i + 1], ptr[r1], o, past);
                 }
                 if past {
-                    mttkrp_stream::store_fence();
+                    nt_store::store_fence();
                 }
             });
             return;
@@ -175,7 +176,7 @@ impl RowMttkrp {
                 });
             }
             if past {
-                mttkrp_stream::store_fence();
+                nt_store::store_fence();
             }
         });
         plan.add_cut_rows(&partial, r, out.data_mut());
@@ -248,7 +249,7 @@ fn factor_row<const R: usize>(f: &[f32], i: u32) -> &[f32; R] {
 /// `x` times the rows but the last, then one fused multiply-add with the last. The
 /// order and the factors are constants, so that every factor's address stays in a
 /// register and the loop over the modes unrolls. With `PAST` the row is written with
-/// non-temporal stores (see [`mttkrp_stream::store_past_cache`]); with `LOOK` the
+/// non-temporal stores (see [`nt_store::store_past_cache`]); with `LOOK` the
 /// factor rows of the nonzero [`LOOKAHEAD`] places on are prefetched (`others` may run
 /// on past this row's nonzeros, into the rest of its task, for that; `values` holds this
 /// row's alone).
@@ -277,7 +278,7 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
             }
         }
         if PAST {
-            mttkrp_stream::store_past_cache(out, &acc);
+            nt_store::store_past_cache(out, &acc);
         } else {
             out.copy_from_slice(&acc);
         }
@@ -307,7 +308,7 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
         }
     }
     if PAST {
-        mttkrp_stream::store_past_cache(out, &acc);
+        nt_store::store_past_cache(out, &acc);
     } else {
         out.copy_from_slice(&acc);
     }
