@@ -110,6 +110,16 @@ impl HostCopy {
         Ok(HostCopy { src, dst, chunk })
     }
 
+    /// [`HostCopy::new`], then `reps` timed copies after one untimed: the buffers and
+    /// their rate.
+    pub fn measured(bytes: usize, reps: usize) -> Result<(Self, CopyRate)> {
+        let mut copy = HostCopy::new(bytes)?;
+        copy.time_once();
+        let runs: Vec<f64> = (0..reps).map(|_| copy.time_once()).collect();
+        let rate = copy.rate(&runs)?;
+        Ok((copy, rate))
+    }
+
     /// Bytes one copy reads (and writes).
     pub fn bytes(&self) -> u64 {
         self.src.len() as u64 * 8
@@ -155,10 +165,7 @@ pub fn host_copy_rate(bytes: usize, reps: usize) -> Result<CopyRate> {
             "the host copy rate needs at least one repetition ({reps} asked for)"
         )));
     }
-    let mut copy = HostCopy::new(bytes)?;
-    copy.time_once();
-    let runs: Vec<f64> = (0..reps).map(|_| copy.time_once()).collect();
-    copy.rate(&runs)
+    Ok(HostCopy::measured(bytes, reps)?.1)
 }
 
 #[cfg(test)]

@@ -162,13 +162,9 @@ pub fn run(
         let c = match engine.backend().copy_rate(opts.copy_bytes, COPY_REPS)? {
             Some(c) => c,
             None => {
-                let (copy, c) = engine.backend().install(|| -> Result<_> {
-                    let mut copy = floor::HostCopy::new(opts.copy_bytes)?;
-                    copy.time_once();
-                    let runs: Vec<f64> = (0..COPY_REPS).map(|_| copy.time_once()).collect();
-                    let c = copy.rate(&runs)?;
-                    Ok((copy, c))
-                })?;
+                let (copy, c) = engine
+                    .backend()
+                    .install(|| floor::HostCopy::measured(opts.copy_bytes, COPY_REPS))?;
                 host_copy = Some(copy);
                 c
             }
