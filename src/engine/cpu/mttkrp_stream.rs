@@ -311,9 +311,10 @@ impl Chunk<'_> {
             use super::avx512::mttkrp_streamed_rows as rows;
             let (p, x, own, rs) = (self.ptr, self.values, self.own, self.rows);
             // SAFETY: `wide` is set only where the CPU has AVX-512F. The groups'
-            // indices are below the modes' lengths (they come from a validated tensor),
-            // and the caller of `run` checked that every factor and `out` has that
-            // many rows (`RowMttkrp::run`).
+            // offsets ascend (running sums of row counts) and their indices are below
+            // the modes' lengths (they come from a validated tensor), and the caller
+            // of `run` checked that every factor and `out` has that many rows
+            // (`RowMttkrp::run`).
             unsafe {
                 match R {
                     16 => rows::<1, D, LOOK>(p, ixs, x, own, facs, t, rs, LOOKAHEAD, out),

@@ -99,7 +99,8 @@ pub(super) fn wide_task(
         macro_rules! by_rank {
             ($f:expr, $d:literal, $look:literal, $past:literal) => {
                 // SAFETY: called only where the CPU has AVX-512F (the caller's `wide`),
-                // with groups whose indices name rows of the factors (checked shapes:
+                // with groups whose offsets ascend (running sums of row counts) and
+                // whose indices name rows of the factors (checked shapes:
                 // `RowMttkrp::run`).
                 unsafe {
                     match r {
