@@ -21,6 +21,7 @@
 mod avx512;
 mod cache_sizes;
 mod completion;
+mod factor_rows;
 mod fixed;
 pub(crate) mod gcp;
 mod kernel;

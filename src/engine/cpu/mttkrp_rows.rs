@@ -23,6 +23,7 @@
 //! and the cache sizes.
 
 use super::cache_sizes::CacheSizes;
+use super::factor_rows;
 use super::mttkrp_stream;
 use super::mttkrp_wide::{wide_cut_job, wide_fits, wide_task};
 use super::nt_store;
@@ -237,13 +238,6 @@ fn specialized(
     true
 }
 
-/// Row `i` of a factor of rank `R`.
-#[inline(always)]
-fn factor_row<const R: usize>(f: &[f32], i: u32) -> &[f32; R] {
-    let s = i as usize * R;
-    f[s..s + R].try_into().expect("a row of rank R")
-}
-
 /// One row (or piece) of MTTKRP at rank `R` with `D` other modes: `Σ x · Π_m F_m[i_m]`
 /// over its nonzeros (`others` holds `D` indices per nonzero), into `out`: per nonzero
 /// `x` times the rows but the last, then one fused multiply-add with the last. The
@@ -297,12 +291,15 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
         }
         let mut k = [x; R];
         for m in 0..D - 1 {
-            let row = factor_row::<R>(facs[m], ix[m]);
+            // SAFETY: the groups' indices name rows of the factors (a validated
+            // tensor's, checked shapes: `run`).
+            let row = unsafe { factor_rows::row::<R>(facs[m], ix[m] as usize) };
             for (a, &b) in k.iter_mut().zip(row) {
                 *a *= b;
             }
         }
-        let row = factor_row::<R>(facs[D - 1], ix[D - 1]);
+        // SAFETY: as above.
+        let row = unsafe { factor_rows::row::<R>(facs[D - 1], ix[D - 1] as usize) };
         for ((a, &kc), &l) in acc.iter_mut().zip(&k).zip(row) {
             *a = kc.mul_add(l, *a);
         }

@@ -22,6 +22,7 @@
 //! shape and the cache sizes ([`CacheSizes::of_this_machine`]).
 
 use super::cache_sizes::CacheSizes;
+use super::factor_rows;
 use super::rows::RowGroups;
 use super::subnormal::FlushSubnormals;
 use crate::matrix::Matrix;
@@ -325,17 +326,23 @@ impl Chunk<'_> {
             return;
         }
         let k = own_rows_ahead(R);
+        // Checked once here; rows are read unchecked below (`factor_rows`).
+        let end = ixs.len();
+        assert!(end <= self.values.len() && self.own.len() >= (self.ptr.len() - 1) * R);
         for l in self.rows.0..self.rows.1 {
             let a = own_row_to_prefetch(self.ptr, l, k);
-            if let Some(row) = self.own.get(a * R..(a + 1) * R) {
-                super::walk::prefetch_row(row);
-            }
+            // SAFETY (here and below): `a` and `l` are rows of the mode, each `R`
+            // floats of `own` (asserted); offsets ascend to `end`; the groups' indices
+            // name rows of the factors and of `out` (`run`'s caller checked shapes).
+            super::walk::prefetch_row(unsafe { factor_rows::row::<R>(self.own, a) });
             let (s, e) = (self.ptr[l], self.ptr[l + 1]);
             if s == e {
                 continue;
             }
-            let a: &[f32; R] = self.own[l * R..][..R].try_into().expect("a row of rank R");
-            for (j, (ix, &x)) in ixs[s..e].iter().zip(&self.values[s..e]).enumerate() {
+            debug_assert!(s <= e && e <= end, "offsets that ascend");
+            let a = unsafe { factor_rows::row::<R>(self.own, l) };
+            let (xs, vs) = unsafe { (ixs.get_unchecked(s..e), self.values.get_unchecked(s..e)) };
+            for (j, (ix, &x)) in xs.iter().zip(vs).enumerate() {
                 if LOOK && let Some(ahead) = ixs.get(s + j + LOOKAHEAD) {
                     for p in (0..D).filter(|&p| p != t) {
                         let i = ahead[p] as usize;
@@ -350,15 +357,13 @@ impl Chunk<'_> {
                 }
                 for p in 0..D {
                     if p != t {
-                        let i = ix[p] as usize * R;
-                        let row: &[f32; R] = facs[p][i..i + R].try_into().expect("rank R");
+                        let row = unsafe { factor_rows::row::<R>(facs[p], ix[p] as usize) };
                         for (kc, &b) in k.iter_mut().zip(row) {
                             *kc *= b;
                         }
                     }
                 }
-                let o = ix[t] as usize * R;
-                let o: &mut [f32; R] = (&mut out[o..o + R]).try_into().expect("rank R");
+                let o = unsafe { factor_rows::row_mut::<R>(out, ix[t] as usize) };
                 for (oc, &kc) in o.iter_mut().zip(&k) {
                     *oc += kc;
                 }
