@@ -4,7 +4,7 @@
 //! shares of every holder are combined ([`RowSums::combine`]), [`finish`] normalizes
 //! the rows held here. [`update_factor`] is both passes over a whole factor.
 
-use super::super::dense::{gram_seq, row_blocks};
+use super::super::dense::{gram_seq, row_blocks, sub_block_rows};
 use crate::error::Result;
 use crate::matrix::Matrix;
 use faer::linalg::matmul::matmul;
@@ -80,8 +80,9 @@ pub(crate) fn update_factor(
     Ok(Some(finish(&sums, a)))
 }
 
-/// Pass 1, per row block: the MTTKRP rows widened to f64, `A = M V⁻¹` (`w` is `V⁻¹`)
-/// and `AᵀA` by two small GEMMs, the column norms' accumulators and, when
+/// Pass 1, per row block and within it per sub-block
+/// ([`sub_block_rows`](super::super::dense::sub_block_rows)): the MTTKRP rows widened to
+/// f64, `A = M V⁻¹` (`w` is `V⁻¹`) and `AᵀA` by two small GEMMs, the column norms' accumulators and, when
 /// `with_inner`, `Σ_i M[i, r] A[i, r]`; `A` is stored into `a` (resized to `m`'s
 /// shape). `None` when `m` holds a non-finite entry.
 pub(crate) fn solve_rows(
@@ -100,63 +101,59 @@ pub(crate) fn solve_rows(
         return Some(sums);
     }
     let step = row_blocks(rows) * r;
+    let sub = sub_block_rows(r) * r;
     let blocks: Vec<Option<RowSums>> = a
         .data_mut()
         .par_chunks_mut(step)
         .zip(m.data().par_chunks(step))
         .map(|(ab, mb)| {
-            // Widened and checked in one pass; `&=` rather than `all` so the loop does
-            // not exit early (the early-exit check was a scalar loop that took about as
-            // long as the GEMM in the profile).
-            let mut finite = true;
-            let wide: Vec<f64> = mb
-                .iter()
-                .map(|&x| {
+            let mut sums = RowSums::zero(r, two_norm, with_inner);
+            // One sub-block at a time, so that its f64 copies stay in cache.
+            let (mut wide, mut abuf) = (Vec::with_capacity(sub), vec![0f64; sub]);
+            for (ac, mc) in ab.chunks_mut(sub).zip(mb.chunks(sub)) {
+                // Widened and checked in one pass; `&=` rather than `all` so the loop
+                // does not exit early (the early-exit check was a scalar loop that took
+                // about as long as the GEMM in the profile).
+                let mut finite = true;
+                wide.clear();
+                wide.extend(mc.iter().map(|&x| {
                     finite &= x.is_finite();
                     x as f64
-                })
-                .collect();
-            if !finite {
-                return None;
-            }
-            let n = mb.len() / r;
-            let mv = MatRef::from_row_major_slice(&wide, n, r);
-            // Row-major destination, so the pass below walks memory in order.
-            let mut abuf = vec![0f64; n * r];
-            let av = MatMut::from_row_major_slice_mut(&mut abuf, n, r);
-            matmul(av, Accum::Replace, mv, w.as_ref(), 1.0, Par::Seq);
-            let avr = MatRef::from_row_major_slice(&abuf, n, r);
-            let gram = gram_seq(avr);
-            let mut norm = vec![0f64; r];
-            let mut inner = vec![0f64; if with_inner { r } else { 0 }];
-            for ((arow, o), mrow) in abuf
-                .chunks_exact(r)
-                .zip(ab.chunks_exact_mut(r))
-                .zip(wide.chunks_exact(r))
-            {
-                for (d, &x) in o.iter_mut().zip(arow) {
-                    *d = x as f32;
+                }));
+                if !finite {
+                    return None;
                 }
-                if two_norm {
-                    for (s, &x) in norm.iter_mut().zip(arow) {
-                        *s += x * x;
+                let n = mc.len() / r;
+                let abuf = &mut abuf[..n * r];
+                let mv = MatRef::from_row_major_slice(&wide, n, r);
+                // Row-major destination, so the pass below walks memory in order.
+                let av = MatMut::from_row_major_slice_mut(abuf, n, r);
+                matmul(av, Accum::Replace, mv, w.as_ref(), 1.0, Par::Seq);
+                sums.gram += gram_seq(MatRef::from_row_major_slice(abuf, n, r));
+                for ((arow, o), mrow) in abuf
+                    .chunks_exact(r)
+                    .zip(ac.chunks_exact_mut(r))
+                    .zip(wide.chunks_exact(r))
+                {
+                    for (d, &x) in o.iter_mut().zip(arow) {
+                        *d = x as f32;
                     }
-                } else {
-                    for (s, &x) in norm.iter_mut().zip(arow) {
-                        let a = x.abs();
-                        *s = if a > *s { a } else { *s };
+                    if two_norm {
+                        for (s, &x) in sums.norm.iter_mut().zip(arow) {
+                            *s += x * x;
+                        }
+                    } else {
+                        for (s, &x) in sums.norm.iter_mut().zip(arow) {
+                            let a = x.abs();
+                            *s = if a > *s { a } else { *s };
+                        }
                     }
-                }
-                for ((d, &x), &y) in inner.iter_mut().zip(arow).zip(mrow) {
-                    *d += x * y;
+                    for ((d, &x), &y) in sums.inner.iter_mut().zip(arow).zip(mrow) {
+                        *d += x * y;
+                    }
                 }
             }
-            Some(RowSums {
-                gram,
-                norm,
-                inner,
-                two_norm,
-            })
+            Some(sums)
         })
         .collect();
     for b in blocks {
@@ -206,5 +203,83 @@ pub(crate) fn finish(sums: &RowSums, a: &mut Matrix) -> Update {
         gram,
         inner,
         col_max,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `update_factor` over several row blocks, each of several sub-blocks (and a short
+    /// last one), against the same sums taken row by row in f64. Both are f64 sums of
+    /// the same products in other orders, so they differ by at most `n ε` times the sum
+    /// of the terms' magnitudes (`n` rows); the bound below is twice that.
+    #[test]
+    fn sub_blocked_update_matches_row_by_row_sums() {
+        let (n, r) = (5000, 24);
+        assert!(n > 2 * row_blocks(n) && row_blocks(n) > 2 * sub_block_rows(r));
+        let m = Matrix::random(n, r, 17);
+        let w = Mat::from_fn(r, r, |i, j| {
+            if i == j {
+                1.5
+            } else {
+                0.1 / (1 + i + j) as f64
+            }
+        });
+        let bound = |mag: f64| 2.0 * n as f64 * f64::EPSILON * mag;
+        for two_norm in [true, false] {
+            let mut a = Matrix::zeros(0, 0);
+            let sums = solve_rows(&m, &w, &mut a, two_norm, true).expect("finite");
+            // The reference: every row solved, then summed in row order.
+            let rows: Vec<Vec<f64>> = (0..n)
+                .map(|i| {
+                    (0..r)
+                        .map(|j| (0..r).map(|k| m.get(i, k) as f64 * w[(k, j)]).sum())
+                        .collect()
+                })
+                .collect();
+            // Each entry: a sum of `r` products in f64, then rounded to f32.
+            for (i, row) in rows.iter().enumerate() {
+                for (j, &x) in row.iter().enumerate() {
+                    let mag: f64 = (0..r).map(|k| (m.get(i, k) as f64 * w[(k, j)]).abs()).sum();
+                    let tol = f32::EPSILON as f64 * x.abs() + 2.0 * r as f64 * f64::EPSILON * mag;
+                    let got = a.get(i, j) as f64;
+                    assert!((got - x).abs() <= tol, "row {i} column {j}: {got} vs {x}");
+                }
+            }
+            for p in 0..r {
+                for q in 0..r {
+                    let (want, mag) = rows.iter().fold((0.0, 0.0), |(s, t), a| {
+                        (s + a[p] * a[q], t + (a[p] * a[q]).abs())
+                    });
+                    let got = sums.gram[(p, q)];
+                    assert!(
+                        (got - want).abs() <= bound(mag),
+                        "gram {p},{q}: {got} vs {want}"
+                    );
+                }
+                let inner: f64 = rows
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| a[p] * m.get(i, p) as f64)
+                    .sum();
+                let mag: f64 = rows
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (a[p] * m.get(i, p) as f64).abs())
+                    .sum();
+                assert!((sums.inner[p] - inner).abs() <= bound(mag), "inner {p}");
+                let norm = if two_norm {
+                    rows.iter().map(|a| a[p] * a[p]).sum::<f64>()
+                } else {
+                    rows.iter().map(|a| a[p].abs()).fold(0.0, f64::max)
+                };
+                assert!((sums.norm[p] - norm).abs() <= bound(norm), "norm {p}");
+            }
+        }
+        // A non-finite entry in the last sub-block of the last block is seen.
+        let mut bad = m.clone();
+        bad.set(n - 1, r - 1, f32::NAN);
+        assert!(solve_rows(&bad, &w, &mut Matrix::zeros(0, 0), true, false).is_none());
     }
 }
