@@ -216,7 +216,7 @@ mod tests {
     /// of the terms' magnitudes (`n` rows); the bound below is twice that.
     #[test]
     fn sub_blocked_update_matches_row_by_row_sums() {
-        let (n, r) = (5000, 24);
+        let (n, r) = (5000, 40);
         assert!(n > 2 * row_blocks(n) && row_blocks(n) > 2 * sub_block_rows(r));
         let m = Matrix::random(n, r, 17);
         let w = Mat::from_fn(r, r, |i, j| {
