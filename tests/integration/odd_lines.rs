@@ -100,7 +100,7 @@ fn binary_data_is_refused() {
     }
 }
 
-/// From files: the CLI refuses CR-only text (plain and gzipped) and `/dev/urandom`
+/// From files: the CLI refuses CR-only text (plain and gzipped), binary data and `/dev/urandom`
 /// (read forever, before) with one line, within seconds.
 #[test]
 fn the_command_line_refuses_them_at_once() {
@@ -115,9 +115,14 @@ fn the_command_line_refuses_them_at_once() {
         e.write_all(b"1 1 1 1\r2 2 2 2\r").unwrap();
         std::fs::write(&crgz, e.finish().unwrap()).unwrap();
     }
-    let cases: [(&Path, &[&str]); 3] = [
+    // Binary data whose first two bytes read like a line end in the middle of a line:
+    // /dev/urandom starts so about once in 256 runs.
+    let noise = dir.join("noise.tns");
+    std::fs::write(&noise, b"\rA\x07\x00\xff\x00 1 1 1 1\n").unwrap();
+    let cases: [(&Path, &[&str]); 4] = [
         (&cr, &["cr.tns:1", "carriage return"]),
         (&crgz, &["cr.tns.gz:1", "carriage return"]),
+        (&noise, &["noise.tns:1", "binary"]),
         (Path::new("/dev/urandom"), &["/dev/urandom", "binary"]),
     ];
     for (file, words) in cases {

@@ -161,12 +161,14 @@ pub(super) fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Resu
         let mut text = Vec::with_capacity(total as usize);
         text.extend_from_slice(head);
         let mut check = TextCheck::new();
-        check.feed(head).map_err(|e| e.at(path))?;
+        // The sniffed bytes are checked with the first read, not on their own: two
+        // bytes of binary data can be a carriage return and a letter, which the check
+        // would take for a text file's line end before it could see a NUL byte.
+        let mut checked = 0;
         loop {
             let n = read_step(&mut file, &mut text).map_err(io)?;
-            check
-                .feed(&text[text.len() - n..])
-                .map_err(|e| e.at(path))?;
+            check.feed(&text[checked..]).map_err(|e| e.at(path))?;
+            checked = text.len();
             progress(text.len() as u64, total);
             if n == 0 {
                 break;
