@@ -313,4 +313,42 @@ mod tests {
         bad.set(n - 1, r - 1, f32::NAN);
         assert!(solve_rows(&bad, &w, &mut Matrix::zeros(0, 0), true, false).is_none());
     }
+
+    /// `finish` over several row blocks: each entry scaled by its column's inverse norm
+    /// in f64 and rounded once to f32 (so exactly equal to doing that entry alone), a
+    /// column of norm 0 left as it is, and each column maximum exactly the largest
+    /// scaled magnitude.
+    #[test]
+    fn finish_scales_every_column_and_takes_its_maximum() {
+        let (n, r) = (3000, 43);
+        assert!(n > row_blocks(n));
+        let mut a = Matrix::random(n, r, 23);
+        for (k, v) in a.data_mut().iter_mut().enumerate() {
+            *v -= 0.5 * (k % 3) as f32;
+        }
+        let before = a.clone();
+        let sums = RowSums {
+            gram: Mat::zeros(r, r),
+            norm: (0..r)
+                .map(|c| if c == 5 { 0.0 } else { 1.0 + c as f64 })
+                .collect(),
+            inner: vec![],
+            two_norm: true,
+        };
+        let update = finish(&sums, &mut a);
+        for c in 0..r {
+            let inv = if c == 5 {
+                1.0
+            } else {
+                1.0 / (1.0 + c as f64).sqrt()
+            };
+            let mut big = 0f32;
+            for i in 0..n {
+                let want = (before.get(i, c) as f64 * inv) as f32;
+                assert_eq!(a.get(i, c), want, "row {i} column {c}");
+                big = big.max(want.abs());
+            }
+            assert_eq!(update.col_max[c], big, "column {c}");
+        }
+    }
 }
