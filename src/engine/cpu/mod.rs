@@ -36,6 +36,7 @@ pub use phi_rows::phi_width;
 mod phi;
 mod phi_rows;
 mod row_kernels;
+mod row_sums;
 mod rows;
 mod scaled;
 mod sgd;

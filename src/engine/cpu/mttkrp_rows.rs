@@ -23,10 +23,10 @@
 //! and the cache sizes.
 
 use super::cache_sizes::CacheSizes;
-use super::factor_rows;
 use super::mttkrp_stream;
-use super::mttkrp_wide::{wide_cut_job, wide_fits, wide_task};
+use super::mttkrp_wide::{span_cut_job, wide_fits, wide_task};
 use super::nt_store;
+use super::row_sums::{narrow_fits, narrow_task, row_sum_any, specialized};
 use super::rows::{Plan, RowGroups};
 use super::subnormal::FlushSubnormals;
 use crate::error::Result;
@@ -136,14 +136,16 @@ impl RowMttkrp {
             let jobs = plan.row_jobs(out.data_mut(), r);
             jobs.into_par_iter().for_each(|(r0, r1, dst)| {
                 let _flush = FlushSubnormals::new();
-                if wide && wide_task(r, past, look, (ptr, idx, x), &facs, (r0, r1), dst) {
-                    if past {
-                        nt_store::store_fence();
+                let groups = (ptr, idx, x);
+                let spans = if wide {
+                    wide_task(r, past, look, groups, &facs, (r0, r1), dst)
+                } else {
+                    narrow_task(r, past, look, groups, &facs, (r0, r1), dst)
+                };
+                if !spans {
+                    for (i, o) in (r0..r1).zip(dst.chunks_exact_mut(r.max(1))) {
+                        row(ptr[i], ptr[i + 1], ptr[r1], o, past);
                     }
-                    return;
-                }
-                for (i, o) in (r0..r1).zip(dst.chunks_exact_mut(r.max(1))) {
-                    row(ptr[i], ptr[i + 1], ptr[r1], o, past);
                 }
                 if past {
                     nt_store::store_fence();
@@ -160,17 +162,18 @@ impl RowMttkrp {
         jobs.into_par_iter().for_each(|job| {
             let _flush = FlushSubnormals::new();
             let te = job.pieces.last().map_or(0, |p| p.2);
-            if wide && wide_fits(r, d) {
-                wide_cut_job(
-                    plan,
-                    job,
-                    r,
-                    past,
-                    look,
-                    groups,
-                    &facs,
-                    |s, e, dst, past| row(s, e, te.max(e), dst, past),
-                );
+            // The runs of short rows between cut and long ones a span at a time.
+            let span = |rows, dst: &mut [f32]| {
+                if wide && wide_fits(r, d) {
+                    wide_task(r, past, look, groups, &facs, rows, dst)
+                } else {
+                    narrow_task(r, past, look, groups, &facs, rows, dst)
+                }
+            };
+            if (wide && wide_fits(r, d)) || narrow_fits(r, d) {
+                span_cut_job(plan, job, r, past, span, |s, e, dst, past| {
+                    row(s, e, te.max(e), dst, past)
+                });
             } else {
                 job.run(plan, r, |&(_, s, e), dst, direct| {
                     row(s, e, te.max(e), dst, direct && past);
@@ -181,153 +184,6 @@ impl RowMttkrp {
             }
         });
         plan.add_cut_rows(&partial, r, out.data_mut());
-    }
-}
-
-/// How many nonzeros ahead [`row_sum`] prefetches factor rows that miss the cache.
-pub(super) const LOOKAHEAD: usize = 16;
-
-/// Runs [`row_sum`] specialized for rank `r`, `facs.len()` other modes and the two
-/// switches; `false` where no specialization exists (the caller runs [`row_sum_any`]).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn specialized(
-    r: usize,
-    past: bool,
-    look: bool,
-    wide: bool,
-    others: &[u32],
-    values: &[f32],
-    facs: &[&[f32]],
-    out: &mut [f32],
-) -> bool {
-    /// The rank and order arms for one pair of switches.
-    macro_rules! by_shape {
-        ($past:literal, $look:literal) => {
-            match (r, facs) {
-                (8, [a]) => row_sum::<8, 1, $past, $look>(wide, others, values, &[a], out),
-                (16, [a]) => row_sum::<16, 1, $past, $look>(wide, others, values, &[a], out),
-                (32, [a]) => row_sum::<32, 1, $past, $look>(wide, others, values, &[a], out),
-                (64, [a]) => row_sum::<64, 1, $past, $look>(wide, others, values, &[a], out),
-                (8, [a, b]) => row_sum::<8, 2, $past, $look>(wide, others, values, &[a, b], out),
-                (16, [a, b]) => row_sum::<16, 2, $past, $look>(wide, others, values, &[a, b], out),
-                (32, [a, b]) => row_sum::<32, 2, $past, $look>(wide, others, values, &[a, b], out),
-                (64, [a, b]) => row_sum::<64, 2, $past, $look>(wide, others, values, &[a, b], out),
-                (8, [a, b, c]) => {
-                    row_sum::<8, 3, $past, $look>(wide, others, values, &[a, b, c], out)
-                }
-                (16, [a, b, c]) => {
-                    row_sum::<16, 3, $past, $look>(wide, others, values, &[a, b, c], out)
-                }
-                (32, [a, b, c]) => {
-                    row_sum::<32, 3, $past, $look>(wide, others, values, &[a, b, c], out)
-                }
-                (64, [a, b, c]) => {
-                    row_sum::<64, 3, $past, $look>(wide, others, values, &[a, b, c], out)
-                }
-                _ => return false,
-            }
-        };
-    }
-    match (past, look) {
-        (false, false) => by_shape!(false, false),
-        (true, false) => by_shape!(true, false),
-        (false, true) => by_shape!(false, true),
-        (true, true) => by_shape!(true, true),
-    }
-    true
-}
-
-/// One row (or piece) of MTTKRP at rank `R` with `D` other modes: `Σ x · Π_m F_m[i_m]`
-/// over its nonzeros (`others` holds `D` indices per nonzero), into `out`: per nonzero
-/// `x` times the rows but the last, then one fused multiply-add with the last. The
-/// order and the factors are constants, so that every factor's address stays in a
-/// register and the loop over the modes unrolls. With `PAST` the row is written with
-/// non-temporal stores (see [`nt_store::store_past_cache`]); with `LOOK` the
-/// factor rows of the nonzero [`LOOKAHEAD`] places on are prefetched (`others` may run
-/// on past this row's nonzeros, into the rest of its task, for that; `values` holds this
-/// row's alone).
-#[inline(always)]
-fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
-    wide: bool,
-    others: &[u32],
-    values: &[f32],
-    facs: &[&[f32]; D],
-    out: &mut [f32],
-) {
-    #[cfg(target_arch = "x86_64")]
-    if wide && matches!(R, 16 | 32 | 64) {
-        use super::avx512::mttkrp_row;
-        // Its own array: one borrowed by the call would keep the AVX2 loop's
-        // accumulators in memory.
-        let mut acc = [0f32; R];
-        let (o, x, f, a) = (others, values, facs, &mut acc[..]);
-        // SAFETY: `wide` is set only where the CPU has AVX-512F; the groups' indices
-        // name rows of the factors (a validated tensor's, checked shapes: `run`).
-        unsafe {
-            match R {
-                16 => mttkrp_row::<1, D, LOOK>(o, x, f, LOOKAHEAD, a),
-                32 => mttkrp_row::<2, D, LOOK>(o, x, f, LOOKAHEAD, a),
-                _ => mttkrp_row::<4, D, LOOK>(o, x, f, LOOKAHEAD, a),
-            }
-        }
-        if PAST {
-            nt_store::store_past_cache(out, &acc);
-        } else {
-            out.copy_from_slice(&acc);
-        }
-        return;
-    }
-    let _ = wide;
-    let mut acc = [0f32; R];
-    let (ixs, _) = others.as_chunks::<D>();
-    for (j, (ix, &x)) in ixs.iter().zip(values).enumerate() {
-        if LOOK && let Some(ahead) = ixs.get(j + LOOKAHEAD) {
-            for (f, &i) in facs.iter().zip(ahead) {
-                if let Some(row) = f.get(i as usize * R..(i as usize + 1) * R) {
-                    super::walk::prefetch_row(row);
-                }
-            }
-        }
-        let mut k = [x; R];
-        for m in 0..D - 1 {
-            // SAFETY: the groups' indices name rows of the factors (a validated
-            // tensor's, checked shapes: `run`).
-            let row = unsafe { factor_rows::row::<R>(facs[m], ix[m] as usize) };
-            for (a, &b) in k.iter_mut().zip(row) {
-                *a *= b;
-            }
-        }
-        // SAFETY: as above.
-        let row = unsafe { factor_rows::row::<R>(facs[D - 1], ix[D - 1] as usize) };
-        for ((a, &kc), &l) in acc.iter_mut().zip(&k).zip(row) {
-            *a = kc.mul_add(l, *a);
-        }
-    }
-    if PAST {
-        nt_store::store_past_cache(out, &acc);
-    } else {
-        out.copy_from_slice(&acc);
-    }
-}
-
-/// [`row_sum`] at any rank.
-fn row_sum_any(others: &[u32], values: &[f32], facs: &[&[f32]], out: &mut [f32]) {
-    let (d, r) = (facs.len(), out.len());
-    let (last, mid) = facs.split_last().expect("order ≥ 2");
-    out.fill(0.0);
-    let mut k = vec![0f32; r];
-    for (ix, &x) in others.chunks_exact(d).zip(values) {
-        k.fill(x);
-        for (f, &i) in mid.iter().zip(ix) {
-            for (kc, &a) in k.iter_mut().zip(&f[i as usize * r..][..r]) {
-                *kc *= a;
-            }
-        }
-        let row = &last[ix[d - 1] as usize * r..][..r];
-        for ((o, &kc), &l) in out.iter_mut().zip(&k).zip(row) {
-            *o = kc.mul_add(l, *o);
-        }
     }
 }
 

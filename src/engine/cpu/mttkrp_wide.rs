@@ -4,7 +4,7 @@
 //! Callers in [`super::mttkrp_rows`]; every sum here gives the same bits as the AVX2
 //! one there.
 
-use super::mttkrp_rows::LOOKAHEAD;
+use super::row_sums::LOOKAHEAD;
 use super::rows::{CutJob, Plan};
 
 /// The groups' row offsets, other indices and values.
@@ -23,21 +23,19 @@ pub(super) fn wide_fits(r: usize, d: usize) -> bool {
 /// compiles to the same instructions both ways).
 const SHORT_ROW: usize = 64;
 
-/// One share of a mode with cut rows on AVX-512 (where [`wide_fits`]), in its pieces'
-/// order: runs of consecutive short rows (fewer than [`SHORT_ROW`] nonzeros, uncut;
-/// an empty row's sum is zero) one [`wide_task`] call per run, straight into the
-/// output; every other piece by `piece(start, end, dst, past)`, a long uncut row
-/// into its output row (`past` as the mode's), a piece of a cut row into its partial
-/// slot. The same sums as [`CutJob::run`]'s, so the same bits.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn wide_cut_job(
+/// One share of a mode with cut rows, in its pieces' order: runs of consecutive short
+/// rows (fewer than [`SHORT_ROW`] nonzeros, uncut; an empty row's sum is zero) one
+/// `span(rows, dst)` call per run (on AVX-512 [`wide_task`], else
+/// [`super::row_sums::narrow_task`]; it must return `true`), straight into the
+/// output; every other piece by `piece(start, end, dst, past)`, a long uncut row into
+/// its output row (`past` as the mode's), a piece of a cut row into its partial slot.
+/// The same sums as [`CutJob::run`]'s, so the same bits.
+pub(super) fn span_cut_job(
     plan: &Plan,
     job: CutJob<'_, f32>,
     r: usize,
     past: bool,
-    look: bool,
-    groups: Groups<'_>,
-    facs: &[&[f32]],
+    span: impl Fn((usize, usize), &mut [f32]) -> bool,
     mut piece: impl FnMut(usize, usize, &mut [f32], bool),
 ) {
     let (row0, n) = (job.row0, job.rows.len() / r);
@@ -48,9 +46,8 @@ pub(super) fn wide_cut_job(
     let mut a = row0;
     let flush = |a: usize, b: usize, rows: &mut [f32]| {
         if a < b {
-            let dst = &mut rows[(a - row0) * r..(b - row0) * r];
-            let done = wide_task(r, past, look, groups, facs, (a, b), dst);
-            debug_assert!(done, "wide_fits({r}, {})", facs.len());
+            let done = span((a, b), &mut rows[(a - row0) * r..(b - row0) * r]);
+            debug_assert!(done, "a span sum for rank {r}");
         }
     };
     for &(i, s, e) in job.pieces {

@@ -1,0 +1,223 @@
+//! The row-by-row MTTKRP's portable sums (AVX2 where the build targets it): one row
+//! ([`row_sum`], compiled per rank width and count of other modes), a span of whole
+//! rows in one call ([`narrow_task`]), and any rank ([`row_sum_any`]). The AVX-512
+//! twins are [`super::mttkrp_wide`]'s; both give the same bits. Callers in
+//! [`super::mttkrp_rows`].
+
+use super::factor_rows;
+use super::mttkrp_wide::Groups;
+use super::nt_store;
+
+/// How many nonzeros ahead [`row_sum`] prefetches factor rows that miss the cache.
+pub(super) const LOOKAHEAD: usize = 16;
+
+/// Runs [`row_sum`] specialized for rank `r`, `facs.len()` other modes and the two
+/// switches; `false` where no specialization exists (the caller runs [`row_sum_any`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn specialized(
+    r: usize,
+    past: bool,
+    look: bool,
+    wide: bool,
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]],
+    out: &mut [f32],
+) -> bool {
+    /// The rank and order arms for one pair of switches.
+    macro_rules! by_shape {
+        ($past:literal, $look:literal) => {
+            match (r, facs) {
+                (8, [a]) => row_sum::<8, 1, $past, $look>(wide, others, values, &[a], out),
+                (16, [a]) => row_sum::<16, 1, $past, $look>(wide, others, values, &[a], out),
+                (32, [a]) => row_sum::<32, 1, $past, $look>(wide, others, values, &[a], out),
+                (64, [a]) => row_sum::<64, 1, $past, $look>(wide, others, values, &[a], out),
+                (8, [a, b]) => row_sum::<8, 2, $past, $look>(wide, others, values, &[a, b], out),
+                (16, [a, b]) => row_sum::<16, 2, $past, $look>(wide, others, values, &[a, b], out),
+                (32, [a, b]) => row_sum::<32, 2, $past, $look>(wide, others, values, &[a, b], out),
+                (64, [a, b]) => row_sum::<64, 2, $past, $look>(wide, others, values, &[a, b], out),
+                (8, [a, b, c]) => {
+                    row_sum::<8, 3, $past, $look>(wide, others, values, &[a, b, c], out)
+                }
+                (16, [a, b, c]) => {
+                    row_sum::<16, 3, $past, $look>(wide, others, values, &[a, b, c], out)
+                }
+                (32, [a, b, c]) => {
+                    row_sum::<32, 3, $past, $look>(wide, others, values, &[a, b, c], out)
+                }
+                (64, [a, b, c]) => {
+                    row_sum::<64, 3, $past, $look>(wide, others, values, &[a, b, c], out)
+                }
+                _ => return false,
+            }
+        };
+    }
+    match (past, look) {
+        (false, false) => by_shape!(false, false),
+        (true, false) => by_shape!(true, false),
+        (false, true) => by_shape!(false, true),
+        (true, true) => by_shape!(true, true),
+    }
+    true
+}
+
+/// One row (or piece) of MTTKRP at rank `R` with `D` other modes: `Σ x · Π_m F_m[i_m]`
+/// over its nonzeros (`others` holds `D` indices per nonzero), into `out`: per nonzero
+/// `x` times the rows but the last, then one fused multiply-add with the last. The
+/// order and the factors are constants, so that every factor's address stays in a
+/// register and the loop over the modes unrolls. With `PAST` the row is written with
+/// non-temporal stores (see [`nt_store::store_past_cache`]); with `LOOK` the
+/// factor rows of the nonzero [`LOOKAHEAD`] places on are prefetched (`others` may run
+/// on past this row's nonzeros, into the rest of its task, for that; `values` holds this
+/// row's alone).
+#[inline(always)]
+fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
+    wide: bool,
+    others: &[u32],
+    values: &[f32],
+    facs: &[&[f32]; D],
+    out: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if wide && matches!(R, 16 | 32 | 64) {
+        use super::avx512::mttkrp_row;
+        // Its own array: one borrowed by the call would keep the AVX2 loop's
+        // accumulators in memory.
+        let mut acc = [0f32; R];
+        let (o, x, f, a) = (others, values, facs, &mut acc[..]);
+        // SAFETY: `wide` is set only where the CPU has AVX-512F; the groups' indices
+        // name rows of the factors (a validated tensor's, checked shapes: `run`).
+        unsafe {
+            match R {
+                16 => mttkrp_row::<1, D, LOOK>(o, x, f, LOOKAHEAD, a),
+                32 => mttkrp_row::<2, D, LOOK>(o, x, f, LOOKAHEAD, a),
+                _ => mttkrp_row::<4, D, LOOK>(o, x, f, LOOKAHEAD, a),
+            }
+        }
+        if PAST {
+            nt_store::store_past_cache(out, &acc);
+        } else {
+            out.copy_from_slice(&acc);
+        }
+        return;
+    }
+    let _ = wide;
+    let mut acc = [0f32; R];
+    let (ixs, _) = others.as_chunks::<D>();
+    for (j, (ix, &x)) in ixs.iter().zip(values).enumerate() {
+        if LOOK && let Some(ahead) = ixs.get(j + LOOKAHEAD) {
+            for (f, &i) in facs.iter().zip(ahead) {
+                if let Some(row) = f.get(i as usize * R..(i as usize + 1) * R) {
+                    super::walk::prefetch_row(row);
+                }
+            }
+        }
+        let mut k = [x; R];
+        for m in 0..D - 1 {
+            // SAFETY: the groups' indices name rows of the factors (a validated
+            // tensor's, checked shapes: `run`).
+            let row = unsafe { factor_rows::row::<R>(facs[m], ix[m] as usize) };
+            for (a, &b) in k.iter_mut().zip(row) {
+                *a *= b;
+            }
+        }
+        // SAFETY: as above.
+        let row = unsafe { factor_rows::row::<R>(facs[D - 1], ix[D - 1] as usize) };
+        for ((a, &kc), &l) in acc.iter_mut().zip(&k).zip(row) {
+            *a = kc.mul_add(l, *a);
+        }
+    }
+    if PAST {
+        nt_store::store_past_cache(out, &acc);
+    } else {
+        out.copy_from_slice(&acc);
+    }
+}
+
+/// [`row_sum`] at any rank.
+pub(super) fn row_sum_any(others: &[u32], values: &[f32], facs: &[&[f32]], out: &mut [f32]) {
+    let (d, r) = (facs.len(), out.len());
+    let (last, mid) = facs.split_last().expect("order ≥ 2");
+    out.fill(0.0);
+    let mut k = vec![0f32; r];
+    for (ix, &x) in others.chunks_exact(d).zip(values) {
+        k.fill(x);
+        for (f, &i) in mid.iter().zip(ix) {
+            for (kc, &a) in k.iter_mut().zip(&f[i as usize * r..][..r]) {
+                *kc *= a;
+            }
+        }
+        let row = &last[ix[d - 1] as usize * r..][..r];
+        for ((o, &kc), &l) in out.iter_mut().zip(&k).zip(row) {
+            *o = kc.mul_add(l, *o);
+        }
+    }
+}
+
+/// Rows `rows` (whole, into `dst`, `r` floats each) of [`row_sum`] in one call where
+/// a specialization exists for rank `r` and `facs.len()` other modes (the caller runs
+/// row by row where this returns `false`). A long mode's rows hold a few nonzeros
+/// each, and a call per row — its dispatch on the rank and switches, its frame —
+/// cost a third of such a mode's time (longmode7m's mode 0, 1.5 M rows, one thread:
+/// 81 ms, against 62 ms for a C loop of the same sums). The same sums, so the same
+/// bits.
+/// Whether [`narrow_task`] has a specialization for rank `r` and `d` other modes.
+pub(super) fn narrow_fits(r: usize, d: usize) -> bool {
+    matches!(r, 8 | 16 | 32 | 64) && (1..=3).contains(&d)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn narrow_task(
+    r: usize,
+    past: bool,
+    look: bool,
+    groups: Groups<'_>,
+    facs: &[&[f32]],
+    rows: (usize, usize),
+    dst: &mut [f32],
+) -> bool {
+    /// The rank and order arms for one pair of switches.
+    macro_rules! by_shape {
+        ($past:literal, $look:literal) => {
+            match (r, facs) {
+                (8, [a]) => span_sum::<8, 1, $past, $look>(groups, &[a], rows, dst),
+                (16, [a]) => span_sum::<16, 1, $past, $look>(groups, &[a], rows, dst),
+                (32, [a]) => span_sum::<32, 1, $past, $look>(groups, &[a], rows, dst),
+                (64, [a]) => span_sum::<64, 1, $past, $look>(groups, &[a], rows, dst),
+                (8, [a, b]) => span_sum::<8, 2, $past, $look>(groups, &[a, b], rows, dst),
+                (16, [a, b]) => span_sum::<16, 2, $past, $look>(groups, &[a, b], rows, dst),
+                (32, [a, b]) => span_sum::<32, 2, $past, $look>(groups, &[a, b], rows, dst),
+                (64, [a, b]) => span_sum::<64, 2, $past, $look>(groups, &[a, b], rows, dst),
+                (8, [a, b, c]) => span_sum::<8, 3, $past, $look>(groups, &[a, b, c], rows, dst),
+                (16, [a, b, c]) => span_sum::<16, 3, $past, $look>(groups, &[a, b, c], rows, dst),
+                (32, [a, b, c]) => span_sum::<32, 3, $past, $look>(groups, &[a, b, c], rows, dst),
+                (64, [a, b, c]) => span_sum::<64, 3, $past, $look>(groups, &[a, b, c], rows, dst),
+                _ => return false,
+            }
+        };
+    }
+    match (past, look) {
+        (false, false) => by_shape!(false, false),
+        (true, false) => by_shape!(true, false),
+        (false, true) => by_shape!(false, true),
+        (true, true) => by_shape!(true, true),
+    }
+    true
+}
+
+/// [`narrow_task`] at rank `R` with `D` other modes: each row's [`row_sum`], its
+/// lookahead running on to the span's last nonzero.
+fn span_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
+    (ptr, others, values): Groups<'_>,
+    facs: &[&[f32]; D],
+    (r0, r1): (usize, usize),
+    dst: &mut [f32],
+) {
+    let te = ptr[r1];
+    let (others, values) = (&others[..te * D], &values[..te]);
+    for (w, o) in ptr[r0..=r1].windows(2).zip(dst.chunks_exact_mut(R)) {
+        let (s, e) = (w[0], w[1]);
+        row_sum::<R, D, PAST, LOOK>(false, &others[s * D..], &values[s..e], facs, o);
+    }
+}
