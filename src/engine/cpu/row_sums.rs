@@ -155,18 +155,18 @@ pub(super) fn row_sum_any(others: &[u32], values: &[f32], facs: &[&[f32]], out: 
     }
 }
 
-/// Rows `rows` (whole, into `dst`, `r` floats each) of [`row_sum`] in one call where
-/// a specialization exists for rank `r` and `facs.len()` other modes (the caller runs
-/// row by row where this returns `false`). A long mode's rows hold a few nonzeros
-/// each, and a call per row — its dispatch on the rank and switches, its frame —
-/// cost a third of such a mode's time (longmode7m's mode 0, 1.5 M rows, one thread:
-/// 81 ms, against 62 ms for a C loop of the same sums). The same sums, so the same
-/// bits.
 /// Whether [`narrow_task`] has a specialization for rank `r` and `d` other modes.
 pub(super) fn narrow_fits(r: usize, d: usize) -> bool {
     matches!(r, 8 | 16 | 32 | 64) && (1..=3).contains(&d)
 }
 
+/// Rows `rows` (whole, into `dst`, `r` floats each) of [`row_sum`] in one call where
+/// a specialization exists for rank `r` and `facs.len()` other modes (the caller runs
+/// row by row where this returns `false`). A long mode's rows hold a few nonzeros
+/// each, and a call per row (its dispatch on the rank and switches, its frame) cost
+/// about a quarter of such a mode's time: longmode7m's mode 0, 1.5 M rows, one
+/// thread, took 81 ms, and a C loop of the same sums 62 ms. The same sums, so the
+/// same bits.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn narrow_task(
     r: usize,
