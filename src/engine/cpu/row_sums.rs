@@ -11,6 +11,66 @@ use super::nt_store;
 /// How many nonzeros ahead [`row_sum`] prefetches factor rows that miss the cache.
 pub(super) const LOOKAHEAD: usize = 16;
 
+/// A sum compiled per rank `R`, count of other modes `D` and the two switches
+/// (`PAST`: non-temporal stores; `LOOK`: prefetch ahead), run by [`by_shape`].
+trait ShapedSum {
+    fn run<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
+        self,
+        facs: &[&[f32]; D],
+    );
+}
+
+/// Runs `sum` specialized for rank `r`, `facs.len()` other modes and the two switches;
+/// `false` where no specialization exists.
+#[inline(always)]
+fn by_shape(sum: impl ShapedSum, r: usize, past: bool, look: bool, facs: &[&[f32]]) -> bool {
+    /// The rank and order arms for one pair of switches.
+    macro_rules! arms {
+        ($past:literal, $look:literal) => {
+            match (r, facs) {
+                (8, [a]) => sum.run::<8, 1, $past, $look>(&[a]),
+                (16, [a]) => sum.run::<16, 1, $past, $look>(&[a]),
+                (32, [a]) => sum.run::<32, 1, $past, $look>(&[a]),
+                (64, [a]) => sum.run::<64, 1, $past, $look>(&[a]),
+                (8, [a, b]) => sum.run::<8, 2, $past, $look>(&[a, b]),
+                (16, [a, b]) => sum.run::<16, 2, $past, $look>(&[a, b]),
+                (32, [a, b]) => sum.run::<32, 2, $past, $look>(&[a, b]),
+                (64, [a, b]) => sum.run::<64, 2, $past, $look>(&[a, b]),
+                (8, [a, b, c]) => sum.run::<8, 3, $past, $look>(&[a, b, c]),
+                (16, [a, b, c]) => sum.run::<16, 3, $past, $look>(&[a, b, c]),
+                (32, [a, b, c]) => sum.run::<32, 3, $past, $look>(&[a, b, c]),
+                (64, [a, b, c]) => sum.run::<64, 3, $past, $look>(&[a, b, c]),
+                _ => return false,
+            }
+        };
+    }
+    match (past, look) {
+        (false, false) => arms!(false, false),
+        (true, false) => arms!(true, false),
+        (false, true) => arms!(false, true),
+        (true, true) => arms!(true, true),
+    }
+    true
+}
+
+/// One row's (or piece's) [`row_sum`].
+struct RowCall<'a> {
+    wide: bool,
+    others: &'a [u32],
+    values: &'a [f32],
+    out: &'a mut [f32],
+}
+
+impl ShapedSum for RowCall<'_> {
+    #[inline(always)]
+    fn run<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
+        self,
+        facs: &[&[f32]; D],
+    ) {
+        row_sum::<R, D, PAST, LOOK>(self.wide, self.others, self.values, facs, self.out);
+    }
+}
+
 /// Runs [`row_sum`] specialized for rank `r`, `facs.len()` other modes and the two
 /// switches; `false` where no specialization exists (the caller runs [`row_sum_any`]).
 #[inline(always)]
@@ -25,41 +85,13 @@ pub(super) fn specialized(
     facs: &[&[f32]],
     out: &mut [f32],
 ) -> bool {
-    /// The rank and order arms for one pair of switches.
-    macro_rules! by_shape {
-        ($past:literal, $look:literal) => {
-            match (r, facs) {
-                (8, [a]) => row_sum::<8, 1, $past, $look>(wide, others, values, &[a], out),
-                (16, [a]) => row_sum::<16, 1, $past, $look>(wide, others, values, &[a], out),
-                (32, [a]) => row_sum::<32, 1, $past, $look>(wide, others, values, &[a], out),
-                (64, [a]) => row_sum::<64, 1, $past, $look>(wide, others, values, &[a], out),
-                (8, [a, b]) => row_sum::<8, 2, $past, $look>(wide, others, values, &[a, b], out),
-                (16, [a, b]) => row_sum::<16, 2, $past, $look>(wide, others, values, &[a, b], out),
-                (32, [a, b]) => row_sum::<32, 2, $past, $look>(wide, others, values, &[a, b], out),
-                (64, [a, b]) => row_sum::<64, 2, $past, $look>(wide, others, values, &[a, b], out),
-                (8, [a, b, c]) => {
-                    row_sum::<8, 3, $past, $look>(wide, others, values, &[a, b, c], out)
-                }
-                (16, [a, b, c]) => {
-                    row_sum::<16, 3, $past, $look>(wide, others, values, &[a, b, c], out)
-                }
-                (32, [a, b, c]) => {
-                    row_sum::<32, 3, $past, $look>(wide, others, values, &[a, b, c], out)
-                }
-                (64, [a, b, c]) => {
-                    row_sum::<64, 3, $past, $look>(wide, others, values, &[a, b, c], out)
-                }
-                _ => return false,
-            }
-        };
-    }
-    match (past, look) {
-        (false, false) => by_shape!(false, false),
-        (true, false) => by_shape!(true, false),
-        (false, true) => by_shape!(false, true),
-        (true, true) => by_shape!(true, true),
-    }
-    true
+    let call = RowCall {
+        wide,
+        others,
+        values,
+        out,
+    };
+    by_shape(call, r, past, look, facs)
 }
 
 /// One row (or piece) of MTTKRP at rank `R` with `D` other modes: `Σ x · Π_m F_m[i_m]`
@@ -177,47 +209,28 @@ pub(super) fn narrow_task(
     rows: (usize, usize),
     dst: &mut [f32],
 ) -> bool {
-    /// The rank and order arms for one pair of switches.
-    macro_rules! by_shape {
-        ($past:literal, $look:literal) => {
-            match (r, facs) {
-                (8, [a]) => span_sum::<8, 1, $past, $look>(groups, &[a], rows, dst),
-                (16, [a]) => span_sum::<16, 1, $past, $look>(groups, &[a], rows, dst),
-                (32, [a]) => span_sum::<32, 1, $past, $look>(groups, &[a], rows, dst),
-                (64, [a]) => span_sum::<64, 1, $past, $look>(groups, &[a], rows, dst),
-                (8, [a, b]) => span_sum::<8, 2, $past, $look>(groups, &[a, b], rows, dst),
-                (16, [a, b]) => span_sum::<16, 2, $past, $look>(groups, &[a, b], rows, dst),
-                (32, [a, b]) => span_sum::<32, 2, $past, $look>(groups, &[a, b], rows, dst),
-                (64, [a, b]) => span_sum::<64, 2, $past, $look>(groups, &[a, b], rows, dst),
-                (8, [a, b, c]) => span_sum::<8, 3, $past, $look>(groups, &[a, b, c], rows, dst),
-                (16, [a, b, c]) => span_sum::<16, 3, $past, $look>(groups, &[a, b, c], rows, dst),
-                (32, [a, b, c]) => span_sum::<32, 3, $past, $look>(groups, &[a, b, c], rows, dst),
-                (64, [a, b, c]) => span_sum::<64, 3, $past, $look>(groups, &[a, b, c], rows, dst),
-                _ => return false,
-            }
-        };
-    }
-    match (past, look) {
-        (false, false) => by_shape!(false, false),
-        (true, false) => by_shape!(true, false),
-        (false, true) => by_shape!(false, true),
-        (true, true) => by_shape!(true, true),
-    }
-    true
+    by_shape(SpanCall { groups, rows, dst }, r, past, look, facs)
 }
 
-/// [`narrow_task`] at rank `R` with `D` other modes: each row's [`row_sum`], its
-/// lookahead running on to the span's last nonzero.
-fn span_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
-    (ptr, others, values): Groups<'_>,
-    facs: &[&[f32]; D],
-    (r0, r1): (usize, usize),
-    dst: &mut [f32],
-) {
-    let te = ptr[r1];
-    let (others, values) = (&others[..te * D], &values[..te]);
-    for (w, o) in ptr[r0..=r1].windows(2).zip(dst.chunks_exact_mut(R)) {
-        let (s, e) = (w[0], w[1]);
-        row_sum::<R, D, PAST, LOOK>(false, &others[s * D..], &values[s..e], facs, o);
+/// A span of whole rows: each row's [`row_sum`], its lookahead running on to the
+/// span's last nonzero.
+struct SpanCall<'a> {
+    groups: Groups<'a>,
+    rows: (usize, usize),
+    dst: &'a mut [f32],
+}
+
+impl ShapedSum for SpanCall<'_> {
+    fn run<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
+        self,
+        facs: &[&[f32]; D],
+    ) {
+        let ((ptr, others, values), (r0, r1)) = (self.groups, self.rows);
+        let te = ptr[r1];
+        let (others, values) = (&others[..te * D], &values[..te]);
+        for (w, o) in ptr[r0..=r1].windows(2).zip(self.dst.chunks_exact_mut(R)) {
+            let (s, e) = (w[0], w[1]);
+            row_sum::<R, D, PAST, LOOK>(false, &others[s * D..], &values[s..e], facs, o);
+        }
     }
 }
