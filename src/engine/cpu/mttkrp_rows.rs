@@ -137,11 +137,9 @@ impl RowMttkrp {
             jobs.into_par_iter().for_each(|(r0, r1, dst)| {
                 let _flush = FlushSubnormals::new();
                 let groups = (ptr, idx, x);
-                let spans = if wide {
-                    wide_task(r, past, look, groups, &facs, (r0, r1), dst)
-                } else {
-                    narrow_task(r, past, look, groups, &facs, (r0, r1), dst)
-                };
+                // AVX-512 where it has the rank, else AVX2 (rank 8 on AVX-512 too).
+                let spans = (wide && wide_task(r, past, look, groups, &facs, (r0, r1), dst))
+                    || narrow_task(r, past, look, groups, &facs, (r0, r1), dst);
                 if !spans {
                     for (i, o) in (r0..r1).zip(dst.chunks_exact_mut(r.max(1))) {
                         row(ptr[i], ptr[i + 1], ptr[r1], o, past);
@@ -251,7 +249,9 @@ mod tests {
                             );
                             // AVX-512 (where this CPU has it): the same operations per
                             // column, so the same bits.
-                            if super::super::avx512::available() {
+                            // Ranks AVX-512 has no width for run on AVX2 even when it is
+                            // asked for (safe on any CPU: no AVX-512 instruction runs).
+                            if super::super::avx512::available() || matches!(rank, 8 | 5) {
                                 let mut wide = Matrix::from_fn(dims[mode], rank, |_, _| f32::NAN);
                                 rows.run(mode, &f, &mut wide, true);
                                 assert!(
