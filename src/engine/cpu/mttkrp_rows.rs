@@ -129,18 +129,22 @@ impl RowMttkrp {
                 row_sum_any(&ix[..(e - s) * d], xs, &facs, dst);
             }
         };
+        // Rows written straight into the output go past the cache where it is larger
+        // than the cache.
+        let past = mttkrp_stream::larger_than_llc(&self.dims, mode, r, self.cache);
+        let groups = (ptr, idx, x);
+        // Whole rows `rows` into `dst` in one call: on AVX-512 where it has the rank,
+        // else on AVX2; `false` where neither has it.
+        let span = |rows: (usize, usize), dst: &mut [f32]| {
+            (wide && wide_task(r, past, look, groups, &facs, rows, dst))
+                || narrow_task(r, past, look, groups, &facs, rows, dst)
+        };
         if !plan.cut {
-            // Whole rows per task, written straight into the output; past the cache
-            // where it is larger than the cache.
-            let past = mttkrp_stream::larger_than_llc(&self.dims, mode, r, self.cache);
+            // Whole rows per task, written straight into the output.
             let jobs = plan.row_jobs(out.data_mut(), r);
             jobs.into_par_iter().for_each(|(r0, r1, dst)| {
                 let _flush = FlushSubnormals::new();
-                let groups = (ptr, idx, x);
-                // AVX-512 where it has the rank, else AVX2 (rank 8 on AVX-512 too).
-                let spans = (wide && wide_task(r, past, look, groups, &facs, (r0, r1), dst))
-                    || narrow_task(r, past, look, groups, &facs, (r0, r1), dst);
-                if !spans {
+                if !span((r0, r1), dst) {
                     for (i, o) in (r0..r1).zip(dst.chunks_exact_mut(r.max(1))) {
                         row(ptr[i], ptr[i + 1], ptr[r1], o, past);
                     }
@@ -153,21 +157,12 @@ impl RowMttkrp {
         }
         // Rows in one piece straight into the output, as above; the pieces of the cut
         // rows into partial rows, then each cut row the sum of its pieces in order.
-        let past = mttkrp_stream::larger_than_llc(&self.dims, mode, r, self.cache);
         let mut partial = vec![0f32; plan.cut_slots() * r];
         let jobs = plan.cut_jobs(out.data_mut(), &mut partial, r);
-        let groups = (ptr, idx, x);
         jobs.into_par_iter().for_each(|job| {
             let _flush = FlushSubnormals::new();
             let te = job.pieces.last().map_or(0, |p| p.2);
             // The runs of short rows between cut and long ones a span at a time.
-            let span = |rows, dst: &mut [f32]| {
-                if wide && wide_fits(r, d) {
-                    wide_task(r, past, look, groups, &facs, rows, dst)
-                } else {
-                    narrow_task(r, past, look, groups, &facs, rows, dst)
-                }
-            };
             if (wide && wide_fits(r, d)) || narrow_fits(r, d) {
                 span_cut_job(plan, job, r, past, span, |s, e, dst, past| {
                     row(s, e, te.max(e), dst, past)
