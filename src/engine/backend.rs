@@ -347,8 +347,8 @@ pub trait CpSession {
     /// Mode `mode`'s update: its MTTKRP `M` with the current factors, then `A = M W`
     /// (`w`: row-major `R × R`, the inverse of the Hadamard product of the other
     /// factors' Grams), the column norms (2-norms when `two_norm`, else
-    /// `max(1, max |A[:, r]|)`), `A` divided by them (a zero column left as it is), and
-    /// `A`'s Gram; with `with_inner` also `Σ_i M[i, r] A[i, r]`.
+    /// [`cp_max_norm`] of `max |A[:, r]|`), `A` divided by them (a zero column left as
+    /// it is), and `A`'s Gram; with `with_inner` also `Σ_i M[i, r] A[i, r]`.
     /// [`crate::Error::NonFinite`] when `M` holds inf or NaN.
     fn update(
         &mut self,
@@ -359,6 +359,30 @@ pub trait CpSession {
     ) -> Result<CpStep>;
     /// The factors as they are now, copied back.
     fn factors(&mut self) -> Result<Vec<Matrix>>;
+}
+
+/// CP-ALS's divisor of a column whose largest magnitude is `n`, after the first
+/// iteration ([`CpSession::update`] without `two_norm`): `n` itself from 1 up (pyttb's
+/// `max(1, n)`), and below 1 the power of two `2^⌈log₂ n⌉`, which brings the largest
+/// entry into `(1/2, 1]`.
+///
+/// pyttb leaves a column whose entries are all below 1 as it is. ALS's models do not
+/// depend on the factors' column scales, but the f32 products of the next MTTKRPs do:
+/// on a tensor of values near 1e-25 the solved factors' entries were near 1e-25 as
+/// well, the next mode's products (value × such entries) underflowed f32, and the model
+/// collapsed to zero. A power of two rescales exactly, so the factors are pyttb's
+/// times powers of two and the fits are pyttb's, up to rounding (tensors of values
+/// times 2^-20 and 2^-84 gave the fits of the unscaled one to 1e-10), wherever pyttb's
+/// rule does not underflow. A zero (or NaN) column is divided by 1.
+pub fn cp_max_norm(n: f64) -> f64 {
+    if n >= 1.0 {
+        n
+    } else if n > 0.0 {
+        // f64's normal range reaches 2^-1022; f32 factors hold nothing smaller.
+        2f64.powi((n.log2().ceil() as i32).max(-1022))
+    } else {
+        1.0
+    }
 }
 
 /// The largest magnitude in every column of every factor, `max[m][r] = max_i |F_m[i,

@@ -21,7 +21,7 @@ mod session;
 
 pub use backend::{
     Backend, BackendChoice, BackendKind, BackendTensor, ColumnMax, CopyRate, CpSession, CpStep,
-    Launch, PhiParams, RunOptions, RunStats, median,
+    Launch, PhiParams, RunOptions, RunStats, cp_max_norm, median,
 };
 pub use completion::{Anchor, CompletionSession, SgdBias, SgdStep};
 pub use factors::{FactorKey, FactorVersions};

@@ -244,3 +244,57 @@ fn check_uploads(engine: &Engine) {
         "a call without versions uploads what it reads"
     );
 }
+
+twin!(
+    /// CP-ALS's model does not depend on the tensor's scale, and neither may what it
+    /// returns: a tensor of values near 1e-25 collapsed to the zero model, because
+    /// pyttb's column normalization (`max(1, max |A|)`) left its solved factors near
+    /// 1e-25 and the next mode's f32 products of value and factor entries underflowed.
+    /// The same tensor times 2^-84, 2^-20 and 2^40 (powers of two, exact) must give the
+    /// fits of the unscaled one within the backend's relative error, and weights in
+    /// the same proportion.
+    cp_als_gives_the_same_model_at_any_value_scale,
+    |engine| {
+        use sptmc::tensor::generate::{GenSpec, Pattern, generate};
+        let x = generate(&GenSpec {
+            dims: vec![60, 50, 40],
+            nnz: 6000,
+            pattern: Pattern::Uniform,
+            seed: 21,
+        })
+        .unwrap();
+        let (dims, idx, vals) = x.into_parts();
+        let ints: Vec<f64> = vals.iter().map(|v| v.floor().clamp(1.0, 5.0)).collect();
+        let run = |scale: f64| {
+            let v = ints.iter().map(|x| x * scale).collect();
+            let x = CooTensor::new(dims.clone(), idx.clone(), v).unwrap();
+            let w = [Workload {
+                op: Op::Mttkrp,
+                rank: 4,
+            }];
+            let p = engine.prepare(&x, &w).unwrap();
+            let opts = CpOptions {
+                rank: 4,
+                max_iters: 12,
+                tol: 0.0,
+                seed: 3,
+                init: None,
+            };
+            cp_als(engine, &p, &opts)
+                .unwrap_or_else(|e| panic!("×{scale}: {e}"))
+        };
+        let want = run(1.0);
+        let tol = engine.backend().relative_error();
+        for e in [-84, -20, 40] {
+            let scale = 2f64.powi(e);
+            let got = run(scale);
+            for (it, (g, w)) in got.fits.iter().zip(&want.fits).enumerate() {
+                assert!((g - w).abs() <= tol, "×2^{e} iteration {it}: fit {g}, {w} unscaled");
+            }
+            for (g, w) in got.weights.iter().zip(&want.weights) {
+                let rel = (g / scale - w).abs() / w;
+                assert!(rel <= tol, "×2^{e}: weight {g} (÷ scale {}), {w} unscaled", g / scale);
+            }
+        }
+    }
+);

@@ -10,7 +10,11 @@
 //! 3. column normalization into `λ`: by the column 2-norm in the first iteration, by
 //!    `max(1, max_i |A_n[i, r]|)` afterwards — the choice of the MATLAB Tensor Toolbox
 //!    and pyttb, which keeps the columns from shrinking toward zero while letting `λ`
-//!    settle. A column whose norm is 0 is left as it is (weight 0) rather than divided.
+//!    settle — except that a column whose entries are all below 1 is divided by the
+//!    power of two that brings its largest into `(1/2, 1]` (exact, so the factors are
+//!    pyttb's times powers of two; left as they were, entries as small as the
+//!    tensor's values made the f32 products underflow: [`crate::engine::cp_max_norm`]).
+//!    A column whose norm is 0 is left as it is (weight 0) rather than divided.
 //!
 //! After the sweep, with `λ` from the last mode's normalization,
 //! `‖X̂‖² = λᵀ (∗_m A_mᵀA_m) λ` and `⟨X, X̂⟩ = Σ_r λ_r Σ_i M[i, r] A_{N−1}[i, r]` (`M` the
@@ -382,22 +386,18 @@ pub(crate) fn rescale_by_max(a: &mut Matrix, m: f32, keep: std::ops::Range<f32>)
     }
 }
 
-/// Divides every column of `a` by its norm (2-norm if `two_norm`, else
-/// `max(1, max-norm)`) and returns the norms; a column of norm 0 is left unchanged.
-fn normalize_columns(a: &mut Matrix<f64>, two_norm: bool) -> Vec<f64> {
+/// Divides every column of `a` by its 2-norm and returns the norms; a column of norm 0
+/// is left unchanged.
+fn normalize_columns(a: &mut Matrix<f64>) -> Vec<f64> {
     let r = a.cols();
     let mut norms = vec![0.0f64; r];
     for row in a.data().chunks(r.max(1)) {
         for (acc, &v) in norms.iter_mut().zip(row) {
-            if two_norm {
-                *acc += v * v;
-            } else {
-                *acc = acc.max(v.abs());
-            }
+            *acc += v * v;
         }
     }
     for w in &mut norms {
-        *w = if two_norm { w.sqrt() } else { w.max(1.0) };
+        *w = w.sqrt();
     }
     let inv: Vec<f64> = norms
         .iter()
@@ -428,7 +428,7 @@ pub(crate) fn arrange(
 ) -> (Vec<f64>, Vec<Matrix>) {
     let r = weights.len();
     for f in &mut factors {
-        let norms = normalize_columns(f, true);
+        let norms = normalize_columns(f);
         for (w, n) in weights.iter_mut().zip(norms) {
             *w *= n;
         }

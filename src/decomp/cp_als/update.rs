@@ -5,6 +5,7 @@
 //! the rows held here. [`update_factor`] is both passes over a whole factor.
 
 use super::super::dense::{gram_seq, row_blocks, sub_block_rows};
+use crate::engine::cp_max_norm;
 use crate::error::Result;
 use crate::matrix::Matrix;
 use faer::linalg::matmul::matmul;
@@ -55,11 +56,18 @@ impl RowSums {
         }
     }
 
-    /// The column norms: `sqrt` of the sums of squares, or `max(1, max |A[:, r]|)`.
+    /// The column norms: `sqrt` of the sums of squares, or [`cp_max_norm`] of
+    /// `max |A[:, r]|`.
     pub(crate) fn norms(&self) -> Vec<f64> {
         self.norm
             .iter()
-            .map(|&n| if self.two_norm { n.sqrt() } else { n.max(1.0) })
+            .map(|&n| {
+                if self.two_norm {
+                    n.sqrt()
+                } else {
+                    cp_max_norm(n)
+                }
+            })
             .collect()
     }
 }

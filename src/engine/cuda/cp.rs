@@ -10,7 +10,7 @@ use super::device::cuda_err;
 use super::kernels;
 use super::launch;
 use super::{CudaBackend, CudaTensor};
-use crate::engine::{CpSession, CpStep, Launch, RunStats};
+use crate::engine::{CpSession, CpStep, Launch, RunStats, cp_max_norm};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
@@ -220,7 +220,7 @@ impl CpSession for CudaCp<'_> {
         let (sums, inner) = rest.split_at(r);
         let norms: Vec<f64> = sums
             .iter()
-            .map(|&s| if two_norm { s.sqrt() } else { s.max(1.0) })
+            .map(|&s| if two_norm { s.sqrt() } else { cp_max_norm(s) })
             .collect();
         let inv: Vec<f64> = norms
             .iter()
