@@ -231,3 +231,69 @@ fn movielens_100k_als_defaults_beat_the_bias_baseline_by_2_percent() {
         );
     }
 }
+
+/// Values of any scale give the same model, scaled: the same problem times 2^-40
+/// (about 1e-12) and 2^64 (about 2e19), exact multiples of the unscaled one, must reach
+/// its test RMSE times the scale. With the rows' `Σ y²` summed in f32, 2^64's squares
+/// overflowed (an error), and 2^-66's flushed to zero (train RMSE NaN: the loss below
+/// zero). At 2^-66 the kernels' f32 products of residuals and Khatri-Rao rows, which
+/// scale as the 5/3 power of the values, come within about 2^-20 of f32's smallest
+/// normal number, so that model differs beyond rounding (0.1–0.7 % in test RMSE on four
+/// seeds); there it must still be finite and far below the bias baseline.
+#[test]
+fn extreme_value_scales_give_the_scaled_model() {
+    let case = |scale| Case {
+        dims: [30, 28, 24],
+        rank: 3,
+        offset: 2.0,
+        scale,
+        observed: 0.3,
+        noise: 0.05,
+    };
+    let seed = common::fresh_seed("extreme value scales");
+    let engine = Engine::cpu();
+    let fit = |scale: f64, solver| {
+        let p = draw(&case(scale), seed);
+        let w = [Workload {
+            op: Op::Completion,
+            rank: 8,
+        }];
+        let prepared = engine.prepare(&p.split.train, &w).unwrap();
+        let o = CompletionOptions {
+            solver,
+            seed,
+            rank: 8,
+            ..CompletionOptions::default()
+        };
+        let m = complete(&engine, &prepared, &p.split.validation, &o)
+            .unwrap_or_else(|e| panic!("{solver} ×{scale:e}: {e}"));
+        let test = m.rmse(&p.split.test).unwrap().unwrap() / scale;
+        let train = m.epochs[m.best_epoch].train_rmse / scale;
+        assert!(train.is_finite(), "{solver} ×{scale:e}: train RMSE {train}");
+        let bias = Baselines::fit(&p.split.train)
+            .unwrap()
+            .bias_rmse(&p.split.test)
+            .unwrap()
+            / scale;
+        (test, bias)
+    };
+    for solver in [Solver::Als, Solver::Ccd] {
+        let (want, _) = fit(1.0, solver);
+        for e in [-40, 64] {
+            let scale = 2f64.powi(e);
+            let (got, _) = fit(scale, solver);
+            // Each scale's λ path is the unscaled one's times the power of two
+            // (values)^(4/3), so the models differ by the f32 systems' rounding only,
+            // compounded over about a hundred epochs (1e-5 relative on four seeds).
+            assert!(
+                (got - want).abs() <= 1e-3 * want,
+                "{solver} ×2^{e}: test RMSE {got} (÷ scale), {want} unscaled"
+            );
+        }
+        let (got, bias) = fit(2f64.powi(-66), solver);
+        assert!(
+            got < 0.25 * bias,
+            "{solver} ×2^-66: test RMSE {got} (÷ scale), bias baseline {bias}"
+        );
+    }
+}

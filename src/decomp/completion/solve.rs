@@ -218,7 +218,8 @@ fn solve_one(row: &[f32], r: usize, lambda: &[f64], shift: &[f64], a: &mut [f32]
 /// normal equations `ne` (`I × (R² + R)`, as the kernel gave them) and their targets'
 /// `Σ y²` (`squares`): `Σ_i (Σ y² − 2 a_iᵀ b_i + a_iᵀ G_i a_i)` in f64, rows in
 /// fixed blocks summed in order (the same whatever the thread count). No pass over the
-/// entries: the loss after an ALS sweep comes with its last mode's solve.
+/// entries: the loss after an ALS sweep comes with its last mode's solve. A total below
+/// zero (rounding, at a fit near exact) counts as zero: its square root is a train RMSE.
 pub(super) fn loss_of_rows(ne: &Matrix, r: usize, a: &Matrix, squares: &[f64]) -> f64 {
     const ROWS: usize = 64;
     let rows = ne.rows();
@@ -241,7 +242,7 @@ pub(super) fn loss_of_rows(ne: &Matrix, r: usize, a: &Matrix, squares: &[f64]) -
                 .sum::<f64>()
         })
         .collect();
-    parts.iter().sum()
+    parts.iter().sum::<f64>().max(0.0)
 }
 
 /// CCD++: a column's new values `(Σ ê k + λ c) / (λ + Σ k²)` from its terms (`I × 2`),

@@ -143,7 +143,9 @@ pub(super) unsafe fn row_system_bias<const P: usize, const B: usize>(
     for (idx, vals) in others.chunks(CHUNK * d).zip(values.chunks(CHUNK)) {
         let n = vals.len();
         let (mut cb, mut ck) = ([_mm512_setzero_ps(); 4], [_mm512_setzero_ps(); 4]);
-        let (mut cy, mut cy2) = (0f32, 0f32);
+        // `Σ y²` in f64: in f32 a target of 2e19 squared overflowed, and one of 1e-20
+        // flushed to zero (a loss below zero, an RMSE of NaN).
+        let (mut cy, mut cy2) = (0f32, 0f64);
         for j in 0..n {
             let ix = &idx[j * d..(j + 1) * d];
             let row = &f.cp[0][ix[0] as usize].0;
@@ -172,9 +174,9 @@ pub(super) unsafe fn row_system_bias<const P: usize, const B: usize>(
                 unsafe { _mm512_storeu_ps(k[j].as_mut_ptr().add(16 * v), kv[v]) };
             }
             cy += y;
-            cy2 = y.mul_add(y, cy2);
+            cy2 = f64::from(y).mul_add(f64::from(y), cy2);
         }
-        squares += f64::from(cy2);
+        squares += cy2;
         for v in 0..vectors {
             b[v] = _mm512_add_ps(b[v], cb[v]);
             cross[v] = _mm512_add_ps(cross[v], ck[v]);

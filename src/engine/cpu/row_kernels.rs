@@ -347,16 +347,18 @@ pub(super) fn row_system_bias<const P: usize>(
         // The chunk's right-hand sides and `Σ k` in local accumulators (kept in
         // registers; accumulating into the row's arrays inside the loop above chains
         // every nonzero's update through memory).
-        let (mut cb, mut ck, mut cy, mut cy2) = ([0f32; P], [0f32; P], 0f32, 0f32);
+        // `Σ y²` in f64: in f32 a target of 2e19 squared overflowed, and one of 1e-20
+        // flushed to zero (a loss below zero, an RMSE of NaN).
+        let (mut cb, mut ck, mut cy, mut cy2) = ([0f32; P], [0f32; P], 0f32, 0f64);
         for (kj, &yj) in k.iter().zip(&y[..n]) {
             for ((br, cr), &kr) in cb.iter_mut().zip(ck.iter_mut()).zip(kj) {
                 *br = yj.mul_add(kr, *br);
                 *cr += kr;
             }
             cy += yj;
-            cy2 = yj.mul_add(yj, cy2);
+            cy2 = f64::from(yj).mul_add(f64::from(yj), cy2);
         }
-        squares += f64::from(cy2);
+        squares += cy2;
         for ((br, cr), (&vb, &vk)) in b.iter_mut().zip(cross.iter_mut()).zip(cb.iter().zip(&ck)) {
             *br += vb;
             *cr += vk;
