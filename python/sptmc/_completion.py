@@ -118,7 +118,7 @@ class CompletionModel:
         self._raw.save(_args.path(path))
 
     def __repr__(self) -> str:
-        rmse = "n/a" if self.test_rmse is None else f"{self.test_rmse:.5f}"
+        rmse = "n/a" if self.test_rmse is None else f"{self.test_rmse:.5g}"
         return (
             f"<sptmc.CompletionModel {self.solver} rank={self.rank} shape={self.shape} "
             f"lambda={self.lambda_} biases={bool(self.biases)} test_rmse={rmse}>"
@@ -143,8 +143,8 @@ def _progress(verbose: bool, callback: Optional[Callback]):
             rate = "" if lr is None else f"  lr {lr:.3e}{' (undone)' if s['undone'] else ''}"
             print(
                 f"  epoch {s['epoch'] + 1:3d} (λ {s['lambda']:.3e}, {s['seconds']:.3f}s, "
-                f"kernels {s['seconds_kernel']:.3f}s)  train RMSE {s['train_rmse']:.5f}  "
-                f"validation RMSE {s['validation_rmse']:.5f}{rate}",
+                f"kernels {s['seconds_kernel']:.3f}s)  train RMSE {s['train_rmse']:.5g}  "
+                f"validation RMSE {s['validation_rmse']:.5g}{rate}",
                 flush=True,
             )
         if callback is None:
@@ -288,7 +288,7 @@ def complete(
     _say(
         verbose,
         f"completion {solver} rank {rank} λ {model.lambda_:.4e}: test RMSE "
-        f"{'n/a' if model.test_rmse is None else format(model.test_rmse, '.5f')} "
-        f"(validation {model.validation_rmse:.5f}), {time.perf_counter() - start:.3f}s",
+        f"{'n/a' if model.test_rmse is None else format(model.test_rmse, '.5g')} "
+        f"(validation {model.validation_rmse:.5g}), {time.perf_counter() - start:.3f}s",
     )
     return model

@@ -2,7 +2,7 @@
 
 use super::args::{BackendArg, CompleteArgs, PredictArgs, SolverArg};
 use super::load::load;
-use super::{Told, engine, print_json};
+use super::{Told, engine, print_json, sig5};
 use serde_json::json;
 use sptmc::decomp::completion::{files, split};
 use sptmc::decomp::{CompletionModel, EpochStats, Solver};
@@ -105,13 +105,13 @@ fn progress_line(s: &EpochStats) -> String {
         .map(|r| format!("  lr {r:.3e}{}", if s.undone { " (undone)" } else { "" }))
         .unwrap_or_default();
     format!(
-        "  epoch {:3} (λ {:.3e}, {:.3}s, kernels {:.3}s)  train RMSE {:.5}  validation RMSE {:.5}{lr}",
+        "  epoch {:3} (λ {:.3e}, {:.3}s, kernels {:.3}s)  train RMSE {}  validation RMSE {}{lr}",
         s.epoch + 1,
         s.lambda,
         s.seconds,
         s.seconds_kernel,
-        s.train_rmse,
-        s.validation_rmse
+        sig5(s.train_rmse),
+        sig5(s.validation_rmse)
     )
 }
 
@@ -194,10 +194,10 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
     }
     if opts.lambda.is_none() {
         eprintln!(
-            "sptmc: λ {:.4e} chosen on validation ({} points of the path, best validation RMSE {:.5})",
+            "sptmc: λ {:.4e} chosen on validation ({} points of the path, best validation RMSE {})",
             model.lambda,
             model.lambda_path.len(),
-            best.validation_rmse
+            sig5(best.validation_rmse)
         );
     }
     if let (Some(lr), None) = (model.learning_rate, opts.learning_rate) {
@@ -224,14 +224,14 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
     if a.common.json {
         print_json(&summary);
     } else {
-        let show = |v: Option<f64>| v.map_or("n/a (no entries)".into(), |v| format!("{v:.5}"));
+        let show = |v: Option<f64>| v.map_or("n/a (no entries)".into(), sig5);
         println!(
-            "completion {solver} rank {} λ {:.4e}: test RMSE {} (validation {:.5}, train {:.5}; best epoch {} of {}, {seconds:.3}s); baselines on test: user+item bias {}, global mean {}",
+            "completion {solver} rank {} λ {:.4e}: test RMSE {} (validation {}, train {}; best epoch {} of {}, {seconds:.3}s); baselines on test: user+item bias {}, global mean {}",
             opts.rank,
             model.lambda,
             show(test_rmse),
-            best.validation_rmse,
-            best.train_rmse,
+            sig5(best.validation_rmse),
+            sig5(best.train_rmse),
             model.best_epoch + 1,
             model.epochs.len(),
             show(baselines.bias_rmse(&test)),
@@ -369,7 +369,11 @@ pub fn predict(a: PredictArgs) -> Result<ExitCode> {
             "out": a.out.as_ref().map(|p| p.display().to_string()),
         }));
     } else if let Some(r) = rmse {
-        eprintln!("sptmc: RMSE over the {} given values: {r:.5}", lines.len());
+        eprintln!(
+            "sptmc: RMSE over the {} given values: {}",
+            lines.len(),
+            sig5(r)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
