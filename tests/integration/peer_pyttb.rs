@@ -2,8 +2,10 @@
 //! initial factors.
 //!
 //! Both sides update modes 0, 1, …, N−1 each iteration with the same normalization
-//! (column 2-norm in the first CP iteration, `max(1, max-norm)` after) and the same fit
-//! formulas, so from identical starting factors their fits differ only by rounding:
+//! (column 2-norm in the first CP iteration, `max(1, max-norm)` after; where a column's
+//! entries are all below 1 ours divides it by a power of two, which scales the factors
+//! exactly and changes no fit) and the same fit formulas, so from identical starting
+//! factors their fits differ only by rounding:
 //! ours runs the sparse kernels in f32 on fp16-stored values (exact for these integer
 //! and half-integer ratings/counts), pyttb everything in f64. Twenty ALS iterations
 //! damp rather than amplify such perturbations near a local optimum, which the 1e-4
