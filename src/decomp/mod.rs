@@ -282,6 +282,21 @@ fn check_init(init: &[Matrix], dims: &[usize], ranks: &[usize]) -> Result<()> {
 }
 
 /// Fails with [`Error::NonFinite`] when a kernel result holds NaN or Inf.
+/// `e` with a hint where it is a non-finite result of a tensor whose norm reaches 2^100
+/// (about 1.3e30): a model's f32 kernel sums of such values overflow f32 (3.4e38),
+/// which the values alone need not. Below that norm, a row's sum of values with factor
+/// entries at most 1 stays under 2^116 for rows of up to 2^32 nonzeros, so an overflow
+/// has another cause and `e` is returned as it is.
+pub(crate) fn with_overflow_hint(e: Error, norm_sq: f64) -> Error {
+    let norm = norm_sq.sqrt();
+    match e {
+        Error::NonFinite(what) if norm >= 2f64.powi(100) => Error::NonFinite(format!(
+            "{what} (the tensor's norm is {norm:.1e}: f32 sums of values that large overflow past 3.4e38; divide the values by a power of two)"
+        )),
+        e => e,
+    }
+}
+
 fn check_finite(m: &Matrix, what: impl FnOnce() -> String) -> Result<()> {
     // A parallel scan without early exit (so it vectorizes); the position only when
     // something is wrong. TTMc outputs are millions of floats.

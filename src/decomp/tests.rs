@@ -528,3 +528,32 @@ fn negative_residuals_are_rounding_only_within_the_backends_precision() {
     assert_eq!(super::residual_rounding(&cpu), super::RESIDUAL_ROUNDING);
     assert!(2.0 * cpu.backend().relative_error() <= super::RESIDUAL_ROUNDING);
 }
+
+/// Values near 1e37 overflow CP-ALS's f32 MTTKRP sums: one error that names the entry
+/// and says why (the tensor's norm) and what to do, not a bare "inf". The same tensor
+/// at 1e30 is a model with the unscaled fit.
+#[test]
+fn overflowing_values_are_an_error_that_says_why() {
+    let x = random_ints(&[30, 20, 10], 2000, 8);
+    let scaled = |s: f64| {
+        let v = x.values().iter().map(|v| v * s).collect();
+        let idx = (0..x.order()).map(|m| x.indices(m).to_vec()).collect();
+        CooTensor::new(x.dims().to_vec(), idx, v).unwrap()
+    };
+    let opts = cp_opts(3, 5, 0.0, 1);
+    let want = cp_als(&Engine::cpu(), &prep(&x, Op::Mttkrp, 3), &opts).unwrap();
+    let big = scaled(1e30);
+    let got = cp_als(&Engine::cpu(), &prep(&big, Op::Mttkrp, 3), &opts).unwrap();
+    assert!((got.fit().unwrap() - want.fit().unwrap()).abs() < 1e-5);
+    let huge = scaled(1e37);
+    match cp_als(&Engine::cpu(), &prep(&huge, Op::Mttkrp, 3), &opts) {
+        Err(Error::NonFinite(msg)) => {
+            assert!(
+                msg.contains("MTTKRP of mode 0 in iteration 0 entry"),
+                "{msg}"
+            );
+            assert!(msg.contains("divide the values by a power of two"), "{msg}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

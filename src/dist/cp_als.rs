@@ -232,7 +232,8 @@ pub fn cp_als(
             }
             let sums = clock.linalg(|| solve_rows(&m, &w, a, it == 0, last));
             let mut sums = ch.agree(sums.ok_or_else(|| {
-                Error::NonFinite(format!("MTTKRP of mode {n} in iteration {it}"))
+                let e = Error::NonFinite(format!("MTTKRP of mode {n} in iteration {it}"));
+                crate::decomp::with_overflow_hint(e, norm_sq)
             }))?;
             combine(ch, &mut sums);
             let update = clock.linalg(|| finish(&sums, a));

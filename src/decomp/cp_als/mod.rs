@@ -197,6 +197,17 @@ pub fn cp_als_with_control(
     control: &mut dyn FnMut(&IterStats) -> ControlFlow<()>,
 ) -> Result<CpModel> {
     let norm_sq = check_tensor(x, Op::Mttkrp)?;
+    run(engine, x, opts, control, norm_sq).map_err(|e| super::with_overflow_hint(e, norm_sq))
+}
+
+/// [`cp_als_with_control`] once the tensor is checked (`norm_sq`: `‖X‖²`).
+fn run(
+    engine: &Engine,
+    x: &Prepared,
+    opts: &CpOptions,
+    control: &mut dyn FnMut(&IterStats) -> ControlFlow<()>,
+    norm_sq: f64,
+) -> Result<CpModel> {
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
     let mut plan = crate::memplan::MemoryPlan::cp(&dims, opts.rank);
