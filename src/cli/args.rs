@@ -297,9 +297,10 @@ pub enum NonIntegerArg {
 pub struct TuckerArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
     pub file: Option<PathBuf>,
-    /// Ranks per mode, e.g. 8,8,8 (one per mode).
-    #[arg(long, value_delimiter = ',', default_value = "8,8,8")]
-    pub ranks: Vec<usize>,
+    /// Ranks per mode, e.g. 8,8,8, or one rank for every mode (default: 8 for every
+    /// mode, lowered where a mode is shorter).
+    #[arg(long, value_delimiter = ',')]
+    pub ranks: Option<Vec<usize>>,
     /// Maximum iterations.
     #[arg(long, short = 'i', default_value_t = 20)]
     pub iters: usize,

@@ -123,8 +123,10 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
 
 /// Tucker-HOOI.
 pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
+    // The ranks resolve against the tensor's extents once it is read; their checks
+    // that need none run first.
     let mut request = TuckerRequest {
-        ranks: a.ranks.clone(),
+        ranks: a.ranks.clone().unwrap_or_default(),
         iters: a.iters,
         tol: a.model.tol,
         seed: a.model.seed,
@@ -137,6 +139,8 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
     let loaded = load(a.file.as_deref(), !a.model.no_cache)?;
     let x = &loaded.tensor;
     request.init = read_init(a.model.init.as_deref(), x.order())?;
+    request.ranks = driver::tucker_ranks(a.ranks.as_deref(), x.dims());
+    let ranks = request.ranks.clone();
     let job = request.validate(x)?;
     let engine = engine(&a.model.common)?;
     eprintln!("sptmc: {}", loaded.note);
@@ -145,7 +149,7 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
         header: &|_| {
             format!(
                 "Tucker-HOOI ranks {:?} on {:?}, {} nonzeros",
-                a.ranks,
+                ranks,
                 x.dims(),
                 x.nnz()
             )
@@ -161,7 +165,7 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
         "Tucker core {:?} unfolded along mode 0, last mode fastest",
         model.core_dims
     );
-    let what = format!("Tucker-HOOI ranks {:?}", a.ranks);
+    let what = format!("Tucker-HOOI ranks {ranks:?}");
     finish(
         &a.model,
         &model.factors,

@@ -85,7 +85,7 @@ impl TuckerOptions {
     pub fn validate(&self, dims: &[usize]) -> Result<()> {
         if self.ranks.len() != dims.len() {
             return Err(Error::InvalidRank(format!(
-                "Tucker needs one rank per mode: {} ranks for a tensor of order {}",
+                "Tucker needs one rank per mode (or one for every mode): {} ranks for a tensor of order {}",
                 self.ranks.len(),
                 dims.len()
             )));

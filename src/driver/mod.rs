@@ -27,8 +27,8 @@ pub mod tuning;
 pub use fit::{CompletionReport, CpAprReport, CpReport, Report, TuckerReport};
 pub use gcp::{GcpJob, GcpReport, GcpRequest, run_gcp};
 pub use options::{
-    CompletionJob, CompletionRequest, CpAprJob, CpAprRequest, CpJob, CpRequest, TuckerJob,
-    TuckerRequest, count,
+    CompletionJob, CompletionRequest, CpAprJob, CpAprRequest, CpJob, CpRequest,
+    DEFAULT_TUCKER_RANK, TuckerJob, TuckerRequest, count, tucker_ranks,
 };
 pub use prepare::{Forms, NoForms, Preparation, prepare};
 

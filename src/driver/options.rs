@@ -135,6 +135,44 @@ pub struct TuckerJob {
     pub(super) nnz: usize,
 }
 
+/// The Tucker rank of every mode when none is given: at most this.
+pub const DEFAULT_TUCKER_RANK: usize = 8;
+
+/// The Tucker ranks a front end asks for on a tensor with extents `dims`: one value for
+/// every mode when `given` holds one; `given` as it is when it holds several (checked
+/// by [`TuckerRequest::validate`]); none given, [`DEFAULT_TUCKER_RANK`] for every mode,
+/// lowered where a mode is shorter and then where a rank exceeds the product of the
+/// others (a core could not use it), so that the default fits any shape.
+pub fn tucker_ranks(given: Option<&[usize]>, dims: &[usize]) -> Vec<usize> {
+    match given {
+        Some([r]) => vec![*r; dims.len()],
+        Some(v) => v.to_vec(),
+        None => {
+            let mut ranks: Vec<usize> = dims
+                .iter()
+                .map(|&d| d.clamp(1, DEFAULT_TUCKER_RANK))
+                .collect();
+            // Lowering one rank can lower the product bounding another: repeat until
+            // none moves (each pass lowers a rank or ends, so it ends).
+            loop {
+                let mut moved = false;
+                for m in 0..ranks.len() {
+                    let others = (ranks.iter().enumerate())
+                        .filter(|&(k, _)| k != m)
+                        .fold(1usize, |acc, (_, &r)| acc.saturating_mul(r));
+                    if ranks[m] > others.max(1) {
+                        ranks[m] = others.max(1);
+                        moved = true;
+                    }
+                }
+                if !moved {
+                    return ranks;
+                }
+            }
+        }
+    }
+}
+
 impl TuckerRequest {
     /// The checks that need no tensor.
     pub fn check(&self) -> Result<()> {
@@ -375,6 +413,39 @@ mod tests {
             tol,
             seed: 1,
             init: None,
+        }
+    }
+
+    /// One given rank is every mode's; several are kept as given (the request's
+    /// validation judges them); none give 8 per mode, lowered to each mode's length
+    /// and then to the product of the other ranks, so the default fits any shape and
+    /// passes validation.
+    #[test]
+    fn tucker_ranks_broadcast_one_and_default_to_what_fits() {
+        assert_eq!(tucker_ranks(Some(&[5]), &[30, 20, 10, 9]), vec![5; 4]);
+        assert_eq!(tucker_ranks(Some(&[2, 3]), &[30, 20, 10]), vec![2, 3]);
+        let cases: [(&[usize], &[usize]); 6] = [
+            (&[30, 20, 10, 9], &[8, 8, 8, 8]),
+            (&[12, 10, 9, 8, 7, 6, 5, 4], &[8, 8, 8, 8, 7, 6, 5, 4]),
+            (&[500, 1, 400], &[8, 1, 8]),
+            // 8 > 1 × 1: the core could not use it.
+            (&[500, 1, 1], &[1, 1, 1]),
+            (&[500, 2, 3], &[6, 2, 3]),
+            (&[7], &[1]),
+        ];
+        for (dims, want) in cases {
+            let ranks = tucker_ranks(None, dims);
+            assert_eq!(ranks, want, "dims {dims:?}");
+            let idx: Vec<Vec<u32>> = dims.iter().map(|_| vec![0]).collect();
+            let x = CooTensor::new(dims.to_vec(), idx, vec![1.0]).unwrap();
+            let request = TuckerRequest {
+                ranks,
+                iters: 1,
+                tol: 0.0,
+                seed: 1,
+                init: None,
+            };
+            request.validate(&x).expect("the default ranks are valid");
         }
     }
 

@@ -115,6 +115,33 @@ fn models_are_written_and_read_back_as_initial_factors() {
     assert_eq!(core.shape(), (3, 6));
 }
 
+/// Tucker's ranks fit the tensor's order without being spelled out: none given, 8 per
+/// mode (lowered to a shorter mode's length); one given, that rank for every mode.
+#[test]
+fn tucker_ranks_default_to_every_mode_and_broadcast_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("four.tns");
+    let mut text = String::new();
+    for n in 0..600u32 {
+        let (i, j, k, l) = (n % 20 + 1, n * 7 % 12 + 1, n * 13 % 9 + 1, n % 5 + 1);
+        text.push_str(&format!("{i} {j} {k} {l} {}\n", 1 + n % 4));
+    }
+    std::fs::write(&f, text).unwrap();
+    let fs = f.to_str().unwrap();
+    let core_dims = |args: &[&str]| {
+        let o = sptmc(args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(v["final_fit"].as_f64().unwrap().is_finite(), "{v}");
+        v["core_dims"].clone()
+    };
+    let base = ["tucker", fs, "--iters", "2", "--json"];
+    assert_eq!(core_dims(&base), serde_json::json!([8, 8, 8, 5]));
+    let mut one = base.to_vec();
+    one.extend(["--ranks", "3"]);
+    assert_eq!(core_dims(&one), serde_json::json!([3, 3, 3, 3]));
+}
+
 #[test]
 fn info_reports_hls_statistics() {
     let tmp = tempfile::tempdir().unwrap();
