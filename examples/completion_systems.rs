@@ -55,11 +55,15 @@ fn main() -> sptmc::Result<()> {
     }
     let mut s = engine.completion_session(&p, &f, 3.5)?;
     let (mut out, mut squares) = (Matrix::zeros(1, 1), Vec::new());
+    // Every row of every mode, as ALS asks for the rows with entries of a mode.
+    let rows: Vec<Vec<u32>> = (x.dims().iter())
+        .map(|&d| (0..d).map(|i| i as u32).collect())
+        .collect();
     let mut times = vec![Vec::with_capacity(a.calls); order + 1];
     for _ in 0..a.calls {
         for (mode, t) in times.iter_mut().take(order).enumerate() {
             let start = Instant::now();
-            s.bias_normal_equations(mode, rank, &mut out, &mut squares)?;
+            s.bias_normal_equations(mode, rank, &rows[mode], &mut out, &mut squares)?;
             t.push(start.elapsed().as_secs_f64() * 1e6);
         }
         let start = Instant::now();

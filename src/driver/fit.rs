@@ -265,15 +265,19 @@ impl Job for CompletionJob<'_> {
         let width = self.options.rank + if self.options.biases { order } else { 0 };
         let mut plan = MemoryPlan::cp(&self.dims, width);
         if self.options.solver == Solver::Als {
-            // A mode's normal equations (every row's K × K Gram and right-hand side, f32)
-            // and, with biases, their reduction to the R + 1 unknowns.
-            let widest = self.dims.iter().copied().max().unwrap_or(0) as u128;
-            let (k, w) = (width as u128, self.options.rank as u128 + 1);
-            let reduced = if self.options.biases { w * w + w } else { 0 };
+            // Per mode, a buffer of normal equations (each row's K × K Gram and
+            // right-hand side, f32, and with biases their reduction to R + 1 unknowns),
+            // as many rows as one call builds: a long mode is taken in ranges.
+            let (bytes, rows) = crate::decomp::completion::als_systems_bytes(
+                self.nnz,
+                &self.dims,
+                self.options.rank,
+                self.options.biases,
+            );
             plan.add(
-                format!("a mode's normal equations ({widest} rows × {width}² + {width}, f32)"),
-                widest.saturating_mul(k * k + k + reduced),
-                4,
+                format!("the modes' ALS normal equations ({rows} rows at most per call, f32)"),
+                bytes,
+                1,
             );
         }
         plan

@@ -319,6 +319,8 @@ pub struct CompletionJob<'a> {
     /// The options of the model's loop.
     pub options: CompletionOptions,
     pub(super) dims: Vec<usize>,
+    /// The training entries.
+    pub(super) nnz: usize,
     pub(super) validation: &'a CooTensor,
     /// The mean and bias baselines, fitted to the training entries.
     pub baselines: Baselines,
@@ -387,6 +389,7 @@ impl CompletionRequest {
         Ok(CompletionJob {
             options: self.options(),
             dims: train.dims().to_vec(),
+            nnz: train.nnz(),
             validation,
             baselines: Baselines::fit(train)?,
         })

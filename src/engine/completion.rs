@@ -107,19 +107,26 @@ pub trait CompletionSession {
     /// Replaces column `col` of the factor of `mode` with `values` (`I_n` finite
     /// entries).
     fn set_column(&mut self, mode: usize, col: usize, values: &[f32]) -> Result<RunStats>;
-    /// ALS: the normal equations of every row of `mode` into `out` (resized to
-    /// `I_n × (R² + R)`): row `i` holds `G_i` row-major (`R × R`), then `b_i` (`R`).
-    fn normal_equations(&mut self, mode: usize, out: &mut Matrix) -> Result<RunStats>;
+    /// ALS: the normal equations of the rows `rows` of `mode` (ascending, distinct,
+    /// checked) into `out` (resized to `rows.len() × (R² + R)`): row `k` holds row
+    /// `rows[k]`'s `G_i` row-major (`R × R`), then `b_i` (`R`). The systems are `R²`
+    /// floats per row against the factor's `R`: a caller bounds its memory by asking
+    /// for a long mode's rows in several lists, and its time by leaving out rows
+    /// without entries (their systems are zero).
+    fn normal_equations(&mut self, mode: usize, rows: &[u32], out: &mut Matrix)
+    -> Result<RunStats>;
     /// ALS in the bias layout of [`SgdBias`] (the session's rank `K = rank + N`, `N`
-    /// the order): for every row `i` of `mode`, the normal equations of its `w = rank +
-    /// 1` unknowns (the `rank` CP columns, then the mode's bias column `rank + mode`),
-    /// the other modes' bias columns (fixed at 1 in this mode) moved to the right-hand
-    /// side, into `out` (resized to `I_n × (w² + w)`): `G_i` row-major, then `b_i`. By
+    /// the order): for every row `i = rows[k]` of `mode` (`rows` as for
+    /// [`CompletionSession::normal_equations`]), the normal equations of its
+    /// `w = rank + 1` unknowns (the `rank` CP columns, then the mode's bias column
+    /// `rank + mode`), the other modes' bias columns (fixed at 1 in this mode) moved to
+    /// the right-hand side, into row `k` of `out` (resized to `rows.len() × (w² + w)`):
+    /// `G_i` row-major, then `b_i`. By
     /// default reduced from [`CompletionSession::normal_equations`] at rank `K`
     /// ([`reduce_to_bias`]); a backend may build the smaller system directly.
     ///
     /// A backend that builds it directly may also give, in `squares` (resized to
-    /// `I_n`), every row's `Σ y²`, `y` its targets (the values minus `μ` and the other
+    /// `rows.len()`), every row's `Σ y²`, `y` its targets (the values minus `μ` and the other
     /// modes' biases): with `G_i` and `b_i` they give the row's squared error at any
     /// `a`, `Σ y² − 2aᵀb_i + aᵀG_i a`, so that the loss after a sweep's last mode
     /// needs no pass over the entries. One that does not (the default) leaves
@@ -128,12 +135,13 @@ pub trait CompletionSession {
         &mut self,
         mode: usize,
         rank: usize,
+        rows: &[u32],
         out: &mut Matrix,
         squares: &mut Vec<f64>,
     ) -> Result<RunStats> {
         check_bias_layout(self.rank(), rank, mode)?;
         let mut full = Matrix::zeros(0, 0);
-        let stats = self.normal_equations(mode, &mut full)?;
+        let stats = self.normal_equations(mode, rows, &mut full)?;
         *out = reduce_to_bias(&full, self.rank(), rank, mode);
         squares.clear();
         Ok(stats)
@@ -159,6 +167,18 @@ pub trait CompletionSession {
     fn sgd_epoch(&mut self, step: &SgdStep) -> Result<RunStats>;
     /// `Σ (x − m(i))²` over every nonzero, with the current factors, in f64.
     fn loss(&mut self) -> Result<f64>;
+}
+
+/// Checks that `rows` lists rows of `mode` (which has `len`) in ascending order, each
+/// once.
+pub(crate) fn check_rows(mode: usize, rows: &[u32], len: usize) -> Result<()> {
+    let ascending = rows.windows(2).all(|w| w[0] < w[1]);
+    match rows.last() {
+        Some(&last) if !ascending || last as usize >= len => Err(Error::InvalidOption(format!(
+            "the rows asked of mode {mode} (which has {len}) must ascend, each once, below {len}"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Checks that a session of rank `k` holds the bias layout of rank `rank` with a bias

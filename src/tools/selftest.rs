@@ -376,7 +376,9 @@ fn completion_rows(
     let mut out = Matrix::zeros(1, 1);
     for mode in 0..x.order() {
         rows.push(completion_row(name, "normal-eq", mode, rank, |ms| {
-            timed(engine, ms, || session.normal_equations(mode, &mut out))?;
+            timed(engine, ms, || {
+                session.normal_equations(mode, &all_rows(x.dims()[mode]), &mut out)
+            })?;
             let want = reference::completion::normal_equations(&x, mode, &wide, mu)?;
             compare(&want, &out)
         }));
@@ -457,6 +459,11 @@ fn sgd_on_the_diagonal(
         .collect();
     let want: Vec<f64> = want.iter().flat_map(|m| m.data().to_vec()).collect();
     compare_slices(&want, &got)
+}
+
+/// Every row of a mode of `len` rows, as a list of rows.
+fn all_rows(len: usize) -> Vec<u32> {
+    (0..len).map(|i| i as u32).collect()
 }
 
 #[cfg(test)]

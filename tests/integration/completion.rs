@@ -45,6 +45,16 @@ fn wide(f: &[Matrix]) -> Vec<Matrix<f64>> {
     f.iter().map(Matrix::to_f64).collect()
 }
 
+/// Every row of a mode of `len` rows, as the ALS kernels take rows.
+fn all_rows(len: usize) -> Vec<u32> {
+    (0..len).map(|i| i as u32).collect()
+}
+
+/// The rows `rows` of `m`, in that order.
+fn pick_rows(m: &Matrix<f64>, rows: &[u32]) -> Matrix<f64> {
+    Matrix::from_fn(rows.len(), m.cols(), |k, c| m.get(rows[k] as usize, c))
+}
+
 fn assert_close(what: &str, want: &[f64], got: &[f32]) {
     let acc = compare_slices(want, got).unwrap();
     assert!(acc.smape_percent <= SMAPE_TARGET_PERCENT, "{what}: {acc:?}");
@@ -115,7 +125,8 @@ twin!(
             assert_eq!(s.rank(), rank);
             let mut out = Matrix::zeros(1, 1);
             for mode in 0..x.order() {
-                s.normal_equations(mode, &mut out).unwrap();
+                s.normal_equations(mode, &all_rows(x.dims()[mode]), &mut out)
+                    .unwrap();
                 let want = reference::normal_equations(&x, mode, &fw, offset.into()).unwrap();
                 assert_eq!(out.shape(), want.shape());
                 assert_close(
@@ -123,6 +134,24 @@ twin!(
                     want.data(),
                     out.data(),
                 );
+                // Rows asked for in two lists, every third row left out: each list's
+                // systems are those rows' of the whole mode.
+                let picked: Vec<u32> = all_rows(x.dims()[mode])
+                    .into_iter()
+                    .filter(|i| i % 3 != 1)
+                    .collect();
+                let (head, tail) = picked.split_at(picked.len() / 2);
+                for rows in [head, tail] {
+                    s.normal_equations(mode, rows, &mut out).unwrap();
+                    assert_close(
+                        &format!(
+                            "{what}: normal equations of {} rows of mode {mode}",
+                            rows.len()
+                        ),
+                        pick_rows(&want, rows).data(),
+                        out.data(),
+                    );
+                }
             }
             let loss = s.loss().unwrap();
             let want_loss = reference::loss(&x, &fw, offset.into()).unwrap();
@@ -236,7 +265,8 @@ twin!(
                 let before = s.loss().unwrap();
                 let mut out = Matrix::zeros(1, 1);
                 for mode in 0..x.order() {
-                    s.normal_equations(mode, &mut out).unwrap();
+                    s.normal_equations(mode, &all_rows(x.dims()[mode]), &mut out)
+                        .unwrap();
                     let want = reference::normal_equations(&x, mode, &fw, offset.into()).unwrap();
                     assert_eq!(out.shape(), want.shape(), "{what}");
                     assert_close(
@@ -319,27 +349,37 @@ twin!(
                     let mut out = Matrix::zeros(1, 1);
                     let mut squares = vec![f64::NAN; 3];
                     for mode in 0..order {
-                        s.bias_normal_equations(mode, rank, &mut out, &mut squares)
-                            .unwrap();
+                        let every = all_rows(x.dims()[mode]);
+                        // Every row, then every other row from row 1.
+                        let odd: Vec<u32> = every.iter().copied().filter(|i| i % 2 == 1).collect();
                         let want =
                             reference::bias_normal_equations(&x, mode, &fw, rank, offset.into())
                                 .unwrap();
-                        assert_eq!(out.shape(), want.shape(), "{what}");
-                        assert_close(
-                            &format!("{what}: bias normal equations of mode {mode}"),
-                            want.data(),
-                            out.data(),
-                        );
-                        // The targets' squares: the CPU gives them at the blocked widths
-                        // (up to a CP rank of 64); a backend that does not leaves them out.
-                        if engine.kind() == BackendKind::Cpu && rank <= 64 {
-                            let want =
-                                reference::bias_target_squares(&x, mode, &fw, rank, offset.into())
-                                    .unwrap();
-                            let got: Vec<f32> = squares.iter().map(|&v| v as f32).collect();
-                            assert_close(&format!("{what}: Σ y² of mode {mode}"), &want, &got);
-                        } else {
-                            assert!(squares.is_empty(), "{what}: {} squares", squares.len());
+                        let want_squares =
+                            reference::bias_target_squares(&x, mode, &fw, rank, offset.into())
+                                .unwrap();
+                        for rows in [&every[..], &odd[..]] {
+                            s.bias_normal_equations(mode, rank, rows, &mut out, &mut squares)
+                                .unwrap();
+                            let what = format!("{what}: {} rows of mode {mode}", rows.len());
+                            let want = pick_rows(&want, rows);
+                            assert_eq!(out.shape(), want.shape(), "{what}");
+                            assert_close(
+                                &format!("{what}: bias normal equations"),
+                                want.data(),
+                                out.data(),
+                            );
+                            // The targets' squares: the CPU gives them at the blocked
+                            // widths (up to a CP rank of 64); a backend that does not
+                            // leaves them out.
+                            if engine.kind() == BackendKind::Cpu && rank <= 64 {
+                                let want: Vec<f64> =
+                                    rows.iter().map(|&i| want_squares[i as usize]).collect();
+                                let got: Vec<f32> = squares.iter().map(|&v| v as f32).collect();
+                                assert_close(&format!("{what}: Σ y²"), &want, &got);
+                            } else {
+                                assert!(squares.is_empty(), "{what}: {} squares", squares.len());
+                            }
                         }
                     }
                     // A layout without a bias column for the last mode is refused.
@@ -347,6 +387,7 @@ twin!(
                         .bias_normal_equations(
                             order - 1,
                             wide_rank - order + 1,
+                            &all_rows(x.dims()[order - 1]),
                             &mut out,
                             &mut squares,
                         )
@@ -496,9 +537,20 @@ twin!(sessions_refuse_bad_arguments_with_typed_errors, |engine| {
     let mut s = engine.completion_session(&p, &f, 0.0).unwrap();
     let mut out = Matrix::zeros(1, 1);
     assert!(matches!(
-        s.normal_equations(3, &mut out),
+        s.normal_equations(3, &[0], &mut out),
         Err(Error::ModeOutOfRange { .. })
     ));
+    // Rows past the mode's end, repeated or descending are refused.
+    let len = p.dims()[0] as u32;
+    for rows in [&[len][..], &[1, 1], &[2, 1]] {
+        assert!(
+            matches!(
+                s.normal_equations(0, rows, &mut out),
+                Err(Error::InvalidOption(_))
+            ),
+            "rows {rows:?}"
+        );
+    }
     assert!(
         matches!(s.residual(), Err(Error::InvalidOption(_))),
         "no residual yet"

@@ -4,6 +4,7 @@
 use super::bias::Layout;
 use super::model::rmse_of;
 use super::solve::{column_update, loss_of_rows, solve_rows};
+use super::systems::rows_per_call;
 use super::{EpochStats, MAX_HALVINGS, Solver};
 use crate::engine::{Anchor, CompletionSession, Engine, SgdBias, SgdStep};
 use crate::error::{Error, Result};
@@ -32,6 +33,9 @@ pub(super) struct Fitter<'s> {
     pub engine: &'s Engine,
     /// Per mode, the training entries of every row.
     pub counts: Vec<Vec<u32>>,
+    /// Per mode, the rows with training entries, ascending: the rows ALS solves (the
+    /// others stay at zero).
+    pub active: Vec<Vec<u32>>,
     pub layout: Layout,
     pub solver: Solver,
     pub ccd_inner: usize,
@@ -57,6 +61,9 @@ pub(super) struct Fitter<'s> {
     /// Per mode, the buffer its normal equations or column terms are written to (one
     /// per mode, so that each keeps its shape from epoch to epoch).
     pub scratch: Vec<Matrix>,
+    /// The bytes of normal equations one ALS call may build
+    /// ([`super::systems::systems_budget`]).
+    pub systems_bytes: usize,
     /// The rows' `Σ y²` of the last bias normal equations.
     pub squares: Vec<f64>,
     /// Whether `scratch[0]` holds mode 0's bias normal equations for the session's
@@ -192,29 +199,52 @@ impl Fitter<'_> {
                     let lambda = lambda * f64::from(weight);
                     let diagonal = layout.diagonal(lambda, self.bias_lambda);
                     let mut toward = vec![f64::from(value); layout.rank];
-                    let a = if layout.biases {
-                        if !(mode == 0 && std::mem::take(&mut self.mode0_ready)) {
-                            timed(&mut || {
-                                s.bias_normal_equations(mode, layout.rank, ne, squares)
-                                    .map(|_| ())
-                            })?;
-                        }
+                    if layout.biases {
                         toward.push(centers.as_ref().expect("ALS keeps the factors before")[mode]);
-                        let w = layout.rank + 1;
-                        let (a, pinv) =
-                            engine.install(|| solve_rows(ne, w, &diagonal, &toward, count))?;
-                        self.pinv_solves += pinv;
-                        // The sweep's loss from its last mode's systems, where the
-                        // backend gave the targets' squares.
-                        if mode == last && squares.len() == count.len() {
-                            loss = Some(engine.install(|| loss_of_rows(ne, w, &a, squares)));
+                    }
+                    let w = toward.len();
+                    let active = &self.active[mode];
+                    // Mode 0's systems may be built already, for the factors as they are
+                    // (only where one call builds them all: `ahead_loss`).
+                    let ready = mode == 0 && std::mem::take(&mut self.mode0_ready);
+                    let per_call = rows_per_call(self.systems_bytes, &layout);
+                    let mut a = Matrix::zeros(count.len(), w);
+                    // The sweep's loss from its last mode's systems, where the backend
+                    // gave the targets' squares for every call.
+                    let mut mode_loss = (mode == last && layout.biases).then_some(0.0);
+                    for rows in active.chunks(per_call) {
+                        if layout.biases {
+                            if !(ready && rows.len() == active.len()) {
+                                timed(&mut || {
+                                    s.bias_normal_equations(mode, layout.rank, rows, ne, squares)
+                                        .map(|_| ())
+                                })?;
+                            }
+                        } else {
+                            timed(&mut || s.normal_equations(mode, rows, ne).map(|_| ()))?;
                         }
+                        let n: Vec<u32> = rows.iter().map(|&i| count[i as usize]).collect();
+                        let (part, pinv) =
+                            engine.install(|| solve_rows(ne, w, &diagonal, &toward, &n))?;
+                        self.pinv_solves += pinv;
+                        mode_loss = match mode_loss {
+                            Some(l) if squares.len() == rows.len() => {
+                                Some(l + engine.install(|| loss_of_rows(ne, w, &part, squares)))
+                            }
+                            _ => None,
+                        };
+                        let dst = a.data_mut();
+                        for (&i, x) in rows.iter().zip(part.data().chunks_exact(w)) {
+                            let i = i as usize;
+                            dst[i * w..(i + 1) * w].copy_from_slice(x);
+                        }
+                    }
+                    if mode == last {
+                        loss = mode_loss;
+                    }
+                    let a = if layout.biases {
                         layout.expand(&a, mode)
                     } else {
-                        timed(&mut || s.normal_equations(mode, ne).map(|_| ()))?;
-                        let (a, pinv) = engine
-                            .install(|| solve_rows(ne, layout.rank, &diagonal, &toward, count))?;
-                        self.pinv_solves += pinv;
                         a
                     };
                     timed(&mut || s.set_factor(mode, &a).map(|_| ()))?;
@@ -394,23 +424,26 @@ impl Fitter<'_> {
     /// 300 000 users, 2.4 M entries: 367 MB of systems, +13 % per epoch).
     fn ahead_loss(&mut self, ahead: &[Matrix], from_systems: bool) -> Result<f64> {
         let w = self.layout.rank + 1;
-        let systems = self.counts[0].len() as f64 * (w * w + w) as f64;
+        let rows = &self.active[0];
+        let systems = rows.len() as f64 * (w * w + w) as f64;
         let entry_words = self.nnz * (self.counts.len() + 1) as f64;
         if !(from_systems
             && self.solver == Solver::Als
             && self.layout.biases
-            && systems <= SYSTEMS_PER_ENTRY_WORDS * entry_words)
+            && systems <= SYSTEMS_PER_ENTRY_WORDS * entry_words
+            && rows.len() <= rows_per_call(self.systems_bytes, &self.layout))
         {
             return self.session.loss();
         }
         let (rank, ne) = (self.layout.rank, &mut self.scratch[0]);
         self.session
-            .bias_normal_equations(0, rank, ne, &mut self.squares)?;
+            .bias_normal_equations(0, rank, rows, ne, &mut self.squares)?;
         if self.squares.len() != ne.rows() {
             return self.session.loss();
         }
-        let own = Matrix::from_fn(ahead[0].rows(), rank + 1, |i, c| {
-            ahead[0].get(i, if c < rank { c } else { rank })
+        // The rows without entries add nothing to the loss.
+        let own = Matrix::from_fn(rows.len(), rank + 1, |k, c| {
+            ahead[0].get(rows[k] as usize, if c < rank { c } else { rank })
         });
         let (ne, squares) = (&self.scratch[0], &self.squares);
         let loss = self

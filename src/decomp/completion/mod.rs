@@ -96,11 +96,13 @@ mod epochs;
 pub mod files;
 mod model;
 mod solve;
+mod systems;
 mod tune;
 
 use bias::Layout;
 use epochs::{Best, Fitter};
 pub use model::{BIAS_REG, BIAS_SWEEPS, Baselines, CompletionModel, PathPoint, Split, split};
+pub use systems::als_systems_bytes;
 pub use tune::{PATH_EPOCHS, PATH_PATIENCE, PATH_POINTS, Scale};
 
 /// SGD gives up after this many halvings of the learning rate in a row.
@@ -375,6 +377,15 @@ pub fn complete_with_control(
     let mut fitter = Fitter {
         session,
         engine,
+        active: counts
+            .iter()
+            .map(|c| {
+                (0..c.len())
+                    .filter(|&i| c[i] > 0)
+                    .map(|i| i as u32)
+                    .collect()
+            })
+            .collect(),
         counts,
         layout: layout.clone(),
         solver: opts.solver,
@@ -391,6 +402,7 @@ pub fn complete_with_control(
         pinv_solves: 0,
         epochs: Vec::new(),
         scratch: vec![Matrix::zeros(1, 1); dims.len()],
+        systems_bytes: systems::systems_budget(train.nnz(), &dims, layout.width()),
         squares: Vec::new(),
         mode0_ready: false,
         stopped: false,

@@ -159,15 +159,19 @@ impl<'a> CpuCompletion<'a> {
         })
     }
 
-    /// For the ALS kernels: `out` sized to `I_mode × width`, the nonzeros grouped by
-    /// row (once per session), and `mode`'s groups with the other modes' factors.
+    /// For the ALS kernels on the rows `rows` of `mode` (checked): `out` sized to
+    /// `rows.len() × width`, the nonzeros grouped by row (once per session), and
+    /// `mode`'s groups with the other modes' factors.
     fn row_inputs(
         &mut self,
         mode: usize,
+        rows: &[u32],
         width: usize,
         out: &mut Matrix,
     ) -> Result<(&RowGroups, Vec<&Matrix>)> {
-        let rows = self.hls.dims()[mode];
+        check_mode(mode, self.hls.order())?;
+        crate::engine::completion::check_rows(mode, rows, self.hls.dims()[mode])?;
+        let rows = rows.len();
         if out.shape() != (rows, width) {
             crate::matrix::check_alloc("the normal equations", rows, width, 4)?;
             *out = Matrix::zeros(rows, width);
@@ -218,11 +222,15 @@ impl CompletionSession for CpuCompletion<'_> {
         Ok(RunStats::default())
     }
 
-    fn normal_equations(&mut self, mode: usize, out: &mut Matrix) -> Result<RunStats> {
-        check_mode(mode, self.hls.order())?;
+    fn normal_equations(
+        &mut self,
+        mode: usize,
+        rows: &[u32],
+        out: &mut Matrix,
+    ) -> Result<RunStats> {
         let r = self.rank;
-        let (groups, others) = self.row_inputs(mode, r * r + r, out)?;
-        groups.normal_equations(&others, r, out);
+        let (groups, others) = self.row_inputs(mode, rows, r * r + r, out)?;
+        groups.normal_equations(&others, r, rows, out);
         finite(out.data(), || format!("normal equations of mode {mode}"))?;
         Ok(RunStats::default())
     }
@@ -231,6 +239,7 @@ impl CompletionSession for CpuCompletion<'_> {
         &mut self,
         mode: usize,
         rank: usize,
+        rows: &[u32],
         out: &mut Matrix,
         squares: &mut Vec<f64>,
     ) -> Result<RunStats> {
@@ -246,8 +255,8 @@ impl CompletionSession for CpuCompletion<'_> {
         }
         let (k, w) = (self.rank, rank + 1);
         let wide = self.wide;
-        let (groups, others) = self.row_inputs(mode, w * w + w, out)?;
-        groups.bias_normal_equations(&others, k, rank, mode, out, squares, wide);
+        let (groups, others) = self.row_inputs(mode, rows, w * w + w, out)?;
+        groups.bias_normal_equations(&others, k, rank, mode, rows, out, squares, wide);
         finite(out.data(), || format!("normal equations of mode {mode}"))?;
         if let Some(v) = squares.iter().find(|v| !v.is_finite()) {
             return Err(Error::NonFinite(format!(

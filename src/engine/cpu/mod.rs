@@ -359,20 +359,27 @@ impl<S: super::CompletionSession + Send> super::CompletionSession for Pooled<'_,
         let inner = &mut self.inner;
         self.backend.install(|| inner.set_column(mode, col, values))
     }
-    fn normal_equations(&mut self, mode: usize, out: &mut Matrix) -> Result<RunStats> {
+    fn normal_equations(
+        &mut self,
+        mode: usize,
+        rows: &[u32],
+        out: &mut Matrix,
+    ) -> Result<RunStats> {
         let inner = &mut self.inner;
-        self.backend.install(|| inner.normal_equations(mode, out))
+        self.backend
+            .install(|| inner.normal_equations(mode, rows, out))
     }
     fn bias_normal_equations(
         &mut self,
         mode: usize,
         rank: usize,
+        rows: &[u32],
         out: &mut Matrix,
         squares: &mut Vec<f64>,
     ) -> Result<RunStats> {
         let inner = &mut self.inner;
         self.backend
-            .install(|| inner.bias_normal_equations(mode, rank, out, squares))
+            .install(|| inner.bias_normal_equations(mode, rank, rows, out, squares))
     }
     fn reset_residual(&mut self) -> Result<RunStats> {
         let inner = &mut self.inner;

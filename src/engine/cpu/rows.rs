@@ -413,26 +413,28 @@ impl RowGroups {
         Ok(groups)
     }
 
-    /// Runs `f` on every row (its nonzeros' `d` other indices each and values, its
-    /// `width`-wide row of `out`), rows in parallel.
-    fn each_row(&self, d: usize, width: usize, f: &RowKernel, out: &mut Matrix) {
+    /// Runs `f` on the rows `rows` (row `rows[k]`: its nonzeros' `d` other indices
+    /// each and values, and row `k` of `out`, `width` wide), rows in parallel.
+    fn each_row(&self, d: usize, width: usize, f: &RowKernel, rows: &[u32], out: &mut Matrix) {
         out.data_mut()
             .par_chunks_mut(width)
-            .enumerate()
+            .zip(rows.par_iter())
             .with_min_len(4)
-            .for_each_init(FlushSubnormals::new, |_, (i, dst)| {
+            .for_each_init(FlushSubnormals::new, |_, (dst, &i)| {
+                let i = i as usize;
                 let (s, e) = (self.ptr[i], self.ptr[i + 1]);
                 f(&self.others[s * d..e * d], &self.values[s..e], dst);
             });
     }
 
     /// [`RowGroups::each_row`] for a kernel that returns a number per row, into `sums`
-    /// (resized to the rows).
+    /// (resized to `out`'s rows).
     fn each_row_sum(
         &self,
         d: usize,
         width: usize,
         f: &RowSumKernel,
+        rows: &[u32],
         out: &mut Matrix,
         sums: &mut Vec<f64>,
     ) {
@@ -440,23 +442,30 @@ impl RowGroups {
         out.data_mut()
             .par_chunks_mut(width)
             .zip(sums.par_iter_mut())
-            .enumerate()
+            .zip(rows.par_iter())
             .with_min_len(4)
-            .for_each_init(FlushSubnormals::new, |_, (i, (dst, sum))| {
+            .for_each_init(FlushSubnormals::new, |_, ((dst, sum), &i)| {
+                let i = i as usize;
                 let (s, e) = (self.ptr[i], self.ptr[i + 1]);
                 *sum = f(&self.others[s * d..e * d], &self.values[s..e], dst);
             });
     }
 
-    /// Writes every row's `G_i` (row-major `R × R`) and `b_i` into `out`
-    /// (`rows × (R² + R)`), `others` the factors of the other modes in mode order.
-    pub(super) fn normal_equations(&self, others: &[&Matrix], rank: usize, out: &mut Matrix) {
+    /// Writes the `G_i` (row-major `R × R`) and `b_i` of the rows `rows` into `out`
+    /// (`rows.len() × (R² + R)`), `others` the other modes' factors in mode order.
+    pub(super) fn normal_equations(
+        &self,
+        others: &[&Matrix],
+        rank: usize,
+        rows: &[u32],
+        out: &mut Matrix,
+    ) {
         let width = rank * rank + rank;
         let d = others.len();
         let p = if d == 0 { 0 } else { padded_width(rank) };
         let padded: Vec<Cow<[f32]>> = others.iter().map(|m| pad_rows(m, p)).collect();
         let facs: Vec<&[f32]> = padded.iter().map(|f| &f[..]).collect();
-        let rows = |f: &RowKernel, out: &mut Matrix| self.each_row(d, width, f, out);
+        let rows = |f: &RowKernel, out: &mut Matrix| self.each_row(d, width, f, rows, out);
         // Ranks between the register-blocked widths (a CP rank plus bias columns, say
         // 16 + 3) run zero-padded to the next width rather than unblocked.
         let r = rank;
@@ -477,7 +486,7 @@ impl RowGroups {
     /// [`RowGroups::normal_equations`] in the bias layout
     /// ([`crate::engine::CompletionSession::bias_normal_equations`]): `others` of `k`
     /// columns (`rank` CP columns, then one bias column per mode, the fixed ones at 1),
-    /// the target mode `mode`; `out` is `I × (w² + w)`, `w = rank + 1`. The Gram
+    /// the target mode `mode`; `out` is `rows.len() × (w² + w)`, `w = rank + 1`. The Gram
     /// matrix runs at the CP rank's width; the bias unknown's Khatri-Rao entry is 1 and
     /// the other modes' biases (moved to the right-hand side) one sum per nonzero, so
     /// the bias columns cost no Gram rows. Each row's `Σ y²` (its targets `y`: the
@@ -492,6 +501,7 @@ impl RowGroups {
         k: usize,
         rank: usize,
         mode: usize,
+        rows: &[u32],
         out: &mut Matrix,
         squares: &mut Vec<f64>,
         wide: bool,
@@ -508,13 +518,13 @@ impl RowGroups {
         if d == 0 || p == 0 {
             // Above the blocked widths: the full system, reduced.
             let mut full = Matrix::zeros(out.rows(), k * k + k);
-            self.normal_equations(others, k, &mut full);
+            self.normal_equations(others, k, rows, &mut full);
             *out = crate::engine::completion::reduce_to_bias(&full, k, rank, mode);
             squares.clear();
             return;
         }
         let mut rows =
-            |f: &RowSumKernel, out: &mut Matrix| self.each_row_sum(d, width, f, out, squares);
+            |f: &RowSumKernel, out: &mut Matrix| self.each_row_sum(d, width, f, rows, out, squares);
         macro_rules! run {
             ($p:literal) => {{
                 let f = BiasFactors::<$p>::new(others, rank, mode);

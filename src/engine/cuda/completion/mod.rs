@@ -4,9 +4,10 @@
 //!
 //! What crosses the bus: the initial factors once; a replaced factor or column
 //! ([`CompletionSession::set_factor`], [`CompletionSession::set_column`]); the results
-//! each call returns (the normal equations, the column terms, the loss, the residual
-//! on request, the factors on request) and a flag word after kernels whose output stays
-//! on the device, which says whether they wrote inf or NaN. Every copy back is followed
+//! each call returns (the normal equations: a mode is built whole on the device and the
+//! rows a caller asks for are copied from that build; the column terms, the
+//! loss, the residual on request, the factors on request) and a flag word after kernels
+//! whose output stays on the device, which says whether they wrote inf or NaN. Every copy back is followed
 //! by a synchronization of the stream before the host reads it.
 //!
 //! Built lazily, once per session (`rows`): every row's nonzero count (one pass over the
@@ -22,12 +23,13 @@
 //! run concurrently, so the result equals the sequential reference only where
 //! concurrent steps touch disjoint rows.
 
+mod normal_eq;
 mod order;
 mod rows;
 
 use super::abi::{
-    HLS_BLOCK_THREADS, HLS_BLOCK_WARPS, HLS_COMPLETION_CHUNK, HLS_COMPLETION_TILE_PARTS,
-    HLS_MAX_ORDER, HlsCompletionParams,
+    HLS_BLOCK_THREADS, HLS_BLOCK_WARPS, HLS_COMPLETION_TILE_PARTS, HLS_MAX_ORDER,
+    HlsCompletionParams,
 };
 use super::device::cuda_err;
 use super::kernels::completion as entries;
@@ -54,9 +56,6 @@ unsafe impl DeviceRepr for HlsCompletionParams {}
 const SEGMENT: u64 = 1024;
 /// Sparse nonzeros per SGD work unit.
 const SGD_BATCH: u32 = 256;
-/// Dynamic shared memory the normal equations may use per block (no opt-in needed).
-const NORMAL_EQ_SMEM: usize = 48 * 1024;
-
 /// A completion session on one tensor of the CUDA backend.
 pub struct CudaCompletion<'a> {
     backend: &'a CudaBackend,
@@ -74,6 +73,10 @@ pub struct CudaCompletion<'a> {
     groups: Vec<Option<Groups>>,
     /// The normal equations' output, grown as needed.
     out: Option<CudaSlice<f32>>,
+    /// The mode whose every row's normal equations `out` holds for the factors as
+    /// they are: a caller taking a mode's rows in several ranges gets each range copied
+    /// from one build. Cleared by whatever changes a factor.
+    out_of: Option<usize>,
     /// f64 sums: the column terms or the loss, grown as needed.
     acc: Option<CudaSlice<f64>>,
     /// A new column on its way into a factor.
@@ -139,6 +142,7 @@ impl<'a> CudaCompletion<'a> {
             counts: None,
             groups: (0..hls.order()).map(|_| None).collect(),
             out: None,
+            out_of: None,
             acc: None,
             column: None,
             flag: alloc::<u32>(backend, 1, "the completion flag")?,
@@ -334,6 +338,7 @@ impl CompletionSession for CudaCompletion<'_> {
 
     fn set_factor(&mut self, mode: usize, factor: &Matrix) -> Result<RunStats> {
         check_new_factor(&self.dims, self.rank, mode, factor)?;
+        self.out_of = None;
         if !factor.data().is_empty() {
             self.backend
                 .stream
@@ -345,6 +350,7 @@ impl CompletionSession for CudaCompletion<'_> {
 
     fn set_column(&mut self, mode: usize, col: usize, values: &[f32]) -> Result<RunStats> {
         check_new_column(&self.dims, self.rank, mode, col, values)?;
+        self.out_of = None;
         let rows = self.dims[mode];
         if rows == 0 {
             return Ok(self.stats(0.0, 0, 0));
@@ -368,53 +374,13 @@ impl CompletionSession for CudaCompletion<'_> {
         Ok(self.stats(seconds, (rows * 4) as u64, 0))
     }
 
-    fn normal_equations(&mut self, mode: usize, out: &mut Matrix) -> Result<RunStats> {
-        check_mode(mode, self.dims.len())?;
-        let (r, rows) = (self.rank, self.dims[mode]);
-        let width = r * r + r;
-        // Per warp a chunk of Khatri-Rao rows and their values: `chunk × (R + 1)` floats.
-        let per_nonzero = HLS_BLOCK_WARPS as usize * (r + 1) * 4;
-        let chunk = (NORMAL_EQ_SMEM / per_nonzero).min(HLS_COMPLETION_CHUNK as usize);
-        if chunk == 0 {
-            return Err(Error::Unsupported(format!(
-                "the CUDA normal equations take ranks ≤ {}, got {r}",
-                NORMAL_EQ_SMEM / (HLS_BLOCK_WARPS as usize * 4) - 1
-            )));
-        }
-        if out.shape() != (rows, width) {
-            crate::matrix::check_alloc("the normal equations", rows, width, 4)?;
-            *out = Matrix::zeros(rows, width);
-        }
-        let mut seconds = self.ensure_groups(mode)?;
-        let n_out = rows * width;
-        if self.out.as_ref().is_none_or(|b| b.len() < n_out.max(1)) {
-            self.out = None;
-            self.out = Some(alloc::<f32>(self.backend, n_out, "the normal equations")?);
-        }
-        let stream = &self.backend.stream;
-        let dev_out = self.out.as_mut().expect("allocated above");
-        stream
-            .memset_zeros(&mut dev_out.slice_mut(0..n_out.max(1)))
-            .map_err(|e| cuda_err("clearing the normal equations", e))?;
-        let g = self.groups[mode].as_ref().expect("grouped above");
-        let mut p = self.params(mode);
-        p.t.out = ptr(self.out.as_ref().expect("allocated above"), stream);
-        p.group_idx = ptr(&g.idx, stream);
-        p.group_val = ptr(&g.val, stream);
-        p.seg_start = ptr(&g.seg_start, stream);
-        p.seg_row = ptr(&g.seg_row, stream);
-        p.n_segs = g.n_segs as u64;
-        p.chunk = chunk as u32;
-        let blocks = g
-            .n_segs
-            .div_ceil(HLS_BLOCK_WARPS as usize)
-            .clamp(1, self.backend.sm_count * 16) as u32;
-        let smem = (chunk * per_nonzero) as u32;
-        seconds += self.launch(entries::NORMAL_EQ, &p, blocks, smem)?;
-        let dev_out = self.out.as_ref().expect("allocated above");
-        self.copy_back(dev_out, n_out, out.data_mut())?;
-        finite(out.data(), || format!("normal equations of mode {mode}"))?;
-        Ok(self.stats(seconds, 0, (n_out * 4) as u64))
+    fn normal_equations(
+        &mut self,
+        mode: usize,
+        rows: &[u32],
+        out: &mut Matrix,
+    ) -> Result<RunStats> {
+        self.rows_normal_equations(mode, rows, out)
     }
 
     fn reset_residual(&mut self) -> Result<RunStats> {
@@ -493,6 +459,7 @@ impl CompletionSession for CudaCompletion<'_> {
 
     fn sgd_epoch(&mut self, step: &SgdStep) -> Result<RunStats> {
         check_step(step)?;
+        self.out_of = None;
         if !step.anchors.iter().all(|a| a.is_zero()) {
             return Err(Error::Unsupported(
                 "the CUDA SGD kernel regularizes every mode toward 0 alike (no anchored context modes yet): run SGD with --backend cpu".into(),
