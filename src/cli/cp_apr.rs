@@ -2,7 +2,7 @@
 //! (per-iteration lines on stderr, `--out`, `--json`).
 
 use super::args::{CpAprArgs, NonIntegerArg};
-use super::decomp::read_init;
+use super::decomp::{init_rows, original_rows, read_init, renumbered};
 use super::load::load;
 use super::{Told, engine, print_json};
 use sptmc::decomp::{CpAprIter, CpAprModel, NonInteger};
@@ -58,8 +58,10 @@ pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
     let engine = engine(&a.common)?;
     let loaded = load(a.file.as_deref(), !a.no_cache)?;
     eprintln!("sptmc: {}", loaded.note);
-    let x = &loaded.tensor;
-    request.init = read_init(a.init.as_deref(), x.order())?;
+    let relabelled = renumbered(&loaded.tensor)?;
+    let x = relabelled.as_ref().map_or(&loaded.tensor, |r| &r.tensor);
+    let init = read_init(a.init.as_deref(), x.order())?;
+    request.init = init_rows(relabelled.as_ref(), init);
     let job = request.validate(x)?;
     let mut told = Told {
         quiet: a.common.json,
@@ -74,9 +76,10 @@ pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
         },
         line: progress_line,
     };
-    let report = driver::run(&job, &engine, x, &NoForms, &mut told)?;
-    let summary = report.summary(&job, &loaded.name, x.dims(), x.nnz());
+    let mut report = driver::run(&job, &engine, x, &NoForms, &mut told)?;
+    let summary = report.summary(&job, &loaded.name, loaded.tensor.dims(), x.nnz());
     let what = format!("CP-APR rank {}", a.rank);
+    report.model.factors = original_rows(relabelled.as_ref(), &report.model.factors);
     finish(&a, &report.model, &summary, report.seconds, &what)?;
     Ok(ExitCode::SUCCESS)
 }

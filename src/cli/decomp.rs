@@ -7,7 +7,8 @@ use super::{Told, engine, print_json};
 use sptmc::decomp::IterStats;
 use sptmc::driver::{self, CpRequest, NoForms, TuckerRequest};
 use sptmc::model_io::{read_factors, write_model};
-use sptmc::{Matrix, Result};
+use sptmc::tensor::relabel::{Relabelled, relabel_if_needed};
+use sptmc::{CooTensor, Matrix, Result};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -27,6 +28,43 @@ pub(super) fn progress_line(s: &IterStats) -> String {
 /// The initial factors of `--init`, for a tensor of `order` modes.
 pub(super) fn read_init(dir: Option<&Path>, order: usize) -> Result<Option<Vec<Matrix>>> {
     dir.map(|d| read_factors(d, order)).transpose()
+}
+
+/// `x` with its modes renumbered to their used indices where its coordinates need more
+/// key bits than the format holds (said on stderr); `None` where they fit.
+pub(super) fn renumbered(x: &CooTensor) -> Result<Option<Relabelled>> {
+    let r = relabel_if_needed(x)?;
+    if let Some(r) = &r {
+        eprintln!("sptmc: note: {}", r.note());
+    }
+    Ok(r)
+}
+
+/// Initial factors given on the tensor's rows, cut to the renumbered ones (a factor of
+/// another row count is left for the request's check to name).
+pub(super) fn init_rows(r: Option<&Relabelled>, init: Option<Vec<Matrix>>) -> Option<Vec<Matrix>> {
+    match r {
+        None => init,
+        Some(r) => init.map(|fs| {
+            (fs.into_iter().enumerate())
+                .map(|(m, f)| match r.dims.get(m) {
+                    Some(&d) if f.rows() == d => r.compress(m, &f),
+                    _ => f,
+                })
+                .collect()
+        }),
+    }
+}
+
+/// A model's factors on the tensor's own rows (zero rows for unused indices where the
+/// modes were renumbered).
+pub(super) fn original_rows(r: Option<&Relabelled>, factors: &[Matrix]) -> Vec<Matrix> {
+    match r {
+        None => factors.to_vec(),
+        Some(r) => (factors.iter().enumerate())
+            .map(|(m, f)| r.expand(m, f))
+            .collect(),
+    }
 }
 
 /// Writes the model into `--out` when given (the factors, the model's own `files` as
@@ -94,8 +132,10 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
     let engine = engine(&a.model.common)?;
     let loaded = load(a.file.as_deref(), !a.model.no_cache)?;
     eprintln!("sptmc: {}", loaded.note);
-    let x = &loaded.tensor;
-    request.init = read_init(a.model.init.as_deref(), x.order())?;
+    let relabelled = renumbered(&loaded.tensor)?;
+    let x = relabelled.as_ref().map_or(&loaded.tensor, |r| &r.tensor);
+    let init = read_init(a.model.init.as_deref(), x.order())?;
+    request.init = init_rows(relabelled.as_ref(), init);
     let job = request.validate(x)?;
     let mut told = Told {
         quiet: a.model.common.json,
@@ -112,12 +152,13 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
         line: progress_line,
     };
     let report = driver::run(&job, &engine, x, &NoForms, &mut told)?;
-    let summary = report.summary(&loaded.name, x.dims(), x.nnz());
+    let summary = report.summary(&loaded.name, loaded.tensor.dims(), x.nnz());
     let model = &report.model;
     let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
     let files = [("weights.txt", "CP weights (lambda)".to_string(), weights)];
     let what = format!("CP-ALS rank {}", a.rank);
-    finish(&a.model, &model.factors, &files, &summary, &what)?;
+    let factors = original_rows(relabelled.as_ref(), &model.factors);
+    finish(&a.model, &factors, &files, &summary, &what)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -137,8 +178,10 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
         super::output::check_dir(dir)?;
     }
     let loaded = load(a.file.as_deref(), !a.model.no_cache)?;
-    let x = &loaded.tensor;
-    request.init = read_init(a.model.init.as_deref(), x.order())?;
+    let relabelled = renumbered(&loaded.tensor)?;
+    let x = relabelled.as_ref().map_or(&loaded.tensor, |r| &r.tensor);
+    let init = read_init(a.model.init.as_deref(), x.order())?;
+    request.init = init_rows(relabelled.as_ref(), init);
     request.ranks = driver::tucker_ranks(a.ranks.as_deref(), x.dims());
     let ranks = request.ranks.clone();
     let job = request.validate(x)?;
@@ -157,7 +200,7 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
         line: progress_line,
     };
     let report = driver::run(&job, &engine, x, &NoForms, &mut told)?;
-    let summary = report.summary(&job, &loaded.name, x.dims(), x.nnz());
+    let summary = report.summary(&job, &loaded.name, loaded.tensor.dims(), x.nnz());
     let model = &report.model;
     let r0 = model.core_dims[0];
     let core = Matrix::new(r0, model.core.len() / r0.max(1), model.core.clone())?;
@@ -166,9 +209,10 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
         model.core_dims
     );
     let what = format!("Tucker-HOOI ranks {ranks:?}");
+    let factors = original_rows(relabelled.as_ref(), &model.factors);
     finish(
         &a.model,
-        &model.factors,
+        &factors,
         &[("core.txt", header, core)],
         &summary,
         &what,

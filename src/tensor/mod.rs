@@ -8,6 +8,7 @@
 pub mod binary;
 pub mod cache;
 pub mod generate;
+pub mod relabel;
 pub mod tns;
 
 use crate::error::{Error, Result};

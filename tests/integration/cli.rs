@@ -142,6 +142,69 @@ fn tucker_ranks_default_to_every_mode_and_broadcast_one() {
     assert_eq!(core_dims(&one), serde_json::json!([3, 3, 3, 3]));
 }
 
+/// Six modes of 2^17 rows need 102 bits of key, more than the format's 96: cp, cp-apr
+/// and tucker renumber the modes to their used indices (and say so), and the model
+/// comes back on the tensor's own rows.
+#[test]
+fn coordinates_over_the_key_bits_run_on_renumbered_modes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("six.tns");
+    let n = 1u32 << 17;
+    let mut text = String::new();
+    for e in 0..400u32 {
+        let c: Vec<String> = (0..6u32)
+            .map(|m| ((e * (2 * m + 7919) + m * 104_729) % n + 1).to_string())
+            .collect();
+        text.push_str(&format!("{} {}\n", c.join(" "), 1 + e % 3));
+    }
+    std::fs::write(&f, text).unwrap();
+    let fs = f.to_str().unwrap();
+    let out = tmp.path().join("model");
+    let mut first_dim = 0;
+    for args in [
+        vec![
+            "cp",
+            fs,
+            "--rank",
+            "2",
+            "--iters",
+            "3",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        vec!["cp-apr", fs, "--rank", "2", "--iters", "3", "--json"],
+        vec!["tucker", fs, "--ranks", "2", "--iters", "2", "--json"],
+    ] {
+        let o = sptmc(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains("renumbered to its used indices"),
+            "{args:?}: {err}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        // The extents are the largest indices: each above 2^16, so 17 bits.
+        let dims: Vec<u64> = (v["dims"].as_array().unwrap().iter())
+            .map(|d| d.as_u64().unwrap())
+            .collect();
+        assert!(
+            dims.len() == 6 && dims.iter().all(|&d| d > 1 << 16),
+            "{args:?}: {dims:?}"
+        );
+        first_dim = dims[0] as usize;
+    }
+    let f0 = sptmc::model_io::read_matrix(&out.join("factor-0.txt")).unwrap();
+    assert_eq!(f0.shape(), (first_dim, 2));
+    let nonzero_rows = (0..f0.rows())
+        .filter(|&i| f0.row(i).iter().any(|&v| v != 0.0))
+        .count();
+    assert!(
+        nonzero_rows > 0 && nonzero_rows <= 400,
+        "{nonzero_rows} rows"
+    );
+}
+
 #[test]
 fn info_reports_hls_statistics() {
     let tmp = tempfile::tempdir().unwrap();
