@@ -108,7 +108,7 @@ def test_rank_mode_and_factor_errors(X):
         sptmc.tucker_hooi(X, [2, 0, 2])
     with raises(ValueError, "ranks must be an integer or one integer per mode, got 2.5"):
         sptmc.tucker_hooi(X, 2.5)
-    with raises(ValueError, "Tucker needs one rank per mode (or one for every mode): 2 ranks for a tensor of order 3"):
+    with raises(ValueError, r"Tucker needs one rank per mode \(or one for every mode\): 2 ranks for a tensor of order 3"):
         sptmc.tucker_hooi(X, [2, 2])
     with raises(ValueError, "rank of mode 2 is 9; it must be between 1 and the mode's length 8"):
         sptmc.tucker_hooi(X, [2, 5, 9])
