@@ -30,15 +30,20 @@ pub(super) fn systems_budget(nnz: usize, dims: &[usize], width: usize) -> usize 
         .max(factors)
 }
 
-/// The rows of a mode whose ALS normal equations fit in `budget` bytes ([`systems_budget`]),
-/// at least 1: per row the session's system (`K² + K` floats, built whole where the
-/// backend reduces it to the bias layout) and, with biases, the reduced one.
-pub(super) fn rows_per_call(budget: usize, layout: &Layout) -> usize {
+/// The bytes of one row's ALS normal equations: the session's system (`K² + K`
+/// floats, built whole where the backend reduces it to the bias layout) and, with
+/// biases, the reduced one.
+fn row_bytes(layout: &Layout) -> usize {
     let k = layout.width();
     let w = layout.rank + 1;
     let reduced = if layout.biases { w * w + w } else { 0 };
-    let row_bytes = (k * k + k + reduced) * 4;
-    (budget / row_bytes.max(1)).max(1)
+    (k * k + k + reduced) * 4
+}
+
+/// The rows of a mode whose ALS normal equations ([`row_bytes`]) fit in `budget` bytes
+/// ([`systems_budget`]), at least 1.
+pub(super) fn rows_per_call(budget: usize, layout: &Layout) -> usize {
+    (budget / row_bytes(layout).max(1)).max(1)
 }
 
 /// ALS's buffers of normal equations for `nnz` training entries on extents `dims` at
@@ -52,13 +57,11 @@ pub fn als_systems_bytes(nnz: usize, dims: &[usize], rank: usize, biases: bool) 
         anchors: Vec::new(),
     };
     let per_call = rows_per_call(systems_budget(nnz, dims, layout.width()), &layout);
-    let k = layout.width() as u128;
-    let w = rank as u128 + 1;
-    let row_bytes = 4 * (k * k + k + if biases { w * w + w } else { 0 });
+    let row = row_bytes(&layout) as u128;
     // A mode's rows with entries are at most its rows and the entries.
     let bytes = dims
         .iter()
-        .map(|&d| d.min(nnz).min(per_call) as u128 * row_bytes)
+        .map(|&d| d.min(nnz).min(per_call) as u128 * row)
         .sum();
     (bytes, per_call)
 }
@@ -124,11 +127,9 @@ mod tests {
         };
         let one = complete(&engine, &p, &s.validation, &o).unwrap();
         // Seven rows' systems per call.
-        let k = layout.width();
-        let w = layout.rank + 1;
-        let row_bytes = 4 * (k * k + k + if o.biases { w * w + w } else { 0 });
-        BUDGET.with(|b| b.set(Some(7 * row_bytes)));
-        assert_eq!(rows_per_call(7 * row_bytes, &layout), 7);
+        let seven = 7 * row_bytes(&layout);
+        BUDGET.with(|b| b.set(Some(seven)));
+        assert_eq!(rows_per_call(seven, &layout), 7);
         let many = complete(&engine, &p, &s.validation, &o);
         BUDGET.with(|b| b.set(None));
         let many = many.unwrap();
