@@ -159,6 +159,9 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
         test.nnz()
     );
     let job = request.validate(&train, &validation)?;
+    if let Some(c) = &job.compaction {
+        eprintln!("sptmc: {}", c.note());
+    }
     let opts = &job.options;
     let mut told = Told {
         quiet: a.common.json,

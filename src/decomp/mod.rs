@@ -39,8 +39,8 @@ pub mod gcp;
 pub mod tucker;
 
 pub use completion::{
-    CompletionModel, CompletionOptions, EpochStats, Solver, complete, complete_with_control,
-    complete_with_progress,
+    Compaction, CompletionModel, CompletionOptions, EpochStats, Solver, complete,
+    complete_compacted, complete_with_control, complete_with_progress,
 };
 pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_control, cp_als_with_progress};
 pub use cp_apr::{

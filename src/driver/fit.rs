@@ -5,7 +5,8 @@ use super::options::{CompletionJob, CpAprJob, CpJob, TuckerJob};
 use super::{Events, Job, check_finite};
 use crate::decomp::{
     CompletionModel, CpAprIter, CpAprModel, CpModel, EpochStats, IterStats, Solver, TuckerModel,
-    complete_with_control, cp_als_with_control, cp_apr_with_control, tucker_hooi_with_control,
+    complete_compacted, complete_with_control, cp_als_with_control, cp_apr_with_control,
+    tucker_hooi_with_control,
 };
 use crate::engine::cpu::{CacheSizes, private_output_floats, streamed_output_floats};
 use crate::engine::{Backend, Engine, Prepared, Workload};
@@ -13,6 +14,7 @@ use crate::error::Result;
 use crate::hls::ValueReport;
 use crate::memplan::MemoryPlan;
 use crate::ops::Op;
+use crate::tensor::CooTensor;
 use serde_json::{Value, json};
 use std::time::Instant;
 
@@ -263,14 +265,30 @@ impl Job for CompletionJob<'_> {
         let order = self.dims.len();
         // With biases every mode's bias rides as one more factor column.
         let width = self.options.rank + if self.options.biases { order } else { 0 };
-        let mut plan = MemoryPlan::cp(&self.dims, width);
+        // The run's extents: the compacted ones, where modes are.
+        let dims = match &self.compaction {
+            Some(c) => c.train().dims().to_vec(),
+            None => self.dims.clone(),
+        };
+        let mut plan = MemoryPlan::cp(&dims, width);
+        if self.compaction.is_some() {
+            // The initial factors drawn on the tensor's rows, and the model put back
+            // on them: rank R of f32 and a bias of f64 per row.
+            let rows: usize = self.dims.iter().sum();
+            let per_row = 4 * self.options.rank + 8 * usize::from(self.options.biases);
+            plan.add(
+                "the model on the tensor's own rows".to_string(),
+                (rows * per_row) as u128,
+                1,
+            );
+        }
         if self.options.solver == Solver::Als {
             // Per mode, a buffer of normal equations (each row's K × K Gram and
             // right-hand side, f32, and with biases their reduction to R + 1 unknowns),
             // as many rows as one call builds: a long mode is taken in ranges.
             let (bytes, rows) = crate::decomp::completion::als_systems_bytes(
                 self.nnz,
-                &self.dims,
+                &dims,
                 self.options.rank,
                 self.options.biases,
             );
@@ -289,10 +307,18 @@ impl Job for CompletionJob<'_> {
         prepared: &Prepared,
         events: &mut dyn Events<EpochStats>,
     ) -> Result<CompletionReport> {
+        let control = &mut |s: &EpochStats| events.step(s);
         timed(engine, prepared, self.workload().op, || {
-            complete_with_control(engine, prepared, self.validation, &self.options, &mut |s| {
-                events.step(s)
-            })
+            match &self.compaction {
+                Some(c) => complete_compacted(engine, prepared, c, &self.options, control),
+                None => {
+                    complete_with_control(engine, prepared, self.validation, &self.options, control)
+                }
+            }
         })
+    }
+
+    fn tensor<'x>(&'x self, x: &'x CooTensor) -> &'x CooTensor {
+        self.compaction.as_ref().map_or(x, |c| c.train())
     }
 }

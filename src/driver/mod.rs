@@ -53,6 +53,12 @@ pub trait Job {
     /// private outputs grow with its thread count).
     fn memory(&self, engine: &Engine) -> MemoryPlan;
 
+    /// The tensor the fit runs on, for the user's tensor `x`: `x` itself, unless the
+    /// job made a form of it to run on (completion's compacted modes).
+    fn tensor<'x>(&'x self, x: &'x CooTensor) -> &'x CooTensor {
+        x
+    }
+
     /// Fits the model on `prepared`, telling `events` of every step.
     fn fit(
         &self,
@@ -90,7 +96,14 @@ pub fn run<J: Job>(
     forms: &dyn Forms,
     events: &mut dyn Events<J::Step>,
 ) -> Result<J::Report> {
-    let preparation = prepare(engine, x, job.workload(), job.memory(engine), forms)?;
+    let run_on = job.tensor(x);
+    // Forms kept for the user's tensor do not serve another.
+    let forms = if std::ptr::eq(run_on, x) {
+        forms
+    } else {
+        &NoForms
+    };
+    let preparation = prepare(engine, run_on, job.workload(), job.memory(engine), forms)?;
     events.prepared(&preparation);
     job.fit(engine, &preparation.prepared, events)
 }

@@ -3,7 +3,7 @@
 //! `ranks[1]`); the command line's flag is the same word (`--rank`), and both front
 //! ends print the message as it is.
 
-use crate::decomp::completion::Baselines;
+use crate::decomp::completion::{Baselines, Compaction};
 use crate::decomp::{
     CompletionOptions, CpAprOptions, CpOptions, NonInteger, Solver, TuckerOptions,
 };
@@ -324,6 +324,9 @@ pub struct CompletionJob<'a> {
     pub(super) validation: &'a CooTensor,
     /// The mean and bias baselines, fitted to the training entries.
     pub baselines: Baselines,
+    /// The modes with many rows without training entries renumbered to the others:
+    /// the run's tensor, where there are such modes.
+    pub compaction: Option<Compaction>,
 }
 
 impl CompletionRequest {
@@ -386,12 +389,19 @@ impl CompletionRequest {
         if train.nnz() == 0 {
             return Err(Error::InvalidOption("no training entries".into()));
         }
+        // Extents that differ are refused by the fit, in its words.
+        let compaction = if validation.dims() == train.dims() {
+            Compaction::of(train, validation)?
+        } else {
+            None
+        };
         Ok(CompletionJob {
             options: self.options(),
             dims: train.dims().to_vec(),
             nnz: train.nnz(),
             validation,
             baselines: Baselines::fit(train)?,
+            compaction,
         })
     }
 }

@@ -17,13 +17,19 @@ pub fn key_bits(dims: &[usize]) -> u32 {
     dims.iter().map(|&d| bits_for(d)).sum()
 }
 
-/// A tensor with every mode renumbered to its used indices, and the way back.
+/// A tensor with its modes renumbered to their used indices, and the way back.
 #[derive(Debug, Clone)]
 pub struct Relabelled {
-    /// The renumbered tensor: extent `used[m].len()` in mode `m`.
+    /// The renumbered tensor: extent `used[m].len()` in mode `m`, one more where
+    /// `spare[m]`.
     pub tensor: CooTensor,
-    /// Per mode, the original index of each new one, ascending.
+    /// Per mode, the original index of each new one, ascending (every index, in order,
+    /// in a mode [`Relabelled::of_modes`] left as it was).
     pub used: Vec<Vec<u32>>,
+    /// Per mode, whether the renumbered mode has one row after the used ones, which no
+    /// nonzero of the tensor touches: where [`Relabelled::entries`] puts the indices
+    /// the tensor does not use.
+    pub spare: Vec<bool>,
     /// The original extents.
     pub dims: Vec<usize>,
 }
@@ -32,12 +38,27 @@ impl Relabelled {
     /// `x` with each mode's used indices numbered in order (a mode without nonzeros
     /// keeps one row, so that every extent is at least 1).
     pub fn of(x: &CooTensor) -> Result<Self> {
+        Self::renumber(x, &vec![true; x.order()], false)
+    }
+
+    /// `x` with the modes `which` renumbered to their used indices plus one spare row
+    /// each (the other modes keep their indices).
+    pub fn of_modes(x: &CooTensor, which: &[bool]) -> Result<Self> {
+        Self::renumber(x, which, true)
+    }
+
+    fn renumber(x: &CooTensor, which: &[bool], spare: bool) -> Result<Self> {
         let mut used = Vec::with_capacity(x.order());
         let mut indices = Vec::with_capacity(x.order());
-        // Sorted, not marked in an array of the extent: memory follows the nonzeros
-        // even where an extent is near 2^32.
-        for m in 0..x.order() {
+        for (m, &renumber) in which.iter().enumerate() {
             let idx = x.indices(m);
+            if !renumber {
+                used.push((0..x.dims()[m] as u32).collect());
+                indices.push(idx.to_vec());
+                continue;
+            }
+            // Sorted, not marked in an array of the extent: memory follows the
+            // nonzeros even where an extent is near 2^32.
             let mut list = idx.to_vec();
             list.par_sort_unstable();
             list.dedup();
@@ -45,22 +66,54 @@ impl Relabelled {
                 .par_iter()
                 .map(|i| list.binary_search(i).expect("listed above") as u32)
                 .collect();
-            if list.is_empty() {
+            if list.is_empty() && !spare {
                 list.push(0);
             }
             indices.push(renumbered);
             used.push(list);
         }
-        let dims = used.iter().map(Vec::len).collect();
+        let spare: Vec<bool> = which.iter().map(|&w| w && spare).collect();
+        let dims = (used.iter().zip(&spare))
+            .map(|(u, &s)| u.len() + usize::from(s))
+            .collect();
         Ok(Relabelled {
             tensor: CooTensor::new(dims, indices, x.values().to_vec())?,
             used,
+            spare,
             dims: x.dims().to_vec(),
         })
     }
 
-    /// A factor of the renumbered mode `mode` (`used[mode].len()` rows) on the
-    /// original rows: each used index's row, zeros elsewhere.
+    /// The entries of `v` (a tensor of the original extents) on the renumbered rows:
+    /// an index the tensor does not use goes to its mode's spare row. Fails where a
+    /// mode without one meets such an index.
+    pub fn entries(&self, v: &CooTensor) -> Result<CooTensor> {
+        if v.dims() != self.dims.as_slice() {
+            return Err(crate::error::Error::shape(
+                "extents of the entries to renumber",
+                format!("{:?}", self.dims),
+                format!("{:?}", v.dims()),
+            ));
+        }
+        let mut indices = Vec::with_capacity(v.order());
+        for (m, used) in self.used.iter().enumerate() {
+            let spare = self.spare[m].then_some(used.len() as u32);
+            let idx: Result<Vec<u32>> = (v.indices(m).par_iter())
+                .map(|i| match (used.binary_search(i), spare) {
+                    (Ok(k), _) => Ok(k as u32),
+                    (Err(_), Some(s)) => Ok(s),
+                    (Err(_), None) => Err(crate::error::Error::InvalidTensor(format!(
+                        "index {i} of mode {m} is not among the renumbered tensor's"
+                    ))),
+                })
+                .collect();
+            indices.push(idx?);
+        }
+        CooTensor::new(self.tensor.dims().to_vec(), indices, v.values().to_vec())
+    }
+
+    /// A factor of the renumbered mode `mode` on the original rows: each used index's
+    /// row, zeros elsewhere (the spare row, if any, is dropped).
     pub fn expand(&self, mode: usize, f: &Matrix) -> Matrix {
         let c = f.cols();
         let mut out = Matrix::zeros(self.dims[mode], c);
@@ -70,13 +123,24 @@ impl Relabelled {
         out
     }
 
+    /// [`Relabelled::expand`] for one value per row.
+    pub fn expand_values(&self, mode: usize, v: &[f64]) -> Vec<f64> {
+        let mut out = vec![0.0; self.dims[mode]];
+        for (&i, &x) in self.used[mode].iter().zip(v) {
+            out[i as usize] = x;
+        }
+        out
+    }
+
     /// A factor on the original rows of `mode` cut to the used ones, in order (for
-    /// initial factors given on the original rows).
+    /// initial factors given on the original rows); the spare row, if any, zero.
     pub fn compress(&self, mode: usize, f: &Matrix) -> Matrix {
-        let c = f.cols();
-        Matrix::from_fn(self.used[mode].len(), c, |k, j| {
-            f.get(self.used[mode][k] as usize, j)
-        })
+        let (c, used) = (f.cols(), &self.used[mode]);
+        let mut out = Matrix::zeros(used.len() + usize::from(self.spare[mode]), c);
+        for (k, &i) in used.iter().enumerate() {
+            out.data_mut()[k * c..(k + 1) * c].copy_from_slice(f.row(i as usize));
+        }
+        out
     }
 
     /// A line saying what was renumbered and why.
@@ -137,5 +201,57 @@ mod tests {
         assert_eq!(r.compress(1, &full), f);
         let small = CooTensor::new(vec![40, 30], vec![vec![3], vec![2]], vec![1.0]).unwrap();
         assert!(relabel_if_needed(&small).unwrap().is_none());
+    }
+
+    #[test]
+    fn chosen_modes_renumber_with_a_spare_row_for_the_unused_indices() {
+        let x = CooTensor::new(
+            vec![10, 4, 3],
+            vec![vec![8, 2, 8], vec![3, 0, 1], vec![2, 2, 0]],
+            vec![1.0, 2.0, 3.0],
+        )
+        .unwrap();
+        let r = Relabelled::of_modes(&x, &[true, false, true]).unwrap();
+        assert_eq!(r.spare, [true, false, true]);
+        // Mode 0: rows 2 and 8, then the spare; mode 1 as it was; mode 2: 0 and 2.
+        assert_eq!(r.tensor.dims(), &[3, 4, 3]);
+        assert_eq!(r.used[0], [2, 8]);
+        assert_eq!(r.used[1], [0, 1, 2, 3]);
+        assert_eq!(r.tensor.indices(0), &[1, 0, 1]);
+        assert_eq!(r.tensor.indices(1), x.indices(1));
+        assert_eq!(r.tensor.indices(2), &[1, 1, 0]);
+        // Entries elsewhere: unused indices go to the spare row.
+        let v = CooTensor::new(
+            vec![10, 4, 3],
+            vec![vec![8, 5], vec![2, 3], vec![1, 0]],
+            vec![4.0, 5.0],
+        )
+        .unwrap();
+        let e = r.entries(&v).unwrap();
+        assert_eq!(e.indices(0), &[1, 2]);
+        assert_eq!(e.indices(1), &[2, 3]);
+        assert_eq!(e.indices(2), &[2, 0]);
+        assert_eq!(e.values(), v.values());
+        // Without spare rows an unused index has nowhere to go.
+        let all = Relabelled::of(&x).unwrap();
+        assert!(all.entries(&v).is_err());
+        // Factors: cut to the used rows plus a zero spare row, and back.
+        let f = Matrix::from_fn(10, 2, |i, j| (10 * i + j) as f32 + 1.0);
+        let cut = r.compress(0, &f);
+        assert_eq!(cut.shape(), (3, 2));
+        assert_eq!(cut.row(0), f.row(2));
+        assert_eq!(cut.row(1), f.row(8));
+        assert_eq!(cut.row(2), [0.0, 0.0]);
+        let back = r.expand(0, &cut);
+        for i in 0..10 {
+            let want = if i == 2 || i == 8 {
+                f.row(i)
+            } else {
+                &[0.0, 0.0][..]
+            };
+            assert_eq!(back.row(i), want, "row {i}");
+        }
+        let b = r.expand_values(2, &[0.5, -1.0, 7.0]);
+        assert_eq!(b, [0.5, 0.0, -1.0]);
     }
 }

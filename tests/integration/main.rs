@@ -23,6 +23,7 @@ mod completion;
 mod completion_cli;
 mod completion_defaults;
 mod completion_files;
+mod completion_rows;
 mod completion_solvers;
 mod cp_apr;
 mod decomp;

@@ -24,6 +24,10 @@ pub(super) struct Layout {
     pub biases: bool,
     /// Per mode, how its CP columns are regularized (empty: all toward 0, weight 1).
     pub anchors: Vec<Anchor>,
+    /// Per mode, the model's rows that are not in the session's factors (empty: none):
+    /// rows without training entries left out of the run (`compact.rs`). Each counts
+    /// as such a row does in the factors: its learned columns zero.
+    pub absent: Vec<usize>,
 }
 
 impl Layout {
@@ -81,7 +85,13 @@ impl Layout {
         self.anchors.get(n).copied().unwrap_or(Anchor::ZERO)
     }
 
-    /// `Σ_n w_n ‖CP columns of A⁽ⁿ⁾ − c_n‖²` and `Σ_n ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²` in f64.
+    /// Mode `n`'s rows not in the session's factors ([`Layout::absent`]).
+    fn absent_rows(&self, n: usize) -> usize {
+        self.absent.get(n).copied().unwrap_or(0)
+    }
+
+    /// `Σ_n w_n ‖CP columns of A⁽ⁿ⁾ − c_n‖²` and `Σ_n ‖b⁽ⁿ⁾ − b̄⁽ⁿ⁾‖²` in f64, the
+    /// absent rows included.
     pub fn sq_norms(&self, factors: &[Matrix]) -> (f64, f64) {
         let (r, k) = (self.rank, self.width());
         let centers = self.centers(factors);
@@ -98,11 +108,18 @@ impl Layout {
                     bias += (f64::from(row[r + n]) - centers[n]).powi(2);
                 }
             }
+            // An absent row's learned columns are zero.
+            let absent = self.absent_rows(n) as f64;
+            cp += absent * w * r as f64 * c * c;
+            if self.biases {
+                bias += absent * centers[n] * centers[n];
+            }
         }
         (cp, bias)
     }
 
-    /// Per mode, the mean `b̄⁽ⁿ⁾` of its biases over every row, toward which they are
+    /// Per mode, the mean `b̄⁽ⁿ⁾` of its biases over every row (the absent ones, at 0,
+    /// included), toward which they are
     /// shrunk (0 without biases). A mode's mean bias is a constant the regularization
     /// leaves free: shrinking the biases toward 0 instead would pull the model toward
     /// `μ`, which fights a CP part whose own mean is not the training mean (a
@@ -121,7 +138,7 @@ impl Layout {
                     .chunks_exact(k)
                     .map(|row| f64::from(row[r + n]))
                     .sum();
-                sum / f.rows() as f64
+                sum / (f.rows() + self.absent_rows(n)) as f64
             })
             .collect()
     }

@@ -69,6 +69,8 @@
 //!   set) has no information: its factor row and its bias are set to zero and kept
 //!   there by every solver, so the model predicts `μ +` the other modes' biases for the
 //!   entries that touch it. [`CompletionModel::empty_rows`] counts those rows per mode.
+//!   Where many of a mode's rows are such rows, the run leaves them out
+//!   ([`complete_compacted`], which the driver uses: `compact.rs`).
 //! - `λ < 0` or not finite, a learning rate ≤ 0 or not finite, rank 0, 0 epochs, an
 //!   empty validation set (early stopping needs one) or one whose extents differ from
 //!   the training tensor's: [`Error::InvalidOption`] / [`Error::Shape`] before any work.
@@ -92,6 +94,7 @@ use crate::tensor::CooTensor;
 use std::ops::ControlFlow;
 
 mod bias;
+mod compact;
 mod epochs;
 pub mod files;
 mod model;
@@ -99,7 +102,9 @@ mod solve;
 mod systems;
 mod tune;
 
+use crate::tensor::relabel::Relabelled;
 use bias::Layout;
+pub use compact::{Compaction, EMPTY_SHARE};
 use epochs::{Best, Fitter};
 pub use model::{BIAS_REG, BIAS_SWEEPS, Baselines, CompletionModel, PathPoint, Split, split};
 pub use systems::als_systems_bytes;
@@ -323,6 +328,35 @@ pub fn complete_with_control(
     opts: &CompletionOptions,
     control: &mut dyn FnMut(&EpochStats) -> ControlFlow<()>,
 ) -> Result<CompletionModel> {
+    complete_on(engine, train, validation, opts, None, control)
+}
+
+/// [`complete_with_control`] on the training tensor of `compaction`, prepared as
+/// `train`: the run on the rows with training entries, its model on the tensor's own
+/// rows (`compact.rs`). `opts.init`, if given, is on the tensor's own rows.
+pub fn complete_compacted(
+    engine: &Engine,
+    train: &Prepared,
+    compaction: &Compaction,
+    opts: &CompletionOptions,
+    control: &mut dyn FnMut(&EpochStats) -> ControlFlow<()>,
+) -> Result<CompletionModel> {
+    let c = compaction;
+    let model = complete_on(engine, train, &c.validation, opts, Some(&c.rows), control)?;
+    Ok(c.expand(model))
+}
+
+/// [`complete_with_control`], on the rows `rows` keeps of the tensor's where it is
+/// given: the initial factors are drawn (or given) on the tensor's own rows and cut to
+/// those, and the rows left out count in the penalty and the empty rows.
+fn complete_on(
+    engine: &Engine,
+    train: &Prepared,
+    validation: &CooTensor,
+    opts: &CompletionOptions,
+    rows: Option<&Relabelled>,
+    control: &mut dyn FnMut(&EpochStats) -> ControlFlow<()>,
+) -> Result<CompletionModel> {
     opts.validate()?;
     let dims = train.dims().to_vec();
     if dims.len() < 2 {
@@ -343,14 +377,19 @@ pub fn complete_with_control(
             format!("{:?}", validation.dims()),
         ));
     }
+    // The model's extents: the session's, or the tensor's own where `rows` renumbers.
+    let full_dims = rows.map_or_else(|| dims.clone(), |r| r.dims.clone());
     let mut layout = Layout {
         rank: opts.rank,
         order: dims.len(),
         biases: opts.biases,
         anchors: Vec::new(),
+        absent: (full_dims.iter().zip(&dims))
+            .map(|(f, d)| f.saturating_sub(*d))
+            .collect(),
     };
     if let Some(init) = &opts.init {
-        crate::engine::completion::check_factors(&dims, init)?;
+        crate::engine::completion::check_factors(&full_dims, init)?;
         if init[0].cols() != opts.rank {
             return Err(Error::shape(
                 "initial factors' columns",
@@ -362,9 +401,8 @@ pub fn complete_with_control(
     crate::memplan::MemoryPlan::cp(&dims, layout.width()).check()?;
     let RowCounts { counts, mean } = engine.row_counts(train, Op::Completion)?;
     let offset = if opts.center { mean } else { 0.0 };
-    let empty_rows: Vec<usize> = counts
-        .iter()
-        .map(|c| c.iter().filter(|&&n| n == 0).count())
+    let empty_rows: Vec<usize> = (counts.iter().zip(&layout.absent))
+        .map(|(c, a)| c.iter().filter(|&&n| n == 0).count() + a)
         .collect();
     // A session at zero first: its loss gives the values' spread about μ.
     let zeros: Vec<Matrix> = dims
@@ -415,7 +453,12 @@ pub fn complete_with_control(
         initial_scale(opts, dims.len(), spread),
     );
     fitter.layout = layout.clone();
-    let mut init = initial_factors(opts, &dims, spread);
+    let mut init = initial_factors(opts, &full_dims, spread);
+    if let Some(r) = rows {
+        init = (init.iter().enumerate())
+            .map(|(m, f)| r.compress(m, f))
+            .collect();
+    }
     if opts.init.is_none() {
         // The context modes start at their anchor: a constant.
         for (m, f) in init.iter_mut().enumerate() {

@@ -55,6 +55,7 @@ pub fn als_systems_bytes(nnz: usize, dims: &[usize], rank: usize, biases: bool) 
         order: dims.len(),
         biases,
         anchors: Vec::new(),
+        absent: Vec::new(),
     };
     let per_call = rows_per_call(systems_budget(nnz, dims, layout.width()), &layout);
     let row = row_bytes(&layout) as u128;
@@ -124,6 +125,7 @@ mod tests {
             order: 3,
             biases: o.biases,
             anchors: Vec::new(),
+            absent: Vec::new(),
         };
         let one = complete(&engine, &p, &s.validation, &o).unwrap();
         // Seven rows' systems per call.
