@@ -19,6 +19,7 @@ use super::CompletionModel;
 use crate::error::Result;
 use crate::tensor::CooTensor;
 use crate::tensor::relabel::Relabelled;
+use bitvec::prelude::*;
 
 /// A mode runs on its used rows when at least this share of its rows has no training
 /// entry: below it the saving is at most that share of the row-proportional work, and
@@ -42,11 +43,13 @@ impl Compaction {
         let which: Vec<bool> = (0..train.order())
             .map(|m| {
                 let dim = train.dims()[m];
-                let mut seen = vec![false; dim];
+                // One bit per row: an eighth of a byte per row of an extent the
+                // factors hold at least 4 R bytes of.
+                let mut seen = bitvec![0; dim];
                 for &i in train.indices(m) {
-                    seen[i as usize] = true;
+                    seen.set(i as usize, true);
                 }
-                let empty = seen.iter().filter(|&&s| !s).count();
+                let empty = seen.count_zeros();
                 empty as f64 >= EMPTY_SHARE * dim as f64 && empty > 0
             })
             .collect();
