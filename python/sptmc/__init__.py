@@ -499,6 +499,11 @@ def cp_als(
     later calls. The GIL is released while the engine works; Ctrl-C stops the run at
     the end of the iteration under way and raises ``KeyboardInterrupt``.
 
+    A tensor whose extents need more than 96 bits of coordinates (e.g. six modes of
+    2^17 rows) runs on its modes renumbered to their used indices, as on the command
+    line; the factors come back on the tensor's rows, zero where an index is unused
+    (``tucker_hooi`` and ``cp_apr`` do the same).
+
     Returns:
         a :class:`CPResult`.
     """

@@ -5,7 +5,7 @@
 //! wrap.
 
 use crate::Tensor;
-use crate::decomp::{counted, factor_array, init_factors};
+use crate::decomp::{RunOn, counted, factor_array, init_factors};
 use crate::errors::{input_error, to_py};
 use crate::run::{backend_choice, engine, value_choice, values_dict, watched_steps};
 use numpy::PyArray1;
@@ -55,6 +55,7 @@ pub fn _cp_apr<'py>(
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let t = tensor.get();
+    let run_on = RunOn::of(py, t)?;
     let non_integer = match non_integer {
         "warn" => NonInteger::Warn,
         "error" => NonInteger::Error,
@@ -75,10 +76,10 @@ pub fn _cp_apr<'py>(
         kappa,
         kappa_tol,
         seed: counted(py, "seed", seed)? as u64,
-        init: init_factors(py, init)?,
+        init: run_on.init(init_factors(py, init)?),
         non_integer,
     };
-    let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
+    let job = request.validate(run_on.x()).map_err(|e| to_py(py, e))?;
     let values = value_choice(py, values)?;
     let engine = engine(py, backend_choice(py, backend)?, threads, values)?;
     let (report, watch) = watched_steps(
@@ -86,14 +87,12 @@ pub fn _cp_apr<'py>(
         &engine,
         progress.as_ref(),
         iteration_dict,
-        |mut control| driver::run(&job, &engine, &t.x, t, &mut control),
+        |mut control| driver::run(&job, &engine, run_on.x(), run_on.forms(), &mut control),
     )?;
     let m = &report.model;
     let d = PyDict::new(py);
     d.set_item("weights", PyArray1::from_slice(py, &m.weights))?;
-    let fs = m
-        .factors
-        .iter()
+    let fs = (run_on.factors(&m.factors).iter())
         .map(|f| factor_array(py, f))
         .collect::<PyResult<Vec<_>>>()?;
     d.set_item("factors", PyList::new(py, fs)?)?;

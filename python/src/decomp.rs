@@ -13,7 +13,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use sptmc::Matrix;
 use sptmc::decomp::IterStats;
-use sptmc::driver::{self, CpRequest, TuckerRequest, count};
+use sptmc::driver::{self, CpRequest, Forms, NoForms, TuckerRequest, count};
+use sptmc::tensor::CooTensor;
+use sptmc::tensor::relabel::{Relabelled, init_rows, original_rows, relabel_if_needed};
 
 /// Initial factors from Python (one 2-D float array per mode).
 pub(crate) fn init_factors(
@@ -27,6 +29,46 @@ pub(crate) fn init_factors(
             .collect()
     })
     .transpose()
+}
+
+/// The tensor a decomposition runs on: the user's, with its kept forms, or, where its
+/// coordinates need more key bits than the HLS format holds, its modes renumbered to
+/// their used indices (as on the command line: [`sptmc::tensor::relabel`]), with no
+/// kept forms; the way from the user's rows and back.
+pub(crate) struct RunOn<'t> {
+    t: &'t Tensor,
+    relabelled: Option<Relabelled>,
+}
+
+impl<'t> RunOn<'t> {
+    /// For the Python tensor `t`.
+    pub(crate) fn of(py: Python<'_>, t: &'t Tensor) -> PyResult<Self> {
+        let relabelled = relabel_if_needed(&t.x).map_err(|e| to_py(py, e))?;
+        Ok(RunOn { t, relabelled })
+    }
+
+    /// The tensor the run prepares.
+    pub(crate) fn x(&self) -> &CooTensor {
+        self.relabelled.as_ref().map_or(&self.t.x, |r| &r.tensor)
+    }
+
+    /// Where its prepared forms are kept: with the user's tensor, or nowhere.
+    pub(crate) fn forms(&self) -> &dyn Forms {
+        match self.relabelled {
+            Some(_) => &NoForms,
+            None => self.t,
+        }
+    }
+
+    /// Initial factors on the user's rows, cut to the run's.
+    pub(crate) fn init(&self, init: Option<Vec<Matrix>>) -> Option<Vec<Matrix>> {
+        init_rows(self.relabelled.as_ref(), init)
+    }
+
+    /// A model's factors on the user's rows.
+    pub(crate) fn factors(&self, factors: &[Matrix]) -> Vec<Matrix> {
+        original_rows(self.relabelled.as_ref(), factors)
+    }
 }
 
 /// The integer option `name` as a count ([`count`]: a negative value is refused by
@@ -104,19 +146,20 @@ pub fn _cp_als<'py>(
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let t = tensor.get();
+    let run_on = RunOn::of(py, t)?;
     let request = CpRequest {
         rank: counted(py, "rank", rank)?,
         iters: counted(py, "iters", iters)?,
         tol,
         seed: counted(py, "seed", seed)? as u64,
-        init: init_factors(py, init)?,
+        init: run_on.init(init_factors(py, init)?),
     };
     // Bad options before any engine is made or HLS built.
-    let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
+    let job = request.validate(run_on.x()).map_err(|e| to_py(py, e))?;
     let values = value_choice(py, values)?;
     let engine = engine(py, backend_choice(py, backend)?, threads, values)?;
     let (report, watch) = watched(py, &engine, progress.as_ref(), |mut control| {
-        driver::run(&job, &engine, &t.x, t, &mut control)
+        driver::run(&job, &engine, run_on.x(), run_on.forms(), &mut control)
     })?;
     let d = PyDict::new(py);
     d.set_item("weights", PyArray1::from_slice(py, &report.model.weights))?;
@@ -124,7 +167,7 @@ pub fn _cp_als<'py>(
     common(
         py,
         &d,
-        &report.model.factors,
+        &run_on.factors(&report.model.factors),
         &report.model.iters,
         watch.stopped_by_callback,
         &report,
@@ -151,6 +194,7 @@ pub fn _tucker_hooi<'py>(
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let t = tensor.get();
+    let run_on = RunOn::of(py, t)?;
     let request = TuckerRequest {
         ranks: ranks
             .iter()
@@ -160,13 +204,13 @@ pub fn _tucker_hooi<'py>(
         iters: counted(py, "iters", iters)?,
         tol,
         seed: counted(py, "seed", seed)? as u64,
-        init: init_factors(py, init)?,
+        init: run_on.init(init_factors(py, init)?),
     };
-    let job = request.validate(&t.x).map_err(|e| to_py(py, e))?;
+    let job = request.validate(run_on.x()).map_err(|e| to_py(py, e))?;
     let values = value_choice(py, values)?;
     let engine = engine(py, backend_choice(py, backend)?, threads, values)?;
     let (report, watch) = watched(py, &engine, progress.as_ref(), |mut control| {
-        driver::run(&job, &engine, &t.x, t, &mut control)
+        driver::run(&job, &engine, run_on.x(), run_on.forms(), &mut control)
     })?;
     let d = PyDict::new(py);
     let model = &report.model;
@@ -175,7 +219,7 @@ pub fn _tucker_hooi<'py>(
     common(
         py,
         &d,
-        &model.factors,
+        &run_on.factors(&model.factors),
         &model.iters,
         watch.stopped_by_callback,
         &report,

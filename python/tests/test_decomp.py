@@ -223,3 +223,36 @@ def test_values_are_stored_exactly_unless_fp16_is_asked_for():
     assert T.info(values="f32")["values"]["type"] == "f32"
     with pytest.raises(sptmc.InputError, match='values must be "auto", "f16" or "f32"'):
         sptmc.cp_als(T, 2, values="f64")
+
+
+def test_coordinates_over_96_bits_run_on_the_used_indices():
+    # Six modes of 2^17 rows: 102 bits of coordinates, more than the format's 96.
+    # The run is the one on the tensor renumbered to its used indices (built here
+    # with numpy), from the same initial factors, its factors put back on the rows.
+    rng = np.random.default_rng(11)
+    shape = (2**17,) * 6
+    used = [np.sort(rng.choice(2**17, 5, replace=False)) for _ in shape]
+    subs = np.unique(np.stack([rng.choice(u, 300) for u in used], 1), axis=0)
+    vals = rng.integers(1, 5, len(subs)).astype(np.float64)
+    X = sptmc.from_coo(subs, vals, shape)
+    small = np.stack([np.searchsorted(u, subs[:, m]) for m, u in enumerate(used)], 1)
+    Y = sptmc.from_coo(small, vals, (5,) * 6)
+
+    def on_rows(fs):
+        out = [np.zeros((2**17, f.shape[1])) for f in fs]
+        for o, f, u in zip(out, fs, used):
+            o[u] = f
+        return out
+
+    init = [rng.random((5, 2)) + 0.1 for _ in shape]
+    runs = [
+        (sptmc.cp_als, dict(rank=2, iters=6, tol=0)),
+        (sptmc.cp_apr, dict(rank=2, iters=4)),
+        (sptmc.tucker_hooi, dict(ranks=2, iters=4, tol=0)),
+    ]
+    for fit, kw in runs:
+        a = fit(X, init=on_rows(init), **kw)
+        b = fit(Y, init=init, **kw)
+        assert [f.shape for f in a.factors] == [(2**17, 2)] * 6, fit.__name__
+        for fa, fb in zip(a.factors, on_rows(b.factors)):
+            np.testing.assert_array_equal(fa, fb, err_msg=fit.__name__)

@@ -8,6 +8,7 @@ use sptmc::decomp::IterStats;
 use sptmc::driver::{self, CpRequest, NoForms, TuckerRequest};
 use sptmc::model_io::{read_factors, write_model};
 use sptmc::tensor::relabel::{Relabelled, relabel_if_needed};
+pub(super) use sptmc::tensor::relabel::{init_rows, original_rows};
 use sptmc::{CooTensor, Matrix, Result};
 use std::path::Path;
 use std::process::ExitCode;
@@ -38,33 +39,6 @@ pub(super) fn renumbered(x: &CooTensor) -> Result<Option<Relabelled>> {
         eprintln!("sptmc: note: {}", r.note());
     }
     Ok(r)
-}
-
-/// Initial factors given on the tensor's rows, cut to the renumbered ones (a factor of
-/// another row count is left for the request's check to name).
-pub(super) fn init_rows(r: Option<&Relabelled>, init: Option<Vec<Matrix>>) -> Option<Vec<Matrix>> {
-    match r {
-        None => init,
-        Some(r) => init.map(|fs| {
-            (fs.into_iter().enumerate())
-                .map(|(m, f)| match r.dims.get(m) {
-                    Some(&d) if f.rows() == d => r.compress(m, &f),
-                    _ => f,
-                })
-                .collect()
-        }),
-    }
-}
-
-/// A model's factors on the tensor's own rows (zero rows for unused indices where the
-/// modes were renumbered).
-pub(super) fn original_rows(r: Option<&Relabelled>, factors: &[Matrix]) -> Vec<Matrix> {
-    match r {
-        None => factors.to_vec(),
-        Some(r) => (factors.iter().enumerate())
-            .map(|(m, f)| r.expand(m, f))
-            .collect(),
-    }
 }
 
 /// Writes the model into `--out` when given (the factors, the model's own `files` as

@@ -168,6 +168,33 @@ pub fn relabel_if_needed(x: &CooTensor) -> Result<Option<Relabelled>> {
     Relabelled::of(x).map(Some)
 }
 
+/// Initial factors given on the tensor's rows, cut to the renumbered ones (a factor of
+/// another row count is left for the request's check to name).
+pub fn init_rows(r: Option<&Relabelled>, init: Option<Vec<Matrix>>) -> Option<Vec<Matrix>> {
+    match r {
+        None => init,
+        Some(r) => init.map(|fs| {
+            (fs.into_iter().enumerate())
+                .map(|(m, f)| match r.dims.get(m) {
+                    Some(&d) if f.rows() == d => r.compress(m, &f),
+                    _ => f,
+                })
+                .collect()
+        }),
+    }
+}
+
+/// A model's factors on the tensor's own rows (zero rows for unused indices where the
+/// modes were renumbered).
+pub fn original_rows(r: Option<&Relabelled>, factors: &[Matrix]) -> Vec<Matrix> {
+    match r {
+        None => factors.to_vec(),
+        Some(r) => (factors.iter().enumerate())
+            .map(|(m, f)| r.expand(m, f))
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
