@@ -371,14 +371,6 @@ impl MemoryPlan {
             (nnz as u128).saturating_mul(w as u128),
             8,
         );
-        if w != rank {
-            // The session's padded copies: the other factors, and B and Φ of a mode.
-            p.add(
-                format!("the CPU's Φ rows padded from rank {rank} to {w} (f64)"),
-                rows.saturating_add(2 * widest).saturating_mul(w as u128),
-                8,
-            );
-        }
         p
     }
 

@@ -415,18 +415,24 @@ twin!(
     mu_inner_iterations_match_the_sequential_loop_bit_for_bit,
     |engine| {
         // Mode 2's three rows hold 60,000 nonzeros: at least one is longer than a piece
-        // (8192), so that mode runs one Φ at a time, the others row by row.
-        let x = counts(&GenSpec {
-            dims: vec![400, 300, 3],
-            nnz: 60_000,
-            pattern: Pattern::PowerLaw { alpha: 0.9 },
-            seed: 17,
-        });
-        let p = engine
-            .prepare_with_thresholds(&x, &[(Op::Phi, u32::MAX)])
-            .unwrap();
-        // A rank of the specialized widths and one the CPU pads up to one.
-        for rank in [16, 12] {
+        // (8192), so that mode runs one Φ at a time, the others row by row. The second
+        // tensor's mode 0 has 20,000 rows for 5,000 nonzeros: most rows have none.
+        let cases = [
+            (vec![400, 300, 3], 60_000, Pattern::PowerLaw { alpha: 0.9 }),
+            (vec![20_000, 30, 4], 5_000, Pattern::Uniform),
+        ];
+        // A rank of the specialized widths and ones the CPU pads up to one.
+        for ((dims, nnz, pattern), rank) in (cases.iter()).flat_map(|c| [16, 12, 3].map(|r| (c, r)))
+        {
+            let x = counts(&GenSpec {
+                dims: dims.clone(),
+                nnz: *nnz,
+                pattern: *pattern,
+                seed: 17,
+            });
+            let p = engine
+                .prepare_with_thresholds(&x, &[(Op::Phi, u32::MAX)])
+                .unwrap();
             let Some(mut run) = engine.phi_run(&p, rank).unwrap() else {
                 return;
             };
@@ -472,13 +478,19 @@ twin!(
                     let got = run.mu_inner(&mut b1, params, 10, tol, &mut o1).unwrap();
                     seq.fix(mode, &fv).unwrap();
                     let want = seq_loop(&mut seq, &mut b2, 10, tol, &mut o2);
-                    assert_eq!(got, want, "mode {mode} tol {tol}");
+                    assert_eq!(got, want, "{dims:?} rank {rank} mode {mode} tol {tol}");
                     let same = |a: &[f64], b: &[f64]| {
                         a.len() == b.len()
                             && a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits())
                     };
-                    assert!(same(&b1, &b2), "mode {mode} tol {tol}: B differs");
-                    assert!(same(&o1, &o2), "mode {mode} tol {tol}: the last Φ differs");
+                    assert!(
+                        same(&b1, &b2),
+                        "{dims:?} rank {rank} mode {mode} tol {tol}: B differs"
+                    );
+                    assert!(
+                        same(&o1, &o2),
+                        "{dims:?} rank {rank} mode {mode} tol {tol}: the last Φ differs"
+                    );
                     if tol > 0.0 {
                         assert!(
                             got.evaluations < 10,

@@ -31,7 +31,6 @@ use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::math::mu::{MuInner, inner_iterations, nan_max, row_violation, update_row};
 use rayon::prelude::*;
-use std::borrow::Cow;
 
 /// The width a Φ session of rank `rank` runs at: the smallest of 8, 16 and 32 that
 /// holds it, or the rank itself above 32 (the kernels for any rank).
@@ -44,26 +43,28 @@ pub fn phi_width(rank: usize) -> usize {
     }
 }
 
-/// Rows of `r` values as rows of `w ≥ r`, zeros after (`f` itself when `w == r`). The
-/// padding's `π` entries are zero, so its `B` entries add nothing to `μ`, its Φ
-/// entries are zero and its multiplicative updates keep it at zero: the first `r`
-/// entries of every row are those of the rank-`r` computation.
-fn widen(f: &[f64], r: usize, w: usize) -> Cow<'_, [f64]> {
-    if w == r {
-        return Cow::Borrowed(f);
+/// A row of Φ at width `R` from a `b` row of at most `R` values (zero-padded here;
+/// `pi`'s padding is zero, so the padding's `μ` terms and Φ entries are zero and the
+/// first `b.len()` entries are those of the narrower computation): the first
+/// `b.len()` entries into `out`. Returns [`row_phi`]'s log term.
+#[inline(always)]
+fn padded_phi<const R: usize, const LOG: bool>(
+    b: &[f64],
+    pi: &[f64],
+    x: &[f32],
+    eps: f64,
+    out: &mut [f64],
+) -> f64 {
+    let k = b.len();
+    if k == R {
+        return row_phi::<R, LOG>(b, pi, x, eps, out);
     }
-    let mut out = vec![0.0; f.len() / r.max(1) * w];
-    for (o, row) in out.chunks_exact_mut(w).zip(f.chunks_exact(r.max(1))) {
-        o[..r].copy_from_slice(row);
-    }
-    Cow::Owned(out)
-}
-
-/// The first `r` entries of every `w`-wide row of `wide`, into `out`.
-fn narrow(wide: &[f64], w: usize, out: &mut [f64], r: usize) {
-    for (o, row) in out.chunks_exact_mut(r.max(1)).zip(wide.chunks_exact(w)) {
-        o.copy_from_slice(&row[..r]);
-    }
+    let mut wb = [0f64; R];
+    wb[..k].copy_from_slice(b);
+    let mut acc = [0f64; R];
+    let log = row_phi::<R, LOG>(&wb, pi, x, eps, &mut acc);
+    out.copy_from_slice(&acc[..k]);
+    log
 }
 
 /// Nonzeros per parallel task when forming `π`.
@@ -72,8 +73,9 @@ const PI_CHUNK: usize = 1024;
 pub(super) struct CpuPhi {
     groups: Vec<RowGroups>,
     /// The width the session runs at: the rank, or the next specialized width (8, 16,
-    /// 32) above it, the factors zero-padded to it ([`phi_width`]). The callers' rows
-    /// are `rank` long; they are padded on the way in and cut on the way out.
+    /// 32) above it ([`phi_width`]): `π` is kept at it, zero-padded. The callers' rows
+    /// (the factors, `B`, Φ) stay `rank` long; each is padded to the width in
+    /// registers as it is used, so no `width`-wide copy of a factor is made.
     rank: usize,
     width: usize,
     /// The fixed mode (`usize::MAX` before the first fix).
@@ -120,12 +122,12 @@ impl CpuPhi {
 
 impl PhiSession for CpuPhi {
     fn fix(&mut self, mode: usize, factors: &[&[f64]]) -> Result<RunStats> {
-        let (g, r) = (&self.groups[mode], self.width);
-        let padded: Vec<Cow<[f64]>> = (factors.iter().enumerate())
+        let (g, r, k) = (&self.groups[mode], self.width, self.rank);
+        // The other factors' rows are `rank` long; `π` is `width` long (zero-padded).
+        let others: Vec<&[f64]> = (factors.iter().enumerate())
             .filter(|&(m, _)| m != mode)
-            .map(|(_, f)| widen(f, self.rank, r))
+            .map(|(_, f)| *f)
             .collect();
-        let others: Vec<&[f64]> = padded.iter().map(|f| &f[..]).collect();
         let d = others.len();
         let idx = g.others();
         // Every entry is written below: keep the buffer (no zeroing of 8R bytes per
@@ -137,10 +139,13 @@ impl PhiSession for CpuPhi {
             .for_each(|(c, chunk)| {
                 let _flush = FlushSubnormals::new();
                 let ix = &idx[c * PI_CHUNK * d..];
-                match r {
-                    8 => pi_rows::<8>(chunk, ix, &others),
-                    16 => pi_rows::<16>(chunk, ix, &others),
-                    32 => pi_rows::<32>(chunk, ix, &others),
+                match (r, k == r) {
+                    (8, true) => pi_rows::<8>(chunk, ix, &others),
+                    (16, true) => pi_rows::<16>(chunk, ix, &others),
+                    (32, true) => pi_rows::<32>(chunk, ix, &others),
+                    (8, false) => pi_rows_padded::<8>(k, chunk, ix, &others),
+                    (16, false) => pi_rows_padded::<16>(k, chunk, ix, &others),
+                    (32, false) => pi_rows_padded::<32>(k, chunk, ix, &others),
                     _ => pi_rows_any(r, chunk, ix, &others),
                 }
             });
@@ -152,77 +157,10 @@ impl PhiSession for CpuPhi {
     }
 
     fn phi(&mut self, b: &[f64], params: PhiParams, out: &mut [f64]) -> Result<RunStats> {
-        if self.width == self.rank {
-            return self.phi_wide(b, params, out);
-        }
-        let (r, w) = (self.rank, self.width);
-        let mut wide = vec![0.0; out.len() / r.max(1) * w];
-        let stats = self.phi_wide(&widen(b, r, w), params, &mut wide)?;
-        narrow(&wide, w, out, r);
-        Ok(stats)
+        self.phi_rows(b, params, out)
     }
 
     fn mu_inner(
-        &mut self,
-        b: &mut [f64],
-        params: PhiParams,
-        max_inner: usize,
-        tol: f64,
-        out: &mut [f64],
-    ) -> Result<MuInner> {
-        if self.width == self.rank {
-            return self.mu_inner_wide(b, params, max_inner, tol, out);
-        }
-        let (r, w) = (self.rank, self.width);
-        let mut wb = widen(b, r, w).into_owned();
-        let mut wide = vec![0.0; out.len() / r.max(1) * w];
-        let done = self.mu_inner_wide(&mut wb, params, max_inner, tol, &mut wide)?;
-        narrow(&wb, w, b, r);
-        narrow(&wide, w, out, r);
-        Ok(done)
-    }
-}
-
-impl CpuPhi {
-    /// [`PhiSession::phi`] on rows of the session's width.
-    fn phi_wide(&mut self, b: &[f64], params: PhiParams, out: &mut [f64]) -> Result<RunStats> {
-        let (g, r) = (&self.groups[self.mode], self.width);
-        let plan = self.plans[self.mode].as_ref().expect("made by fix");
-        let (x, pi) = (g.values(), &self.pi[..]);
-        let eps = f64::from(params.eps);
-        let log_term = params.log_term;
-        self.partial.resize(plan.cut_slots() * r, 0.0);
-        let jobs = plan.cut_jobs(out, &mut self.partial, r);
-        let logs: Vec<f64> = jobs
-            .into_par_iter()
-            .map(|job| {
-                let _flush = FlushSubnormals::new();
-                let mut log = 0f64;
-                job.run(plan, r, |&(i, s, e), acc, _| {
-                    let (p, xs, brow) = (&pi[s * r..e * r], &x[s..e], &b[i * r..][..r]);
-                    log += match (r, log_term) {
-                        (8, false) => row_phi::<8, false>(brow, p, xs, eps, acc),
-                        (16, false) => row_phi::<16, false>(brow, p, xs, eps, acc),
-                        (32, false) => row_phi::<32, false>(brow, p, xs, eps, acc),
-                        (8, true) => row_phi::<8, true>(brow, p, xs, eps, acc),
-                        (16, true) => row_phi::<16, true>(brow, p, xs, eps, acc),
-                        (32, true) => row_phi::<32, true>(brow, p, xs, eps, acc),
-                        _ => row_phi_any(brow, p, xs, eps, log_term, acc),
-                    };
-                });
-                log
-            })
-            .collect();
-        // Each cut row: its pieces' sums, in order.
-        plan.add_cut_rows(&self.partial, r, out);
-        Ok(RunStats {
-            log_term: log_term.then(|| logs.iter().sum()),
-            ..RunStats::default()
-        })
-    }
-
-    /// [`PhiSession::mu_inner`] on rows of the session's width.
-    fn mu_inner_wide(
         &mut self,
         b: &mut [f64],
         params: PhiParams,
@@ -234,7 +172,7 @@ impl CpuPhi {
         let cut = self.plans[mode].as_ref().expect("made by fix").cut;
         if cut || !self.full[mode] || max_inner == 0 {
             let phi = |b: &[f64], out: &mut [f64]| {
-                let s = self.phi_wide(b, params, out)?;
+                let s = self.phi_rows(b, params, out)?;
                 Ok((s.bytes_to_device, s.bytes_from_device))
             };
             let done = inner_iterations(phi, b, max_inner, tol, out)?;
@@ -273,6 +211,46 @@ impl CpuPhi {
 }
 
 impl CpuPhi {
+    /// [`PhiSession::phi`]: `b` and `out` of `rank`-long rows, each row zero-padded to
+    /// the session's width in registers ([`padded_phi`]).
+    fn phi_rows(&mut self, b: &[f64], params: PhiParams, out: &mut [f64]) -> Result<RunStats> {
+        let (g, r, k) = (&self.groups[self.mode], self.width, self.rank.max(1));
+        let plan = self.plans[self.mode].as_ref().expect("made by fix");
+        let (x, pi) = (g.values(), &self.pi[..]);
+        let eps = f64::from(params.eps);
+        let log_term = params.log_term;
+        self.partial.resize(plan.cut_slots() * k, 0.0);
+        let jobs = plan.cut_jobs(out, &mut self.partial, k);
+        let logs: Vec<f64> = jobs
+            .into_par_iter()
+            .map(|job| {
+                let _flush = FlushSubnormals::new();
+                let mut log = 0f64;
+                job.run(plan, k, |&(i, s, e), acc, _| {
+                    let (p, xs, brow) = (&pi[s * r..e * r], &x[s..e], &b[i * k..][..k]);
+                    log += match (r, log_term) {
+                        (8, false) => padded_phi::<8, false>(brow, p, xs, eps, acc),
+                        (16, false) => padded_phi::<16, false>(brow, p, xs, eps, acc),
+                        (32, false) => padded_phi::<32, false>(brow, p, xs, eps, acc),
+                        (8, true) => padded_phi::<8, true>(brow, p, xs, eps, acc),
+                        (16, true) => padded_phi::<16, true>(brow, p, xs, eps, acc),
+                        (32, true) => padded_phi::<32, true>(brow, p, xs, eps, acc),
+                        _ => row_phi_any(brow, p, xs, eps, log_term, acc),
+                    };
+                });
+                log
+            })
+            .collect();
+        // Each cut row: its pieces' sums, in order.
+        plan.add_cut_rows(&self.partial, k, out);
+        Ok(RunStats {
+            log_term: log_term.then(|| logs.iter().sum()),
+            ..RunStats::default()
+        })
+    }
+}
+
+impl CpuPhi {
     /// `evals` inner iterations of every row of the fixed mode (no row cut), each row
     /// on its own: Φ of the row from `b`, its violation, `B ← B ∗ Φ` (after the last
     /// evaluation only when `update_last`); `out` gets the last Φ. Returns the largest
@@ -285,21 +263,21 @@ impl CpuPhi {
         update_last: bool,
         out: &mut [f64],
     ) -> Vec<f64> {
-        let (g, r) = (&self.groups[self.mode], self.width);
+        let (g, r, k) = (&self.groups[self.mode], self.width, self.rank.max(1));
         let plan = self.plans[self.mode].as_ref().expect("made by fix");
         let (ptr, x, pi) = (g.ptr(), g.values(), &self.pi[..]);
         let eps = f64::from(params.eps);
         let jobs: Vec<_> = plan
-            .row_jobs(b, r)
+            .row_jobs(b, k)
             .into_iter()
-            .zip(plan.row_jobs(out, r))
+            .zip(plan.row_jobs(out, k))
             .collect();
         let per_task: Vec<Vec<f64>> = jobs
             .into_par_iter()
             .map(|((r0, r1, b_t), (_, _, o_t))| {
                 let _flush = FlushSubnormals::new();
                 let mut viol = vec![0f64; evals];
-                let rows = b_t.chunks_exact_mut(r).zip(o_t.chunks_exact_mut(r));
+                let rows = b_t.chunks_exact_mut(k).zip(o_t.chunks_exact_mut(k));
                 for (i, (bi, oi)) in (r0..r1).zip(rows) {
                     let (s, e) = (ptr[i], ptr[i + 1]);
                     let (p, xs) = (&pi[s * r..e * r], &x[s..e]);
@@ -336,25 +314,54 @@ struct RowMu<'a> {
 }
 
 impl RowMu<'_> {
-    /// At rank `R`: `b` the row of `B` (updated), `out` the row of the last Φ,
-    /// `viol[t]` raised to this row's violation at evaluation `t`. The same operations
-    /// in the same order as [`inner_iterations`] on this row (the rule is
-    /// [`crate::math::mu`]'s, so the two cannot drift apart).
+    /// At width `R`: `b` the row of `B` (at most `R` long, updated), `out` the row of
+    /// the last Φ (as long), `viol[t]` raised to this row's violation at evaluation
+    /// `t`. The row is zero-padded to `R` in registers: the padding's `π` is zero, so
+    /// its Φ and violation are zero too. The same operations in the same order as
+    /// [`inner_iterations`] on this row (the rule is [`crate::math::mu`]'s, so the two
+    /// cannot drift apart).
     #[inline(always)]
     fn run<const R: usize>(&self, b: &mut [f64], out: &mut [f64], viol: &mut [f64]) {
+        if self.x.is_empty() {
+            return self.run_empty(b, out, viol);
+        }
+        let k = b.len();
+        let mut wb = [0f64; R];
+        wb[..k].copy_from_slice(b);
         let mut phi = [0f64; R];
         for (t, vt) in viol.iter_mut().enumerate().take(self.evals) {
-            row_phi::<R, false>(b, self.pi, self.x, self.eps, &mut phi);
-            *vt = nan_max(*vt, row_violation(b, &phi));
+            row_phi::<R, false>(&wb, self.pi, self.x, self.eps, &mut phi);
+            *vt = nan_max(*vt, row_violation(&wb, &phi));
             if t + 1 < self.evals || self.update_last {
-                update_row(b, &phi);
+                update_row(&mut wb, &phi);
             }
         }
-        out.copy_from_slice(&phi);
+        b.copy_from_slice(&wb[..k]);
+        out.copy_from_slice(&phi[..k]);
+    }
+
+    /// [`RowMu::run`] of a row without nonzeros: its Φ is zero, so its first update
+    /// makes `B`'s row zero (`b ∗ 0`, NaN kept), after which every evaluation's
+    /// violation is 0 and the row stays zero: the loop ends there, with the same
+    /// result. (A mode of 30 M rows and 1 M nonzeros is mostly such rows.)
+    fn run_empty(&self, b: &mut [f64], out: &mut [f64], viol: &mut [f64]) {
+        out.fill(0.0);
+        for (t, vt) in viol.iter_mut().enumerate().take(self.evals) {
+            *vt = nan_max(*vt, row_violation(b, out));
+            if t + 1 < self.evals || self.update_last {
+                update_row(b, out);
+            }
+            if b.iter().all(|&v| v == 0.0) {
+                break;
+            }
+        }
     }
 
     /// [`RowMu::run`] at any rank.
     fn run_any(&self, b: &mut [f64], out: &mut [f64], viol: &mut [f64]) {
+        if self.x.is_empty() {
+            return self.run_empty(b, out, viol);
+        }
         for (t, vt) in viol.iter_mut().enumerate().take(self.evals) {
             row_phi_any(b, self.pi, self.x, self.eps, false, out);
             *vt = nan_max(*vt, row_violation(b, out));
@@ -379,6 +386,23 @@ fn pi_rows<const R: usize>(out: &mut [f64], idx: &[u32], others: &[&[f64]]) {
                 .try_into()
                 .expect("a row of rank R");
             for (a, &b) in v.iter_mut().zip(row) {
+                *a *= b;
+            }
+        }
+        p.copy_from_slice(&v);
+    }
+}
+
+/// [`pi_rows`] at width `R` from factor rows of `k < R` values: `π`'s entries past
+/// `k` are zero.
+#[inline(always)]
+fn pi_rows_padded<const R: usize>(k: usize, out: &mut [f64], idx: &[u32], others: &[&[f64]]) {
+    let d = others.len();
+    for (p, ix) in out.chunks_exact_mut(R).zip(idx.chunks_exact(d)) {
+        let mut v = [0f64; R];
+        v[..k].copy_from_slice(&others[0][ix[0] as usize * k..][..k]);
+        for (f, &i) in others[1..].iter().zip(&ix[1..]) {
+            for (a, &b) in v[..k].iter_mut().zip(&f[i as usize * k..][..k]) {
                 *a *= b;
             }
         }
