@@ -13,7 +13,7 @@
 //! the loss is summed in f64.
 
 use super::kernel::{Share, dense_nonzeros, shares};
-use super::rows::RowGroups;
+use super::row_groups::RowGroups;
 use super::sgd::Strata;
 use super::subnormal::FlushSubnormals;
 use crate::engine::RunStats;
@@ -177,7 +177,7 @@ impl<'a> CpuCompletion<'a> {
             *out = Matrix::zeros(rows, width);
         }
         if self.groups.is_none() {
-            self.groups = Some(RowGroups::build(self.hls, &self.shares, self.offset)?);
+            self.groups = Some(RowGroups::build(self.hls, self.offset)?);
         }
         let groups = &self.groups.as_ref().expect("built above")[mode];
         let others = (self.factors.iter().enumerate())

@@ -35,6 +35,7 @@ pub use padded::width_for as mttkrp_width;
 pub use phi_rows::phi_width;
 mod phi;
 mod phi_rows;
+mod row_groups;
 mod row_kernels;
 mod row_sums;
 mod rows;

@@ -23,7 +23,7 @@
 
 use super::cache_sizes::CacheSizes;
 use super::factor_rows;
-use super::rows::RowGroups;
+use super::row_groups::RowGroups;
 use super::subnormal::FlushSubnormals;
 use crate::matrix::Matrix;
 use rayon::prelude::*;

@@ -23,8 +23,8 @@
 //! nonzero, and `π`, `8R` bytes per nonzero) fit in half the available memory;
 //! elsewhere CP-APR runs [`crate::ops::Op::Phi`] per call.
 
-use super::kernel::shares;
-use super::rows::{Plan, RowGroups};
+use super::row_groups::RowGroups;
+use super::rows::Plan;
 use super::subnormal::FlushSubnormals;
 use crate::engine::{PhiParams, PhiSession, RunStats};
 use crate::error::Result;
@@ -105,8 +105,7 @@ impl CpuPhi {
         if need > budget {
             return Ok(None);
         }
-        let workers = rayon::current_num_threads().max(1);
-        let groups = RowGroups::build(hls, &shares(hls, workers), 0.0)?;
+        let groups = RowGroups::build(hls, 0.0)?;
         Ok(Some(CpuPhi {
             groups,
             rank,

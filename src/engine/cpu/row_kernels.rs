@@ -1,5 +1,5 @@
 //! The per-row kernels of the grouped ALS normal equations and loss
-//! ([`super::rows::RowGroups`]): one row's nonzeros (the other modes' indices and the
+//! ([`super::row_groups::RowGroups`]): one row's nonzeros (the other modes' indices and the
 //! values) in, its system or its squared error out.
 //!
 //! A row's Khatri-Rao rows are formed a chunk at a time in a small buffer, then `G` is
@@ -307,7 +307,7 @@ fn khatri_rao_any<const P: usize>(facs: &[&[f32]], ix: &[u32]) -> [f32; P] {
     kr
 }
 
-/// One row's bias-layout system ([`super::rows::RowGroups::bias_normal_equations`])
+/// One row's bias-layout system ([`super::row_groups::RowGroups::bias_normal_equations`])
 /// for a CP rank `r ≤ P`, `G` accumulated as in [`row_system`].
 /// Per nonzero: the Khatri-Rao row's CP part `k` and the target `y = x −` the other
 /// modes' biases. The bias unknown's Khatri-Rao entry is the product of the other

@@ -15,16 +15,13 @@
 //! result does not depend on the thread count.
 
 use super::avx512;
-use super::completion::visit;
-use super::kernel::Share;
+use super::row_groups::RowGroups;
 use super::row_kernels::{
     BiasFactors, pad_rows, padded_width, row_loss, row_loss_any, row_system, row_system_any,
     row_system_bias,
 };
 use super::subnormal::FlushSubnormals;
-use crate::error::Result;
-use crate::hls::HlsTensor;
-use crate::matrix::{Matrix, check_alloc, zeroed_on_huge_pages};
+use crate::matrix::Matrix;
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -262,157 +259,7 @@ impl Plan {
     }
 }
 
-/// One mode's nonzeros grouped by row.
-pub(super) struct RowGroups {
-    /// Row `i`'s nonzeros are `ptr[i]..ptr[i + 1]`.
-    ptr: Vec<usize>,
-    /// Per nonzero, the indices of the other modes, in mode order (`order − 1` each).
-    others: Vec<u32>,
-    /// Per nonzero, its value minus the session's offset.
-    values: Vec<f32>,
-}
-
 impl RowGroups {
-    /// The rows' nonzero ranges: row `i`'s nonzeros are `ptr()[i]..ptr()[i + 1]`.
-    pub(super) fn ptr(&self) -> &[usize] {
-        &self.ptr
-    }
-
-    /// Per nonzero, the other modes' indices (`order − 1` each, in mode order).
-    pub(super) fn others(&self) -> &[u32] {
-        &self.others
-    }
-
-    /// Per nonzero, its value minus the offset it was built with.
-    pub(super) fn values(&self) -> &[f32] {
-        &self.values
-    }
-
-    /// Bytes it holds: offsets, indices and values.
-    pub(super) fn bytes(&self) -> usize {
-        self.ptr.len() * std::mem::size_of::<usize>() + 4 * (self.others.len() + self.values.len())
-    }
-
-    /// Stores each nonzero's other indices in the order `levels` (a permutation of
-    /// `0..order − 1`: position `k` then holds the index that was at `levels[k]`) and
-    /// orders each row's nonzeros by them lexicographically (so that nonzeros sharing
-    /// the first level's index are consecutive: the fibers TTMc sums before its
-    /// Kronecker products). `tasks` (whole rows `r0..r1`, covering every row, as
-    /// [`Plan::row_tasks`]) run in parallel. Coordinates are unique, so the order is
-    /// total and does not depend on the thread count.
-    pub(super) fn sort_within_rows(&mut self, tasks: &[(usize, usize)], levels: &[usize]) {
-        let d = match self.others.len().checked_div(self.values.len()) {
-            Some(d) if d > 0 => d,
-            _ => return,
-        };
-        let ptr = &self.ptr;
-        let mut jobs = Vec::with_capacity(tasks.len());
-        let (mut o, mut v) = (&mut self.others[..], &mut self.values[..]);
-        for &(r0, r1) in tasks {
-            let n = ptr[r1] - ptr[r0];
-            let (mine_o, rest_o) = std::mem::take(&mut o).split_at_mut(n * d);
-            let (mine_v, rest_v) = std::mem::take(&mut v).split_at_mut(n);
-            (o, v) = (rest_o, rest_v);
-            jobs.push((r0, r1, mine_o, mine_v));
-        }
-        jobs.into_par_iter().for_each_init(
-            || (Vec::new(), Vec::new(), Vec::new()),
-            |(perm, to, tv): &mut (Vec<usize>, Vec<u32>, Vec<f32>), (r0, r1, o, v)| {
-                let base = ptr[r0];
-                if levels.iter().enumerate().any(|(k, &l)| k != l) {
-                    for e in o.chunks_exact_mut(d) {
-                        to.clear();
-                        to.extend(levels.iter().map(|&l| e[l]));
-                        e.copy_from_slice(to);
-                    }
-                }
-                for i in r0..r1 {
-                    let (s, e) = (ptr[i] - base, ptr[i + 1] - base);
-                    let key = |p: usize| &o[p * d..(p + 1) * d];
-                    if (s + 1..e).all(|p| key(p - 1) <= key(p)) {
-                        continue;
-                    }
-                    perm.clear();
-                    perm.extend(s..e);
-                    perm.sort_unstable_by(|&a, &b| key(a).cmp(key(b)));
-                    to.clear();
-                    tv.clear();
-                    for &p in perm.iter() {
-                        to.extend_from_slice(key(p));
-                        tv.push(v[p]);
-                    }
-                    o[s * d..e * d].copy_from_slice(to);
-                    v[s..e].copy_from_slice(tv);
-                }
-            },
-        );
-    }
-
-    /// [`RowGroups::build`] with no offset, on shares for the current pool's workers,
-    /// for the row-by-row MTTKRP and TTMc: `None` where the groups (`N² · 4` bytes per
-    /// nonzero) would not fit in a quarter of the available memory, or the tensor has
-    /// one mode (the callers then walk the HLS form instead).
-    pub(super) fn build_if_room(hls: &HlsTensor) -> Result<Option<Vec<Self>>> {
-        let (order, nnz) = (hls.order() as u64, hls.nnz() as u64);
-        if order < 2 {
-            return Ok(None);
-        }
-        let need = nnz * order * order * 4;
-        let budget = crate::matrix::available_memory().map_or(u64::MAX, |a| a / 4);
-        if need > budget {
-            return Ok(None);
-        }
-        let workers = rayon::current_num_threads().max(1);
-        Self::build(hls, &super::kernel::shares(hls, workers), 0.0).map(Some)
-    }
-
-    /// Groups the nonzeros of `hls` (visited share by share, values minus `offset`)
-    /// by their index in every mode: one [`RowGroups`] per mode.
-    pub(super) fn build(hls: &HlsTensor, shares: &[Share], offset: f32) -> Result<Vec<Self>> {
-        let (order, dims, nnz) = (hls.order(), hls.dims(), hls.nnz());
-        check_alloc("the row-grouped nonzeros of ALS", nnz, order * order, 4)?;
-        let mut counts: Vec<Vec<usize>> = dims.iter().map(|&d| vec![0; d + 1]).collect();
-        for share in shares {
-            visit(hls, share, offset, |_, c, _| {
-                for (cnt, &i) in counts.iter_mut().zip(c) {
-                    cnt[i as usize + 1] += 1;
-                }
-            });
-        }
-        let mut groups: Vec<RowGroups> = counts
-            .into_iter()
-            .map(|mut ptr| {
-                for i in 1..ptr.len() {
-                    ptr[i] += ptr[i - 1];
-                }
-                RowGroups {
-                    ptr,
-                    // Filled below at scattered places, read row by row.
-                    others: zeroed_on_huge_pages(nnz * (order - 1)),
-                    values: zeroed_on_huge_pages(nnz),
-                }
-            })
-            .collect();
-        let mut next: Vec<Vec<usize>> = groups.iter().map(|g| g.ptr.clone()).collect();
-        for share in shares {
-            visit(hls, share, offset, |_, c, x| {
-                for (mode, (g, nx)) in groups.iter_mut().zip(&mut next).enumerate() {
-                    let p = nx[c[mode] as usize];
-                    nx[c[mode] as usize] += 1;
-                    g.values[p] = x;
-                    let o = &mut g.others[p * (order - 1)..(p + 1) * (order - 1)];
-                    for (dst, (_, &ci)) in o
-                        .iter_mut()
-                        .zip(c.iter().enumerate().filter(|&(m, _)| m != mode))
-                    {
-                        *dst = ci;
-                    }
-                }
-            });
-        }
-        Ok(groups)
-    }
-
     /// Runs `f` on the rows `rows` (row `rows[k]`: its nonzeros' `d` other indices
     /// each and values, and row `k` of `out`, `width` wide), rows in parallel.
     fn each_row(&self, d: usize, width: usize, f: &RowKernel, rows: &[u32], out: &mut Matrix) {
@@ -422,8 +269,8 @@ impl RowGroups {
             .with_min_len(4)
             .for_each_init(FlushSubnormals::new, |_, (dst, &i)| {
                 let i = i as usize;
-                let (s, e) = (self.ptr[i], self.ptr[i + 1]);
-                f(&self.others[s * d..e * d], &self.values[s..e], dst);
+                let (s, e) = (self.ptr()[i], self.ptr()[i + 1]);
+                f(&self.others()[s * d..e * d], &self.values()[s..e], dst);
             });
     }
 
@@ -446,8 +293,8 @@ impl RowGroups {
             .with_min_len(4)
             .for_each_init(FlushSubnormals::new, |_, ((dst, sum), &i)| {
                 let i = i as usize;
-                let (s, e) = (self.ptr[i], self.ptr[i + 1]);
-                *sum = f(&self.others[s * d..e * d], &self.values[s..e], dst);
+                let (s, e) = (self.ptr()[i], self.ptr()[i + 1]);
+                *sum = f(&self.others()[s * d..e * d], &self.values()[s..e], dst);
             });
     }
 
@@ -569,14 +416,14 @@ impl RowGroups {
         };
         let padded: Vec<Cow<[f32]>> = others.iter().map(|m| pad_rows(m, p)).collect();
         let facs: Vec<&[f32]> = padded.iter().map(|f| &f[..]).collect();
-        let rows = self.ptr.len() - 1;
+        let rows = self.ptr().len() - 1;
         let block = |b: usize| -> f64 {
             let _flush = FlushSubnormals::new();
             let mut sum = 0f64;
             for i in b * ROWS..((b + 1) * ROWS).min(rows) {
-                let (s, e) = (self.ptr[i], self.ptr[i + 1]);
+                let (s, e) = (self.ptr()[i], self.ptr()[i + 1]);
                 let d = facs.len();
-                let (ix, vals) = (&self.others[s * d..e * d], &self.values[s..e]);
+                let (ix, vals) = (&self.others()[s * d..e * d], &self.values()[s..e]);
                 let a = own.row(i);
                 sum += match p {
                     8 => row_loss::<8>(a, ix, vals, &facs),

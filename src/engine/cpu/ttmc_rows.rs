@@ -25,7 +25,8 @@
 //! count. Memory: `N (N − 1) · 4 + N · 4` bytes per nonzero for all modes, built only
 //! where that fits in a quarter of the available memory (else the walk runs).
 
-use super::rows::{Plan, RowGroups};
+use super::row_groups::RowGroups;
+use super::rows::Plan;
 use super::subnormal::FlushSubnormals;
 use super::ttmc::{axpy, kron_add};
 use crate::error::Result;
