@@ -56,6 +56,7 @@ use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use faer::Mat;
+use rayon::prelude::*;
 use std::ops::ControlFlow;
 use update::update_factor;
 
@@ -340,7 +341,9 @@ fn run(
     if let Some(s) = session.as_mut() {
         factors = s.factors()?;
     }
-    let (weights, factors) = arrange(weights, factors.iter().map(Matrix::to_f64).collect());
+    // The MTTKRP outputs are not needed past here: free them before the model is made.
+    drop(outputs);
+    let (weights, factors) = arrange(weights, factors);
     if norm_sq > 0.0 && weights.iter().all(|&w| w == 0.0) {
         return Err(Error::Numerical(format!(
             "CP-ALS collapsed to the zero model after {} iterations (every weight is 0, or its factor columns are): the products of factor entries underflow f32 over the tensor's {order} modes, or the initial factors hold no usable column",
@@ -397,31 +400,6 @@ pub(crate) fn rescale_by_max(a: &mut Matrix, m: f32, keep: std::ops::Range<f32>)
     }
 }
 
-/// Divides every column of `a` by its 2-norm and returns the norms; a column of norm 0
-/// is left unchanged.
-fn normalize_columns(a: &mut Matrix<f64>) -> Vec<f64> {
-    let r = a.cols();
-    let mut norms = vec![0.0f64; r];
-    for row in a.data().chunks(r.max(1)) {
-        for (acc, &v) in norms.iter_mut().zip(row) {
-            *acc += v * v;
-        }
-    }
-    for w in &mut norms {
-        *w = w.sqrt();
-    }
-    let inv: Vec<f64> = norms
-        .iter()
-        .map(|&w| if w > 0.0 { 1.0 / w } else { 1.0 })
-        .collect();
-    for row in a.data_mut().chunks_mut(r.max(1)) {
-        for (v, &s) in row.iter_mut().zip(&inv) {
-            *v *= s;
-        }
-    }
-    norms
-}
-
 /// `‖X − X̂‖² = ‖X‖² + ‖X̂‖² − 2⟨X, X̂⟩` from `‖X‖²`, `λ`, the Grams and
 /// `inner[r] = Σ_i M[i, r] A[i, r]` of the last mode (its MTTKRP `M` and normalized
 /// factor `A`).
@@ -432,24 +410,59 @@ pub(crate) fn cp_residual(norm_sq: f64, weights: &[f64], grams: &[Mat<f64>], inn
 }
 
 /// Scales every column to unit 2-norm (into the weights) and sorts the components by
-/// decreasing weight (stable, so ties keep their order).
-pub(crate) fn arrange(
-    mut weights: Vec<f64>,
-    mut factors: Vec<Matrix<f64>>,
-) -> (Vec<f64>, Vec<Matrix>) {
+/// decreasing weight (stable, so ties keep their order), in place. The norms are summed
+/// in f64 row by row and each entry is scaled in f64, then rounded once to f32: the
+/// values of the f64 copy this replaces, without its memory (twice the factors').
+pub(crate) fn arrange(mut weights: Vec<f64>, mut factors: Vec<Matrix>) -> (Vec<f64>, Vec<Matrix>) {
     let r = weights.len();
-    for f in &mut factors {
-        let norms = normalize_columns(f);
-        for (w, n) in weights.iter_mut().zip(norms) {
+    let mut scales = Vec::with_capacity(factors.len());
+    for f in &factors {
+        let norms = column_norms(f);
+        for (w, n) in weights.iter_mut().zip(&norms) {
             *w *= n;
         }
+        let inv: Vec<f64> = norms
+            .iter()
+            .map(|&w| if w > 0.0 { 1.0 / w } else { 1.0 })
+            .collect();
+        scales.push(inv);
     }
     let mut perm: Vec<usize> = (0..r).collect();
     perm.sort_by(|&i, &j| weights[j].total_cmp(&weights[i]));
     let weights = perm.iter().map(|&p| weights[p]).collect();
-    let factors = factors
-        .iter()
-        .map(|f| Matrix::from_fn(f.rows(), r, |i, j| f.get(i, perm[j]) as f32))
-        .collect();
+    for (f, inv) in factors.iter_mut().zip(&scales) {
+        debug_assert_eq!(f.cols(), r, "one column per component");
+        if r == 0 {
+            continue;
+        }
+        f.data_mut()
+            .par_chunks_mut(r)
+            .with_min_len(1024)
+            .for_each_init(
+                || vec![0f32; r],
+                |row_out, row| {
+                    for (o, &p) in row_out.iter_mut().zip(&perm) {
+                        *o = (f64::from(row[p]) * inv[p]) as f32;
+                    }
+                    row.copy_from_slice(row_out);
+                },
+            );
+    }
     (weights, factors)
+}
+
+/// The 2-norm of every column of `a`, summed in f64 row by row.
+fn column_norms(a: &Matrix) -> Vec<f64> {
+    let r = a.cols();
+    let mut norms = vec![0.0f64; r];
+    for row in a.data().chunks(r.max(1)) {
+        for (acc, &v) in norms.iter_mut().zip(row) {
+            let v = f64::from(v);
+            *acc += v * v;
+        }
+    }
+    for w in &mut norms {
+        *w = w.sqrt();
+    }
+    norms
 }
