@@ -22,12 +22,19 @@ use std::path::{Path, PathBuf};
 
 /// Writes `m` to the file `path` with a `#` header line `header`, whole or not at all
 /// (an earlier `path` stays as it was when writing fails).
-pub fn write_matrix(path: &Path, header: &str, m: &Matrix<f64>) -> Result<()> {
+pub fn write_matrix<T>(path: &Path, header: &str, m: &Matrix<T>) -> Result<()>
+where
+    T: Copy + Default + Into<f64> + Sync,
+{
     write_file_atomically(path, |w| write_matrix_to(w, header, m))
 }
 
-/// Writes `m` as text with a `#` header line `header` to `w`.
-pub fn write_matrix_to(w: &mut dyn Write, header: &str, m: &Matrix<f64>) -> io::Result<()> {
+/// Writes `m` as text with a `#` header line `header` to `w` (f32 entries as the f64
+/// values they are).
+pub fn write_matrix_to<T>(w: &mut dyn Write, header: &str, m: &Matrix<T>) -> io::Result<()>
+where
+    T: Copy + Default + Into<f64> + Sync,
+{
     write_matrix_header(w, header, m.rows(), m.cols())?;
     if m.cols() == 0 {
         // Rows without values: empty lines.
@@ -50,19 +57,48 @@ pub fn write_matrix_header(
 }
 
 /// Writes `data`, whole rows of `cols` values in row-major order, one line per row, as
-/// [`write_matrix_to`] writes them.
-pub fn write_matrix_rows(w: &mut dyn Write, data: &[f64], cols: usize) -> io::Result<()> {
-    let mut line = String::new();
-    for row in data.chunks_exact(cols.max(1)) {
-        line.clear();
-        for (j, x) in row.iter().enumerate() {
-            use std::fmt::Write as _;
-            let sep = if j == 0 { "" } else { " " };
-            let _ = write!(line, "{sep}{x:e}");
+/// [`write_matrix_to`] writes them: each value the shortest decimal that reads back as
+/// the same f64 (`zmij`, as `serde_json` writes numbers), separated by single spaces.
+/// Pieces of rows are formatted in parallel and written in order, a bounded batch at a
+/// time (a factor of millions of rows is gigabytes of text).
+pub fn write_matrix_rows<T>(w: &mut dyn Write, data: &[T], cols: usize) -> io::Result<()>
+where
+    T: Copy + Into<f64> + Sync,
+{
+    use rayon::prelude::*;
+    let cols = cols.max(1);
+    let piece = (PIECE_VALUES / cols).max(1) * cols;
+    for batch in data.chunks(piece * PIECES_PER_BATCH) {
+        let texts: Vec<Vec<u8>> = batch
+            .par_chunks(piece)
+            .map(|rows| format_rows(rows, cols))
+            .collect();
+        for t in &texts {
+            w.write_all(t)?;
         }
-        writeln!(w, "{line}")?;
     }
     Ok(())
+}
+
+/// Values formatted per parallel piece of [`write_matrix_rows`] (whole rows).
+const PIECE_VALUES: usize = 1 << 14;
+/// Pieces formatted before they are written (about 25 bytes a value: some 20 MB).
+const PIECES_PER_BATCH: usize = 64;
+
+/// The text of whole rows of `cols` values.
+fn format_rows<T: Copy + Into<f64>>(data: &[T], cols: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() * 20);
+    let mut buf = zmij::Buffer::new();
+    for row in data.chunks_exact(cols) {
+        for (j, &x) in row.iter().enumerate() {
+            if j > 0 {
+                out.push(b' ');
+            }
+            out.extend_from_slice(buf.format(x.into()).as_bytes());
+        }
+        out.push(b'\n');
+    }
+    out
 }
 
 /// Writes a model into the folder `dir`, whole or not at all: `factor-<m>.txt` for each
@@ -79,9 +115,7 @@ pub fn write_model(
     for (m, f) in factors.iter().enumerate() {
         files.push(ModelFile {
             name: format!("factor-{m}.txt"),
-            fill: Box::new(move |w| {
-                write_matrix_to(w, &format!("factor of mode {m}"), &f.to_f64())
-            }),
+            fill: Box::new(move |w| write_matrix_to(w, &format!("factor of mode {m}"), f)),
         });
     }
     for (name, header, matrix) in matrices {
@@ -168,11 +202,7 @@ pub fn factor_path(dir: &Path, m: usize) -> PathBuf {
 pub fn write_factors(dir: &Path, factors: &[Matrix]) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     for (m, f) in factors.iter().enumerate() {
-        write_matrix(
-            &factor_path(dir, m),
-            &format!("factor of mode {m}"),
-            &f.to_f64(),
-        )?;
+        write_matrix(&factor_path(dir, m), &format!("factor of mode {m}"), f)?;
     }
     Ok(())
 }
@@ -219,5 +249,46 @@ mod tests {
         assert_eq!(back, want);
         assert_eq!(rows.len(), 3);
         assert!(factor_path(dir.path(), 1).is_file());
+    }
+
+    /// Values at f64's extremes read back as the same bits (shortest round-trip
+    /// digits), and a matrix of more rows than one batch of parallel pieces is written
+    /// in row order: the text of each row formatted alone.
+    #[test]
+    fn written_values_read_back_exactly_and_rows_stay_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let extremes = [
+            0.0,
+            -0.0,
+            f64::MIN_POSITIVE,
+            5e-324,
+            f64::MAX,
+            -f64::MAX,
+            1e21,
+            1e-7,
+            -1.5,
+            f64::from(0.1f32),
+            f64::from(f32::MAX),
+            f64::from(f32::MIN_POSITIVE),
+            123456789.0,
+            std::f64::consts::PI,
+        ];
+        let m = Matrix::new(7, 2, extremes.to_vec()).unwrap();
+        let path = dir.path().join("x.txt");
+        write_matrix(&path, "extremes", &m).unwrap();
+        let back = read_matrix(&path).unwrap();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(back.data()), bits(m.data()));
+
+        let cols = 3;
+        let rows = (PIECE_VALUES * PIECES_PER_BATCH) / cols + 1000;
+        let big = Matrix::random(rows, cols, 9);
+        let mut text = Vec::new();
+        write_matrix_rows(&mut text, big.data(), cols).unwrap();
+        let mut want = Vec::new();
+        for row in big.data().chunks_exact(cols) {
+            want.extend_from_slice(&format_rows(row, cols));
+        }
+        assert_eq!(text, want);
     }
 }
