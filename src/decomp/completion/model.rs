@@ -309,8 +309,11 @@ pub fn split(x: &CooTensor, fractions: [f64; 3], seed: u64) -> Result<Split> {
 pub struct Baselines {
     /// The mean of the training values.
     pub mean: f64,
-    /// The biases of modes 0 and 1 (a row without training entries has bias 0).
-    pub bias: [Vec<f64>; 2],
+    /// Per mode 0 and 1, the indices with training entries, ascending (memory follows
+    /// the entries, not the extents, which may be near 2^32).
+    used: [Vec<u32>; 2],
+    /// Their biases, in that order (a row without training entries has bias 0).
+    bias: [Vec<f64>; 2],
 }
 
 /// Regularization of the bias baseline (a row's bias shrinks toward 0 like a mean with
@@ -331,16 +334,27 @@ impl Baselines {
         }
         let n = train.nnz();
         let mean = train.values().iter().sum::<f64>() / n as f64;
-        let mut bias = [vec![0.0; train.dims()[0]], vec![0.0; train.dims()[1]]];
+        // Each entry's row among its mode's used indices.
+        let mut used: [Vec<u32>; 2] = Default::default();
+        let mut at: [Vec<usize>; 2] = Default::default();
+        for m in 0..2 {
+            let idx = train.indices(m);
+            let mut list = idx.to_vec();
+            list.sort_unstable();
+            list.dedup();
+            at[m] = (idx.iter())
+                .map(|i| list.binary_search(i).expect("listed above"))
+                .collect();
+            used[m] = list;
+        }
+        let mut bias = [vec![0.0; used[0].len()], vec![0.0; used[1].len()]];
         for _ in 0..BIAS_SWEEPS {
             for m in 0..2 {
                 let o = 1 - m;
-                let mut sum = vec![0.0; train.dims()[m]];
-                let mut cnt = vec![0.0; train.dims()[m]];
-                for e in 0..n {
-                    let i = train.indices(m)[e] as usize;
-                    let j = train.indices(o)[e] as usize;
-                    sum[i] += train.values()[e] - mean - bias[o][j];
+                let mut sum = vec![0.0; used[m].len()];
+                let mut cnt = vec![0.0; used[m].len()];
+                for ((&i, &j), &v) in at[m].iter().zip(&at[o]).zip(train.values()) {
+                    sum[i] += v - mean - bias[o][j];
                     cnt[i] += 1.0;
                 }
                 bias[m] = sum
@@ -350,7 +364,14 @@ impl Baselines {
                     .collect();
             }
         }
-        Ok(Baselines { mean, bias })
+        Ok(Baselines { mean, used, bias })
+    }
+
+    /// The bias of index `i` of mode `m` (0 or 1): 0 where it has no training entries.
+    pub fn bias(&self, m: usize, i: u32) -> f64 {
+        self.used[m]
+            .binary_search(&i)
+            .map_or(0.0, |k| self.bias[m][k])
     }
 
     /// The RMSE of the global mean over `x` (`None` when empty).
@@ -361,7 +382,60 @@ impl Baselines {
     /// The RMSE of the bias baseline over `x` (`None` when empty; an index beyond the
     /// training extents has bias 0).
     pub fn bias_rmse(&self, x: &CooTensor) -> Option<f64> {
-        let b = |m: usize, i: u32| self.bias[m].get(i as usize).copied().unwrap_or(0.0);
-        rmse_with(x, |c| self.mean + b(0, c[0]) + b(1, c[1]))
+        rmse_with(x, |c| self.mean + self.bias(0, c[0]) + self.bias(1, c[1]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The biases of the used indices are those of the dense sweeps over every index
+    /// (written out here), and an extent near 2^32 costs memory for the entries only.
+    #[test]
+    fn baselines_match_dense_sweeps_and_follow_the_entries_not_the_extents() {
+        let dims = vec![9usize, 7, 3];
+        let idx = vec![
+            vec![0u32, 0, 2, 5, 5, 8, 8, 8],
+            vec![1u32, 6, 1, 0, 3, 3, 6, 2],
+            vec![0u32, 1, 2, 0, 1, 2, 0, 1],
+        ];
+        let vals = vec![4.0, 3.5, 1.0, 2.0, 5.0, 3.0, 4.5, 2.5];
+        let x = CooTensor::new(dims.clone(), idx.clone(), vals.clone()).unwrap();
+        let b = Baselines::fit(&x).unwrap();
+        let n = vals.len();
+        let mean = vals.iter().sum::<f64>() / n as f64;
+        let mut dense = [vec![0.0; dims[0]], vec![0.0; dims[1]]];
+        for _ in 0..BIAS_SWEEPS {
+            for m in 0..2 {
+                let o = 1 - m;
+                let (mut sum, mut cnt) = (vec![0.0; dims[m]], vec![0.0; dims[m]]);
+                for e in 0..n {
+                    let (i, j) = (idx[m][e] as usize, idx[o][e] as usize);
+                    sum[i] += vals[e] - mean - dense[o][j];
+                    cnt[i] += 1.0;
+                }
+                dense[m] = (0..dims[m]).map(|i| sum[i] / (BIAS_REG + cnt[i])).collect();
+            }
+        }
+        assert_eq!(b.mean, mean);
+        for (m, biases) in dense.iter().enumerate() {
+            for (i, &want) in biases.iter().enumerate() {
+                assert_eq!(b.bias(m, i as u32), want, "mode {m} index {i}");
+            }
+        }
+        assert!(dense[0][1] == 0.0 && dense[0][0] != 0.0);
+
+        // The same entries with mode 0's largest index moved to 2^32 − 1.
+        let far = u32::MAX;
+        let mut idx_far = idx.clone();
+        for i in idx_far[0].iter_mut().filter(|i| **i == 8) {
+            *i = far;
+        }
+        let x_far = CooTensor::new(vec![far as usize + 1, 7, 3], idx_far, vals).unwrap();
+        let b_far = Baselines::fit(&x_far).unwrap();
+        assert_eq!(b_far.bias(0, far), dense[0][8]);
+        assert_eq!(b_far.bias(0, 8), 0.0);
+        assert_eq!(b_far.bias_rmse(&x_far), b.bias_rmse(&x));
     }
 }
