@@ -3,7 +3,7 @@
 
 use super::bias::Layout;
 use super::model::rmse_of;
-use super::solve::{column_update, loss_of_rows, solve_rows};
+use super::solve::{RowsLoss, column_update, loss_of_rows, solve_rows};
 use super::systems::rows_per_call;
 use super::{EpochStats, MAX_HALVINGS, Solver};
 use crate::engine::{Anchor, CompletionSession, Engine, SgdBias, SgdStep};
@@ -211,7 +211,8 @@ impl Fitter<'_> {
                     let mut a = Matrix::zeros(count.len(), w);
                     // The sweep's loss from its last mode's systems, where the backend
                     // gave the targets' squares for every call.
-                    let mut mode_loss = (mode == last && layout.biases).then_some(0.0);
+                    let mut mode_loss =
+                        (mode == last && layout.biases).then_some(RowsLoss::default());
                     for rows in active.chunks(per_call) {
                         if layout.biases {
                             if !(ready && rows.len() == active.len()) {
@@ -228,9 +229,9 @@ impl Fitter<'_> {
                             engine.install(|| solve_rows(ne, w, &diagonal, &toward, &n))?;
                         self.pinv_solves += pinv;
                         mode_loss = match mode_loss {
-                            Some(l) if squares.len() == rows.len() => {
-                                Some(l + engine.install(|| loss_of_rows(ne, w, &part, squares)))
-                            }
+                            Some(l) if squares.len() == rows.len() => Some(
+                                l.plus(&engine.install(|| loss_of_rows(ne, w, &part, squares))),
+                            ),
                             _ => None,
                         };
                         let dst = a.data_mut();
@@ -240,7 +241,8 @@ impl Fitter<'_> {
                         }
                     }
                     if mode == last {
-                        loss = mode_loss;
+                        // Near an exact fit, the loss is taken from the entries instead.
+                        loss = mode_loss.and_then(|l| l.trusted());
                     }
                     let a = if layout.biases {
                         layout.expand(&a, mode)
@@ -451,7 +453,10 @@ impl Fitter<'_> {
             .install(|| loss_of_rows(ne, rank + 1, &own, squares));
         // Kept by the caller only if the step is: `set_factors` clears it otherwise.
         self.mode0_ready = true;
-        Ok(loss)
+        match loss.trusted() {
+            Some(l) => Ok(l),
+            None => self.session.loss(),
+        }
     }
 
     /// Sets the session's factors (mode 0's prepared systems, if any, no longer hold).

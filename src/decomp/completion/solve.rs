@@ -218,31 +218,68 @@ fn solve_one(row: &[f32], r: usize, lambda: &[f64], shift: &[f64], a: &mut [f32]
 /// normal equations `ne` (`I × (R² + R)`, as the kernel gave them) and their targets'
 /// `Σ y²` (`squares`): `Σ_i (Σ y² − 2 a_iᵀ b_i + a_iᵀ G_i a_i)` in f64, rows in
 /// fixed blocks summed in order (the same whatever the thread count). No pass over the
-/// entries: the loss after an ALS sweep comes with its last mode's solve. A total below
-/// zero (rounding, at a fit near exact) counts as zero: its square root is a train RMSE.
-pub(super) fn loss_of_rows(ne: &Matrix, r: usize, a: &Matrix, squares: &[f64]) -> f64 {
+/// entries: the loss after an ALS sweep comes with its last mode's solve. Near an exact
+/// fit the three terms cancel and the f32 rounding of `G` and `b` is all that is left:
+/// [`RowsLoss::trusted`] says when.
+pub(super) fn loss_of_rows(ne: &Matrix, r: usize, a: &Matrix, squares: &[f64]) -> RowsLoss {
     const ROWS: usize = 64;
     let rows = ne.rows();
-    let parts: Vec<f64> = (0..rows.div_ceil(ROWS))
+    let parts: Vec<RowsLoss> = (0..rows.div_ceil(ROWS))
         .into_par_iter()
         .map(|blk| {
-            (blk * ROWS..((blk + 1) * ROWS).min(rows))
-                .map(|i| {
-                    let (row, x) = (ne.row(i), a.row(i));
-                    let (g, b) = row.split_at(r * r);
-                    let mut quad = 0f64;
-                    let mut lin = 0f64;
-                    for (p, (gp, &xp)) in g.chunks_exact(r).zip(x).enumerate() {
-                        let gx: f64 = gp.iter().zip(x).map(|(&v, &xq)| f64::from(v * xq)).sum();
-                        quad += f64::from(xp) * gx;
-                        lin += f64::from(b[p]) * f64::from(xp);
-                    }
-                    squares[i] - 2.0 * lin + quad
-                })
-                .sum::<f64>()
+            let mut part = RowsLoss::default();
+            let first = blk * ROWS;
+            for (i, &sq) in (first..).zip(&squares[first..(first + ROWS).min(rows)]) {
+                let (row, x) = (ne.row(i), a.row(i));
+                let (g, b) = row.split_at(r * r);
+                let mut quad = 0f64;
+                let mut lin = 0f64;
+                for (p, (gp, &xp)) in g.chunks_exact(r).zip(x).enumerate() {
+                    let gx: f64 = gp.iter().zip(x).map(|(&v, &xq)| f64::from(v * xq)).sum();
+                    quad += f64::from(xp) * gx;
+                    lin += f64::from(b[p]) * f64::from(xp);
+                }
+                part.loss += sq - 2.0 * lin + quad;
+                part.magnitude += sq + 2.0 * lin.abs() + quad.abs();
+            }
+            part
         })
         .collect();
-    parts.iter().sum::<f64>().max(0.0)
+    parts.iter().fold(RowsLoss::default(), |s, p| s.plus(p))
+}
+
+/// A loss summed from normal equations ([`loss_of_rows`]) and the magnitude of its
+/// terms, which bounds their rounding.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct RowsLoss {
+    /// `Σ (Σ y² − 2aᵀb + aᵀGa)`.
+    pub(super) loss: f64,
+    /// `Σ (Σ y² + 2|aᵀb| + |aᵀGa|)`.
+    pub(super) magnitude: f64,
+}
+
+/// Below this share of its terms' magnitude, a loss from normal equations has lost more
+/// than 8 of f32's 24 bits to cancellation: it is taken again from the entries. (At
+/// the share, rounding errors of a few units of f32's ε in `G` and `b`, grown by the
+/// square root of a row's length, are below 2⁻¹⁶ √n of the loss; real data sits far
+/// above it: movielens' ALS loss is about half its terms' magnitude.)
+const TRUSTED_SHARE: f64 = 1.0 / 256.0;
+
+impl RowsLoss {
+    /// The sum of both parts.
+    pub(super) fn plus(self, other: &RowsLoss) -> RowsLoss {
+        RowsLoss {
+            loss: self.loss + other.loss,
+            magnitude: self.magnitude + other.magnitude,
+        }
+    }
+
+    /// The loss where cancellation has left it most of its digits, else `None` (then a
+    /// pass over the entries gives it: near an exact fit, the formula's result is
+    /// rounding, and a train RMSE of 0, or of a thousand times the truth, was reported).
+    pub(super) fn trusted(&self) -> Option<f64> {
+        (self.loss >= TRUSTED_SHARE * self.magnitude).then_some(self.loss)
+    }
 }
 
 /// CCD++: a column's new values `(Σ ê k + λ c) / (λ + Σ k²)` from its terms (`I × 2`),
@@ -370,7 +407,7 @@ mod tests {
                     .sum();
                 bound += (mag + x.abs()).powi(2) * (3 * rows + 2) as f64;
             }
-            let got = loss_of_rows(&ne, r, &a, &squares);
+            let got = loss_of_rows(&ne, r, &a, &squares).loss;
             let tol = 4.0 * bound / (1u64 << 24) as f64;
             assert!(
                 (got - want).abs() <= tol,
