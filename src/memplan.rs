@@ -63,7 +63,7 @@ enum Phase {
 
 impl MemoryPlan {
     /// An empty plan for `what` (e.g. `cp rank 16`); `hint` says which option reduces
-    /// it (e.g. `lower --rank`).
+    /// it ([`rank_hint`]).
     pub fn new(what: impl Into<String>, hint: impl Into<String>) -> Self {
         MemoryPlan {
             what: what.into(),
@@ -72,6 +72,13 @@ impl MemoryPlan {
             phases: Vec::new(),
             reserved: 0,
         }
+    }
+
+    /// The plan renamed: `what` it is for and the `hint` that lowers it.
+    pub fn named(mut self, what: impl Into<String>, hint: impl Into<String>) -> Self {
+        self.what = what.into();
+        self.hint = hint.into();
+        self
     }
 
     /// Adds `count` elements of `elem_bytes` each, described by `part`.
@@ -296,10 +303,7 @@ impl MemoryPlan {
     /// (f32), their f64 copies in the returned model, the `R × R` Grams, the solve's
     /// workspace and the per-block partial results of a mode's update.
     pub fn cp(dims: &[usize], rank: usize) -> Self {
-        let mut p = MemoryPlan::new(
-            format!("CP-ALS rank {rank}"),
-            format!("lower --rank (the modes' lengths are {dims:?})"),
-        );
+        let mut p = MemoryPlan::new(format!("CP-ALS rank {rank}"), rank_hint(&[rank], dims));
         let r = rank as u128;
         let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128));
         let widest = dims.iter().copied().max().unwrap_or(0);
@@ -338,10 +342,7 @@ impl MemoryPlan {
     pub fn cp_apr(dims: &[usize], nnz: usize, rank: usize) -> Self {
         // The CPU's Φ session runs at the next specialized width.
         let w = crate::engine::cpu::phi_width(rank);
-        let mut p = MemoryPlan::new(
-            format!("CP-APR rank {rank}"),
-            format!("lower --rank (the modes' lengths are {dims:?})"),
-        );
+        let mut p = MemoryPlan::new(format!("CP-APR rank {rank}"), rank_hint(&[rank], dims));
         let r = rank as u128;
         let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128));
         let shortest = dims.iter().copied().min().unwrap_or(0) as u128;
@@ -380,7 +381,7 @@ impl MemoryPlan {
     pub fn tucker(dims: &[usize], ranks: &[usize]) -> Self {
         let mut p = MemoryPlan::new(
             format!("Tucker-HOOI ranks {ranks:?}"),
-            format!("lower --ranks (the modes' lengths are {dims:?})"),
+            rank_hint(ranks, dims),
         );
         let factors: u128 = dims
             .iter()
@@ -425,6 +426,54 @@ impl MemoryPlan {
         p
     }
 
+    /// GCP of rank `rank` on a tensor of extents `dims` with `nnz` stored entries, drawing
+    /// `samples` entries at a time in all (its gradient samples and loss sample; 0 for
+    /// L-BFGS-B, which keeps the stored entries as one sample), with L-BFGS-B's history
+    /// of `lbfgs_memory` pairs when given: the model's parameters `P = Σ I_m · R` as
+    /// f64 vectors (SGD: the factors, Adam's two moments, the three kept at the best
+    /// epoch, the gradient and the initial draw; L-BFGS-B: its pairs and workspace), and
+    /// the entries the sampler or the objective indexes.
+    pub fn gcp(
+        dims: &[usize],
+        nnz: usize,
+        rank: usize,
+        samples: u128,
+        lbfgs_memory: Option<usize>,
+    ) -> Self {
+        let mut p = MemoryPlan::new(format!("GCP rank {rank}"), rank_hint(&[rank], dims));
+        let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128));
+        let params = rows.saturating_mul(rank as u128);
+        // Per entry: its `order` u32 indices, the value and a weight or linear key.
+        let entry = 4 * dims.len() as u128 + 16;
+        match lbfgs_memory {
+            None => p
+                .add(
+                    format!("factors, Adam's moments, their kept copies and the gradient ({params} parameters × 9, f64)"),
+                    params.saturating_mul(9),
+                    8,
+                )
+                .add("the initial factors as drawn (f32)", params, 4)
+                .add(
+                    "the sampler's entries and their hash set",
+                    nnz as u128,
+                    entry.saturating_mul(2),
+                )
+                .add("the samples (two gradient samples and the loss sample)", samples, entry),
+            Some(m) => p
+                .add(
+                    format!("L-BFGS-B's {m} pairs, bounds and workspace ({params} parameters, f64)"),
+                    // The 2m history vectors, and about 28 more of P: the bounds, the
+                    // optimizer's Cauchy-point, subspace and line-search vectors, and the
+                    // objective's point, gradient and factor-shaped buffers (the count
+                    // read from a run's peak at m = 10: 48 vectors of P).
+                    params.saturating_mul(2 * m as u128 + 28),
+                    8,
+                )
+                .add("the stored entries as the objective's sample", nnz as u128, entry),
+        };
+        p
+    }
+
     /// One `op` on `mode` (`mttkrp`/`ttmc` on the command line) with factor ranks
     /// `ranks`: the factors, the result (two while repetitions replace it), and with
     /// `check` the FP64 reference, with `out` the f64 copy written.
@@ -436,13 +485,9 @@ impl MemoryPlan {
         check: bool,
         out: bool,
     ) -> Self {
-        let hint = match op {
-            Op::Mttkrp | Op::Completion | Op::Phi => "lower --rank",
-            Op::Ttmc => "lower --ranks",
-        };
         let mut p = MemoryPlan::new(
             format!("{op} of mode {mode} with ranks {ranks:?}"),
-            format!("{hint} (the modes' lengths are {dims:?})"),
+            rank_hint(ranks, dims),
         );
         let factors: u128 = dims
             .iter()
@@ -470,6 +515,21 @@ impl MemoryPlan {
             p.add("the result widened for writing (f64)", result, 8);
         }
         p
+    }
+}
+
+/// What lowers a plan of `ranks` over modes of lengths `dims`, in the command line's
+/// words: a lower `--rank` or `--ranks`, or where every rank is 1 already, nothing but
+/// more memory (the lengths say why).
+pub fn rank_hint(ranks: &[usize], dims: &[usize]) -> String {
+    if ranks.iter().all(|&r| r <= 1) {
+        format!(
+            "at --rank 1 already: the modes' lengths {dims:?} need more memory than is available"
+        )
+    } else if ranks.len() == 1 {
+        format!("lower --rank (the modes' lengths are {dims:?})")
+    } else {
+        format!("lower --ranks (the modes' lengths are {dims:?})")
     }
 }
 

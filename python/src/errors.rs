@@ -56,7 +56,14 @@ pub fn input_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
 /// file errors carry `errno` and `filename` as `OSError`s do.
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let Error::Io { path, source } = &e else {
-        return new_error(py, class_of(&e), e.to_string());
+        let mut message = e.to_string();
+        if matches!(e, Error::Memory { .. }) {
+            // The plan's hint names the command line's options; here they are arguments.
+            message = message
+                .replace("--ranks", "ranks")
+                .replace("--rank", "rank");
+        }
+        return new_error(py, class_of(&e), message);
     };
     let missing = source.kind() == std::io::ErrorKind::NotFound;
     let class = if missing {

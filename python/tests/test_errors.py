@@ -192,3 +192,17 @@ def test_runs_too_large_for_memory_raise_memory_error():
         sptmc.cp_als(huge, 1000)
     with raises(MemoryError, r"not enough memory: Tucker-HOOI ranks \[100, 100, 10\] needs"):
         sptmc.tucker_hooi(huge, [100, 100, 10])
+
+
+def test_gcp_and_completion_on_modes_too_long_for_memory_raise_memory_error():
+    """A mode near 2^32 rows: GCP's model and completion's model on the tensor's own rows
+    do not fit, which is a MemoryError before anything is drawn, not an abort (the
+    baselines and the compacted run follow the entries, not the extents)."""
+    subs = np.array([[0, 0, 0], [2**32 - 1, 5, 7], [3, 4, 6], [0, 5, 4]])
+    far = sptmc.from_coo(subs, np.array([1.0, 2.0, 3.0, 4.0]))
+    with raises(MemoryError, "not enough memory: GCP rank 2 needs"):
+        sptmc.gcp(far, 2)
+    with raises(MemoryError, "not enough memory: GCP rank 2 needs"):
+        sptmc.gcp(far, 2, method="lbfgs")
+    with raises(MemoryError, "not enough memory: completion rank 1 needs .*; at rank 1 already"):
+        sptmc.complete(far, 1, split=(0.5, 0.25, 0.25))

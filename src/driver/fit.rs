@@ -270,7 +270,10 @@ impl Job for CompletionJob<'_> {
             Some(c) => c.train().dims().to_vec(),
             None => self.dims.clone(),
         };
-        let mut plan = MemoryPlan::cp(&dims, width);
+        let mut plan = MemoryPlan::cp(&dims, width).named(
+            format!("completion rank {}", self.options.rank),
+            crate::memplan::rank_hint(&[self.options.rank], &self.dims),
+        );
         if self.compaction.is_some() {
             // The initial factors drawn on the tensor's rows, and the model put back
             // on them: rank R of f32 and a bias of f64 per row.

@@ -172,6 +172,20 @@ fn cp_apr_on_a_tensor_of_thirty_million_rows_is_planned_within_one_and_a_half_ti
     );
 }
 
+/// GCP's model dominates on a tensor of long modes: SGD's Adam state and L-BFGS-B's
+/// history are vectors of the model's parameters.
+#[test]
+fn gcp_is_planned_within_one_and_a_half_times_for_sgd_and_lbfgs() {
+    let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    let common = ["--rank", "8", "--loss", "gaussian"];
+    let sgd = [&common[..], &["--epochs", "2", "--epoch-iters", "3"]].concat();
+    let lbfgs = [&common[..], &["--method", "lbfgs", "--max-iters", "3"]].concat();
+    check(
+        &[("long", vec![400_000, 200_000, 20], 500_000)],
+        &[("gcp", s(&sgd)), ("gcp", s(&lbfgs))],
+    );
+}
+
 /// The HLS build's scratch comes from the sizes of what the builder allocates: the
 /// sort with positions costs more than keys in mode order, the tile slabs add a key and
 /// a position per nonzero, and the values are always held, 2 bytes each in fp16 and 4

@@ -237,6 +237,7 @@ pub fn gcp(
 ) -> Result<GcpModel> {
     check_options(opts)?;
     check_data(x, opts)?;
+    memory_plan(x, opts).check()?;
     let mut init = match &opts.init {
         Some(f) => f.clone(),
         None => initial_factors(x, opts.rank, opts.seed),
@@ -411,6 +412,23 @@ pub fn balance(factors: &mut [Matrix<f64>]) {
             for i in 0..f.rows() {
                 f.set(i, r, f.get(i, r) / n * share);
             }
+        }
+    }
+}
+
+/// What a GCP run of `opts` on `x` holds ([`crate::memplan::MemoryPlan::gcp`]), checked
+/// before anything is drawn: a model too large for this machine is a typed error, not an
+/// allocation failure.
+pub fn memory_plan(x: &CooTensor, opts: &GcpOptions) -> crate::memplan::MemoryPlan {
+    match opts.method {
+        Method::Sgd => {
+            let (value, grad) = sgd::strata(x.dims(), x.nnz(), opts);
+            let drawn = |s: &Strata| s.nonzeros as u128 + s.zeros as u128;
+            let samples = drawn(&value) + 2 * drawn(&grad);
+            crate::memplan::MemoryPlan::gcp(x.dims(), x.nnz(), opts.rank, samples, None)
+        }
+        Method::Lbfgs => {
+            crate::memplan::MemoryPlan::gcp(x.dims(), x.nnz(), opts.rank, 0, Some(opts.memory))
         }
     }
 }
