@@ -50,7 +50,7 @@ pub enum Error {
     #[error("invalid tensor: {0}")]
     InvalidTensor(String),
     /// A mode number outside `0..order`.
-    #[error("mode {mode} is out of range for a tensor of order {order} (modes are 0..{order})")]
+    #[error("mode {mode} is out of range for a tensor of order {order} (modes are 0 to {}, counted from 0)", order.saturating_sub(1))]
     ModeOutOfRange {
         /// The mode asked for.
         mode: usize,

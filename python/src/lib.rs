@@ -141,7 +141,8 @@ impl Tensor {
                 return Err(input_error(
                     py,
                     format!(
-                        "mode {mode} is out of range for a tensor of order {order} (modes are 0..{order})"
+                        "mode {mode} is out of range for a tensor of order {order} (modes are 0 to {}, counted from 0)",
+                        order.saturating_sub(1)
                     ),
                 ));
             }
@@ -208,7 +209,7 @@ impl Tensor {
 
     /// How many input entries were merged into others because their coordinates
     /// repeated (their values were added). For `sptmc.read`, as counted when the text
-    /// was parsed (0 when the tensor came from the binary cache).
+    /// was parsed (kept with its binary cache entry).
     #[getter]
     fn duplicates_summed(&self) -> usize {
         self.duplicates
@@ -424,7 +425,10 @@ fn load(path: &std::path::Path, use_cache: bool) -> sptmc::Result<(CooTensor, us
     };
     let (duplicates, how) = match &source {
         LoadSource::Text { report, .. } => (report.duplicates_summed, "parsed"),
-        LoadSource::Cache(_) => (0, "from the binary cache"),
+        // An entry of an older sptmc did not record it.
+        LoadSource::Cache {
+            duplicates_summed, ..
+        } => (duplicates_summed.unwrap_or(0), "from the binary cache"),
     };
     let note = format!("{}: {how}, {} nonzeros", path.display(), x.nnz());
     Ok((x, duplicates, note))

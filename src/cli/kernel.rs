@@ -185,6 +185,7 @@ pub fn info(a: InfoArgs) -> Result<ExitCode> {
         print_json(&json!({
             "tensor": loaded.name, "dims": x.dims(), "order": x.order(), "nnz": x.nnz(),
             "density": x.density(), "norm": x.norm_sq().sqrt(), "hls": s,
+            "duplicates_summed": loaded.duplicates_summed,
             "dense_share": s.dense_share(), "hls_bytes": s.hls_bytes(),
         }));
         return Ok(ExitCode::SUCCESS);

@@ -23,6 +23,9 @@ pub struct Loaded {
     pub tensor: CooTensor,
     pub name: String,
     pub note: String,
+    /// Entries of the file merged into an earlier one with the same coordinates (`None`
+    /// where unknown: a cache entry that did not record it).
+    pub duplicates_summed: Option<usize>,
 }
 
 /// Loads `file` (`.sptb` directly; text through the binary cache unless `use_cache` is
@@ -40,6 +43,7 @@ pub fn load(file: Option<&Path>, use_cache: bool) -> Result<Loaded> {
             ),
             name: "built-in".into(),
             tensor,
+            duplicates_summed: Some(0),
         });
     };
     // The system's own reason (a symlink loop, no permission, ...), except for the
@@ -63,7 +67,12 @@ pub fn load(file: Option<&Path>, use_cache: bool) -> Result<Loaded> {
         if report.duplicates_summed > 0 {
             note += &format!(", {} duplicate entries summed", report.duplicates_summed);
         }
-        return Ok(Loaded { note, name, tensor });
+        return Ok(Loaded {
+            note,
+            name,
+            tensor,
+            duplicates_summed: Some(report.duplicates_summed),
+        });
     }
     let bar = ProgressBar::new(0);
     bar.set_style(
@@ -92,6 +101,12 @@ pub fn load(file: Option<&Path>, use_cache: bool) -> Result<Loaded> {
         }
     };
     bar.finish_and_clear();
+    let duplicates_summed = match &source {
+        LoadSource::Text { report, .. } => Some(report.duplicates_summed),
+        LoadSource::Cache {
+            duplicates_summed, ..
+        } => *duplicates_summed,
+    };
     let note = match source {
         LoadSource::Text { report: r, cache } => {
             let mut s = format!(
@@ -118,16 +133,28 @@ pub fn load(file: Option<&Path>, use_cache: bool) -> Result<Loaded> {
             }
             s
         }
-        LoadSource::Cache(c) => {
-            format!(
+        LoadSource::Cache {
+            path: c,
+            duplicates_summed,
+        } => {
+            let mut s = format!(
                 "{}: from cache {}, {} nonzeros",
                 path.display(),
                 c.display(),
                 tensor.nnz()
-            )
+            );
+            if let Some(d) = duplicates_summed.filter(|&d| d > 0) {
+                s += &format!(" ({d} duplicate entries of the file summed)");
+            }
+            s
         }
     };
-    Ok(Loaded { tensor, name, note })
+    Ok(Loaded {
+        tensor,
+        name,
+        note,
+        duplicates_summed,
+    })
 }
 
 /// Reports precision lost to fp16 storage, and values small enough for the f32

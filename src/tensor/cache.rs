@@ -39,6 +39,10 @@ pub struct SourceRecord {
     pub mtime_ns: i128,
     /// XXH3-128 of its bytes as stored, in hex.
     pub hash: String,
+    /// Entries of the text merged into an earlier one with the same coordinates when it
+    /// was parsed (`None` in an entry written before this was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicates_summed: Option<usize>,
 }
 
 impl SourceRecord {
@@ -56,6 +60,7 @@ impl SourceRecord {
             size: meta.len(),
             mtime_ns,
             hash: format!("{:032x}", hash_file(path)?),
+            duplicates_summed: None,
         })
     }
 }
@@ -86,8 +91,14 @@ pub enum LoadSource {
         /// The cache entry's fate.
         cache: CacheNote,
     },
-    /// Read from this up-to-date cache entry.
-    Cache(PathBuf),
+    /// Read from an up-to-date cache entry.
+    Cache {
+        /// The entry.
+        path: PathBuf,
+        /// The duplicates summed when the text was parsed, as the entry recorded them
+        /// (`None` for an entry that did not).
+        duplicates_summed: Option<usize>,
+    },
 }
 
 /// What happened to the cache entry of a text that was parsed.
@@ -207,7 +218,13 @@ impl Cache {
         let entry = self.entry_path(&canonical);
         let why = if entry.exists() {
             match self.read_entry(&entry, &record) {
-                Ok(x) => return Ok((x, LoadSource::Cache(entry))),
+                Ok((x, duplicates_summed)) => {
+                    let source = LoadSource::Cache {
+                        path: entry,
+                        duplicates_summed,
+                    };
+                    return Ok((x, source));
+                }
                 Err(why) => Some(why),
             }
         } else {
@@ -216,20 +233,26 @@ impl Cache {
         let (x, report) = tns::read_with_progress(path, progress)?;
         // Written only if the text did not change while it was parsed.
         let cache = match SourceRecord::of(&canonical) {
-            Ok(after) if after == record => self.write_entry(&entry, &x, &record, why),
+            Ok(after) if after == record => {
+                let record = SourceRecord {
+                    duplicates_summed: Some(report.duplicates_summed),
+                    ..record
+                };
+                self.write_entry(&entry, &x, &record, why)
+            }
             Ok(_) => CacheNote::NotWritten("the file changed while it was read".into()),
             Err(e) => CacheNote::NotWritten(e.to_string()),
         };
         Ok((x, LoadSource::Text { report, cache }))
     }
 
-    /// The entry's tensor if it was made from the source as `record` describes it now;
-    /// otherwise why not.
+    /// The entry's tensor, and the duplicates it records, if it was made from the source
+    /// as `record` describes it now; otherwise why not.
     fn read_entry(
         &self,
         entry: &Path,
         record: &SourceRecord,
-    ) -> std::result::Result<CooTensor, String> {
+    ) -> std::result::Result<(CooTensor, Option<usize>), String> {
         let meta = binary::read_meta(entry).map_err(|e| e.to_string())?;
         let stored: SourceRecord = serde_json::from_slice(&meta)
             .map_err(|e| format!("its source record is unreadable ({e})"))?;
@@ -248,7 +271,8 @@ impl Cache {
         if stored.hash != record.hash {
             return Err("the source's content changed (same size and time)".into());
         }
-        binary::read(entry).map_err(|e| e.to_string())
+        let x = binary::read(entry).map_err(|e| e.to_string())?;
+        Ok((x, stored.duplicates_summed))
     }
 
     fn write_entry(

@@ -57,7 +57,7 @@ fn a_replaced_source_with_the_same_time_is_parsed_again() {
         "{how:?}"
     );
     let (_, how) = cache.load(&src).unwrap();
-    assert!(matches!(how, LoadSource::Cache(_)), "{how:?}");
+    assert!(matches!(how, LoadSource::Cache { .. }), "{how:?}");
 
     // A corrected file of 4 lines dated like the old one (cp -p, rsync -a, touch -r).
     std::fs::write(&src, "1 1 1 1.0\n2 2 2 2.0\n3 3 3 3.0\n4 4 4 4.0\n").unwrap();
@@ -87,7 +87,7 @@ fn a_replaced_source_with_the_same_time_is_parsed_again() {
         other => panic!("{other:?}"),
     }
     let (d, how) = cache.load(&src).unwrap();
-    assert!(matches!(how, LoadSource::Cache(_)));
+    assert!(matches!(how, LoadSource::Cache { .. }));
     assert_eq!(d, c);
 }
 
@@ -322,4 +322,29 @@ fn repeated_coordinates_in_a_binary_file_are_summed() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["norm"].as_f64().unwrap(), 13f64.sqrt());
     assert_eq!(v["nnz"], 2);
+}
+
+/// The duplicates a text had are counted on every read: when parsed, and from the
+/// cache entry afterwards (stderr and `info --json`, whose `hls.duplicates_summed` is
+/// the builder's count of an already summed tensor, 0).
+#[test]
+fn duplicates_of_the_text_are_reported_from_the_cache_too() {
+    let data = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let f = data.path().join("dup.tns");
+    std::fs::write(&f, "1 1 1 1\n1 1 1 2\n1 1 1 -3\n2 2 2 1\n").unwrap();
+    for round in 0..2 {
+        let mut c = sptmc_command(home.path());
+        c.args(["info", f.to_str().unwrap(), "--json"]);
+        let o = output_within(c, 60);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["duplicates_summed"], 2, "round {round}: {j}");
+        assert_eq!(j["nnz"], 2, "round {round}");
+        let mut c = sptmc_command(home.path());
+        c.args(["info", f.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&output_within(c, 60).stderr).into_owned();
+        assert!(err.contains("from cache"), "round {round}: {err}");
+        assert!(err.contains("2 duplicate entries"), "round {round}: {err}");
+    }
 }

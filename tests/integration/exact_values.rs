@@ -458,7 +458,7 @@ fn the_cache_keeps_values_as_read_so_both_reads_store_them_alike() {
     let (parsed, first) = cache.load(&file).unwrap();
     assert!(matches!(first, LoadSource::Text { .. }), "{first:?}");
     let (cached, second) = cache.load(&file).unwrap();
-    assert!(matches!(second, LoadSource::Cache(_)), "{second:?}");
+    assert!(matches!(second, LoadSource::Cache { .. }), "{second:?}");
     assert_eq!(cached.values(), parsed.values());
     let stored: Vec<Vec<f64>> = [&parsed, &cached]
         .iter()
