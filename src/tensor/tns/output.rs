@@ -40,11 +40,20 @@ fn rename_io(e: Error, path: &Path) -> Error {
     }
 }
 
-/// Writes `x` as `.tns` text (no header, 1-based indices, one entry per line) to `w`.
-/// Values are written in their shortest form that reads back to the same `f64`.
+/// Writes `x` as `.tns` text (1-based indices, one entry per line) to `w`. Values are
+/// written in their shortest form that reads back to the same `f64`. Where a mode is
+/// longer than its largest index (a reader would take the index for the length), the
+/// text starts with the header that declares the lengths: the order alone on a line,
+/// then the lengths; otherwise it has none, as most tools expect.
 pub fn write_to(mut w: impl Write, x: &CooTensor) -> Result<()> {
     let io = |e| Error::io("<writer>", e);
     let nnz = x.nnz();
+    let inferred =
+        (0..x.order()).map(|m| x.indices(m).par_iter().max().map_or(0, |&i| i as usize + 1));
+    if !inferred.eq(x.dims().iter().copied()) {
+        let dims: Vec<String> = x.dims().iter().map(|d| d.to_string()).collect();
+        writeln!(w, "{}\n{}", x.order(), dims.join(" ")).map_err(io)?;
+    }
     let mut start = 0;
     while start < nnz {
         // Format a few batches in parallel, then write them in order.
@@ -120,5 +129,36 @@ mod tests {
         let mut out = Vec::new();
         push_value(&mut out, 4.0);
         assert_eq!(out, b"4");
+    }
+
+    /// A mode longer than its largest index gets the header that declares it, and
+    /// reads back with its length; a tensor whose lengths are its indices' has none.
+    #[test]
+    fn declared_lengths_survive_a_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let x = CooTensor::new(
+            vec![5, 5, 5],
+            vec![vec![0, 1], vec![0, 2], vec![0, 0]],
+            vec![1.0, 2.0],
+        )
+        .unwrap();
+        let p = dir.path().join("h.tns");
+        write(&p, &x).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.starts_with("3\n5 5 5\n"), "{text}");
+        let (back, report) = crate::tensor::tns::read(&p).unwrap();
+        assert_eq!(back.dims(), &[5, 5, 5]);
+        assert_eq!(report.header.as_deref(), Some(&[5, 5, 5][..]));
+        assert_eq!(back.values(), x.values());
+
+        let tight = CooTensor::new(
+            vec![2, 3, 1],
+            vec![vec![0, 1], vec![0, 2], vec![0, 0]],
+            vec![1.0, 2.0],
+        )
+        .unwrap();
+        write(&p, &tight).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.starts_with("1 1 1 1\n"), "{text}");
     }
 }
