@@ -207,6 +207,42 @@ pub fn write_factors(dir: &Path, factors: &[Matrix]) -> Result<()> {
     Ok(())
 }
 
+/// The CP model in the folder `dir` as initial factors (f64): `factor-<m>.txt` for `m`
+/// in `0..order`, and where the folder has a `weights.txt` (as `--out` writes it), the
+/// weights multiplied into the first factor's columns. A written model has unit-norm
+/// columns and its scale in the weights, so these factors are the model itself: a run
+/// started from them resumes it.
+pub fn read_cp_init(dir: &Path, order: usize) -> Result<Vec<Matrix<f64>>> {
+    let mut factors: Vec<Matrix<f64>> = (0..order)
+        .map(|m| read_matrix(&factor_path(dir, m)))
+        .collect::<Result<_>>()?;
+    let path = dir.join("weights.txt");
+    if !path.exists() {
+        return Ok(factors);
+    }
+    let w = read_matrix(&path)?;
+    let rank = factors.first().map_or(0, Matrix::cols);
+    if w.cols() != 1 || w.rows() != rank {
+        return Err(Error::Parse {
+            file: path,
+            line: 0,
+            reason: format!(
+                "{} x {} weights; the factors have {rank} columns, so one weight a line, {rank} lines",
+                w.rows(),
+                w.cols()
+            ),
+        });
+    }
+    if let Some(f) = factors.first_mut() {
+        for row in f.data_mut().chunks_exact_mut(rank.max(1)) {
+            for (v, &l) in row.iter_mut().zip(w.data()) {
+                *v *= l;
+            }
+        }
+    }
+    Ok(factors)
+}
+
 /// Reads `factor-<m>.txt` for `m` in `0..order` from `dir`.
 pub fn read_factors(dir: &Path, order: usize) -> Result<Vec<Matrix>> {
     (0..order)
@@ -290,5 +326,27 @@ mod tests {
             want.extend_from_slice(&format_rows(row, cols));
         }
         assert_eq!(text, want);
+    }
+
+    /// A model's weights are multiplied into its first factor; weights that do not
+    /// match the factors' columns are an error naming weights.txt.
+    #[test]
+    fn cp_init_multiplies_the_weights_in_and_checks_their_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let f = vec![Matrix::random(4, 2, 1), Matrix::random(3, 2, 2)];
+        write_factors(d, &f).unwrap();
+        let plain = read_cp_init(d, 2).unwrap();
+        assert_eq!(plain[0], f[0].to_f64());
+        std::fs::write(d.join("weights.txt"), "# CP weights\n2\n-0.5\n").unwrap();
+        let got = read_cp_init(d, 2).unwrap();
+        for i in 0..4 {
+            assert_eq!(got[0].get(i, 0), 2.0 * f64::from(f[0].get(i, 0)));
+            assert_eq!(got[0].get(i, 1), -0.5 * f64::from(f[0].get(i, 1)));
+        }
+        assert_eq!(got[1], f[1].to_f64());
+        std::fs::write(d.join("weights.txt"), "1\n2\n3\n").unwrap();
+        let e = read_cp_init(d, 2).unwrap_err().to_string();
+        assert!(e.contains("weights.txt") && e.contains("2 columns"), "{e}");
     }
 }

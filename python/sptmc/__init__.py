@@ -273,11 +273,16 @@ def _threads(threads: Any) -> Optional[int]:
 
 def _init_list(init: Any) -> Optional[list]:
     """Initial factors: a sequence of arrays, or a model with ``factors`` (an sptmc
-    result) or ``factor_matrices`` (pyttb ``ktensor``/``ttensor``)."""
+    result) or ``factor_matrices`` (pyttb ``ktensor``/``ttensor``). A model's
+    ``weights`` (a CP result, a ``ktensor``) are multiplied into its first factor's
+    columns, so that the factors are the model itself and a run started from them
+    continues it."""
     if init is None:
         return None
+    weights = None
     for attr in ("factors", "factor_matrices"):
         if hasattr(init, attr):
+            weights = getattr(init, "weights", None)
             init = getattr(init, attr)
             break
     out = []
@@ -288,6 +293,14 @@ def _init_list(init: Any) -> Optional[list]:
                 raise InputError(f"init[{m}] must hold numbers, got dtype {a.dtype}")
             a = a.astype(np.float64)
         out.append(a)
+    if weights is not None and out:
+        w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        first = out[0]
+        if first.ndim != 2 or first.shape[1] != w.shape[0]:
+            raise InputError(
+                f"init has {w.shape[0]} weights for a first factor of shape {first.shape}"
+            )
+        out[0] = np.asarray(first, dtype=np.float64) * w
     return out
 
 
@@ -641,6 +654,11 @@ def gcp(
     exception stops the run and propagates. The GIL is released while the engine
     works; Ctrl-C stops the run after the epoch under way and raises
     ``KeyboardInterrupt``.
+
+    ``seed`` seeds the random initial factors and every sample. ``init`` gives the
+    initial factors instead: one ``shape[m] x R`` array per mode, or a result (of
+    ``gcp``, ``cp_als``, ``cp_apr``) or pyttb ``ktensor`` to continue from (its weights
+    multiplied into the first factor, so the run starts at that model's loss).
 
     Data the loss cannot model (binary losses on other values, negative values for a
     loss that needs nonnegative ones) raise :class:`InputError` naming the value.

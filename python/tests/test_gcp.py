@@ -57,6 +57,17 @@ def test_lbfgs_matches_the_dense_loss_of_its_model(X):
     assert m.loss < m.initial_loss
 
 
+def test_a_result_or_ktensor_as_init_resumes_the_model(X):
+    """The weights of a result (or ktensor) given as init are part of the model: the
+    resumed run starts at the loss the first one ended with (L-BFGS: the exact loss)."""
+    m = sptmc.gcp(X, 2, loss="poisson", method="lbfgs", max_iters=30)
+    again = sptmc.gcp(X, 2, loss="poisson", method="lbfgs", max_iters=5, init=m)
+    assert again.initial_loss == pytest.approx(m.loss, rel=1e-9)
+    pyttb()
+    K = sptmc.gcp(X, 2, loss="poisson", method="lbfgs", max_iters=5, init=m.to_pyttb())
+    assert K.initial_loss == pytest.approx(m.loss, rel=1e-9)
+
+
 def test_the_callback_sees_every_epoch(X):
     seen = []
     m = sptmc.gcp(X, 2, loss="poisson", epochs=4, epoch_iters=20, seed=2, threads=2,

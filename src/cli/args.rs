@@ -184,7 +184,9 @@ pub struct ModelArgs {
     /// Seed of the random initial factors.
     #[arg(long, default_value_t = 1, conflicts_with = "init")]
     pub seed: u64,
-    /// Folder with initial factors factor-<m>.txt (as written by --out).
+    /// Folder with initial factors factor-<m>.txt (as written by --out; for CP its
+    /// weights.txt, when there, is multiplied into the first factor; for Tucker the
+    /// factors' widths are the ranks unless --ranks is given).
     #[arg(long)]
     pub init: Option<PathBuf>,
     /// Write the model (factors, and CP weights or the Tucker core) as
@@ -263,7 +265,9 @@ pub struct CpAprArgs {
     /// Seed of the random initial factors.
     #[arg(long, default_value_t = 1, conflicts_with = "init")]
     pub seed: u64,
-    /// Folder with nonnegative initial factors factor-<m>.txt (as written by --out).
+    /// Folder with nonnegative initial factors factor-<m>.txt (as written by --out; its
+    /// weights.txt, when there, is multiplied into the first factor, so the run resumes
+    /// that model).
     #[arg(long)]
     pub init: Option<PathBuf>,
     /// Write the model (factors, weights.txt) as numpy.loadtxt-readable text, plus

@@ -6,7 +6,7 @@ use super::load::load;
 use super::{Told, engine, print_json};
 use sptmc::decomp::IterStats;
 use sptmc::driver::{self, CpRequest, NoForms, TuckerRequest};
-use sptmc::model_io::{read_factors, write_model};
+use sptmc::model_io::{read_cp_init, read_factors, write_model};
 use sptmc::tensor::relabel::{Relabelled, relabel_if_needed};
 pub(super) use sptmc::tensor::relabel::{init_rows, original_rows};
 use sptmc::{CooTensor, Matrix, Result};
@@ -26,9 +26,11 @@ pub(super) fn progress_line(s: &IterStats) -> String {
     )
 }
 
-/// The initial factors of `--init`, for a tensor of `order` modes.
+/// The initial factors of a CP model's `--init`, for a tensor of `order` modes: the
+/// folder's factors with its weights multiplied in ([`read_cp_init`]).
 pub(super) fn read_init(dir: Option<&Path>, order: usize) -> Result<Option<Vec<Matrix>>> {
-    dir.map(|d| read_factors(d, order)).transpose()
+    dir.map(|d| Ok(read_cp_init(d, order)?.iter().map(Matrix::to_f32).collect()))
+        .transpose()
 }
 
 /// `x` with its modes renumbered to their used indices where its coordinates need more
@@ -154,9 +156,15 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
     let loaded = load(a.file.as_deref(), !a.model.no_cache)?;
     let relabelled = renumbered(&loaded.tensor)?;
     let x = relabelled.as_ref().map_or(&loaded.tensor, |r| &r.tensor);
-    let init = read_init(a.model.init.as_deref(), x.order())?;
+    let init = (a.model.init.as_deref())
+        .map(|d| read_factors(d, x.order()))
+        .transpose()?;
+    request.ranks = match (&init, a.ranks.as_deref()) {
+        // Without --ranks, the initial factors' widths are the ranks.
+        (Some(f), None) => f.iter().map(Matrix::cols).collect(),
+        (_, given) => driver::tucker_ranks(given, x.dims()),
+    };
     request.init = init_rows(relabelled.as_ref(), init);
-    request.ranks = driver::tucker_ranks(a.ranks.as_deref(), x.dims());
     let ranks = request.ranks.clone();
     let job = request.validate(x)?;
     let engine = engine(&a.model.common)?;

@@ -7,10 +7,10 @@ use super::{engine, print_json};
 use clap::{Args, ValueEnum};
 use sptmc::decomp::GcpIter;
 use sptmc::driver::{GcpRequest, run_gcp};
-use sptmc::model_io::{factor_path, read_matrix, write_model};
+use sptmc::model_io::{read_cp_init, write_model};
 use sptmc::{Matrix, Result};
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// `sptmc gcp`.
@@ -69,8 +69,8 @@ pub struct GcpArgs {
     /// Seed of the random initial factors and of every sample.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Folder with initial factors factor-<m>.txt (as written by --out; the weights
-    /// are not read).
+    /// Folder with initial factors factor-<m>.txt, as written by --out; its weights.txt,
+    /// when there, is multiplied into the first factor (so the run resumes that model).
     #[arg(long)]
     pub init: Option<PathBuf>,
     /// Write the model (factors, weights.txt) as numpy.loadtxt-readable text, plus
@@ -105,13 +105,6 @@ fn progress_line(s: &GcpIter) -> String {
         if s.accepted { "" } else { "  (undone)" },
         s.seconds
     )
-}
-
-/// Initial factors from `dir` (`factor-<m>.txt`, f64 as written).
-fn read_init(dir: &Path, order: usize) -> Result<Vec<Matrix<f64>>> {
-    (0..order)
-        .map(|m| read_matrix(&factor_path(dir, m)))
-        .collect()
 }
 
 /// GCP.
@@ -151,7 +144,7 @@ pub fn gcp(a: GcpArgs) -> Result<ExitCode> {
     eprintln!("sptmc: {}", loaded.note);
     let x = &loaded.tensor;
     if let Some(dir) = &a.init {
-        request.init = Some(read_init(dir, x.order())?);
+        request.init = Some(read_cp_init(dir, x.order())?);
     }
     let job = request.validate(x)?;
     eprintln!(

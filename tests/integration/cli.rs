@@ -113,6 +113,19 @@ fn models_are_written_and_read_back_as_initial_factors() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let core = sptmc::model_io::read_matrix(&tk.join("core.txt")).unwrap();
     assert_eq!(core.shape(), (3, 6));
+    // Restarted without --ranks: the written factors' widths are the ranks.
+    let o = sptmc(&[
+        "tucker",
+        f.to_str().unwrap(),
+        "--iters",
+        "1",
+        "--init",
+        tk.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let again: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(again["ranks"], serde_json::json!([3, 3, 2]), "{again}");
 }
 
 /// Tucker's ranks fit the tensor's order without being spelled out: none given, 8 per

@@ -105,6 +105,39 @@ fn gcp_runs_reports_each_epoch_and_writes_its_model() {
     assert!(json["final_loss"].as_f64().unwrap() <= json["initial_loss"].as_f64().unwrap());
 }
 
+/// `--out` then `--init` resumes the model: the weights are read with the factors, so
+/// the second run starts at the loss the first ended with (L-BFGS-B: exact losses).
+#[test]
+fn a_written_model_given_as_init_resumes_at_its_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = counts(dir.path(), false);
+    let out = dir.path().join("model");
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut cmd = sptmc_command(dir.path());
+        cmd.args([
+            "gcp",
+            x.to_str().unwrap(),
+            "--rank",
+            "2",
+            "--loss",
+            "poisson",
+        ])
+        .args(["--method", "lbfgs", "--backend", "cpu", "--json"])
+        .args(extra);
+        let o = output_within(cmd, 120);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let first = run(&["--max-iters", "20", "--out", out.to_str().unwrap()]);
+    let again = run(&["--max-iters", "3", "--init", out.to_str().unwrap()]);
+    let (end, start) = (
+        first["final_loss"].as_f64().unwrap(),
+        again["initial_loss"].as_f64().unwrap(),
+    );
+    // The model as written: 17 significant digits, rounded once per entry.
+    assert!((start - end).abs() <= 1e-12 * end.abs(), "{start} vs {end}");
+}
+
 #[test]
 fn bad_options_and_data_are_one_error_line() {
     let dir = tempfile::tempdir().unwrap();
