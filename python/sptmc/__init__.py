@@ -715,9 +715,10 @@ def tucker_hooi(
 
     Args:
         X: the tensor (anything :func:`tensor` accepts).
-        ranks: one rank per mode (``--ranks``), or one int for every mode; each
-            between 1 and the mode's length, and no more than the product of the
-            others.
+        ranks: one rank per mode (``--ranks``), each between 1 and the mode's
+            length and no more than the product of the others; or one int for every
+            mode, lowered where a mode is shorter or the others' product smaller (as
+            ``--ranks 8`` is; the result's ``core.shape`` says what ran).
         init: initial factors: one ``shape[m] x ranks[m]`` array per mode, used as
             given (as pyttb's ``tucker_als`` does; mode 0's is not read), or a Tucker
             result or pyttb ``ttensor``. Default: orthonormalized uniform random
@@ -740,9 +741,11 @@ def tucker_hooi(
         per_mode = _args.integers("ranks", ranks)
     iters, tol, seed, backend, threads = _run_options(iters, tol, seed, backend, threads)
     T = tensor(X)
-    ranks = [one] * T.ndim if per_mode is None else per_mode
+    # One rank goes as a list of one: the engine lowers it per mode as the CLI does.
+    ranks = [one] if per_mode is None else per_mode
     start = time.perf_counter()
-    _say(verbose, f"sptmc: Tucker-HOOI ranks {ranks} on {list(T.shape)}, {T.nnz} nonzeros")
+    said = f"{one} per mode" if per_mode is None else str(ranks)
+    _say(verbose, f"sptmc: Tucker-HOOI ranks {said} on {list(T.shape)}, {T.nnz} nonzeros")
     raw = _sptmc._tucker_hooi(
         T,
         ranks,

@@ -195,12 +195,17 @@ pub fn _tucker_hooi<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let t = tensor.get();
     let run_on = RunOn::of(py, t)?;
+    let ranks: Vec<usize> = ranks
+        .iter()
+        .enumerate()
+        .map(|(m, &r)| counted(py, &format!("ranks[{m}]"), r))
+        .collect::<PyResult<_>>()?;
     let request = TuckerRequest {
-        ranks: ranks
-            .iter()
-            .enumerate()
-            .map(|(m, &r)| counted(py, &format!("ranks[{m}]"), r))
-            .collect::<PyResult<_>>()?,
+        // One rank for every mode, lowered where a mode is shorter (as `--ranks R`).
+        ranks: match ranks.as_slice() {
+            [_] => driver::tucker_ranks(Some(&ranks), run_on.x().dims()),
+            _ => ranks,
+        },
         iters: counted(py, "iters", iters)?,
         tol,
         seed: counted(py, "seed", seed)? as u64,

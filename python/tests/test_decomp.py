@@ -256,3 +256,14 @@ def test_coordinates_over_96_bits_run_on_the_used_indices():
         assert [f.shape for f in a.factors] == [(2**17, 2)] * 6, fit.__name__
         for fa, fb in zip(a.factors, on_rows(b.factors)):
             np.testing.assert_array_equal(fa, fb, err_msg=fit.__name__)
+
+
+def test_one_tucker_rank_is_lowered_where_a_mode_is_shorter():
+    """ranks=4 on a mode of 3 rows runs rank 3 there, as --ranks 4 does; a list is
+    taken as given and checked."""
+    subs = np.array([[i % 9, (i * 5) % 7, i % 3] for i in range(60)])
+    X = sptmc.from_coo(subs, np.arange(1.0, 61.0), (9, 7, 3))
+    assert sptmc.tucker_hooi(X, 4, iters=2, tol=0).core.shape == (4, 4, 3)
+    with pytest.raises(sptmc.InputError, match="mode 2"):
+        sptmc.tucker_hooi(X, [4, 4, 4], iters=2, tol=0)
+

@@ -138,37 +138,37 @@ pub struct TuckerJob {
 /// The Tucker rank of every mode when none is given: at most this.
 pub const DEFAULT_TUCKER_RANK: usize = 8;
 
-/// The Tucker ranks a front end asks for on a tensor with extents `dims`: one value for
-/// every mode when `given` holds one; `given` as it is when it holds several (checked
-/// by [`TuckerRequest::validate`]); none given, [`DEFAULT_TUCKER_RANK`] for every mode,
-/// lowered where a mode is shorter and then where a rank exceeds the product of the
-/// others (a core could not use it), so that the default fits any shape.
+/// The Tucker ranks a front end asks for on a tensor with extents `dims`: several given,
+/// as they are (checked by [`TuckerRequest::validate`]); one given (or none:
+/// [`DEFAULT_TUCKER_RANK`]), that rank for every mode, lowered where a mode is shorter
+/// and then where a rank exceeds the product of the others (a core could not use it),
+/// so that one rank fits any shape.
 pub fn tucker_ranks(given: Option<&[usize]>, dims: &[usize]) -> Vec<usize> {
-    match given {
-        Some([r]) => vec![*r; dims.len()],
-        Some(v) => v.to_vec(),
-        None => {
-            let mut ranks: Vec<usize> = dims
-                .iter()
-                .map(|&d| d.clamp(1, DEFAULT_TUCKER_RANK))
-                .collect();
-            // Lowering one rank can lower the product bounding another: repeat until
-            // none moves (each pass lowers a rank or ends, so it ends).
-            loop {
-                let mut moved = false;
-                for m in 0..ranks.len() {
-                    let others = (ranks.iter().enumerate())
-                        .filter(|&(k, _)| k != m)
-                        .fold(1usize, |acc, (_, &r)| acc.saturating_mul(r));
-                    if ranks[m] > others.max(1) {
-                        ranks[m] = others.max(1);
-                        moved = true;
-                    }
-                }
-                if !moved {
-                    return ranks;
-                }
+    let cap = match given {
+        Some([r]) => *r,
+        Some(v) => return v.to_vec(),
+        None => DEFAULT_TUCKER_RANK,
+    };
+    if cap == 0 {
+        // Refused by the validation, as given.
+        return vec![0; dims.len()];
+    }
+    let mut ranks: Vec<usize> = dims.iter().map(|&d| d.clamp(1, cap)).collect();
+    // Lowering one rank can lower the product bounding another: repeat until none
+    // moves (each pass lowers a rank or ends, so it ends).
+    loop {
+        let mut moved = false;
+        for m in 0..ranks.len() {
+            let others = (ranks.iter().enumerate())
+                .filter(|&(k, _)| k != m)
+                .fold(1usize, |acc, (_, &r)| acc.saturating_mul(r));
+            if ranks[m] > others.max(1) {
+                ranks[m] = others.max(1);
+                moved = true;
             }
+        }
+        if !moved {
+            return ranks;
         }
     }
 }
@@ -429,13 +429,17 @@ mod tests {
         }
     }
 
-    /// One given rank is every mode's; several are kept as given (the request's
-    /// validation judges them); none give 8 per mode, lowered to each mode's length
+    /// One given rank is every mode's, lowered as the default is; several are kept as
+    /// given (the request's validation judges them, as it does a 0); none give 8 per
+    /// mode, lowered to each mode's length
     /// and then to the product of the other ranks, so the default fits any shape and
     /// passes validation.
     #[test]
     fn tucker_ranks_broadcast_one_and_default_to_what_fits() {
         assert_eq!(tucker_ranks(Some(&[5]), &[30, 20, 10, 9]), vec![5; 4]);
+        // One given is lowered as the default is: mode 3 has 4 rows.
+        assert_eq!(tucker_ranks(Some(&[5]), &[30, 20, 10, 4]), vec![5, 5, 5, 4]);
+        assert_eq!(tucker_ranks(Some(&[0]), &[30, 20]), vec![0, 0]);
         assert_eq!(tucker_ranks(Some(&[2, 3]), &[30, 20, 10]), vec![2, 3]);
         let cases: [(&[usize], &[usize]); 6] = [
             (&[30, 20, 10, 9], &[8, 8, 8, 8]),
