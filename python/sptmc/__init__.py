@@ -135,14 +135,23 @@ def _values_view(vals: Any) -> np.ndarray:
     return v
 
 
+def _native(a: np.ndarray) -> np.ndarray:
+    """``a`` in the machine's byte order: itself, or a converted copy where its dtype is
+    byte-swapped (big-endian data read on a little-endian machine)."""
+    if a.dtype.isnative:
+        return a
+    return a.astype(a.dtype.newbyteorder("="))
+
+
 def _index_views(subs: Any, nnz: int, order: Optional[int]) -> list:
-    """Per-mode 1-D index arrays (views, no copy) from ``subs`` laid out nnz x N,
-    N x nnz, or as a sequence of N 1-D arrays."""
+    """Per-mode 1-D index arrays (views, no copy, except of byte-swapped data) from
+    ``subs`` laid out nnz x N, N x nnz, or as a sequence of N 1-D arrays."""
     if isinstance(subs, (tuple, list)) and subs and all(
         isinstance(s, np.ndarray) and s.ndim == 1 for s in subs
     ):
-        return list(subs)
+        return [_native(s) for s in subs]
     a = subs if isinstance(subs, np.ndarray) else np.asarray(subs)
+    a = _native(a)
     if a.dtype.kind not in "iu":
         raise InputError(f"subs must hold integers, got dtype {a.dtype}")
     if a.ndim != 2:

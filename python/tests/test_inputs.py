@@ -203,3 +203,17 @@ def test_no_copy_of_int64_and_float64_inputs(layout):
     # The check sees a copy when there is one.
     seen = numpy_peak_during(lambda: np.array(subs, copy=True).sum())
     assert seen >= nbytes
+
+
+def test_byte_swapped_indices_and_values_read_as_native_ones():
+    subs = np.array([[0, 1, 2], [2, 0, 1], [1, 1, 0]])
+    vals = np.array([1.5, -2.0, 4.0])
+    want = sptmc.from_coo(subs, vals, (3, 3, 3)).to_coo()
+    for dt in (">i8", ">u4", ">i2"):
+        got = sptmc.from_coo(subs.astype(dt), vals.astype(">f8"), (3, 3, 3)).to_coo()
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        per_mode = tuple(subs.astype(dt)[:, m] for m in range(3))
+        got = sptmc.from_coo(per_mode, vals, (3, 3, 3)).to_coo()
+        np.testing.assert_array_equal(got[0], want[0])
+

@@ -204,7 +204,7 @@ impl Loss {
         match values.iter().position(|&v| !ok(v)) {
             None => Ok(()),
             Some(k) => Err(Error::InvalidTensor(format!(
-                "loss {} needs {need}, but the value at {} is {}",
+                "loss {} needs {need}, but the value at {} (1-based) is {}",
                 self.name(),
                 index(k),
                 values[k]
