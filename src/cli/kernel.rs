@@ -261,12 +261,20 @@ pub fn convert(a: ConvertArgs) -> Result<ExitCode> {
     } else {
         // Under a temporary name first, so OUT is whole or absent.
         let tmp = sptmc::tensor::binary::temporary_name(&a.out);
-        let done = sptmc::tensor::tns::write(&tmp, &loaded.tensor)
-            .and_then(|()| std::fs::rename(&tmp, &a.out).map_err(|e| Error::io(&a.out, e)));
+        let done = sptmc::tensor::tns::write_declaring(&tmp, &loaded.tensor).and_then(|h| {
+            std::fs::rename(&tmp, &a.out).map_err(|e| Error::io(&a.out, e))?;
+            Ok(h)
+        });
         if done.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
-        done?;
+        if done? {
+            eprintln!(
+                "sptmc: note: the modes' lengths {:?} exceed their largest indices, so {} starts with a header declaring them (the order, then the lengths); SPLATT and numpy.loadtxt do not read headers",
+                loaded.tensor.dims(),
+                a.out.display()
+            );
+        }
     }
     eprintln!(
         "sptmc: wrote {} ({} nonzeros)",

@@ -29,7 +29,7 @@ mod output;
 pub mod part;
 
 pub use input::{MAX_LINE, check_text, stream_text};
-pub use output::{write, write_to};
+pub use output::{write, write_declaring, write_to};
 
 use super::CooTensor;
 use crate::error::{Error, Result};

@@ -10,26 +10,57 @@ use std::path::Path;
 /// Entries formatted per parallel batch when writing.
 const WRITE_BATCH: usize = 1 << 16;
 
-/// Writes `x` as `.tns` text to `path`, gzipped when the name ends in `.gz`.
+/// Writes `x` as `.tns` text to `path`, gzipped when the name ends in `.gz`: no header,
+/// as SPLATT, pyttb's readers and most tools expect (a mode longer than its largest
+/// index reads back shorter; [`write_declaring`] keeps it).
 pub fn write(path: &Path, x: &CooTensor) -> Result<()> {
+    write_file(path, x, false).map(|_| ())
+}
+
+/// [`write`], but where a mode is longer than its largest index (a reader would take
+/// the index for the length), the text starts with the header that declares the
+/// lengths: the order alone on a line, then the lengths. Returns whether it did (most
+/// tools other than sptmc do not read headers).
+pub fn write_declaring(path: &Path, x: &CooTensor) -> Result<bool> {
+    write_file(path, x, true)
+}
+
+fn write_file(path: &Path, x: &CooTensor, declare: bool) -> Result<bool> {
     let io = |e| Error::io(path, e);
+    let header = declare && !lengths_shown(x);
     let file = File::create(path).map_err(io)?;
     let gz = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    let fill = |w: &mut dyn Write| -> Result<()> {
+        if header {
+            let dims: Vec<String> = x.dims().iter().map(|d| d.to_string()).collect();
+            writeln!(w, "{}\n{}", x.order(), dims.join(" ")).map_err(io)?;
+        }
+        write_to(w, x).map_err(|e| rename_io(e, path))
+    };
     if gz {
         let mut enc = flate2::write::GzEncoder::new(
             BufWriter::with_capacity(1 << 20, file),
             flate2::Compression::default(),
         );
-        write_to(&mut enc, x).map_err(|e| rename_io(e, path))?;
+        fill(&mut enc)?;
         let mut inner = enc.finish().map_err(io)?;
-        inner.flush().map_err(io)
+        inner.flush().map_err(io)?;
     } else {
         let mut w = BufWriter::with_capacity(1 << 20, file);
-        write_to(&mut w, x).map_err(|e| rename_io(e, path))?;
-        w.flush().map_err(io)
+        fill(&mut w)?;
+        w.flush().map_err(io)?;
     }
+    Ok(header)
+}
+
+/// Whether every mode's length is its largest index plus one (what a reader infers).
+fn lengths_shown(x: &CooTensor) -> bool {
+    (0..x.order()).all(|m| {
+        let max = x.indices(m).par_iter().max().map_or(0, |&i| i as usize + 1);
+        max == x.dims()[m]
+    })
 }
 
 /// Puts `path` on an I/O error raised without one.
@@ -40,20 +71,11 @@ fn rename_io(e: Error, path: &Path) -> Error {
     }
 }
 
-/// Writes `x` as `.tns` text (1-based indices, one entry per line) to `w`. Values are
-/// written in their shortest form that reads back to the same `f64`. Where a mode is
-/// longer than its largest index (a reader would take the index for the length), the
-/// text starts with the header that declares the lengths: the order alone on a line,
-/// then the lengths; otherwise it has none, as most tools expect.
+/// Writes `x` as `.tns` text (no header, 1-based indices, one entry per line) to `w`.
+/// Values are written in their shortest form that reads back to the same `f64`.
 pub fn write_to(mut w: impl Write, x: &CooTensor) -> Result<()> {
     let io = |e| Error::io("<writer>", e);
     let nnz = x.nnz();
-    let inferred =
-        (0..x.order()).map(|m| x.indices(m).par_iter().max().map_or(0, |&i| i as usize + 1));
-    if !inferred.eq(x.dims().iter().copied()) {
-        let dims: Vec<String> = x.dims().iter().map(|d| d.to_string()).collect();
-        writeln!(w, "{}\n{}", x.order(), dims.join(" ")).map_err(io)?;
-    }
     let mut start = 0;
     while start < nnz {
         // Format a few batches in parallel, then write them in order.
@@ -131,8 +153,9 @@ mod tests {
         assert_eq!(out, b"4");
     }
 
-    /// A mode longer than its largest index gets the header that declares it, and
-    /// reads back with its length; a tensor whose lengths are its indices' has none.
+    /// Declaring, a mode longer than its largest index gets the header, and reads back
+    /// with its length; a tensor whose lengths are its indices' has none, and the
+    /// plain writer never writes one.
     #[test]
     fn declared_lengths_survive_a_round_trip() {
         let dir = tempfile::tempdir().unwrap();
@@ -143,7 +166,7 @@ mod tests {
         )
         .unwrap();
         let p = dir.path().join("h.tns");
-        write(&p, &x).unwrap();
+        assert!(write_declaring(&p, &x).unwrap());
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(text.starts_with("3\n5 5 5\n"), "{text}");
         let (back, report) = crate::tensor::tns::read(&p).unwrap();
@@ -157,7 +180,11 @@ mod tests {
             vec![1.0, 2.0],
         )
         .unwrap();
-        write(&p, &tight).unwrap();
+        assert!(!write_declaring(&p, &tight).unwrap());
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.starts_with("1 1 1 1\n"), "{text}");
+        // The plain writer never declares: what other tools read.
+        write(&p, &x).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(text.starts_with("1 1 1 1\n"), "{text}");
     }
