@@ -192,3 +192,33 @@ fn bad_completion_options_get_one_clear_error() {
         assert!(!String::from_utf8_lossy(&o.stderr).contains("NaN"));
     }
 }
+
+/// Values whose squares the f32 normal equations cannot sum are one error line saying
+/// what to do (not an infinity epochs in); values a thousand billion times larger than
+/// usual still run, with RMSEs to scale.
+#[test]
+fn values_too_large_for_f32_sums_are_refused_and_large_ones_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (x, _) = sptmc::tensor::tns::read(&common::small_tns(dir)).unwrap();
+    let scaled = |s: f64, name: &str| {
+        let idx = (0..x.order()).map(|m| x.indices(m).to_vec()).collect();
+        let v = x.values().iter().map(|v| v * s).collect();
+        let y = sptmc::CooTensor::new(x.dims().to_vec(), idx, v).unwrap();
+        let p = dir.join(name);
+        sptmc::tensor::tns::write(&p, &y).unwrap();
+        p
+    };
+    let run = |p: &Path| {
+        let f = p.to_str().unwrap();
+        sptmc(
+            &["complete", f, "--rank", "3", "--epochs", "3", "--json"],
+            dir,
+        )
+    };
+    let huge = run(&scaled(5e28, "huge.tns"));
+    common::assert_one_error_line(&huge, &["completion sums", "divide the values"]);
+    let v = json(&run(&scaled(1e12, "large.tns")));
+    let rmse = v["test_rmse"].as_f64().unwrap();
+    assert!(rmse.is_finite() && rmse > 1e9, "{v}");
+}

@@ -292,6 +292,28 @@ fn initial_scale(opts: &CompletionOptions, order: usize, spread: f64) -> f64 {
     (t * t / opts.rank as f64).powf(1.0 / (2.0 * order as f64))
 }
 
+/// Refuses values whose spread about the offset (`spread`, the RMS) would overflow the
+/// normal equations, which the kernels sum in f32: with factors started at the model's
+/// scale ([`initial_scale`]: entries of `(spread / √R)^(1/N)`), a row of `L` entries
+/// sums right-hand sides of about `L · spread · (spread / √R)^((N−1)/N)`. Above 1/64
+/// of f32's largest value (room for the factors to grow while fitting), or where the
+/// spread itself overflowed, the run could only end in an infinity several epochs in.
+fn check_spread(spread: f64, counts: &[Vec<u32>], rank: usize) -> Result<()> {
+    let order = counts.len() as f64;
+    let longest = (counts.iter().flatten().copied().max()).unwrap_or(0) as f64;
+    let factor = (spread / (rank as f64).sqrt()).powf((order - 1.0) / order);
+    let sums = longest * spread * factor;
+    if spread.is_finite() && sums <= f64::from(f32::MAX) / 64.0 {
+        return Ok(());
+    }
+    Err(Error::InvalidTensor(format!(
+        "the values spread {spread:.3e} (RMS) about their mean: completion sums its normal \
+         equations in f32, and a row of {longest} entries would sum to about {sums:.1e}, \
+         beyond f32's 3.4e38; divide the values by a power of ten (the RMSEs scale with \
+         them)"
+    )))
+}
+
 /// Completion of the training tensor `train` (prepared for [`Op::Completion`]) on
 /// `engine`, stopping on the RMSE over `validation` (same extents, at least one entry);
 /// see the [module documentation](self).
@@ -446,6 +468,7 @@ fn complete_on(
         stopped: false,
     };
     let spread = (fitter.session.loss()? / fitter.nnz).sqrt();
+    check_spread(spread, &fitter.counts, opts.rank)?;
     let scale = Scale::of(&fitter.counts, fitter.nnz, spread, opts.rank);
     layout.anchors = tune::anchors(
         &fitter.counts,
