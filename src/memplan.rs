@@ -300,8 +300,11 @@ impl MemoryPlan {
     }
 
     /// CP-ALS of rank `rank` on a tensor of extents `dims`: factors and kernel outputs
-    /// (f32), their f64 copies in the returned model, the `R × R` Grams, the solve's
-    /// workspace and the per-block partial results of a mode's update.
+    /// (f32), the f64 copies a front end makes of the returned factors (after the
+    /// outputs are freed: 4 bytes per entry more than the run held), the `R × R` Grams
+    /// and solve, and the per-block Grams of a mode's update. The update and the model's
+    /// arrangement work in place (the update widens cache-sized sub-blocks to f64, not
+    /// whole factors).
     pub fn cp(dims: &[usize], rank: usize) -> Self {
         let mut p = MemoryPlan::new(format!("CP-ALS rank {rank}"), rank_hint(&[rank], dims));
         let r = rank as u128;
@@ -313,9 +316,9 @@ impl MemoryPlan {
             8,
         )
         .add(
-            format!("the model's factors ({rows} rows × {rank}, f64 and f32)"),
+            format!("the model's factors as returned ({rows} rows × {rank}, f64 for f32 outputs)"),
             rows.saturating_mul(r),
-            12,
+            4,
         )
         .add(
             format!(
@@ -326,10 +329,8 @@ impl MemoryPlan {
             8,
         )
         .add(
-            format!("a mode's update ({widest} rows × {rank} f64, twice, and per-block Grams)"),
-            (2 * widest as u128)
-                .saturating_mul(r)
-                .saturating_add(blocks(widest).saturating_mul(r.saturating_mul(r))),
+            format!("a mode's update ({} per-block Grams, f64)", blocks(widest)),
+            blocks(widest).saturating_mul(r.saturating_mul(r)),
             8,
         );
         p
