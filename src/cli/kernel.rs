@@ -5,7 +5,7 @@ use super::load::{load, report_precision};
 use super::{engine, print_json};
 use serde_json::json;
 use sptmc::accuracy::compare;
-use sptmc::engine::cpu::{CacheSizes, streamed_mode_output_floats};
+use sptmc::engine::cpu::{CacheSizes, streamed_blocks_bytes, streamed_mode_output_floats};
 use sptmc::engine::{Backend, Workload};
 use sptmc::hls::HlsBuilder;
 use sptmc::memplan::MemoryPlan;
@@ -86,6 +86,11 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
                     floats as u128,
                     4,
                 );
+            }
+            // That mode's nonzeros in blocks of the long mode's rows.
+            let bytes = streamed_blocks_bytes(x.dims(), x.nnz(), rank, cache, [a.mode]);
+            if bytes > 0 {
+                plan.add("the CPU's streamed MTTKRP blocks", bytes, 1);
             }
         }
     }

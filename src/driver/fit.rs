@@ -8,7 +8,9 @@ use crate::decomp::{
     complete_compacted, complete_with_control, cp_als_with_control, cp_apr_with_control,
     tucker_hooi_with_control,
 };
-use crate::engine::cpu::{CacheSizes, private_output_floats, streamed_output_floats};
+use crate::engine::cpu::{
+    CacheSizes, private_output_floats, streamed_blocks_bytes, streamed_output_floats,
+};
 use crate::engine::{Backend, Engine, Prepared, Workload};
 use crate::error::Result;
 use crate::hls::ValueReport;
@@ -159,6 +161,12 @@ impl Job for CpJob {
                     floats as u128,
                     4,
                 );
+            }
+            // Those modes' nonzeros in blocks of the long mode's rows.
+            let (dims, rank) = (&self.dims, self.options.rank);
+            let bytes = streamed_blocks_bytes(dims, self.nnz, rank, cache, 0..dims.len());
+            if bytes > 0 {
+                plan.add("the CPU's streamed MTTKRP blocks", bytes, 1);
             }
         }
         plan

@@ -70,6 +70,8 @@ pub struct CpJob {
     /// The options of the model's loop.
     pub options: CpOptions,
     pub(super) dims: Vec<usize>,
+    /// The tensor's nonzeros (the whole tensor's, where it is split over processes).
+    pub(super) nnz: usize,
 }
 
 impl CpRequest {
@@ -107,6 +109,7 @@ impl CpRequest {
         Ok(CpJob {
             options,
             dims: dims.to_vec(),
+            nnz: usize::try_from(nnz).unwrap_or(usize::MAX),
         })
     }
 }

@@ -210,3 +210,18 @@ fn the_build_scratch_follows_the_builders_allocations() {
     // Mode order: fp16 value, u64 prefix, u32 low word, one flag.
     assert_eq!(s(KeyOrder::Mode, false, ValueType::F16), 2 + 8 + 4 + 1);
 }
+
+/// One long mode whose factor misses the cache: the short modes' MTTKRP streams it in
+/// blocks of its rows, a reordered copy of the nonzeros per short mode, which the plans
+/// of CP-ALS (every mode) and of one mode's MTTKRP count.
+#[test]
+fn streamed_blocks_of_a_long_mode_are_planned_within_one_and_a_half_times() {
+    let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    check(
+        &[("long", vec![1_500_000, 3000, 800], 2_000_000)],
+        &[
+            ("cp", s(&["--rank", "16", "--iters", "2"])),
+            ("mttkrp", s(&["--rank", "16", "--reps", "1", "--mode", "1"])),
+        ],
+    );
+}

@@ -41,6 +41,7 @@ mod row_sums;
 mod rows;
 mod scaled;
 mod sgd;
+mod stream_blocks;
 mod subnormal;
 mod ttmc;
 mod ttmc_rows;
@@ -49,6 +50,7 @@ mod walk;
 pub use cache_sizes::CacheSizes;
 pub use kernel::private_output_floats;
 pub use mttkrp_stream::{streamed_mode_output_floats, streamed_output_floats};
+pub use stream_blocks::blocks_bytes as streamed_blocks_bytes;
 
 use super::{CpuOptions, CpuVectors, MttkrpKernel, RunOptions, RunStats};
 use crate::error::{Error, Result};
@@ -260,7 +262,7 @@ pub struct CpuTensor {
     hls: Arc<HlsTensor>,
     /// The row-grouped MTTKRP, made at the first MTTKRP call (`None` where the groups
     /// would not fit in memory, or the walk is asked for).
-    rows: std::sync::OnceLock<Option<mttkrp_rows::RowMttkrp>>,
+    rows: std::sync::OnceLock<Option<Box<mttkrp_rows::RowMttkrp>>>,
     /// The row-grouped TTMc, made at the first TTMc call (`None` where the groups
     /// would not fit in memory, or the walk is asked for).
     ttmc_rows: std::sync::OnceLock<Option<Box<ttmc_rows::RowTtmc>>>,
@@ -310,8 +312,9 @@ impl CpuTensor {
                 (kernel == MttkrpKernel::Rows)
                     .then(|| mttkrp_rows::RowMttkrp::new(&self.hls).ok().flatten())
                     .flatten()
+                    .map(Box::new)
             })
-            .as_ref()
+            .as_deref()
     }
 }
 

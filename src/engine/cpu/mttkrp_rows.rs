@@ -20,7 +20,9 @@
 //!
 //! A short mode beside a long one whose factor misses the cache visits the long mode's
 //! groups instead ([`super::mttkrp_stream`]), chosen per mode and rank from the shape
-//! and the cache sizes.
+//! and the cache sizes; where it fits, in blocks of the long mode's rows, each block's
+//! nonzeros sorted by target row ([`super::stream_blocks`], built by the first call
+//! that streams the mode).
 
 use super::cache_sizes::CacheSizes;
 use super::mttkrp_stream;
@@ -29,11 +31,13 @@ use super::nt_store;
 use super::row_groups::RowGroups;
 use super::row_sums::{narrow_fits, narrow_task, row_sum_any, specialized};
 use super::rows::Plan;
+use super::stream_blocks::{StreamBlocks, block_rows};
 use super::subnormal::FlushSubnormals;
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// Every mode's nonzeros grouped by row, and how each mode's rows are cut.
 pub(super) struct RowMttkrp {
@@ -47,7 +51,16 @@ pub(super) struct RowMttkrp {
     bounds: Vec<Vec<usize>>,
     /// The streamed order's output copies, kept between calls.
     copies: std::sync::Mutex<Vec<Vec<f32>>>,
+    /// Whether a streamed mode runs in blocks of the long mode's rows
+    /// ([`StreamBlocks`]; else through the long mode's groups, as where the blocks do
+    /// not fit).
+    pub(super) block_streams: bool,
+    /// The blocked forms built so far, by target mode and block rows (`None`: no room).
+    blocked: std::sync::Mutex<Vec<BlockedForm>>,
 }
+
+/// A streamed mode's blocked form: its mode, its rows per block, the form.
+type BlockedForm = (usize, usize, Option<Arc<StreamBlocks>>);
 
 impl RowMttkrp {
     /// The groups of `hls`, or `None` where they would not fit in a quarter of the
@@ -73,6 +86,8 @@ impl RowMttkrp {
             cache,
             bounds,
             copies: std::sync::Mutex::new(Vec::new()),
+            block_streams: true,
+            blocked: std::sync::Mutex::new(Vec::new()),
         }))
     }
 
@@ -86,7 +101,28 @@ impl RowMttkrp {
     /// the other modes' indices and the values of its own groups or of the long mode's
     /// it streams.
     pub(super) fn form_bytes(&self, mode: usize, rank: usize) -> usize {
-        self.groups[self.source(mode, rank)].bytes()
+        let rows = block_rows(rank, self.cache);
+        let built = self.blocked.lock().unwrap_or_else(|e| e.into_inner());
+        match built.iter().find(|b| (b.0, b.1) == (mode, rows)) {
+            Some((_, _, Some(form))) => form.bytes(),
+            _ => self.groups[self.source(mode, rank)].bytes(),
+        }
+    }
+
+    /// The blocked form of `mode`, streamed by `long`, at rank `rank`: built by the
+    /// first call that asks for it; `None` where it does not fit.
+    fn blocks(&self, mode: usize, long: usize, rank: usize) -> Option<Arc<StreamBlocks>> {
+        let rows = block_rows(rank, self.cache);
+        let mut built = self.blocked.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, form)) = built.iter().find(|b| (b.0, b.1) == (mode, rows)) {
+            return form.clone();
+        }
+        let form = StreamBlocks::build(&self.groups[long], &self.dims, long, mode, rows)
+            .ok()
+            .flatten()
+            .map(Arc::new);
+        built.push((mode, rows, form.clone()));
+        form
     }
 
     /// MTTKRP of `mode` into `out` (`I_mode × R`, every entry overwritten), `factors`
@@ -111,6 +147,17 @@ impl RowMttkrp {
         let look = (0..self.dims.len()).any(|m| {
             m != mode && m != long && mttkrp_stream::larger_than_llc(&self.dims, m, r, self.cache)
         });
+        if long != mode
+            && self.block_streams
+            && let Some(blocks) = self.blocks(mode, long, r)
+        {
+            let rest: Vec<&[f32]> = (factors.iter().enumerate())
+                .filter(|&(m, _)| m != long && m != mode)
+                .map(|(_, f)| f.data())
+                .collect();
+            let (own, ptr) = (factors[long].data(), self.groups[long].ptr());
+            return blocks.run(own, ptr, &rest, out, &self.copies, look, wide);
+        }
         if long != mode {
             let (groups, bounds) = (&self.groups[long], &self.bounds[long]);
             let copies = &self.copies;

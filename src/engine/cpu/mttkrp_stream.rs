@@ -161,7 +161,6 @@ pub(super) fn run(
     wide: bool,
 ) {
     let r = out.cols();
-    let len = out.data().len();
     // The other modes' indices in a group are in mode order without `long`: the
     // target's position among them, and the factors of the rest.
     let target = if mode < long { mode } else { mode - 1 };
@@ -170,29 +169,41 @@ pub(super) fn run(
         .map(|m| factors[m].data())
         .collect();
     let own = factors[long].data();
+    sum_in_copies(bounds.len() - 1, pool, out, |c, copy| {
+        let args = Chunk {
+            ptr: groups.ptr(),
+            others: groups.others(),
+            values: groups.values(),
+            own,
+            rest: &rest,
+            target,
+            rows: (bounds[c], bounds[c + 1]),
+        };
+        if !args.specialized(r, look, wide, copy) {
+            args.sum_any(r, copy);
+        }
+    });
+}
+
+/// Runs `sum(c, copy)` for each of `chunks` ranges in parallel, each into its own
+/// zeroed copy of `out` (whose rows start on cache lines; `pool` keeps the copies
+/// between calls), then overwrites `out` with the copies' sum, added in range order:
+/// so the result does not depend on the thread count.
+pub(super) fn sum_in_copies(
+    chunks: usize,
+    pool: &Mutex<Vec<Vec<f32>>>,
+    out: &mut Matrix,
+    sum: impl Fn(usize, &mut [f32]) + Sync,
+) {
+    let (r, len) = (out.cols(), out.data().len());
     let mut copies = std::mem::take(&mut *pool.lock().unwrap_or_else(|e| e.into_inner()));
-    copies.resize_with(bounds.len() - 1, Vec::new);
-    copies
-        .par_iter_mut()
-        .zip(bounds.par_windows(2))
-        .for_each(|(copy, w)| {
-            let _flush = FlushSubnormals::new();
-            copy.clear();
-            copy.resize(len + LINE_FLOATS - 1, 0.0);
-            let copy = on_lines_mut(copy, len);
-            let args = Chunk {
-                ptr: groups.ptr(),
-                others: groups.others(),
-                values: groups.values(),
-                own,
-                rest: &rest,
-                target,
-                rows: (w[0], w[1]),
-            };
-            if !args.specialized(r, look, wide, copy) {
-                args.sum_any(r, copy);
-            }
-        });
+    copies.resize_with(chunks, Vec::new);
+    copies.par_iter_mut().enumerate().for_each(|(c, copy)| {
+        let _flush = FlushSubnormals::new();
+        copy.clear();
+        copy.resize(len + LINE_FLOATS - 1, 0.0);
+        sum(c, on_lines_mut(copy, len));
+    });
     let chunk = r.max(1) * 256;
     out.data_mut()
         .par_chunks_mut(chunk)
@@ -477,107 +488,6 @@ mod tests {
             copies(800)
         );
         assert_eq!(streamed_mode_output_floats(&dims, 2, 32, CACHE), 0);
-    }
-
-    /// With a last-level cache too small for any factor and a large L2, every mode
-    /// streams its longest neighbour's order, prefetching the other factors' rows; with
-    /// one too small for the long factor only, the short modes stream it without
-    /// prefetching; with both caches too small, every mode runs row by row, writing its
-    /// output past the cache. Against the FP64 reference
-    /// at every specialized rank and one other, orders 3 and 4, with and without dense
-    /// tiles, on 1 and 3 workers, and the same result whatever the worker count.
-    #[test]
-    fn streamed_modes_match_the_reference_and_not_the_thread_count() {
-        use super::super::mttkrp_rows::RowMttkrp;
-        use crate::accuracy::compare;
-        use crate::hls::HlsBuilder;
-        use crate::tensor::generate::{GenSpec, Pattern, generate};
-        let streams = CacheSizes {
-            l2: 1 << 30,
-            llc: 0,
-        };
-        let none = CacheSizes { l2: 0, llc: 0 };
-        // The long factors miss this one and the short ones fit (except case 2's at
-        // rank 5, which runs row by row): streamed without prefetching.
-        let mid = CacheSizes {
-            l2: 1 << 30,
-            llc: 12_000,
-        };
-        let cases: Vec<(Vec<usize>, usize, Pattern, u32)> = vec![
-            (
-                vec![37, 45, 2900],
-                6000,
-                Pattern::PowerLaw { alpha: 1.0 },
-                u32::MAX,
-            ),
-            (
-                vec![60, 50, 400],
-                9000,
-                Pattern::BlockDense {
-                    tile_nnz: 300,
-                    dense_share: 0.6,
-                },
-                16,
-            ),
-            (vec![20, 900, 9, 7], 3000, Pattern::Uniform, u32::MAX),
-        ];
-        for (k, (dims, nnz, pattern, threshold)) in cases.into_iter().enumerate() {
-            let x = generate(&GenSpec {
-                dims: dims.clone(),
-                nnz,
-                pattern,
-                seed: 40 + k as u64,
-            })
-            .unwrap();
-            let hls = HlsBuilder::new(threshold).build(&x).unwrap();
-            // Grouped once, on one worker: the groups' order of nonzeros follows the
-            // shares they were built from; what is checked here is the kernels'.
-            let one = rayon::ThreadPoolBuilder::new()
-                .num_threads(1)
-                .build()
-                .unwrap();
-            // The 3-worker runs take the AVX-512 rows where this CPU has them: the same
-            // bits as the 1-worker AVX2 runs.
-            let wide = |threads: usize| threads == 3 && super::super::avx512::available();
-            for (rank, tiny) in [8, 16, 32, 64, 5]
-                .into_iter()
-                .flat_map(|r| [(r, streams), (r, none), (r, mid)])
-            {
-                let f = Matrix::random_factors(&dims, &vec![rank; dims.len()], 3);
-                let mut first: Vec<Matrix> = Vec::new();
-                let rows = one.install(|| RowMttkrp::with_cache(&hls, tiny).unwrap().unwrap());
-                for threads in [1, 3] {
-                    let pool = rayon::ThreadPoolBuilder::new()
-                        .num_threads(threads)
-                        .build()
-                        .unwrap();
-                    pool.install(|| {
-                        for mode in 0..dims.len() {
-                            let long = streamed_by(&dims, mode, rank, tiny);
-                            if tiny != mid {
-                                assert_eq!(long.is_some(), tiny == streams);
-                                assert!(larger_than_llc(&dims, mode, rank, tiny));
-                            } else if mode == 0 && k != 1 {
-                                assert!(long.is_some(), "{dims:?} rank {rank}");
-                            }
-                            let mut out = Matrix::from_fn(dims[mode], rank, |_, _| f32::NAN);
-                            rows.run(mode, &f, &mut out, wide(threads));
-                            let want = crate::reference::mttkrp(&x, mode, &f).unwrap();
-                            let acc = compare(&want, &out).unwrap();
-                            assert!(
-                                acc.within_contract(),
-                                "{dims:?} rank {rank} mode {mode} {threads} threads: {acc:?}"
-                            );
-                            if threads == 1 {
-                                first.push(out);
-                            } else {
-                                assert_eq!(out, first[mode], "{dims:?} rank {rank} mode {mode}");
-                            }
-                        }
-                    });
-                }
-            }
-        }
     }
 
     #[test]
