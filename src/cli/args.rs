@@ -325,7 +325,8 @@ pub struct KernelArgs {
     /// Rank of every factor.
     #[arg(long, short = 'r', default_value_t = 16, conflicts_with = "ranks")]
     pub rank: usize,
-    /// Ranks per mode (TTMc; the target mode's entry is ignored).
+    /// Ranks per mode (TTMc; the target mode's entry is ignored), or one rank for every
+    /// mode.
     #[arg(long, value_delimiter = ',')]
     pub ranks: Option<Vec<usize>>,
     /// Seed of the random factors.

@@ -109,7 +109,13 @@ pub(super) fn finish(
 /// The model's `weights.txt`, as `(name, header, matrix)`.
 pub(super) fn weights_file(model: &CpAprModel) -> Result<(&'static str, String, Matrix<f64>)> {
     let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
-    let header = "CP-APR weights (lambda); factor columns sum to 1".to_string();
+    // A component of weight 0 (every one, on a tensor without a nonzero value) has
+    // columns of zeros.
+    let header = match model.weights.contains(&0.0) {
+        true => "CP-APR weights (lambda); factor columns sum to 1, those of weight 0 are 0",
+        false => "CP-APR weights (lambda); factor columns sum to 1",
+    }
+    .to_string();
     Ok(("weights.txt", header, weights))
 }
 

@@ -33,9 +33,11 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
         )));
     }
     let ranks: Vec<usize> = match &a.ranks {
+        // One rank for every mode, as `tucker --ranks R` takes it.
+        Some(r) if r.len() == 1 => vec![r[0]; x.order()],
         Some(r) if r.len() != x.order() => {
             return Err(Error::InvalidRank(format!(
-                "--ranks has {} entries, the tensor has {} modes",
+                "--ranks has {} entries, the tensor has {} modes (one entry: that rank for every mode)",
                 r.len(),
                 x.order()
             )));

@@ -30,6 +30,8 @@ fn kernels_check_against_the_reference() {
     for (op, extra) in [
         ("mttkrp", vec!["--rank", "16"]),
         ("ttmc", vec!["--ranks", "4,5,3"]),
+        // One entry: that rank for every mode.
+        ("ttmc", vec!["--ranks", "3"]),
         ("phi", vec!["--rank", "16"]),
     ] {
         for mode in ["0", "1", "2"] {
@@ -260,6 +262,10 @@ fn bad_options_give_one_line_and_a_nonzero_exit() {
         (
             vec!["ttmc", fs, "--rank", "4", "--ranks", "4,4,4"],
             "cannot be used with",
+        ),
+        (
+            vec!["ttmc", fs, "--ranks", "4,4"],
+            "--ranks has 2 entries, the tensor has 3 modes",
         ),
         (
             vec!["cp", fs, "--seed", "3", "--init", "/tmp"],

@@ -235,3 +235,33 @@ fn zero_tensors_and_empty_slices_give_finite_models() {
     let want = reference::log_likelihood(&x, &m.weights, &m.factors, 1e-10).unwrap();
     assert!(((m.log_likelihood - want) / want).abs() < 1e-6);
 }
+
+/// On a tensor whose values are all zero the CLI writes a zero model, and its
+/// `weights.txt` does not claim that the factor columns sum to 1.
+#[test]
+fn a_zero_model_is_written_without_claiming_columns_that_sum_to_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("zero.tns");
+    std::fs::write(&file, "1 1 1 0\n2 2 2 0\n2 1 2 0\n").unwrap();
+    let out = dir.path().join("model");
+    let o = crate::common::sptmc_command(dir.path())
+        .args(["cp-apr", "--rank", "2", "--iters", "2", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("no nonzero value"), "{stderr}");
+    let weights = std::fs::read_to_string(out.join("weights.txt")).unwrap();
+    let header = weights.lines().next().unwrap();
+    assert!(header.contains("those of weight 0 are 0"), "{header}");
+    let factor = std::fs::read_to_string(out.join("factor-0.txt")).unwrap();
+    let values: Vec<f64> = (factor.lines().filter(|l| !l.starts_with('#')))
+        .flat_map(|l| l.split_whitespace().map(|v| v.parse::<f64>().unwrap()))
+        .collect();
+    assert!(
+        !values.is_empty() && values.iter().all(|&v| v == 0.0),
+        "{factor}"
+    );
+}

@@ -143,7 +143,12 @@ fn bad_options_and_data_are_one_error_line() {
     let dir = tempfile::tempdir().unwrap();
     let x = counts(dir.path(), false);
     let neg = counts(dir.path(), true);
-    let cases: [(&Path, &[&str], &[&str]); 5] = [
+    // A vector: any R vectors that sum to it are a model (it ran and reported a loss
+    // of 0).
+    let vector = dir.path().join("vector.tns");
+    std::fs::write(&vector, "1 1.0\n2 2.0\n3 0.5\n").unwrap();
+    let cases: [(&Path, &[&str], &[&str]); 6] = [
+        (&vector, &["--loss", "gaussian"], &["order ≥ 2", "order 1"]),
         (&x, &["--loss", "cauchy"], &["unknown loss", "cauchy"]),
         (
             &x,

@@ -308,9 +308,17 @@ pub fn check_options(opts: &GcpOptions) -> Result<()> {
     Ok(())
 }
 
-/// The checks of `opts` against `x`: the data the loss needs (the first value it
-/// cannot model named with its 1-based coordinates), the initial factors.
+/// The checks of `opts` against `x`: an order of at least 2 (a rank-R model of a
+/// vector is any R vectors that sum to it: nothing to learn), the data the loss needs
+/// (the first value it cannot model named with its 1-based coordinates), the initial
+/// factors.
 pub fn check_data(x: &CooTensor, opts: &GcpOptions) -> Result<()> {
+    if x.order() < 2 {
+        return Err(Error::InvalidTensor(format!(
+            "a decomposition needs a tensor of order ≥ 2, got order {}",
+            x.order()
+        )));
+    }
     if let Some(f) = &opts.init {
         check_init(x.dims(), opts, f)?;
     }
