@@ -362,13 +362,24 @@ impl Engine {
             && let Some(k) = first_non_finite(out.data())
         {
             let cols = out.cols().max(1);
-            return Err(Error::NonFinite(format!(
-                "{op} of mode {mode} gave {} at ({}, {}): the factors or the tensor's values \
-                 are too large for f32",
+            let at = format!(
+                "{op} of mode {mode} gave {} at ({}, {})",
                 out.data()[k],
                 k / cols,
                 k % cols
-            )));
+            );
+            // A factor that holds inf or NaN itself is named; else the values overflowed.
+            let bad_factor = (factors.iter().enumerate()).find_map(|(m, f)| {
+                let c = f.cols().max(1);
+                (m != mode)
+                    .then(|| first_non_finite(f.data()))
+                    .flatten()
+                    .map(|i| format!("factor {m} holds {} at ({}, {})", f.data()[i], i / c, i % c))
+            });
+            return Err(Error::NonFinite(match bad_factor {
+                Some(why) => format!("{at}: {why}"),
+                None => format!("{at}: the factors or the tensor's values are too large for f32"),
+            }));
         }
         Ok(stats)
     }

@@ -474,3 +474,12 @@ twin!(results_beyond_f32_are_an_error, |engine| {
         .unwrap();
     assert!(out.data().iter().any(|v| !v.is_finite()));
 });
+
+twin!(a_factor_holding_nan_is_named_in_the_error, |engine| {
+    let (p, mut f) = small_case(engine, [20, 10, 5], 300, 4);
+    let cols = f[1].cols();
+    f[1].data_mut()[2 * cols + 3] = f32::NAN;
+    let err = engine.run(Op::Mttkrp, &p, 0, &f).unwrap_err().to_string();
+    assert!(err.contains("factor 1 holds NaN at (2, 3)"), "{err}");
+    assert!(!err.contains("too large"), "{err}");
+});
