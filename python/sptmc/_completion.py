@@ -200,7 +200,9 @@ def complete(
         split: train, validation and test fractions of ``X`` (``--split``).
         solver: ``"als"``, ``"ccd"`` or ``"sgd"`` (``--solver``).
         lambda_: the regularization λ (``--lambda``); None: chosen on validation.
-        epochs: the most epochs (``--epochs``).
+        epochs: the most epochs of the fit at the final λ (``--epochs``); where λ
+            is chosen, each point of the path before it runs at most 15 or this
+            many, the fewer.
         patience: epochs without a lower validation RMSE that stop the run
             (``--patience``).
         seed: the seed of the split, the initial factors and SGD's order (``--seed``).

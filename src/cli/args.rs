@@ -110,7 +110,8 @@ pub struct CompleteArgs {
     /// values' spread; the choice is reported).
     #[arg(long)]
     pub lambda: Option<f64>,
-    /// Most epochs.
+    /// Most epochs of the fit at the final λ (where λ is chosen, each point of the path
+    /// before it runs at most 15 or this many, the fewer).
     #[arg(long, default_value_t = 100)]
     pub epochs: usize,
     /// Stop after this many epochs without a lower validation RMSE.

@@ -156,7 +156,9 @@ pub struct CompletionOptions {
     /// The regularization `λ` (≥ 0) of `λ Σ‖A⁽ⁿ⁾‖²`; `None`: chosen on the validation
     /// entries by a short path over a grid derived from the data (module docs).
     pub lambda: Option<f64>,
-    /// Most epochs to run (≥ 1).
+    /// Most epochs of the fit at the final `λ` (≥ 1). Where `λ` is chosen, each point
+    /// of the path before it runs at most [`PATH_EPOCHS`] or this, the fewer; so a run
+    /// can take more epochs in all.
     pub max_epochs: usize,
     /// Stop after this many epochs without a lower validation RMSE (≥ 1).
     pub patience: usize,
