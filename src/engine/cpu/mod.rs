@@ -435,3 +435,25 @@ pub fn cpu_model() -> String {
         })
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
+
+/// Test cases of the row kernels: a generated tensor of `dims` with `nnz` nonzeros of
+/// `pattern` (seed `seed`) and its HLS form at tile threshold `threshold`.
+#[cfg(test)]
+fn generated_case(
+    dims: &[usize],
+    nnz: usize,
+    pattern: crate::tensor::generate::Pattern,
+    threshold: u32,
+    seed: u64,
+) -> (crate::tensor::CooTensor, HlsTensor) {
+    use crate::tensor::generate::{GenSpec, generate};
+    let x = generate(&GenSpec {
+        dims: dims.to_vec(),
+        nnz,
+        pattern,
+        seed,
+    })
+    .unwrap();
+    let hls = crate::hls::HlsBuilder::new(threshold).build(&x).unwrap();
+    (x, hls)
+}

@@ -234,7 +234,7 @@ mod tests {
     use crate::accuracy::compare;
     use crate::hls::HlsBuilder;
     use crate::tensor::CooTensor;
-    use crate::tensor::generate::{GenSpec, Pattern, generate};
+    use crate::tensor::generate::Pattern;
 
     /// The row-by-row MTTKRP, and the key-order walk beside it, against the FP64
     /// reference at every specialized rank and one other, orders 2 to 5, with and
@@ -264,14 +264,8 @@ mod tests {
             (vec![500, 400, 3], 40_000, Pattern::Uniform, u32::MAX),
         ];
         for (k, (dims, nnz, pattern, threshold)) in cases.into_iter().enumerate() {
-            let x = generate(&GenSpec {
-                dims: dims.clone(),
-                nnz,
-                pattern,
-                seed: 90 + k as u64,
-            })
-            .unwrap();
-            let hls = HlsBuilder::new(threshold).build(&x).unwrap();
+            let (x, hls) =
+                super::super::generated_case(&dims, nnz, pattern, threshold, 90 + k as u64);
             for threads in [1, 3] {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)

@@ -218,8 +218,7 @@ fn whole_share(hls: &HlsTensor) -> Share {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hls::HlsBuilder;
-    use crate::tensor::generate::{GenSpec, Pattern, generate};
+    use crate::tensor::generate::Pattern;
 
     /// Every mode's groups against a plain stable sort of the nonzeros in stored order
     /// (sparse part, then dense tiles), on 1, 3 and 8 workers: the same arrays, so a
@@ -251,14 +250,8 @@ mod tests {
             ),
         ];
         for (k, (dims, nnz, pattern, threshold)) in cases.into_iter().enumerate() {
-            let x = generate(&GenSpec {
-                dims: dims.clone(),
-                nnz,
-                pattern,
-                seed: 40 + k as u64,
-            })
-            .unwrap();
-            let hls = HlsBuilder::new(threshold).build(&x).unwrap();
+            let (x, hls) =
+                super::super::generated_case(&dims, nnz, pattern, threshold, 40 + k as u64);
             assert_eq!(hls.dense().is_some_and(|d| !d.is_empty()), threshold == 16);
             let offset = 0.25;
             // The stored order, as one sequential visit sees it.

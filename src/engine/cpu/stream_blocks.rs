@@ -438,8 +438,7 @@ mod tests {
     #[test]
     fn streamed_modes_match_the_reference_and_not_the_thread_count() {
         use crate::accuracy::compare;
-        use crate::hls::HlsBuilder;
-        use crate::tensor::generate::{GenSpec, Pattern, generate};
+        use crate::tensor::generate::Pattern;
         let streams = CacheSizes {
             l2: 1 << 30,
             llc: 0,
@@ -473,14 +472,8 @@ mod tests {
             (vec![20, 900, 9, 7], 3000, Pattern::Uniform, u32::MAX),
         ];
         for (k, (dims, nnz, pattern, threshold)) in cases.into_iter().enumerate() {
-            let x = generate(&GenSpec {
-                dims: dims.clone(),
-                nnz,
-                pattern,
-                seed: 40 + k as u64,
-            })
-            .unwrap();
-            let hls = HlsBuilder::new(threshold).build(&x).unwrap();
+            let (x, hls) =
+                super::super::generated_case(&dims, nnz, pattern, threshold, 40 + k as u64);
             // Grouped once, on one worker: the groups' order of nonzeros follows the
             // shares they were built from; what is checked here is the kernels'.
             let one = rayon::ThreadPoolBuilder::new()

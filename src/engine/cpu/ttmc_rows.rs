@@ -334,7 +334,7 @@ mod tests {
     use crate::accuracy::compare;
     use crate::hls::HlsBuilder;
     use crate::tensor::CooTensor;
-    use crate::tensor::generate::{GenSpec, Pattern, generate};
+    use crate::tensor::generate::Pattern;
 
     /// Runs TTMc of every mode of `hls` row by row on 1, 2 and 3 workers: against the
     /// FP64 reference of `x` within the accuracy contract, the same bits on every
@@ -444,14 +444,8 @@ mod tests {
             ),
         ];
         for (k, (dims, ranks, nnz, pattern, threshold)) in cases.into_iter().enumerate() {
-            let x = generate(&GenSpec {
-                dims: dims.clone(),
-                nnz,
-                pattern,
-                seed: 190 + k as u64,
-            })
-            .unwrap();
-            let hls = HlsBuilder::new(threshold).build(&x).unwrap();
+            let (x, hls) =
+                super::super::generated_case(&dims, nnz, pattern, threshold, 190 + k as u64);
             let rows = check(&x, &hls, &ranks, 7 + k as u64);
             if k == 5 {
                 assert!(rows.plans[0].cut, "the 3-row mode is cut into pieces");
