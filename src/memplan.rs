@@ -282,8 +282,8 @@ impl MemoryPlan {
 
     /// The CPU's nonzeros grouped by row of every mode, built by the first MTTKRP,
     /// TTMc, Φ or completion call: per mode and nonzero the other modes' `u32` indices and
-    /// an `f32` value (`N² · 4` bytes per nonzero in all), and per mode the rows'
-    /// offsets, twice while they are built.
+    /// an `f32` value (`N² · 4` bytes per nonzero in all), per mode the rows' offsets,
+    /// and while one mode is built a `u32` row label per nonzero.
     pub fn add_row_groups(&mut self, dims: &[usize], nnz: usize) -> &mut Self {
         let order = dims.len() as u128;
         let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128 + 1));
@@ -292,10 +292,11 @@ impl MemoryPlan {
             (nnz as u128).saturating_mul(order.saturating_mul(order)),
             4,
         )
+        .add(format!("the row groups' offsets ({rows} rows)"), rows, 8)
         .add(
-            format!("the row groups' offsets ({rows} rows, twice)"),
-            rows,
-            16,
+            format!("the row labels of the mode being grouped ({nnz} nonzeros)"),
+            nnz as u128,
+            4,
         )
     }
 

@@ -16,7 +16,8 @@
 //! was faster on every one, 1.2–2.4×, so it is the CPU's MTTKRP wherever the groups fit:
 //! `N (N − 1) · 4 + N · 4` bytes per nonzero for all modes, built only where they fit
 //! in a quarter of the available memory (else the walk runs). Building them costs
-//! about 0.36 s per 10 M nonzeros of a 3rd-order tensor, paid once by the first call.
+//! about 0.2–0.3 s per mode of a 7 M-nonzero tensor on two cores of this project's CPU,
+//! paid once by the first call.
 //!
 //! A short mode beside a long one whose factor misses the cache visits the long mode's
 //! groups instead ([`super::mttkrp_stream`]), chosen per mode and rank from the shape

@@ -2,23 +2,33 @@
 //! kernels read ([`super::rows`], [`super::mttkrp_rows`], [`super::ttmc_rows`],
 //! [`super::phi_rows`], the completion session).
 //!
-//! [`RowGroups::build`] is a counting sort per mode, in parallel: every mode's rows
-//! are cut into ranges, and one task per (mode, range) counts the nonzeros of its rows
-//! and then writes them into its own slice of the grouped arrays. Each task visits the
-//! whole tensor (decoding keys is cheap next to the scattered writes, which are what
-//! the ranges share out), always in the tensor's stored order: the sparse part, then
-//! the dense tiles. So the nonzeros of a row keep that order, whatever the number of
-//! threads, and the row kernels' sums do not depend on it.
+//! [`RowGroups::build`] is a stable sort of the nonzeros by row, one mode after the
+//! other, in two passes that each keep their writes local (a counting sort straight
+//! into a long mode's rows writes every nonzero at a random place of arrays of hundreds
+//! of MB, and its row counters miss the cache too):
+//! 1. the tensor, cut into chunks in its stored order (the sparse part, then the dense
+//!    tiles), is scattered into buckets of consecutive rows (at most [`MAX_BUCKETS`],
+//!    so that every bucket's write position stays in cache), each chunk into its own
+//!    slice of every bucket, the chunks' slices in chunk order;
+//! 2. each bucket, a few thousand rows whose nonzeros fit in cache, is sorted by row
+//!    with a counting sort of its own.
+//!
+//! Both passes are stable, so a row's nonzeros keep the stored order whatever the
+//! number of threads, and the row kernels' sums do not depend on it.
 
 use super::completion::visit;
-use super::kernel::Share;
+use super::kernel::{Share, shares};
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::{check_alloc, zeroed_on_huge_pages};
 use rayon::prelude::*;
 
-/// Fewest rows a build task takes (fewer rows than this per worker run as one range).
-const MIN_RANGE_ROWS: usize = 4096;
+/// Most buckets of consecutive rows the first pass scatters into: their write
+/// positions (a cache line per bucket and array) stay in L2.
+const MAX_BUCKETS: usize = 1024;
+
+/// Fewest nonzeros per chunk of the first pass.
+const MIN_CHUNK_NNZ: usize = 1 << 16;
 
 /// One mode's nonzeros grouped by row.
 pub(super) struct RowGroups {
@@ -129,76 +139,137 @@ impl RowGroups {
     pub(super) fn build(hls: &HlsTensor, offset: f32) -> Result<Vec<Self>> {
         let (order, nnz) = (hls.order(), hls.nnz());
         check_alloc("the row-grouped nonzeros of ALS", nnz, order * order, 4)?;
-        // Enough ranges over all modes for two tasks per worker.
         let workers = rayon::current_num_threads().max(1);
-        let per_mode = (2 * workers).div_ceil(order).max(1);
-        Ok((0..order)
-            .into_par_iter()
-            .map(|mode| Self::build_mode(hls, mode, offset, per_mode))
-            .collect())
+        Ok(Self::build_in(
+            hls,
+            offset,
+            (nnz / MIN_CHUNK_NNZ).clamp(1, 4 * workers),
+        ))
     }
 
-    /// One mode's groups, its rows cut into at most `ranges` ranges of equal length.
-    fn build_mode(hls: &HlsTensor, mode: usize, offset: f32, ranges: usize) -> Self {
+    /// [`RowGroups::build`] with the tensor's parts cut into `n` chunks each.
+    fn build_in(hls: &HlsTensor, offset: f32, n: usize) -> Vec<Self> {
+        // One mode at a time, each in parallel: a mode's row labels are the only
+        // memory the build holds besides the groups.
+        let chunks = stored_chunks(hls, n);
+        (0..hls.order())
+            .map(|mode| Self::build_mode(hls, mode, offset, &chunks))
+            .collect()
+    }
+
+    /// One mode's groups: the chunks (in stored order) scattered into buckets of
+    /// consecutive rows, then each bucket sorted by row.
+    fn build_mode(hls: &HlsTensor, mode: usize, offset: f32, chunks: &[Share]) -> Self {
         let (order, nnz, rows) = (hls.order(), hls.nnz(), hls.dims()[mode]);
         let d = order - 1;
-        let k = ranges.min(rows / MIN_RANGE_ROWS).max(1);
-        let bounds: Vec<usize> = (0..=k).map(|t| rows * t / k).collect();
-        let whole = whole_share(hls);
+        // Buckets of `1 << shift` rows, at most MAX_BUCKETS of them.
+        let shift = (0..usize::BITS)
+            .find(|&s| rows.div_ceil(1usize << s) <= MAX_BUCKETS)
+            .unwrap_or(usize::BITS - 1);
+        let buckets = rows.div_ceil(1 << shift).max(1);
+        let bucket_of = |i: u32| (i as usize) >> shift;
 
-        // Counts: `ptr[i + 1]` is row `i`'s count, each range counting its own rows.
-        let mut ptr = vec![0usize; rows + 1];
-        let mut counts = Vec::with_capacity(k);
-        let mut rest = &mut ptr[1..];
-        for t in 0..k {
-            let (mine, tail) = std::mem::take(&mut rest).split_at_mut(bounds[t + 1] - bounds[t]);
-            rest = tail;
-            counts.push((bounds[t], mine));
-        }
-        counts.into_par_iter().for_each(|(r0, cnt)| {
-            visit(hls, &whole, offset, |_, c, _| {
-                if let Some(n) = cnt.get_mut((c[mode] as usize).wrapping_sub(r0)) {
-                    *n += 1;
-                }
-            });
-        });
-        for i in 1..ptr.len() {
-            ptr[i] += ptr[i - 1];
+        // Pass 1a: each chunk's count per bucket.
+        let counts: Vec<Vec<usize>> = chunks
+            .par_iter()
+            .map(|share| {
+                let mut n = vec![0usize; buckets];
+                visit(hls, share, offset, |_, c, _| n[bucket_of(c[mode])] += 1);
+                n
+            })
+            .collect();
+        // Where each bucket starts, and each chunk's share of it.
+        let mut starts = Vec::with_capacity(buckets + 1);
+        starts.push(0usize);
+        for b in 0..buckets {
+            let n: usize = counts.iter().map(|c| c[b]).sum();
+            starts.push(starts[b] + n);
         }
 
-        // Filled at scattered places, read row by row.
+        // Filled at a bucket's next place per chunk, then sorted within buckets.
         let mut others: Vec<u32> = zeroed_on_huge_pages(nnz * d);
         let mut values: Vec<f32> = zeroed_on_huge_pages(nnz);
-        let mut jobs = Vec::with_capacity(k);
-        let (mut o, mut v) = (&mut others[..], &mut values[..]);
-        for t in 0..k {
-            let n = ptr[bounds[t + 1]] - ptr[bounds[t]];
-            let (mine_o, rest_o) = std::mem::take(&mut o).split_at_mut(n * d);
-            let (mine_v, rest_v) = std::mem::take(&mut v).split_at_mut(n);
-            (o, v) = (rest_o, rest_v);
-            jobs.push((bounds[t], bounds[t + 1], mine_o, mine_v));
-        }
-        let ptr_ref = &ptr;
-        jobs.into_par_iter().for_each(|(r0, r1, o, v)| {
-            let base = ptr_ref[r0];
-            // Where the next nonzero of each row goes, relative to the range's start.
-            let mut next: Vec<usize> = ptr_ref[r0..r1].iter().map(|&p| p - base).collect();
-            visit(hls, &whole, offset, |_, c, x| {
-                let Some(p) = next.get_mut((c[mode] as usize).wrapping_sub(r0)) else {
-                    return;
-                };
-                let q = *p;
-                *p += 1;
-                v[q] = x;
-                let dst = &mut o[q * d..(q + 1) * d];
-                for (slot, (_, &ci)) in dst
-                    .iter_mut()
-                    .zip(c.iter().enumerate().filter(|&(m, _)| m != mode))
-                {
-                    *slot = ci;
+        // Per nonzero, its row's position within its bucket.
+        let mut labels: Vec<u32> = zeroed_on_huge_pages(nnz);
+
+        // Pass 1b: every chunk into its own slice of every bucket.
+        {
+            let mut dests: Vec<Vec<Dest>> = (0..chunks.len())
+                .map(|_| Vec::with_capacity(buckets))
+                .collect();
+            let (mut o, mut v, mut l) = (&mut others[..], &mut values[..], &mut labels[..]);
+            for b in 0..buckets {
+                for (dest, count) in dests.iter_mut().zip(&counts) {
+                    let n = count[b];
+                    let (mo, ro) = std::mem::take(&mut o).split_at_mut(n * d);
+                    let (mv, rv) = std::mem::take(&mut v).split_at_mut(n);
+                    let (ml, rl) = std::mem::take(&mut l).split_at_mut(n);
+                    (o, v, l) = (ro, rv, rl);
+                    dest.push((mo, mv, ml));
                 }
+            }
+            chunks.par_iter().zip(dests).for_each(|(share, mut dest)| {
+                let mut next = vec![0usize; buckets];
+                visit(hls, share, offset, |_, c, x| {
+                    let i = c[mode];
+                    let b = bucket_of(i);
+                    let (q, (o, v, l)) = (next[b], &mut dest[b]);
+                    next[b] += 1;
+                    v[q] = x;
+                    l[q] = i - ((b << shift) as u32);
+                    let slots = o[q * d..(q + 1) * d].iter_mut();
+                    for (slot, (_, &ci)) in
+                        slots.zip(c.iter().enumerate().filter(|&(m, _)| m != mode))
+                    {
+                        *slot = ci;
+                    }
+                });
             });
-        });
+        }
+
+        // Pass 2: each bucket sorted by row (stable), its rows' offsets written.
+        let mut ptr = vec![0usize; rows + 1];
+        let mut jobs = Vec::with_capacity(buckets);
+        let (mut o, mut v, mut l) = (&mut others[..], &mut values[..], &mut labels[..]);
+        let mut p = &mut ptr[1..];
+        for b in 0..buckets {
+            let n = starts[b + 1] - starts[b];
+            let span = (rows - (b << shift)).min(1 << shift);
+            let (mo, ro) = std::mem::take(&mut o).split_at_mut(n * d);
+            let (mv, rv) = std::mem::take(&mut v).split_at_mut(n);
+            let (ml, rl) = std::mem::take(&mut l).split_at_mut(n);
+            let (mp, rp) = std::mem::take(&mut p).split_at_mut(span);
+            (o, v, l, p) = (ro, rv, rl, rp);
+            jobs.push((starts[b], mo, mv, ml, mp));
+        }
+        jobs.into_par_iter().for_each_init(
+            || (Vec::new(), Vec::new(), Vec::new()),
+            |(counts, so, sv): &mut (Vec<usize>, Vec<u32>, Vec<f32>), (base, o, v, l, p)| {
+                // `counts[r + 1]`: nonzeros of the bucket's row `r`, then their end.
+                counts.clear();
+                counts.resize(p.len() + 1, 0);
+                for &r in l.iter() {
+                    counts[r as usize + 1] += 1;
+                }
+                for r in 0..p.len() {
+                    counts[r + 1] += counts[r];
+                    p[r] = base + counts[r + 1];
+                }
+                if l.is_sorted() {
+                    return;
+                }
+                so.clear();
+                so.extend_from_slice(o);
+                sv.clear();
+                sv.extend_from_slice(v);
+                for (k, &r) in l.iter().enumerate() {
+                    let at = counts[r as usize];
+                    counts[r as usize] += 1;
+                    o[at * d..(at + 1) * d].copy_from_slice(&so[k * d..(k + 1) * d]);
+                    v[at] = sv[k];
+                }
+            },
+        );
         RowGroups {
             ptr,
             others,
@@ -207,12 +278,23 @@ impl RowGroups {
     }
 }
 
-/// One share holding every nonzero: the sparse part, then the dense tiles.
-fn whole_share(hls: &HlsTensor) -> Share {
-    Share {
-        sparse: (0, hls.sparse().nnz()),
-        tiles: (0, hls.dense().map_or(0, |t| t.len())),
-    }
+/// A chunk's slices of one bucket: the other modes' indices, the values and the row
+/// labels of its nonzeros there.
+type Dest<'a> = (&'a mut [u32], &'a mut [f32], &'a mut [u32]);
+
+/// The nonzeros cut into chunks in stored order: `n` ranges of the sparse part, then
+/// `n` ranges of the dense tiles.
+fn stored_chunks(hls: &HlsTensor, n: usize) -> Vec<Share> {
+    let cut = shares(hls, n);
+    let sparse = cut.iter().map(|s| Share {
+        sparse: s.sparse,
+        tiles: (0, 0),
+    });
+    let tiles = cut.iter().map(|s| Share {
+        sparse: (0, 0),
+        tiles: s.tiles,
+    });
+    sparse.chain(tiles).collect()
 }
 
 #[cfg(test)]
@@ -220,10 +302,19 @@ mod tests {
     use super::*;
     use crate::tensor::generate::Pattern;
 
+    /// One share holding every nonzero: the sparse part, then the dense tiles.
+    fn whole_share(hls: &HlsTensor) -> Share {
+        Share {
+            sparse: (0, hls.sparse().nnz()),
+            tiles: (0, hls.dense().map_or(0, |t| t.len())),
+        }
+    }
+
     /// Every mode's groups against a plain stable sort of the nonzeros in stored order
-    /// (sparse part, then dense tiles), on 1, 3 and 8 workers: the same arrays, so a
-    /// row's nonzeros keep the stored order whatever the thread count. The cases have
-    /// dense tiles, and modes long enough to be cut into several ranges.
+    /// (sparse part, then dense tiles), on 1, 3 and 8 workers and with the parts cut
+    /// into 1, 2 and 5 chunks: the same arrays, so a row's nonzeros keep the stored
+    /// order whatever the thread count. The cases have dense tiles, and modes long
+    /// enough for buckets of many rows (some not a whole number of buckets).
     #[test]
     fn groups_are_the_stable_sort_of_the_stored_order_on_any_thread_count() {
         let cases = [
@@ -237,7 +328,7 @@ mod tests {
                 16,
             ),
             (
-                vec![40_000, 9000, 7],
+                vec![40_001, 9000, 7],
                 30_000,
                 Pattern::PowerLaw { alpha: 0.8 },
                 u32::MAX,
@@ -260,12 +351,15 @@ mod tests {
                 stored.push((c.to_vec(), v))
             });
             assert_eq!(stored.len(), x.nnz());
-            for threads in [1, 3, 8] {
+            for (threads, chunks) in [(1, 0), (3, 0), (8, 0), (1, 2), (3, 5), (8, 5)] {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
                     .build()
                     .unwrap();
-                let groups = pool.install(|| RowGroups::build(&hls, offset)).unwrap();
+                let groups = pool.install(|| match chunks {
+                    0 => RowGroups::build(&hls, offset).unwrap(),
+                    n => RowGroups::build_in(&hls, offset, n),
+                });
                 for (mode, g) in groups.iter().enumerate() {
                     let mut want = stored.clone();
                     want.sort_by_key(|(c, _)| c[mode]);
@@ -280,7 +374,7 @@ mod tests {
                         .flat_map(|(c, _)| (0..c.len()).filter(|&m| m != mode).map(|m| c[m]))
                         .collect();
                     let values: Vec<f32> = want.iter().map(|&(_, v)| v).collect();
-                    let what = format!("case {k}, mode {mode}, {threads} threads");
+                    let what = format!("case {k}, mode {mode}, {threads} threads, {chunks} chunks");
                     assert_eq!(g.ptr(), &ptr[..], "{what}");
                     assert_eq!(g.others(), &others[..], "{what}");
                     assert_eq!(g.values(), &values[..], "{what}");
