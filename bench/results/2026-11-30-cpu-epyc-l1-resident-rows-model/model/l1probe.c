@@ -1,5 +1,5 @@
-// Model: mode-0 (long output) MTTKRP of a 3rd-order .tns, row sum vs fiber-factored (CSF) sum, real indices.
-// Build: gcc -O3 -march=native -fopenmp fiber_rows.c -o fiber_rows; run: OMP_NUM_THREADS=2 ./fiber_rows FILE.tns MODE
+// Model: mode-0 (long output) MTTKRP row sum of a 3rd-order .tns with its gathered indices masked by MASK (63: every gathered row in L1), beside the fiber-factored sum.
+// Build: gcc -O3 -march=native -fopenmp l1probe.c -o l1probe; run: OMP_NUM_THREADS=2 ./l1probe FILE.tns MODE MASK (4294967295: no mask)
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
