@@ -197,15 +197,10 @@ impl RowGroups {
             let mut dests: Vec<Vec<Dest>> = (0..chunks.len())
                 .map(|_| Vec::with_capacity(buckets))
                 .collect();
-            let (mut o, mut v, mut l) = (&mut others[..], &mut values[..], &mut labels[..]);
+            let mut rest: Dest = (&mut others[..], &mut values[..], &mut labels[..]);
             for b in 0..buckets {
                 for (dest, count) in dests.iter_mut().zip(&counts) {
-                    let n = count[b];
-                    let (mo, ro) = std::mem::take(&mut o).split_at_mut(n * d);
-                    let (mv, rv) = std::mem::take(&mut v).split_at_mut(n);
-                    let (ml, rl) = std::mem::take(&mut l).split_at_mut(n);
-                    (o, v, l) = (ro, rv, rl);
-                    dest.push((mo, mv, ml));
+                    dest.push(take_front(&mut rest, count[b], d));
                 }
             }
             chunks.par_iter().zip(dests).for_each(|(share, mut dest)| {
@@ -230,17 +225,14 @@ impl RowGroups {
         // Pass 2: each bucket sorted by row (stable), its rows' offsets written.
         let mut ptr = vec![0usize; rows + 1];
         let mut jobs = Vec::with_capacity(buckets);
-        let (mut o, mut v, mut l) = (&mut others[..], &mut values[..], &mut labels[..]);
+        let mut rest: Dest = (&mut others[..], &mut values[..], &mut labels[..]);
         let mut p = &mut ptr[1..];
         for b in 0..buckets {
-            let n = starts[b + 1] - starts[b];
+            let (o, v, l) = take_front(&mut rest, starts[b + 1] - starts[b], d);
             let span = (rows - (b << shift)).min(1 << shift);
-            let (mo, ro) = std::mem::take(&mut o).split_at_mut(n * d);
-            let (mv, rv) = std::mem::take(&mut v).split_at_mut(n);
-            let (ml, rl) = std::mem::take(&mut l).split_at_mut(n);
             let (mp, rp) = std::mem::take(&mut p).split_at_mut(span);
-            (o, v, l, p) = (ro, rv, rl, rp);
-            jobs.push((starts[b], mo, mv, ml, mp));
+            p = rp;
+            jobs.push((starts[b], o, v, l, mp));
         }
         jobs.into_par_iter().for_each_init(
             || (Vec::new(), Vec::new(), Vec::new()),
@@ -281,6 +273,15 @@ impl RowGroups {
 /// A chunk's slices of one bucket: the other modes' indices, the values and the row
 /// labels of its nonzeros there.
 type Dest<'a> = (&'a mut [u32], &'a mut [f32], &'a mut [u32]);
+
+/// The first `n` nonzeros of `rest` (`d` indices each), split off its front.
+fn take_front<'a>(rest: &mut Dest<'a>, n: usize, d: usize) -> Dest<'a> {
+    let (o, ro) = std::mem::take(&mut rest.0).split_at_mut(n * d);
+    let (v, rv) = std::mem::take(&mut rest.1).split_at_mut(n);
+    let (l, rl) = std::mem::take(&mut rest.2).split_at_mut(n);
+    *rest = (ro, rv, rl);
+    (o, v, l)
+}
 
 /// The nonzeros cut into chunks in stored order: `n` ranges of the sparse part, then
 /// `n` ranges of the dense tiles.
