@@ -2,25 +2,22 @@
 //! values a single process draws for the whole factor.
 //!
 //! A single process draws mode `m`'s factor as [`Matrix::random`]`(I_m, R, seed + m)`
-//! ([`Matrix::random_factors`]): one Xoshiro256++ stream per mode, row-major, one draw
-//! per entry. A rank that keeps rows `a..b` skips the stream's first `a·R` draws (each
-//! drawn and dropped, a few nanoseconds per entry; nothing is stored), then keeps the
-//! next `(b − a)·R`. Memory is that of the rows kept; the skip costs time in proportion
-//! to the rows before them, far below one iteration's.
+//! ([`Matrix::random_factors`]): the seeded sequence of [`fill_random`], row-major, one
+//! entry per draw, in blocks of [`crate::matrix::RANDOM_BLOCK`] entries each from its
+//! own jumped Xoshiro256++ stream. A rank that keeps rows `a..b` draws entries
+//! `a·R..b·R` of that sequence: it jumps to the block of entry `a·R` and skips the draws
+//! before it within that block (at most one block's, a few milliseconds); nothing
+//! else is drawn or stored.
 
-use crate::matrix::Matrix;
+use crate::matrix::{Matrix, fill_random};
 use std::ops::Range;
 
 /// Rows `rows` of [`Matrix::random`]`(_, cols, seed)`, drawn without the rows before
-/// them being stored.
+/// them.
 pub fn random_rows(rows: Range<usize>, cols: usize, seed: u64) -> Matrix {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
-    for _ in 0..rows.start * cols {
-        // The same call as the whole matrix's, so the stream advances identically.
-        let _: f32 = rng.random::<f32>();
-    }
-    Matrix::from_fn(rows.len(), cols, |_, _| rng.random::<f32>())
+    let mut m = Matrix::zeros(rows.len(), cols);
+    fill_random(m.data_mut(), seed, rows.start * cols);
+    m
 }
 
 /// The rows `rows` of `f`.
@@ -56,10 +53,13 @@ mod tests {
 
     #[test]
     fn rows_drawn_alone_are_the_whole_factors_rows() {
-        let dims = [37usize, 5, 64];
+        // Mode 2's factor spans two blocks of the random sequence.
+        let b = crate::matrix::RANDOM_BLOCK / 3;
+        let dims = [37usize, 5, b + 40];
         let whole = Matrix::random_factors(&dims, &[3, 3, 3], 41);
         for (m, f) in whole.iter().enumerate() {
-            for rows in [0..dims[m], 0..0, 1..4, dims[m] - 1..dims[m], 2..2] {
+            let d = dims[m];
+            for rows in [0..d, 0..0, 1..4, d - 1..d, 2..2, d.min(b - 2)..d] {
                 let got = initial_rows(None, 41, m, rows.clone(), 3);
                 assert_eq!(got, rows_of(f, rows.clone()), "mode {m}, rows {rows:?}");
                 let given = initial_rows(Some(&whole), 0, m, rows.clone(), 3);
