@@ -40,6 +40,10 @@ pub fn largest_checked() -> u64 {
     LARGEST_CHECKED.load(Ordering::Relaxed)
 }
 
+/// Nonzeros under which the CPU builds all modes' row groups side by side, not one
+/// after the other (one mode's chunks would leave workers idle).
+pub const ROW_GROUPS_MODES_TOGETHER_BELOW: usize = 1 << 20;
+
 /// What a command will allocate, part by part.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryPlan {
@@ -283,10 +287,16 @@ impl MemoryPlan {
     /// The CPU's nonzeros grouped by row of every mode, built by the first MTTKRP,
     /// TTMc, Φ or completion call: per mode and nonzero the other modes' `u32` indices and
     /// an `f32` value (`N² · 4` bytes per nonzero in all), per mode the rows' offsets,
-    /// and while one mode is built a `u32` row label per nonzero.
+    /// and a `u32` row label per nonzero of the mode being built (of every mode under
+    /// [`ROW_GROUPS_MODES_TOGETHER_BELOW`] nonzeros, built side by side).
     pub fn add_row_groups(&mut self, dims: &[usize], nnz: usize) -> &mut Self {
         let order = dims.len() as u128;
         let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128 + 1));
+        let (labelled, which) = if nnz < ROW_GROUPS_MODES_TOGETHER_BELOW {
+            (order, "every mode")
+        } else {
+            (1, "the mode being grouped")
+        };
         self.add(
             format!("the CPU's row groups ({order} modes × {nnz} nonzeros)"),
             (nnz as u128).saturating_mul(order.saturating_mul(order)),
@@ -294,8 +304,8 @@ impl MemoryPlan {
         )
         .add(format!("the row groups' offsets ({rows} rows)"), rows, 8)
         .add(
-            format!("the row labels of the mode being grouped ({nnz} nonzeros)"),
-            nnz as u128,
+            format!("the row labels of {which} ({nnz} nonzeros)"),
+            (nnz as u128).saturating_mul(labelled),
             4,
         )
     }

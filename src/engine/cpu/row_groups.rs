@@ -14,13 +14,17 @@
 //!    with a counting sort of its own.
 //!
 //! Both passes are stable, so a row's nonzeros keep the stored order whatever the
-//! number of threads, and the row kernels' sums do not depend on it.
+//! number of threads, and the row kernels' sums do not depend on it. The modes are
+//! built one after the other, or side by side on a tensor small enough that one
+//! mode's chunks would leave workers idle
+//! ([`crate::memplan::ROW_GROUPS_MODES_TOGETHER_BELOW`] nonzeros).
 
 use super::completion::visit;
 use super::kernel::{Share, shares};
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::{check_alloc, zeroed_on_huge_pages};
+use crate::memplan::ROW_GROUPS_MODES_TOGETHER_BELOW;
 use rayon::prelude::*;
 
 /// Most buckets of consecutive rows the first pass scatters into: their write
@@ -149,35 +153,60 @@ impl RowGroups {
 
     /// [`RowGroups::build`] with the tensor's parts cut into `n` chunks each.
     fn build_in(hls: &HlsTensor, offset: f32, n: usize) -> Vec<Self> {
-        // One mode at a time, each in parallel: a mode's row labels are the only
-        // memory the build holds besides the groups.
         let chunks = stored_chunks(hls, n);
-        (0..hls.order())
-            .map(|mode| Self::build_mode(hls, mode, offset, &chunks))
-            .collect()
-    }
-
-    /// One mode's groups: the chunks (in stored order) scattered into buckets of
-    /// consecutive rows, then each bucket sorted by row.
-    fn build_mode(hls: &HlsTensor, mode: usize, offset: f32, chunks: &[Share]) -> Self {
-        let (order, nnz, rows) = (hls.order(), hls.nnz(), hls.dims()[mode]);
-        let d = order - 1;
-        // Buckets of `1 << shift` rows, at most MAX_BUCKETS of them.
-        let shift = (0..usize::BITS)
-            .find(|&s| rows.div_ceil(1usize << s) <= MAX_BUCKETS)
-            .unwrap_or(usize::BITS - 1);
-        let buckets = rows.div_ceil(1 << shift).max(1);
-        let bucket_of = |i: u32| (i as usize) >> shift;
-
-        // Pass 1a: each chunk's count per bucket.
-        let counts: Vec<Vec<usize>> = chunks
+        let dims = hls.dims();
+        // Per mode, buckets of `1 << shift` rows, at most MAX_BUCKETS of them.
+        let shifts: Vec<usize> = (dims.iter())
+            .map(|&rows| {
+                (0..usize::BITS as usize)
+                    .find(|&s| rows.div_ceil(1usize << s) <= MAX_BUCKETS)
+                    .unwrap_or(usize::BITS as usize - 1)
+            })
+            .collect();
+        // Pass 1a, every mode in one visit: each chunk's count per mode and bucket.
+        let counts: Vec<Vec<Vec<usize>>> = chunks
             .par_iter()
             .map(|share| {
-                let mut n = vec![0usize; buckets];
-                visit(hls, share, offset, |_, c, _| n[bucket_of(c[mode])] += 1);
+                let mut n: Vec<Vec<usize>> = (dims.iter().zip(&shifts))
+                    .map(|(&rows, &s)| vec![0usize; rows.div_ceil(1 << s).max(1)])
+                    .collect();
+                visit(hls, share, offset, |_, c, _| {
+                    for ((n, &i), &s) in n.iter_mut().zip(c).zip(&shifts) {
+                        n[(i as usize) >> s] += 1;
+                    }
+                });
                 n
             })
             .collect();
+        // Then each mode, in parallel: a mode's row labels are the only memory the
+        // build holds besides the groups. One mode at a time, unless the tensor is too
+        // small for one mode's chunks to keep the workers busy.
+        let mode = |mode: usize| {
+            let counts: Vec<&[usize]> = counts.iter().map(|c| &c[mode][..]).collect();
+            Self::build_mode(hls, mode, offset, &chunks, shifts[mode], &counts)
+        };
+        if hls.nnz() < ROW_GROUPS_MODES_TOGETHER_BELOW {
+            (0..hls.order()).into_par_iter().map(mode).collect()
+        } else {
+            (0..hls.order()).map(mode).collect()
+        }
+    }
+
+    /// One mode's groups: the chunks (in stored order, `counts[k][b]` of chunk `k`'s
+    /// nonzeros in bucket `b`) scattered into buckets of `1 << shift` consecutive rows,
+    /// then each bucket sorted by row.
+    fn build_mode(
+        hls: &HlsTensor,
+        mode: usize,
+        offset: f32,
+        chunks: &[Share],
+        shift: usize,
+        counts: &[&[usize]],
+    ) -> Self {
+        let (order, nnz, rows) = (hls.order(), hls.nnz(), hls.dims()[mode]);
+        let d = order - 1;
+        let buckets = rows.div_ceil(1 << shift).max(1);
+        let bucket_of = |i: u32| (i as usize) >> shift;
         // Where each bucket starts, and each chunk's share of it.
         let mut starts = Vec::with_capacity(buckets + 1);
         starts.push(0usize);
@@ -189,8 +218,13 @@ impl RowGroups {
         // Filled at a bucket's next place per chunk, then sorted within buckets.
         let mut others: Vec<u32> = zeroed_on_huge_pages(nnz * d);
         let mut values: Vec<f32> = zeroed_on_huge_pages(nnz);
-        // Per nonzero, its row's position within its bucket.
-        let mut labels: Vec<u32> = zeroed_on_huge_pages(nnz);
+        // Per nonzero, its row's position within its bucket; none where every bucket is
+        // one row (a mode of at most MAX_BUCKETS rows), already grouped by the scatter.
+        let mut labels: Vec<u32> = if shift > 0 {
+            zeroed_on_huge_pages(nnz)
+        } else {
+            Vec::new()
+        };
 
         // Pass 1b: every chunk into its own slice of every bucket.
         {
@@ -199,7 +233,7 @@ impl RowGroups {
                 .collect();
             let mut rest: Dest = (&mut others[..], &mut values[..], &mut labels[..]);
             for b in 0..buckets {
-                for (dest, count) in dests.iter_mut().zip(&counts) {
+                for (dest, count) in dests.iter_mut().zip(counts) {
                     dest.push(take_front(&mut rest, count[b], d));
                 }
             }
@@ -211,7 +245,9 @@ impl RowGroups {
                     let (q, (o, v, l)) = (next[b], &mut dest[b]);
                     next[b] += 1;
                     v[q] = x;
-                    l[q] = i - ((b << shift) as u32);
+                    if shift > 0 {
+                        l[q] = i - ((b << shift) as u32);
+                    }
                     let slots = o[q * d..(q + 1) * d].iter_mut();
                     for (slot, (_, &ci)) in
                         slots.zip(c.iter().enumerate().filter(|&(m, _)| m != mode))
@@ -237,6 +273,11 @@ impl RowGroups {
         jobs.into_par_iter().for_each_init(
             || (Vec::new(), Vec::new(), Vec::new()),
             |(counts, so, sv): &mut (Vec<usize>, Vec<u32>, Vec<f32>), (base, o, v, l, p)| {
+                if shift == 0 {
+                    // One row: its nonzeros are the bucket's.
+                    p[0] = base + v.len();
+                    return;
+                }
                 // `counts[r + 1]`: nonzeros of the bucket's row `r`, then their end.
                 counts.clear();
                 counts.resize(p.len() + 1, 0);
@@ -274,11 +315,13 @@ impl RowGroups {
 /// labels of its nonzeros there.
 type Dest<'a> = (&'a mut [u32], &'a mut [f32], &'a mut [u32]);
 
-/// The first `n` nonzeros of `rest` (`d` indices each), split off its front.
+/// The first `n` nonzeros of `rest` (`d` indices each), split off its front (no labels
+/// where `rest` holds none).
 fn take_front<'a>(rest: &mut Dest<'a>, n: usize, d: usize) -> Dest<'a> {
     let (o, ro) = std::mem::take(&mut rest.0).split_at_mut(n * d);
     let (v, rv) = std::mem::take(&mut rest.1).split_at_mut(n);
-    let (l, rl) = std::mem::take(&mut rest.2).split_at_mut(n);
+    let labelled = if rest.2.is_empty() { 0 } else { n };
+    let (l, rl) = std::mem::take(&mut rest.2).split_at_mut(labelled);
     *rest = (ro, rv, rl);
     (o, v, l)
 }
