@@ -5,7 +5,7 @@ use super::load::{load, report_precision};
 use super::{engine, print_json};
 use serde_json::json;
 use sptmc::accuracy::compare;
-use sptmc::engine::cpu::{CacheSizes, streamed_blocks_bytes, streamed_mode_output_floats};
+use sptmc::engine::cpu::{CacheSizes, add_streamed_to_plan};
 use sptmc::engine::{Backend, Workload};
 use sptmc::hls::HlsBuilder;
 use sptmc::memplan::MemoryPlan;
@@ -79,21 +79,8 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     if op == sptmc::Op::Mttkrp {
         plan.add_row_groups(x.dims(), x.nnz());
         if let Backend::Cpu(_) = engine.backend() {
-            // The copies of a short mode's output where MTTKRP visits a long mode's order.
             let cache = CacheSizes::of_this_machine();
-            let floats = streamed_mode_output_floats(x.dims(), a.mode, rank, cache);
-            if floats > 0 {
-                plan.add(
-                    "the CPU's streamed MTTKRP output copies (f32)",
-                    floats as u128,
-                    4,
-                );
-            }
-            // That mode's nonzeros in blocks of the long mode's rows.
-            let bytes = streamed_blocks_bytes(x.dims(), x.nnz(), rank, cache, [a.mode]);
-            if bytes > 0 {
-                plan.add("the CPU's streamed MTTKRP blocks", bytes, 1);
-            }
+            add_streamed_to_plan(&mut plan, x.dims(), x.nnz(), rank, &[a.mode], cache);
         }
     }
     plan.check()?;

@@ -119,11 +119,13 @@ pub fn cp_als(
         }
         Ok(())
     }))?;
+    let w = Workload {
+        op: Op::Mttkrp,
+        rank,
+    };
+    let model = crate::memplan::MemoryPlan::cp(block.tensor.dims(), rank);
+    ch.agree(super::plan::block_plan(engine, block, w, ("CP-ALS", &model), true, me).check())?;
     let prepared: Option<Prepared> = ch.agree(if block.tensor.nnz() > 0 {
-        let w = Workload {
-            op: Op::Mttkrp,
-            rank,
-        };
         engine.prepare(&block.tensor, &[w]).map(Some)
     } else {
         Ok(None)

@@ -211,12 +211,13 @@ pub fn cp_apr(
         opts.validate(dims)
     })?;
     let local_nnz = block.tensor.nnz();
-    ch.agree(crate::memplan::MemoryPlan::cp_apr(block.tensor.dims(), local_nnz, rank).check())?;
+    let w = Workload {
+        op: Op::Mttkrp,
+        rank,
+    };
+    let model = crate::memplan::MemoryPlan::cp_apr(block.tensor.dims(), local_nnz, rank);
+    ch.agree(super::plan::block_plan(engine, block, w, ("CP-APR", &model), false, me).check())?;
     let prepared: Option<Prepared> = ch.agree(if local_nnz > 0 {
-        let w = Workload {
-            op: Op::Mttkrp,
-            rank,
-        };
         engine.prepare(&block.tensor, &[w]).map(Some)
     } else {
         Ok(None)

@@ -8,6 +8,8 @@
 //! - [`read`]: each rank reads its share of a `.tns` file (byte ranges of plain text;
 //!   rank 0 streaming a gzip file in rounds), [`exchange`] moves every nonzero to the
 //!   rank that holds it (one all-to-all) and gives each rank its block;
+//! - `plan`: each rank's memory plan for its block, checked before it draws its
+//!   factors or prepares the block;
 //! - [`init`]: each rank draws only its rows of the initial factors;
 //! - [`cp_als`]: CP-ALS over the ranks, the single process's mathematics reused;
 //! - [`cp_apr`]: CP-APR over the ranks, the same multiplicative updates by the rows'
@@ -29,6 +31,7 @@ pub mod init;
 pub mod mpi;
 pub mod output;
 pub mod partition;
+mod plan;
 pub mod read;
 pub mod volume;
 

@@ -8,9 +8,7 @@ use crate::decomp::{
     complete_compacted, complete_with_control, cp_als_with_control, cp_apr_with_control,
     tucker_hooi_with_control,
 };
-use crate::engine::cpu::{
-    CacheSizes, private_output_floats, streamed_blocks_bytes, streamed_output_floats,
-};
+use crate::engine::cpu::{CacheSizes, add_streamed_to_plan, private_output_floats};
 use crate::engine::{Backend, Engine, Prepared, Workload};
 use crate::error::Result;
 use crate::hls::ValueReport;
@@ -151,23 +149,17 @@ impl Job for CpJob {
     fn memory(&self, engine: &Engine) -> MemoryPlan {
         let mut plan = MemoryPlan::cp(&self.dims, self.options.rank);
         if let Backend::Cpu(_) = engine.backend() {
-            plan.add_padded_rank(&self.dims, self.options.rank);
-            // The copies of a short mode's output where MTTKRP visits a long mode's order.
-            let cache = CacheSizes::of_this_machine();
-            let floats = streamed_output_floats(&self.dims, self.options.rank, cache);
-            if floats > 0 {
-                plan.add(
-                    "the CPU's streamed MTTKRP output copies (f32)",
-                    floats as u128,
-                    4,
-                );
-            }
-            // Those modes' nonzeros in blocks of the long mode's rows.
             let (dims, rank) = (&self.dims, self.options.rank);
-            let bytes = streamed_blocks_bytes(dims, self.nnz, rank, cache, 0..dims.len());
-            if bytes > 0 {
-                plan.add("the CPU's streamed MTTKRP blocks", bytes, 1);
-            }
+            plan.add_padded_rank(dims, rank);
+            let modes: Vec<usize> = (0..dims.len()).collect();
+            add_streamed_to_plan(
+                &mut plan,
+                dims,
+                self.nnz,
+                rank,
+                &modes,
+                CacheSizes::of_this_machine(),
+            );
         }
         plan
     }

@@ -126,3 +126,46 @@ fn rank_0_writes_the_model_without_holding_a_whole_factor() {
         );
     }
 }
+
+/// A block whose rank's memory plan does not fit the limit stops every rank with one
+/// error line, from the lowest such rank, naming it and the memory: before any rank
+/// draws its factor rows or prepares its block (which would otherwise abort on a failed
+/// allocation). Mode 0 has 20 M rows and few nonzeros, so the ranks read and exchange
+/// the tensor within 1.5 GB each, while each half of mode 0's factor at rank 64 alone
+/// (10 M rows × 64 × 4 bytes, 2.6 GB) does not fit it. For CP-ALS and CP-APR.
+#[test]
+fn a_block_over_the_memory_limit_stops_every_rank_with_one_line() {
+    if common::mpi::mpirun().is_none() {
+        return;
+    }
+    let x = generate(&GenSpec {
+        dims: vec![20_000_000, 6, 5],
+        nnz: 20_000,
+        pattern: Pattern::Uniform,
+        seed: 4,
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f = common::mpi::write(dir.path(), "long.tns", &x);
+    let bin = env!("CARGO_BIN_EXE_sptmc");
+    for cmd in ["cp", "cp-apr"] {
+        let got = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v 1500000; exec mpirun --allow-run-as-root --oversubscribe -np 2 -x RAYON_NUM_THREADS=1 -x MALLOC_ARENA_MAX=1 {bin} {cmd} {f} --rank 64 --iters 2"
+            ))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&got.stderr);
+        assert_eq!(got.status.code(), Some(1), "{cmd}: {err}");
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains("error:")).collect();
+        assert_eq!(lines.len(), 1, "{cmd}: {err}");
+        assert!(
+            lines[0].starts_with("sptmc: error: not enough memory:")
+                && lines[0].contains("on MPI rank 0's block")
+                && lines[0].contains("or run on more ranks"),
+            "{cmd}: {err}"
+        );
+        assert!(!err.contains("memory allocation of"), "{cmd}: {err}");
+    }
+}

@@ -49,8 +49,7 @@ mod walk;
 
 pub use cache_sizes::CacheSizes;
 pub use kernel::private_output_floats;
-pub use mttkrp_stream::{streamed_mode_output_floats, streamed_output_floats};
-pub use stream_blocks::blocks_bytes as streamed_blocks_bytes;
+pub use mttkrp_stream::add_streamed_to_plan;
 
 use super::{CpuOptions, CpuVectors, MttkrpKernel, RunOptions, RunStats};
 use crate::error::{Error, Result};

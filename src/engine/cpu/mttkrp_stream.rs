@@ -93,14 +93,36 @@ pub fn streamed_by(dims: &[usize], mode: usize, rank: usize, cache: CacheSizes) 
     (long_bytes > cache.llc && target_bytes <= cache.l2).then_some(long)
 }
 
-/// Floats of the output copies MTTKRP at rank `rank` keeps for its streamed modes (the
-/// widest of them, [`CHUNKS`] copies): what the memory plan of a run over every mode
-/// counts.
-pub fn streamed_output_floats(dims: &[usize], rank: usize, cache: CacheSizes) -> usize {
-    (0..dims.len())
-        .map(|m| streamed_mode_output_floats(dims, m, rank, cache))
+/// Adds to `plan` what the CPU's MTTKRP of each of `modes` at rank `rank` keeps where it
+/// streams a long mode's order, on a tensor of extents `dims` with `nnz` nonzeros: the
+/// output copies of the widest such mode ([`streamed_mode_output_floats`]) and those
+/// modes' nonzeros in blocks of the long mode's rows
+/// ([`super::stream_blocks::blocks_bytes`]). The one rule every plan of a CPU MTTKRP
+/// (a fit, one kernel call, a rank's block) follows.
+pub fn add_streamed_to_plan(
+    plan: &mut crate::memplan::MemoryPlan,
+    dims: &[usize],
+    nnz: usize,
+    rank: usize,
+    modes: &[usize],
+    cache: CacheSizes,
+) {
+    let floats = modes
+        .iter()
+        .map(|&m| streamed_mode_output_floats(dims, m, rank, cache))
         .max()
-        .unwrap_or(0)
+        .unwrap_or(0);
+    if floats > 0 {
+        plan.add(
+            "the CPU's streamed MTTKRP output copies (f32)",
+            floats as u128,
+            4,
+        );
+    }
+    let bytes = super::stream_blocks::blocks_bytes(dims, nnz, rank, cache, modes.iter().copied());
+    if bytes > 0 {
+        plan.add("the CPU's streamed MTTKRP blocks", bytes, 1);
+    }
 }
 
 /// Floats of the output copies MTTKRP of `mode` alone at rank `rank` keeps: [`CHUNKS`]
@@ -480,8 +502,18 @@ mod tests {
         assert_eq!(streamed_by(&two, 1, 32, CACHE), None);
         assert_eq!(streamed_by(&[800, 1_500_000], 0, 32, CACHE), None);
         let copies = |rows: usize| CHUNKS * (rows * 32 + LINE_FLOATS - 1);
-        assert_eq!(streamed_output_floats(&dims, 32, CACHE), copies(3000));
-        assert_eq!(streamed_output_floats(&dims, 4, CACHE), 0);
+        // A run over every mode: the widest streamed mode's copies, in the plan.
+        let planned = |rank: usize| {
+            let mut plan = crate::memplan::MemoryPlan::new("every mode", "");
+            add_streamed_to_plan(&mut plan, &dims, 0, rank, &[0, 1, 2], CACHE);
+            let part = plan
+                .parts()
+                .iter()
+                .find(|(p, _)| p.contains("output copies"));
+            part.map_or(0, |&(_, bytes)| bytes / 4)
+        };
+        assert_eq!(planned(32), copies(3000) as u128);
+        assert_eq!(planned(4), 0);
         // One mode alone: its own copies, none for the long mode.
         assert_eq!(
             streamed_mode_output_floats(&dims, 0, 32, CACHE),
