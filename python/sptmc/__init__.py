@@ -143,9 +143,12 @@ def _native(a: np.ndarray) -> np.ndarray:
     return a.astype(a.dtype.newbyteorder("="))
 
 
-def _index_views(subs: Any, nnz: int, order: Optional[int]) -> list:
+def _index_views(
+    subs: Any, nnz: int, order: Optional[int], modes_first: Optional[bool] = None
+) -> list:
     """Per-mode 1-D index arrays (views, no copy, except of byte-swapped data) from
-    ``subs`` laid out nnz x N, N x nnz, or as a sequence of N 1-D arrays."""
+    ``subs`` laid out nnz x N, N x nnz (``modes_first`` says which, or ``None`` to tell
+    them by which axis has ``nnz`` entries), or as a sequence of N 1-D arrays."""
     if isinstance(subs, (tuple, list)) and subs and all(
         isinstance(s, np.ndarray) and s.ndim == 1 for s in subs
     ):
@@ -159,13 +162,24 @@ def _index_views(subs: Any, nnz: int, order: Optional[int]) -> list:
             f"subs must be 2-D (nnz x N or N x nnz), got an array of shape {a.shape}"
         )
     rows, cols = a.shape
-    by_rows = rows == nnz and (order is None or cols == order)
-    by_cols = cols == nnz and (order is None or rows == order)
-    if by_rows:  # nnz x N (pyttb), also when square: the documented default
+    by_rows = modes_first is not True and rows == nnz and (order is None or cols == order)
+    by_cols = modes_first is not False and cols == nnz and (order is None or rows == order)
+    if by_rows and by_cols:
+        raise InputError(
+            f"subs has shape {a.shape} with {nnz} values, which fits both layouts: pass "
+            "modes_first=False for nnz x N (pyttb) or modes_first=True for N x nnz "
+            "(pydata sparse, torch)"
+        )
+    if by_rows:  # nnz x N (pyttb)
         return [a[:, m] for m in range(cols)]
     if by_cols:  # N x nnz (pydata sparse, torch, SciPy)
         return [a[m] for m in range(rows)]
-    want = f"{nnz} x N or N x {nnz}" if order is None else f"{nnz} x {order} or {order} x {nnz}"
+    n = "N" if order is None else str(order)
+    want = {
+        None: f"{nnz} x {n} or {n} x {nnz}",
+        False: f"{nnz} x {n} (modes_first=False)",
+        True: f"{n} x {nnz} (modes_first=True)",
+    }[modes_first]
     raise InputError(
         f"subs has shape {a.shape}; with {nnz} values it must be {want}"
     )
@@ -184,31 +198,41 @@ def from_coo(
     vals: Any,
     shape: Optional[Sequence[int]] = None,
     index_base: int = 0,
+    modes_first: Optional[bool] = None,
 ) -> Tensor:
     """A tensor from coordinates and values.
 
     ``subs`` may be laid out ``nnz x N`` (pyttb), ``N x nnz`` (pydata ``sparse``,
     ``torch.sparse_coo_tensor(...).indices()``, SciPy's ``coo_array.coords`` stacked)
-    or be a sequence of ``N`` 1-D arrays (SciPy's ``coords`` tuple); the layout is
-    told by which axis has one entry per value (a square ``subs`` is read as
-    ``nnz x N``). Any integer dtype and any strides are read in place: no copy of the
-    arrays is made (values: float64 or float32; other dtypes are converted). The
-    tensor keeps its own sorted copy of the coordinates, so later changes to the
-    arrays do not reach it.
+    or be a sequence of ``N`` 1-D arrays (SciPy's ``coords`` tuple). A 2-D ``subs``'s
+    layout is told by which axis has one entry per value, or given:
+    ``modes_first=False`` for ``nnz x N``, ``True`` for ``N x nnz``. Where both axes
+    fit (as many values as modes, and ``shape`` does not settle it) it must be given:
+    such a ``subs`` is refused, never guessed. Any integer dtype and any strides are
+    read in place: no copy of the arrays is made (values: float64 or float32; other
+    dtypes are converted). The tensor keeps its own sorted copy of the coordinates, so
+    later changes to the arrays do not reach it.
 
     ``shape=None`` takes each mode's largest index plus one. ``index_base=1`` reads
     1-based coordinates (FROSTT, MATLAB). Repeated coordinates are summed and counted
     (:attr:`Tensor.duplicates_summed`).
 
-    Raises :class:`InputError` (a ``ValueError``) for a layout that fits neither way,
-    a negative or out-of-range index, a non-integer ``subs``, and a NaN or infinite
-    value, naming the entry; :class:`ArgumentTypeError` for a float or bool in
-    ``shape`` or ``index_base``.
+    Raises :class:`InputError` (a ``ValueError``) for a layout that fits neither way
+    (or both, with ``modes_first`` not given), a negative or out-of-range index, a
+    non-integer ``subs``, and a NaN or infinite value, naming the entry;
+    :class:`ArgumentTypeError` for a float or bool in ``shape`` or ``index_base``, and
+    a ``modes_first`` other than ``None``, ``True`` or ``False``.
     """
     base = _args.integer("index_base", index_base)
+    if modes_first is not None and not isinstance(modes_first, (bool, np.bool_)):
+        raise ArgumentTypeError(
+            f"modes_first must be None, True or False, got {_sptmc._describe(modes_first)}"
+        )
     v = _values_view(vals)
     dims = _shape_of(shape)
-    idx = _index_views(subs, v.shape[0], None if dims is None else len(dims))
+    order = None if dims is None else len(dims)
+    first = None if modes_first is None else bool(modes_first)
+    idx = _index_views(subs, v.shape[0], order, first)
     return _sptmc._from_index_arrays(idx, v, dims, base)
 
 

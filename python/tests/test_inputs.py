@@ -65,11 +65,27 @@ def test_one_based_coordinates_and_inferred_shape(coo):
     assert inferred.shape == tuple(int(m) + 1 for m in subs.max(axis=0))
 
 
-def test_square_subs_are_read_as_nnz_by_n():
+def test_square_subs_need_their_layout_named():
+    """Three nonzeros of a 3-way tensor fit both layouts: refused unless
+    ``modes_first`` says which, then read that way; a layout named against the array's
+    shape is refused too."""
     subs = np.array([[0, 1, 2], [2, 0, 1], [1, 1, 0]])
-    x = sptmc.from_coo(subs, np.array([1.0, 2.0, 3.0]))
-    s, _ = x.to_coo()
-    np.testing.assert_array_equal(s, subs[np.lexsort(subs.T[::-1])])
+    vals = np.array([1.0, 2.0, 3.0])
+    for shape in (None, (3, 3, 3)):
+        with pytest.raises(sptmc.InputError, match="fits both layouts.*modes_first"):
+            sptmc.from_coo(subs, vals, shape)
+    for first, coords in ((False, subs), (True, subs.T)):
+        s, _ = sptmc.from_coo(subs, vals, modes_first=first).to_coo()
+        np.testing.assert_array_equal(s, coords[np.lexsort(coords.T[::-1])])
+    # A non-square subs needs no name, and a wrong one is refused.
+    tall = np.array([[0, 1], [2, 0], [1, 1]])
+    inferred = sptmc.from_coo(tall, vals)
+    same(inferred, sptmc.from_coo(tall, vals, modes_first=False))
+    same(inferred, sptmc.from_coo(tall.T, vals, modes_first=True))
+    with pytest.raises(sptmc.InputError, match=r"3 x N \(modes_first=False\)"):
+        sptmc.from_coo(tall.T, vals, modes_first=False)
+    with pytest.raises(sptmc.ArgumentTypeError, match="modes_first"):
+        sptmc.from_coo(tall, vals, modes_first="rows")
 
 
 def test_duck_typed_objects_and_pyttb_give_the_same_tensor(coo):
@@ -104,7 +120,7 @@ def test_duck_typed_layouts_are_not_guessed_when_nnz_equals_the_order():
     nnz x N, although either square array would fit the other layout."""
     s3 = np.array([[0, 1, 2], [3, 0, 1], [1, 2, 0]])
     v3 = np.array([1.0, 2.0, 3.0])
-    ref = sptmc.from_coo(s3, v3, (4, 3, 3))
+    ref = sptmc.from_coo(s3, v3, (4, 3, 3), modes_first=False)
 
     class PydataLike:
         coords = s3.T
@@ -208,9 +224,10 @@ def test_no_copy_of_int64_and_float64_inputs(layout):
 def test_byte_swapped_indices_and_values_read_as_native_ones():
     subs = np.array([[0, 1, 2], [2, 0, 1], [1, 1, 0]])
     vals = np.array([1.5, -2.0, 4.0])
-    want = sptmc.from_coo(subs, vals, (3, 3, 3)).to_coo()
+    want = sptmc.from_coo(subs, vals, (3, 3, 3), modes_first=False).to_coo()
     for dt in (">i8", ">u4", ">i2"):
-        got = sptmc.from_coo(subs.astype(dt), vals.astype(">f8"), (3, 3, 3)).to_coo()
+        swapped = (subs.astype(dt), vals.astype(">f8"), (3, 3, 3))
+        got = sptmc.from_coo(*swapped, modes_first=False).to_coo()
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
         per_mode = tuple(subs.astype(dt)[:, m] for m in range(3))
