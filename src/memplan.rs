@@ -40,9 +40,13 @@ pub fn largest_checked() -> u64 {
     LARGEST_CHECKED.load(Ordering::Relaxed)
 }
 
-/// Nonzeros under which the CPU builds all modes' row groups side by side, not one
-/// after the other (one mode's chunks would leave workers idle).
-pub const ROW_GROUPS_MODES_TOGETHER_BELOW: usize = 1 << 20;
+/// Fewest nonzeros per chunk of the CPU's row-group build.
+pub const ROW_GROUPS_CHUNK_NNZ: usize = 1 << 16;
+/// Whether `workers` build the row groups of a tensor of `nnz` nonzeros side by side:
+/// under [`ROW_GROUPS_CHUNK_NNZ`] per worker, one mode's chunks leave workers idle.
+pub fn row_groups_side_by_side(nnz: usize, workers: usize) -> bool {
+    nnz < ROW_GROUPS_CHUNK_NNZ.saturating_mul(workers)
+}
 
 /// What a command will allocate, part by part.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,14 +252,9 @@ impl MemoryPlan {
         if floats == 0 || workers < 2 {
             return self;
         }
-        self.add(
-            format!(
-                "the CPU's private outputs ({} workers × {floats} floats)",
-                workers - 1
-            ),
-            (workers as u128 - 1).saturating_mul(floats as u128),
-            4,
-        )
+        let others = workers - 1;
+        let what = format!("the CPU's private outputs ({others} workers × {floats} floats)");
+        self.add(what, (others as u128).saturating_mul(floats as u128), 4)
     }
 
     /// The CPU's MTTKRP at a rank between its specialized widths: the factors padded
@@ -287,12 +286,12 @@ impl MemoryPlan {
     /// The CPU's nonzeros grouped by row of every mode, built by the first MTTKRP,
     /// TTMc, Φ or completion call: per mode and nonzero the other modes' `u32` indices and
     /// an `f32` value (`N² · 4` bytes per nonzero in all), per mode the rows' offsets,
-    /// and a `u32` row label per nonzero of the mode being built (of every mode under
-    /// [`ROW_GROUPS_MODES_TOGETHER_BELOW`] nonzeros, built side by side).
-    pub fn add_row_groups(&mut self, dims: &[usize], nnz: usize) -> &mut Self {
+    /// and a `u32` row label per nonzero of the mode being built (of every mode, built
+    /// side by side, where [`row_groups_side_by_side`]).
+    pub fn add_row_groups(&mut self, dims: &[usize], nnz: usize, workers: usize) -> &mut Self {
         let order = dims.len() as u128;
         let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128 + 1));
-        let (labelled, which) = if nnz < ROW_GROUPS_MODES_TOGETHER_BELOW {
+        let (labelled, which) = if row_groups_side_by_side(nnz, workers) {
             (order, "every mode")
         } else {
             (1, "the mode being grouped")

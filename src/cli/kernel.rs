@@ -73,11 +73,12 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     let mut plan = MemoryPlan::kernel(op, x.dims(), a.mode, &ranks, a.check, a.out.is_some());
     plan.add_prepare(x.nnz(), x.order(), 1, threshold, op, values);
     plan.add_tensor(x.nnz(), x.order());
+    let workers = engine.install(rayon::current_num_threads);
     if op == sptmc::Op::Ttmc {
-        plan.add_row_groups(x.dims(), x.nnz());
+        plan.add_row_groups(x.dims(), x.nnz(), workers);
     }
     if op == sptmc::Op::Mttkrp {
-        plan.add_row_groups(x.dims(), x.nnz());
+        plan.add_row_groups(x.dims(), x.nnz(), workers);
         if let Backend::Cpu(_) = engine.backend() {
             let cache = CacheSizes::of_this_machine();
             add_streamed_to_plan(&mut plan, x.dims(), x.nnz(), rank, &[a.mode], cache);

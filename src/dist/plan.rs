@@ -40,16 +40,22 @@ pub(super) fn block_plan(
         widest.saturating_mul(rank as u128),
         16,
     );
-    plan.add_tensor(nnz, x.order())
-        .reserve_for_workers(engine.install(rayon::current_num_threads));
+    let workers = engine.install(rayon::current_num_threads);
+    plan.add_tensor(nnz, x.order()).reserve_for_workers(workers);
     if nnz == 0 {
         // No block to prepare: the rank only owns and exchanges rows.
         return plan;
     }
     let values = engine.values().resolve_values(x.values());
     let threshold = engine.threshold_for(workload, values).threshold;
-    plan.add_row_groups(dims, nnz)
-        .add_prepare(nnz, x.order(), 1, threshold, workload.op, values);
+    plan.add_row_groups(dims, nnz, workers).add_prepare(
+        nnz,
+        x.order(),
+        1,
+        threshold,
+        workload.op,
+        values,
+    );
     if mttkrp && let Backend::Cpu(_) = engine.backend() {
         plan.add_padded_rank(dims, rank);
         let modes: Vec<usize> = (0..dims.len()).collect();

@@ -68,9 +68,10 @@ pub fn prepare(
     let values = engine.values().resolve_values(x.values());
     let threshold = engine.threshold_for(workload, values).threshold;
     plan.add_tensor(x.nnz(), x.order());
-    plan.reserve_for_workers(engine.install(rayon::current_num_threads));
+    let workers = engine.install(rayon::current_num_threads);
+    plan.reserve_for_workers(workers);
     // Every op groups the nonzeros by row on the CPU (MTTKRP, TTMc, Φ, completion).
-    plan.add_row_groups(x.dims(), x.nnz());
+    plan.add_row_groups(x.dims(), x.nnz(), workers);
     if let Some(prepared) = forms.find(engine, workload.op, threshold) {
         plan.check()?;
         return Ok(Preparation {

@@ -16,23 +16,19 @@
 //! Both passes are stable, so a row's nonzeros keep the stored order whatever the
 //! number of threads, and the row kernels' sums do not depend on it. The modes are
 //! built one after the other, or side by side on a tensor small enough that one
-//! mode's chunks would leave workers idle
-//! ([`crate::memplan::ROW_GROUPS_MODES_TOGETHER_BELOW`] nonzeros).
+//! mode's chunks would leave workers idle ([`row_groups_side_by_side`]).
 
 use super::completion::visit;
 use super::kernel::{Share, shares};
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::{check_alloc, zeroed_on_huge_pages};
-use crate::memplan::ROW_GROUPS_MODES_TOGETHER_BELOW;
+use crate::memplan::{ROW_GROUPS_CHUNK_NNZ, row_groups_side_by_side};
 use rayon::prelude::*;
 
 /// Most buckets of consecutive rows the first pass scatters into: their write
 /// positions (a cache line per bucket and array) stay in L2.
 const MAX_BUCKETS: usize = 1024;
-
-/// Fewest nonzeros per chunk of the first pass.
-const MIN_CHUNK_NNZ: usize = 1 << 16;
 
 /// One mode's nonzeros grouped by row.
 pub(super) struct RowGroups {
@@ -147,7 +143,7 @@ impl RowGroups {
         Ok(Self::build_in(
             hls,
             offset,
-            (nnz / MIN_CHUNK_NNZ).clamp(1, 4 * workers),
+            (nnz / ROW_GROUPS_CHUNK_NNZ).clamp(1, 4 * workers),
         ))
     }
 
@@ -180,12 +176,13 @@ impl RowGroups {
             .collect();
         // Then each mode, in parallel: a mode's row labels are the only memory the
         // build holds besides the groups. One mode at a time, unless the tensor is too
-        // small for one mode's chunks to keep the workers busy.
+        // small for one mode's chunks (of at least ROW_GROUPS_CHUNK_NNZ nonzeros, but
+        // in tests) to keep the workers busy.
         let mode = |mode: usize| {
             let counts: Vec<&[usize]> = counts.iter().map(|c| &c[mode][..]).collect();
             Self::build_mode(hls, mode, offset, &chunks, shifts[mode], &counts)
         };
-        if hls.nnz() < ROW_GROUPS_MODES_TOGETHER_BELOW {
+        if row_groups_side_by_side(hls.nnz(), rayon::current_num_threads()) {
             (0..hls.order()).into_par_iter().map(mode).collect()
         } else {
             (0..hls.order()).map(mode).collect()
