@@ -528,7 +528,7 @@ def cp_als(
         backend: ``"auto"`` (CUDA when a GPU is usable, else the CPU), ``"cpu"`` or
             ``"cuda"``.
         threads: CPU worker threads (default: ``RAYON_NUM_THREADS``, else one per
-            core).
+            core; at most 4 per core).
         values: how the tensor's values are stored (``--values``): ``"auto"`` (fp16
             where it holds every value exactly after a power-of-two scale, as integer
             counts up to 2048, else f32), ``"f16"`` (smallest and fastest; rounds to

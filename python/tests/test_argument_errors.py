@@ -112,6 +112,8 @@ def test_a_fitting_integer_out_of_range_is_a_plain_input_error(X):
         (lambda: sptmc.from_coo(SUBS, VALS, SHAPE, index_base=2), "index_base must be 0 or 1"),
         (lambda: sptmc.from_coo(SUBS, VALS, (0, 4, 3)), r"shape\[0\] is 0"),
         (lambda: sptmc.cp_als(X, 2, threads=0), "threads must be at least 1, got 0"),
+        (lambda: sptmc.cp_als(X, 2, threads=10**6, backend="cpu"), "at most .* threads"),
+        (lambda: X.mttkrp(factors(), 0, backend="cpu", threads=10**6), "4 per core"),
     ]
     for call, words in cases:
         with pytest.raises(sptmc.InputError, match=words) as info:

@@ -2,6 +2,7 @@
 //! values are stored).
 
 use clap::{Args, ValueEnum};
+use sptmc::engine::{THREADS_PER_CORE, most_cpu_threads};
 use sptmc::hls::ValueChoice;
 
 /// Backend choice on the command line.
@@ -34,16 +35,15 @@ pub struct Common {
     pub values: ValueChoice,
 }
 
-/// `--threads`: from 1 to 4 per core of this machine. More threads than that only
-/// wait for the cores (and 10,000 of them take minutes to start and join).
+/// `--threads`: from 1 to [`most_cpu_threads`] (the CPU backend's own rule, told here
+/// as the option's error).
 fn parse_threads(s: &str) -> Result<usize, String> {
     let n: usize = s.parse().map_err(|e| format!("{e}"))?;
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let max = 4 * cores;
+    let (most, cores) = most_cpu_threads();
     match n {
         0 => Err("must be at least 1".into()),
-        n if n > max => Err(format!(
-            "at most {max} (4 per core; this machine has {cores}): more threads only wait for the cores"
+        n if n > most => Err(format!(
+            "at most {most} ({THREADS_PER_CORE} per core; this machine has {cores}): more threads only wait for the cores"
         )),
         n => Ok(n),
     }

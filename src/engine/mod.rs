@@ -26,7 +26,10 @@ pub use backend::{
 pub use completion::{Anchor, CompletionSession, SgdBias, SgdStep};
 pub use factors::{FactorKey, FactorVersions};
 pub use gcp::{EntryLoss, GcpSample, GcpSpread};
-pub use options::{CpuOptions, CpuVectors, CudaOptions, EngineOptions, MttkrpKernel};
+pub use options::{
+    CpuOptions, CpuVectors, CudaOptions, EngineOptions, MttkrpKernel, THREADS_PER_CORE,
+    most_cpu_threads,
+};
 pub use passes::{ResidualSums, RowCounts, ValueCensus};
 pub use phi::{PhiRun, PhiSession};
 pub use prepared::Prepared;

@@ -47,15 +47,33 @@ pub struct CpuOptions {
     pub use_current_thread: bool,
 }
 
+/// Most worker threads per core the CPU backend takes: more only wait for the cores
+/// (and thousands of them take minutes to start and join).
+pub const THREADS_PER_CORE: usize = 4;
+
+/// The most worker threads the CPU backend takes on this machine
+/// ([`THREADS_PER_CORE`] per core), and its cores.
+pub fn most_cpu_threads() -> (usize, usize) {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    (THREADS_PER_CORE * cores, cores)
+}
+
 impl CpuOptions {
-    /// [`Error::InvalidOption`] unless the thread count is at least 1.
+    /// [`Error::InvalidOption`] unless the thread count is from 1 to
+    /// [`most_cpu_threads`]: the same rule from every front end.
     pub fn check(&self) -> Result<()> {
-        if self.threads == Some(0) {
-            return Err(Error::InvalidOption(
+        match self.threads {
+            Some(0) => Err(Error::InvalidOption(
                 "the CPU backend needs at least 1 thread, got 0".into(),
-            ));
+            )),
+            Some(n) if n > most_cpu_threads().0 => {
+                let (most, cores) = most_cpu_threads();
+                Err(Error::InvalidOption(format!(
+                    "the CPU backend takes at most {most} threads ({THREADS_PER_CORE} per core; this machine has {cores}), got {n}: more threads only wait for the cores"
+                )))
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 

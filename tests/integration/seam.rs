@@ -167,6 +167,24 @@ fn the_cpu_backend_runs_on_as_many_workers_as_asked() {
 }
 
 #[test]
+fn more_than_four_threads_per_core_are_refused_with_a_typed_error() {
+    let (most, _) = sptmc::engine::most_cpu_threads();
+    for (n, ok) in [(most, true), (most + 1, false)] {
+        let got = Engine::cpu_with(CpuOptions {
+            threads: Some(n),
+            ..CpuOptions::default()
+        });
+        match got {
+            Ok(_) => assert!(ok, "{n} threads"),
+            Err(sptmc::Error::InvalidOption(m)) => {
+                assert!(!ok && m.contains(&format!("at most {most} threads")), "{m}")
+            }
+            Err(e) => panic!("{n} threads: {e}"),
+        }
+    }
+}
+
+#[test]
 fn zero_threads_is_refused_with_a_typed_error() {
     let opts = CpuOptions {
         threads: Some(0),
