@@ -377,9 +377,16 @@ pub(crate) fn hadamard_except(grams: &[Mat<f64>], n: usize, rank: usize) -> Mat<
 /// factor for the whole matrix, so that neither CP-ALS nor HOOI (whose subspaces a
 /// per-column scale would turn) take another path.
 pub(crate) fn rescale_to_unit(a: &mut Matrix, keep: std::ops::Range<f32>) {
-    let m = a.data().iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    // In parallel: a long mode's factor is hundreds of MB. The maximum is exact in any
+    // order (a NaN is passed over either way).
+    let m = (a.data().par_chunks(RESCALE_CHUNK))
+        .map(|c| c.iter().fold(0.0f32, |m, v| m.max(v.abs())))
+        .reduce(|| 0.0, f32::max);
     rescale_by_max(a, m, keep);
 }
+
+/// Entries per task of the rescaling passes.
+const RESCALE_CHUNK: usize = 1 << 16;
 
 /// [`rescale_to_unit`] with `m` the largest magnitude of a matrix of which `a` holds
 /// some rows (rows spread over processes scale alike).
@@ -395,9 +402,11 @@ pub(crate) fn rescale_by_max(a: &mut Matrix, m: f32, keep: std::ops::Range<f32>)
     }
     let half = -e / 2;
     let (s1, s2) = (2f32.powi(half), 2f32.powi(-e - half));
-    for v in a.data_mut() {
-        *v = *v * s1 * s2;
-    }
+    a.data_mut().par_chunks_mut(RESCALE_CHUNK).for_each(|c| {
+        for v in c {
+            *v = *v * s1 * s2;
+        }
+    });
 }
 
 /// `‖X − X̂‖² = ‖X‖² + ‖X̂‖² − 2⟨X, X̂⟩` from `‖X‖²`, `λ`, the Grams and
