@@ -57,8 +57,12 @@ fn nvrtc() -> Option<KernelSearch> {
     (found && !search.cuda_includes().is_empty()).then_some(search)
 }
 
+/// A broken `phi.cu` fails its own family, named, and leaves the others compiling from
+/// the same sources. The others compiled here are the two small families: the gate and
+/// the build compile every one, and Core and Completion, the largest, would add most of
+/// this test's NVRTC time on CI's two cores and show nothing more.
 #[test]
-fn a_family_that_fails_to_compile_is_named_and_the_others_compile() {
+fn a_family_that_fails_to_compile_is_named_and_others_compile() {
     let Some(search) = nvrtc() else {
         return skip("no NVRTC with the CUDA headers found (run scripts/kernel-gate.sh)");
     };
@@ -72,14 +76,14 @@ fn a_family_that_fails_to_compile_is_named_and_the_others_compile() {
         .iter()
         .map(|&(n, s)| (n, if n == broken_file { broken.as_str() } else { s }))
         .collect();
-    for family in Family::ALL {
+    for family in [Family::Phi, Family::CpUpdate, Family::Gcp] {
         let got = kernels::compile_family(&sources, family, (8, 0), &search);
         if family == Family::Phi {
             let e = got.expect_err("the broken family fails").to_string();
             assert!(e.contains("the phi kernel family (phi.cu)"), "{e}");
             // NVRTC's own log names the bad line.
             assert!(e.contains("this_does_not_compile_on_purpose"), "{e}");
-            for other in [Family::Core, Family::CpUpdate, Family::Completion] {
+            for other in Family::ALL.into_iter().filter(|&f| f != Family::Phi) {
                 assert!(
                     !e.contains(&format!("the {} kernel family", other.name())),
                     "{e}"
