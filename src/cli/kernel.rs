@@ -73,7 +73,7 @@ pub fn kernel(op: Op, a: KernelArgs) -> Result<ExitCode> {
     let mut plan = MemoryPlan::kernel(op, x.dims(), a.mode, &ranks, a.check, a.out.is_some());
     plan.add_prepare(x.nnz(), x.order(), 1, threshold, op, values);
     plan.add_tensor(x.nnz(), x.order());
-    let workers = engine.install(rayon::current_num_threads);
+    let workers = engine.workers();
     if op == sptmc::Op::Ttmc {
         plan.add_row_groups(x.dims(), x.nnz(), workers);
     }

@@ -221,7 +221,7 @@ pub fn tucker_hooi_with_control(
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
     crate::memplan::MemoryPlan::tucker(&dims, &opts.ranks)
-        .reserve_for_workers(engine.install(rayon::current_num_threads))
+        .reserve_for_workers(engine.workers())
         .check()?;
     let order = dims.len();
 

@@ -65,23 +65,18 @@ pub fn prepare(
     mut plan: MemoryPlan,
     forms: &dyn Forms,
 ) -> Result<Preparation> {
-    let values = engine.values().resolve_values(x.values());
-    let threshold = engine.threshold_for(workload, values).threshold;
-    plan.add_tensor(x.nnz(), x.order());
-    let workers = engine.install(rayon::current_num_threads);
-    plan.reserve_for_workers(workers);
-    // Every op groups the nonzeros by row on the CPU (MTTKRP, TTMc, Φ, completion).
-    plan.add_row_groups(x.dims(), x.nnz(), workers);
-    if let Some(prepared) = forms.find(engine, workload.op, threshold) {
-        plan.check()?;
+    let (threshold, values) = engine.form_for(x, workload);
+    let kept = forms.find(engine, workload.op, threshold);
+    let build = kept.is_none().then_some((threshold, workload.op, values));
+    plan.add_run_on_tensor(x.dims(), x.nnz(), engine.workers(), build);
+    plan.check()?;
+    if let Some(prepared) = kept {
         return Ok(Preparation {
             prepared,
             workload,
             built: false,
         });
     }
-    plan.add_prepare(x.nnz(), x.order(), 1, threshold, workload.op, values);
-    plan.check()?;
     let prepared = Arc::new(engine.prepare(x, &[workload])?);
     forms.keep(engine, workload.op, threshold, &prepared);
     Ok(Preparation {

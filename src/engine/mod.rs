@@ -172,6 +172,11 @@ impl Engine {
         self.backend.install(f)
     }
 
+    /// The worker threads of the backend's host work ([`Engine::install`]).
+    pub fn workers(&self) -> usize {
+        self.install(rayon::current_num_threads)
+    }
+
     /// A fresh [`FactorVersions`] for `modes` factors, for the caller to keep and pass
     /// with its calls ([`Call::versions`]).
     pub fn factor_versions(&self, modes: usize) -> FactorVersions {

@@ -4,7 +4,7 @@
 use super::profile::ProfileChoice;
 use super::{BackendTensor, Engine, ValueCensus, Workload};
 use crate::error::{Error, Result};
-use crate::hls::{HlsBuilder, HlsTensor, KeyOrder, ValueChoice};
+use crate::hls::{HlsBuilder, HlsTensor, KeyOrder, ValueChoice, ValueType};
 use crate::ops::Op;
 use crate::tensor::CooTensor;
 use std::sync::Arc;
@@ -104,6 +104,14 @@ impl Engine {
         let mut p = self.prepare_with_thresholds(x, &with)?;
         p.thresholds = chosen;
         Ok(p)
+    }
+
+    /// The form [`Engine::prepare`] builds of `x` for `w`, found in one pass over the
+    /// values for a memory plan made before the build: its tile threshold and the type
+    /// its values are stored in.
+    pub fn form_for(&self, x: &CooTensor, w: Workload) -> (u32, ValueType) {
+        let values = self.values().resolve_values(x.values());
+        (self.threshold_for(w, values).threshold, values)
     }
 
     /// Prepares `x` with explicit thresholds per op (for the tuner and benches).

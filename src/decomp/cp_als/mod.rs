@@ -215,8 +215,7 @@ fn run(
     if let crate::engine::Backend::Cpu(_) = engine.backend() {
         plan.add_padded_rank(&dims, opts.rank);
     }
-    plan.reserve_for_workers(engine.install(rayon::current_num_threads))
-        .check()?;
+    plan.reserve_for_workers(engine.workers()).check()?;
     let order = dims.len();
     let rank = opts.rank;
 
