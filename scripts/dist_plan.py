@@ -30,9 +30,25 @@ APR_PI_BYTES = 8 * R  # the session's π per nonzero (f64)
 # Assumed network (not measurable here): 100 Gb/s per rank, 2 us per message.
 NET_BYTES_PER_S = 12.5e9
 NET_LATENCY_S = 2e-6
-# Bytes per nonzero (see the doc).
-HLS_BYTES = 6
-INPUT_PEAK_BYTES = 60
+# Bytes per nonzero of a rank's block (see the doc), for order N: the tensor as read
+# (a u32 index per mode and an f64 value), the HLS form (a 4-byte key, an fp16 value
+# and 3 bytes of block metadata), and on the CPU its row groups (per mode the other
+# modes' u32 indices and an f32 value, and a row label). Measured: 73 bytes per nonzero
+# for a CPU rank's CP-ALS on a uniform 3rd-order tensor (the formula gives 69).
+def coo_bytes(n):
+    return 4 * n + 8
+
+
+HLS_BYTES = 9
+
+
+def row_group_bytes(n):
+    return 4 * n * n + 4
+
+
+# The input phase's peak per nonzero of the rank's share (its text, its entries, the
+# all-to-all's received arrays): 57 from 3rd-order text, measured (46 from .sptb).
+INPUT_PEAK_BYTES = 57
 
 
 def prime_factors(n):
@@ -63,11 +79,14 @@ def plan(dims, nnz, p, gpu):
     q = [p / s for s in shape]
     own = [s / qq for s, qq in zip(slab, q)]
     nnz_rank = nnz / p
-    # Memory: the HLS form, the slabs of every factor, one MTTKRP output, owned rows
-    # (the initial factors: each rank draws only its slabs' rows); the input phase's
-    # peak.
-    factor_bytes = sum(slab) * R * 4 + max(slab) * R * 4 + sum(own) * R * 4
-    steady = nnz_rank * HLS_BYTES + factor_bytes
+    # Memory: the block (the tensor as read, the HLS form, on the CPU the row groups),
+    # the slabs of every factor, one MTTKRP output, the owned rows and one mode's
+    # reduction (the partial rows received, about a slab, and their sums), f32 (each
+    # rank draws only its slabs' rows); the input phase's peak.
+    per_nnz = coo_bytes(n) + HLS_BYTES + (0 if gpu else row_group_bytes(n))
+    reduction = max(s + o for s, o in zip(slab, own))
+    factor_bytes = (sum(slab) + max(slab) + sum(own) + reduction) * R * 4
+    steady = nnz_rank * per_nnz + factor_bytes
     peak_input = nnz_rank * INPUT_PEAK_BYTES
     # Time per iteration.
     rows_owned = sum(own)
@@ -85,7 +104,7 @@ def plan(dims, nnz, p, gpu):
 
 
 def plan_apr(dims, nnz, p):
-    """CP-APR per rank: memory (HLS form, the session's π, the slabs in f64 with their
+    """CP-APR per rank: memory (the block, the session's π, the slabs in f64 with their
     Φ), bytes sent and CPU seconds per iteration with APR_INNER evaluations per mode."""
     shape = grid(p, dims)
     n = len(dims)
@@ -94,7 +113,10 @@ def plan_apr(dims, nnz, p):
     own = [s / qq for s, qq in zip(slab, q)]
     nnz_rank = nnz / p
     e = APR_INNER
-    steady = nnz_rank * (HLS_BYTES + APR_PI_BYTES) + sum(slab) * R * 8 * 2 + max(slab) * R * 8
+    # The block with the session's π; the slabs and the owned rows' last Φ, the block's
+    # Φ of a slab and one slab-sized exchange buffer, f64.
+    per_nnz = coo_bytes(n) + HLS_BYTES + row_group_bytes(n) + APR_PI_BYTES
+    steady = nnz_rank * per_nnz + (sum(slab) + sum(own) + 2 * max(slab)) * R * 8
     compute = nnz_rank * (n * e + 1) * APR_NS_PER_NNZ_EVAL * 1e-9
     sent = sum((e * (s - o) + (e + 1) * o * (qq - 1)) * R * 8 for s, o, qq in zip(slab, own, q))
     messages = sum((2 * e + 1) * (qq - 1) for qq in q) + (3 * e + n + 2) * 2 * math.log2(max(p, 2))
@@ -108,15 +130,15 @@ def gb(x):
 
 for name, (dims, nnz) in TENSORS.items():
     print(f"\n### {name}: {dims}, {nnz:,} nonzeros, rank {R}\n")
-    print("| ranks | grid | nnz per rank (M) | memory per rank, steady / input peak (GB) | "
+    print("| ranks | grid | nnz per rank (M) | peak memory per rank, CPU / GPU rank's host (GB) | "
           "bytes sent per rank and iteration (MB) | CPU s/iter (compute + comm) | "
           "GPU s/iter (compute + comm) |")
     print("|---|---|---|---|---|---|---|")
     for p in RANKS:
         shape, steady, peak, cpu, comm, sent = plan(dims, nnz, p, False)
-        _, _, _, gpu, _, _ = plan(dims, nnz, p, True)
+        _, steady_gpu, _, gpu, _, _ = plan(dims, nnz, p, True)
         print(f"| {p} | {'×'.join(map(str, shape))} | {nnz / p / 1e6:.1f} | "
-              f"{gb(steady)} / {gb(max(peak, steady))} | {sent / 1e6:.1f} | "
+              f"{gb(max(peak, steady))} / {gb(max(peak, steady_gpu))} | {sent / 1e6:.1f} | "
               f"{cpu + comm:.3f} ({cpu:.3f} + {comm:.3f}) | {gpu + comm:.4f} ({gpu:.4f} + {comm:.3f}) |")
     print(f"\nCP-APR ({APR_INNER} Φ evaluations per mode and iteration, CPU):\n")
     print("| ranks | memory per rank, steady (GB) | bytes sent per rank and iteration (MB) | "

@@ -310,6 +310,7 @@ mod with_mpi {
     fn gather_stats(ch: &Channel, s: &RankStats) -> Vec<RankStats> {
         let nnz = ch.gather_u64(s.nnz);
         let peak = ch.gather_u64(peak_memory());
+        let planned = ch.gather_u64(s.planned_bytes);
         let compute = ch.gather_u64(s.compute_seconds.to_bits());
         let comm = ch.gather_u64(s.comm_seconds.to_bits());
         let bytes = ch.gather_u64(s.bytes_per_iter);
@@ -318,6 +319,7 @@ mod with_mpi {
                 rank: r,
                 nnz: nnz[r],
                 peak_bytes: peak[r],
+                planned_bytes: planned[r],
                 compute_seconds: f64::from_bits(compute[r]),
                 comm_seconds: f64::from_bits(comm[r]),
                 bytes_per_iter: bytes[r],
@@ -343,6 +345,7 @@ mod with_mpi {
             .map(|s| {
                 json!({
                     "rank": s.rank, "nnz": s.nnz, "peak_bytes": s.peak_bytes,
+                    "planned_bytes": s.planned_bytes,
                     "compute_seconds": s.compute_seconds, "comm_seconds": s.comm_seconds,
                     "bytes_per_iter": s.bytes_per_iter,
                     "model_bytes_per_iter": model(p, s.rank),

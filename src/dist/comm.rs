@@ -297,19 +297,35 @@ impl Channel {
         for round in 0..rounds[0] {
             let lo = round * per_peer;
             let take = |c: u64| c.saturating_sub(lo).min(per_peer);
-            let mut sbuf = Vec::new();
             let mut sc = vec![0i32; p];
             let mut rc = vec![0i32; p];
             let mut sent = 0u64;
             for j in 0..p {
                 let n = take(counts[j]);
-                let s = (send_at[j] + lo) as usize;
-                sbuf.extend_from_slice(as_bytes(&send[s..s + n as usize]));
                 sc[j] = (n as usize * elem) as i32;
                 rc[j] = (take(recv_counts[j]) as usize * elem) as i32;
                 if j != me {
                     sent += n * elem as u64;
                 }
+            }
+            if rounds[0] == 1 {
+                // One round: `send` and `out` are laid out as the collective's buffers
+                // already, so no staging copy of either is made.
+                let n = counts.iter().sum::<u64>() as usize;
+                self.timed(sent, || {
+                    (self.comm).all_to_all_bytes(
+                        as_bytes(&send[..n]),
+                        &sc,
+                        as_bytes_mut(&mut out),
+                        &rc,
+                    )
+                });
+                continue;
+            }
+            let mut sbuf = Vec::new();
+            for j in 0..p {
+                let s = (send_at[j] + lo) as usize;
+                sbuf.extend_from_slice(as_bytes(&send[s..s + take(counts[j]) as usize]));
             }
             let mut rbuf = vec![0u8; rc.iter().map(|&c| c as usize).sum()];
             self.timed(sent, || {
@@ -328,14 +344,32 @@ impl Channel {
 
     /// Every rank's `send`, concatenated in rank order, and how many elements each gave.
     pub fn all_gather<T: Plain>(&self, send: &[T]) -> (Vec<T>, Vec<u64>) {
-        let p = self.size();
         let counts = self.gather_u64(send.len() as u64);
+        let mut out = vec![T::default(); counts.iter().sum::<u64>() as usize];
+        self.gather_counted(send, &counts, &mut out);
+        (out, counts)
+    }
+
+    /// [`Channel::all_gather`] into `out`, which must have room for exactly every
+    /// rank's `send` (a caller that knows the layout: a layer's owned pieces fill its
+    /// slab); no other buffer of that size is made when one round carries it all.
+    pub fn all_gather_into<T: Plain>(&self, send: &[T], out: &mut [T]) {
+        let counts = self.gather_u64(send.len() as u64);
+        assert_eq!(
+            counts.iter().sum::<u64>(),
+            out.len() as u64,
+            "room for every rank's elements"
+        );
+        self.gather_counted(send, &counts, out);
+    }
+
+    /// Gathers every rank's `send` (`counts[j]` elements from rank `j`) into `out`.
+    fn gather_counted<T: Plain>(&self, send: &[T], counts: &[u64], out: &mut [T]) {
+        let p = self.size();
         let elem = std::mem::size_of::<T>();
         let per_rank = (self.round_bytes / p / elem).max(1) as u64;
         let most = counts.iter().copied().max().unwrap_or(0);
         let rounds = most.div_ceil(per_rank);
-        let total: u64 = counts.iter().sum();
-        let mut out = vec![T::default(); total as usize];
         for round in 0..rounds {
             let lo = round * per_rank;
             let take = |c: u64| c.saturating_sub(lo).min(per_rank);
@@ -345,22 +379,32 @@ impl Channel {
                 .collect();
             let mine = take(send.len() as u64) as usize;
             let s = lo.min(send.len() as u64) as usize;
-            let mut rbuf = vec![0u8; rc.iter().map(|&c| c as usize).sum()];
             let sent = (mine * elem * (p - 1)) as u64;
+            if rounds == 1 {
+                // One round: `out` is laid out as the collective's buffer already.
+                self.timed(sent, || {
+                    (self.comm).all_gather_bytes(
+                        as_bytes(&send[s..s + mine]),
+                        as_bytes_mut(out),
+                        &rc,
+                    )
+                });
+                continue;
+            }
+            let mut rbuf = vec![0u8; rc.iter().map(|&c| c as usize).sum()];
             self.timed(sent, || {
                 self.comm
                     .all_gather_bytes(as_bytes(&send[s..s + mine]), &mut rbuf, &rc)
             });
             let mut at = 0;
             let mut dst = 0u64;
-            for (j, &c) in counts.iter().enumerate() {
+            for &c in counts {
                 let n = take(c) as usize;
                 let d = (dst + lo) as usize;
                 as_bytes_mut(&mut out[d..d + n]).copy_from_slice(&rbuf[at..at + n * elem]);
                 at += n * elem;
-                dst += counts[j];
+                dst += c;
             }
         }
-        (out, counts)
     }
 }

@@ -43,6 +43,9 @@ pub struct RankStats {
     pub nnz: u64,
     /// Peak resident memory of the process, bytes (0 where the system does not say).
     pub peak_bytes: u64,
+    /// The largest memory plan the process checked, bytes (its block's, as a rule):
+    /// what it expected to allocate, to read beside `peak_bytes`.
+    pub planned_bytes: u64,
     /// Seconds of its own work in the iterations (kernels and dense algebra).
     pub compute_seconds: f64,
     /// Seconds inside collectives during the iterations (waiting included).
@@ -123,7 +126,7 @@ pub fn cp_als(
         op: Op::Mttkrp,
         rank,
     };
-    let model = crate::memplan::MemoryPlan::cp(block.tensor.dims(), rank);
+    let model = super::plan::cp_als_model(part, order, rank, me);
     ch.agree(super::plan::block_plan(engine, block, w, ("CP-ALS", &model), true, me).check())?;
     let prepared: Option<Prepared> = ch.agree(if block.tensor.nnz() > 0 {
         engine.prepare(&block.tensor, &[w]).map(Some)
@@ -217,14 +220,8 @@ pub fn cp_als(
                 .collect();
             let (parts, _) = layer.all_to_all(&local.data()[..slab.len() * rank], &counts);
             let own = part.owned(n, me).len();
-            let mut sum = vec![0f64; own * rank];
-            for piece in parts.chunks_exact((own * rank).max(1)).take(layer.size()) {
-                for (s, &x) in sum.iter_mut().zip(piece) {
-                    *s += x as f64;
-                }
-            }
-            let m = Matrix::new(own, rank, sum.iter().map(|&x| x as f32).collect())
-                .expect("owned rows");
+            let m = sum_pieces(&parts, own, rank, layer.size());
+            drop(parts);
             // 3. The owners' solve; the sums over every row combined.
             let a = &mut owned[n];
             let solved = clock.linalg(|| inverse_spd(&hadamard_except(&grams, n, rank)));
@@ -241,9 +238,10 @@ pub fn cp_als(
             let update = clock.linalg(|| finish(&sums, a));
             let mut cmax: Vec<f64> = update.col_max.iter().map(|&x| x as f64).collect();
             ch.reduce_f64(&mut cmax, Reduce::Max);
-            // 4. The new rows to every member of the layer.
-            let (rows, _) = layer.all_gather(a.data());
-            slabs[n] = Matrix::new(slab.len(), rank, rows).expect("the layer's rows");
+            // 4. The new rows to every member of the layer, into its slab (the
+            //    members' owned pieces fill it in rank order).
+            drop(m);
+            layer.all_gather_into(a.data(), slabs[n].data_mut());
             weights = update.norms;
             grams[n] = update.gram;
             col_max.max[n] = cmax.iter().map(|&x| x as f32).collect();
@@ -285,6 +283,7 @@ pub fn cp_als(
         rank: me,
         nnz: block.tensor.nnz() as u64,
         peak_bytes: 0,
+        planned_bytes: 0,
         compute_seconds: compute,
         comm_seconds: traffic.seconds.get() - comm0,
         bytes_per_iter: (traffic.bytes.get() - bytes0) / iters.len().max(1) as u64,
@@ -311,9 +310,23 @@ pub fn cp_als(
         arrangement,
         stats: RankStats {
             peak_bytes: peak_memory(),
+            planned_bytes: crate::memplan::largest_checked(),
             ..stats
         },
     })
+}
+
+/// The rows a rank owns from the `members` pieces of partial rows `parts` (each `own ×
+/// rank`, in the members' rank order): every entry summed in f64 over the pieces in
+/// that order, then narrowed. Entry by entry, so no f64 copy of the rows is made.
+fn sum_pieces(parts: &[f32], own: usize, rank: usize, members: usize) -> Matrix {
+    let len = own * rank;
+    let mut m = Matrix::zeros(own, rank);
+    let pieces: Vec<&[f32]> = parts.chunks_exact(len.max(1)).take(members).collect();
+    for (k, out) in m.data_mut().iter_mut().enumerate() {
+        *out = pieces.iter().fold(0f64, |s, p| s + f64::from(p[k])) as f32;
+    }
+    m
 }
 
 /// `r` relative to `base`.

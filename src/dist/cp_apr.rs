@@ -215,7 +215,7 @@ pub fn cp_apr(
         op: Op::Mttkrp,
         rank,
     };
-    let model = crate::memplan::MemoryPlan::cp_apr(block.tensor.dims(), local_nnz, rank);
+    let model = super::plan::cp_apr_model(part, order, local_nnz, rank, me);
     ch.agree(super::plan::block_plan(engine, block, w, ("CP-APR", &model), false, me).check())?;
     let prepared: Option<Prepared> = ch.agree(if local_nnz > 0 {
         engine.prepare(&block.tensor, &[w]).map(Some)
@@ -324,6 +324,8 @@ pub fn cp_apr(
                 let (slab_b, _) = layer.all_gather(b);
                 let (to, from) = (phi.to_device, phi.from_device);
                 let done = phi.phi(&slab_b, params);
+                // Freed before the partial Φ rows arrive: one slab-sized buffer at a time.
+                drop(slab_b);
                 if let Err(f) = ch.agree(done) {
                     *failed.borrow_mut() = Some(f);
                     return Err(Error::Numerical("Φ failed on some rank".into()));
@@ -362,8 +364,8 @@ pub fn cp_apr(
             ch.reduce_f64(&mut sums, Reduce::Sum);
             normalize(&mut slabs[n][o.clone()], &sums);
             lambda.copy_from_slice(&sums);
-            let (rows, _) = layers[n].all_gather(&slabs[n][o]);
-            slabs[n] = rows;
+            let mine = slabs[n][o].to_vec();
+            layers[n].all_gather_into(&mine, &mut slabs[n]);
         }
         // The log-likelihood: the session is fixed on the last mode with the final
         // factors of the others.
@@ -424,6 +426,7 @@ pub fn cp_apr(
         rank: me,
         nnz: local_nnz as u64,
         peak_bytes: 0,
+        planned_bytes: 0,
         compute_seconds: compute,
         comm_seconds: traffic.seconds.get() - comm0,
         bytes_per_iter: (traffic.bytes.get() - bytes0) / iters.len().max(1) as u64,
@@ -455,6 +458,7 @@ pub fn cp_apr(
         evaluations,
         stats: RankStats {
             peak_bytes: peak_memory(),
+            planned_bytes: crate::memplan::largest_checked(),
             ..stats
         },
     })

@@ -1,21 +1,145 @@
-//! What a rank allocates for its block, checked before it allocates any of it: the
-//! plan a single process makes for a tensor of the block's extents (its slabs) and
-//! nonzeros (the model's factors and buffers, the tensor, the prepared form and its
-//! build, the CPU's row groups and streamed blocks), plus the buffers through which a
-//! mode's rows are exchanged. Each rank checks its own; [`super::comm::Channel::agree`]
-//! then stops every rank with the lowest failing rank's error, before any rank draws
-//! its factors or prepares its block.
+//! What a rank allocates for its block, checked before it allocates any of it: its
+//! model's buffers (its slabs of the factors, the rows it owns, what a mode's exchange
+//! receives and gathers), and what a single process holds for a tensor of the block's
+//! extents and nonzeros (the tensor, the prepared form and its build, the CPU's row
+//! groups and streamed blocks). Each rank checks its own;
+//! [`super::comm::Channel::agree`] then stops every rank with the lowest failing rank's
+//! error, before any rank draws its factors or prepares its block.
 
 use super::exchange::Block;
-use crate::engine::cpu::{CacheSizes, add_streamed_to_plan};
+use super::partition::Partition;
+use crate::engine::cpu::{CacheSizes, add_streamed_to_plan, phi_width};
 use crate::engine::{Backend, Engine, Workload};
 use crate::memplan::{MemoryPlan, rank_hint};
 
+/// The rows of rank `me` in every mode: its slabs' and its owned rows' sums, and per
+/// mode its slab rows, owned rows and the partial rows it receives for them (one
+/// piece from every member of its layer).
+struct Rows {
+    slabs: u128,
+    owned: u128,
+    per_mode: Vec<(u128, u128, u128)>,
+}
+
+impl Rows {
+    fn of(part: &Partition, order: usize, me: usize) -> Rows {
+        let per_mode: Vec<(u128, u128, u128)> = (0..order)
+            .map(|m| {
+                let owned = part.owned(m, me).len() as u128;
+                let members = part.members(m, me).len() as u128;
+                (part.slab(m, me).len() as u128, owned, owned * members)
+            })
+            .collect();
+        Rows {
+            slabs: per_mode.iter().map(|p| p.0).sum(),
+            owned: per_mode.iter().map(|p| p.1).sum(),
+            per_mode,
+        }
+    }
+
+    /// The widest slab.
+    fn widest_slab(&self) -> u128 {
+        self.per_mode.iter().map(|p| p.0).max().unwrap_or(0)
+    }
+
+    /// The most over the modes of `f(slab rows, owned rows, received rows)`.
+    fn widest_mode(&self, f: impl Fn(u128, u128, u128) -> u128) -> u128 {
+        (self.per_mode.iter())
+            .map(|&(s, o, r)| f(s, o, r))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Distributed CP-ALS's own buffers on rank `me` at rank `rank` ([`super::cp_als`]):
+/// its slabs of every factor, the block's partial rows of one mode and the rows it
+/// owns (f32); the Grams and the solve; and one mode's reduction (the partial rows it
+/// receives and their sums, f32). The updated rows are gathered into the slab in place.
+pub(super) fn cp_als_model(part: &Partition, order: usize, rank: usize, me: usize) -> MemoryPlan {
+    let rows = Rows::of(part, order, me);
+    let r = rank as u128;
+    let widest_owned = rows.widest_mode(|_, o, _| o);
+    let mut p = MemoryPlan::new("CP-ALS", "");
+    p.add(
+        format!("the factors' slab rows ({} rows × {rank}, f32)", rows.slabs),
+        rows.slabs.saturating_mul(r),
+        4,
+    )
+    .add(
+        format!(
+            "a mode's partial rows ({} slab rows × {rank}, f32)",
+            rows.widest_slab()
+        ),
+        rows.widest_slab().saturating_mul(r),
+        4,
+    )
+    .add(
+        format!("the rows it owns ({} rows × {rank}, f32)", rows.owned),
+        rows.owned.saturating_mul(r),
+        4,
+    )
+    .add(
+        format!("a mode's reduction (the partial rows received and their sums × {rank}, f32)"),
+        rows.widest_mode(|_, o, got| got.saturating_add(o))
+            .saturating_mul(r),
+        4,
+    )
+    .add_cp_solve(order, widest_owned as usize, rank);
+    p
+}
+
+/// Distributed CP-APR's own buffers on rank `me` at rank `rank` on a block of `nnz`
+/// nonzeros ([`super::cp_apr`]): its slabs of every factor and every mode's last Φ of
+/// the rows it owns (f64); the block's Φ of a slab (f64); one slab-sized buffer at a
+/// time besides (the target rows gathered, then the partial Φ rows received, or the
+/// log-likelihood's scaled copy, f64); the CPU's `π` (the product of the other modes'
+/// factor rows of every nonzero, f64).
+pub(super) fn cp_apr_model(
+    part: &Partition,
+    order: usize,
+    nnz: usize,
+    rank: usize,
+    me: usize,
+) -> MemoryPlan {
+    let rows = Rows::of(part, order, me);
+    let r = rank as u128;
+    let w = phi_width(rank) as u128;
+    let mut p = MemoryPlan::new("CP-APR", "");
+    p.add(
+        format!(
+            "the factors' slab rows and the owned rows' last Φ ({} and {} rows × {rank}, f64)",
+            rows.slabs, rows.owned
+        ),
+        rows.slabs.saturating_add(rows.owned).saturating_mul(r),
+        8,
+    )
+    .add(
+        format!(
+            "the block's Φ of a slab ({} slab rows × {rank}, f64)",
+            rows.widest_slab()
+        ),
+        rows.widest_slab().saturating_mul(r),
+        8,
+    )
+    .add(
+        format!(
+            "a mode's exchange (the slab gathered, then the partial Φ rows received, f64) × {rank}"
+        ),
+        rows.widest_mode(|s, _, got| s.max(got)).saturating_mul(r),
+        8,
+    )
+    .add(
+        format!("the CPU's π ({nnz} nonzeros × {w}, f64)"),
+        (nnz as u128).saturating_mul(w),
+        8,
+    );
+    p
+}
+
 /// The plan of rank `me` for `block` prepared for `workload`, with `model` the plan of
-/// the model named `name` for the block's extents ([`MemoryPlan::cp`],
-/// [`MemoryPlan::cp_apr`]); `mttkrp` when the model's kernel is MTTKRP (CP-ALS), whose
-/// CPU form keeps padded copies and streamed blocks besides the row groups (CP-APR's Φ
-/// does not).
+/// the model named `name` on this rank ([`cp_als_model`], [`cp_apr_model`]); `mttkrp`
+/// when the model's kernel is MTTKRP (CP-ALS), whose CPU form keeps padded copies and
+/// streamed blocks besides the row groups (CP-APR's Φ does not).
 pub(super) fn block_plan(
     engine: &Engine,
     block: &Block,
@@ -26,37 +150,23 @@ pub(super) fn block_plan(
 ) -> MemoryPlan {
     let x = &block.tensor;
     let (dims, nnz, rank) = (x.dims(), x.nnz(), workload.rank);
-    let widest = dims.iter().copied().max().unwrap_or(0) as u128;
     let mut plan = MemoryPlan::new(
         format!(
             "{name} rank {rank} on MPI rank {me}'s block ({nnz} nonzeros, slabs of {dims:?} rows)"
         ),
         format!("{}, or run on more ranks", rank_hint(&[rank], &block.dims)),
     );
-    plan.extend(model).add(
-        format!(
-            "a mode's rows in the exchange ({widest} slab rows × {rank}: received f32, summed f64, gathered f32)"
-        ),
-        widest.saturating_mul(rank as u128),
-        16,
-    );
-    let workers = engine.install(rayon::current_num_threads);
-    plan.add_tensor(nnz, x.order()).reserve_for_workers(workers);
-    if nnz == 0 {
-        // No block to prepare: the rank only owns and exchanges rows.
-        return plan;
-    }
-    let values = engine.values().resolve_values(x.values());
-    let threshold = engine.threshold_for(workload, values).threshold;
-    plan.add_row_groups(dims, nnz, workers).add_prepare(
-        nnz,
-        x.order(),
-        1,
-        threshold,
-        workload.op,
-        values,
-    );
-    if mttkrp && let Backend::Cpu(_) = engine.backend() {
+    // A rank without nonzeros prepares nothing: it only owns and exchanges rows.
+    let build = (nnz > 0).then(|| {
+        let (threshold, values) = engine.form_for(x, workload);
+        (threshold, workload.op, values)
+    });
+    plan.extend(model)
+        .add_run_on_tensor(dims, nnz, engine.workers(), build);
+    if nnz > 0
+        && mttkrp
+        && let Backend::Cpu(_) = engine.backend()
+    {
         plan.add_padded_rank(dims, rank);
         let modes: Vec<usize> = (0..dims.len()).collect();
         add_streamed_to_plan(

@@ -21,6 +21,14 @@ fn messages_of_many_rounds_arrive_whole() {
     let (got, counts) = ch.all_gather(&send[..999]);
     assert_eq!(got, &send[..999]);
     assert_eq!(counts, vec![999]);
+    let mut into = vec![0u32; 999];
+    ch.all_gather_into(&send[1..], &mut into);
+    assert_eq!(into, &send[1..]);
+    // One round: the buffers are handed to the collective as they are.
+    let one = Channel::single();
+    assert_eq!(one.all_to_all(&send, &[1000]).0, send);
+    one.all_gather_into(&send[..999], &mut into);
+    assert_eq!(into, &send[..999]);
     // Nothing leaves a single process.
     assert_eq!(ch.traffic().bytes.get(), 0);
 }

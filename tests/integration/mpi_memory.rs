@@ -11,6 +11,10 @@ use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 use sptmc::tensor::tns;
 use std::process::Command;
 
+/// The largest factor allowed between a rank's planned and measured memory, either way
+/// (the single process's plans are held to the same: `memory_plan.rs`).
+const PLAN_WITHIN: f64 = 1.5;
+
 #[test]
 fn four_ranks_fit_under_a_memory_limit_that_one_process_does_not() {
     if !cfg!(feature = "mpi") {
@@ -76,11 +80,33 @@ fn four_ranks_fit_under_a_memory_limit_that_one_process_does_not() {
 /// writing included, stays within a quarter of that factor of the other ranks' (each
 /// holds a quarter of mode 0's rows, as rank 0 does); gathering the factor, as a whole,
 /// would add it several times over.
+///
+/// On the same runs, where the factors' rows dominate, every rank's memory plan
+/// (`planned_bytes`) is within [`PLAN_WITHIN`] of its peak less the peak of the same
+/// command on a tiny tensor (the binary, MPI and thread stacks), as the single
+/// process's plans are (`memory_plan.rs`).
 #[test]
 fn rank_0_writes_the_model_without_holding_a_whole_factor() {
     if common::mpi::mpirun().is_none() {
         return;
     }
+    let baseline = |cmd: &str, dir: &std::path::Path| -> u64 {
+        let tiny = generate(&GenSpec {
+            dims: vec![8, 8, 8],
+            nnz: 64,
+            pattern: Pattern::Uniform,
+            seed: 5,
+        })
+        .unwrap();
+        let f = common::mpi::write(dir, "tiny.tns", &tiny);
+        let args = [cmd, f.as_str(), "--rank", "16", "--iters", "2", "--json"];
+        let got = common::mpi::json(&common::mpi::ranks(4, &args), cmd);
+        let peaks = got["distributed"]["per_rank"].as_array().unwrap().iter();
+        peaks
+            .map(|r| r["peak_bytes"].as_u64().unwrap())
+            .min()
+            .unwrap()
+    };
     let dims = vec![1_000_000, 6, 5];
     let x = generate(&GenSpec {
         dims: dims.clone(),
@@ -112,6 +138,19 @@ fn rank_0_writes_the_model_without_holding_a_whole_factor() {
             .iter()
             .map(|r| r["peak_bytes"].as_u64().unwrap())
             .collect();
+        let program = baseline(cmd, dir.path());
+        for r in got["distributed"]["per_rank"].as_array().unwrap() {
+            let planned = r["planned_bytes"].as_u64().unwrap() as f64;
+            let used = r["peak_bytes"].as_u64().unwrap().saturating_sub(program) as f64;
+            assert!(
+                planned <= used * PLAN_WITHIN && used <= planned * PLAN_WITHIN,
+                "{cmd}, rank {}: planned {} MB, used {} MB above the program's {} MB",
+                r["rank"],
+                planned / 1e6,
+                used / 1e6,
+                program / 1_000_000
+            );
+        }
         let others = peaks[1..].iter().copied().max().unwrap();
         assert!(
             peaks[0] < others + whole / 4,
@@ -124,9 +163,13 @@ fn rank_0_writes_the_model_without_holding_a_whole_factor() {
         let rows = got["dims"][0].as_u64().unwrap() as usize;
         assert!(rows > 990_000, "{cmd}: {rows} rows");
         assert_eq!(text.lines().count(), rows + 1, "{cmd}");
+        let planned: Vec<u64> = (got["distributed"]["per_rank"].as_array().unwrap().iter())
+            .map(|r| r["planned_bytes"].as_u64().unwrap() >> 20)
+            .collect();
         eprintln!(
-            "{cmd}: peak memory per rank {:?} MB",
-            peaks.iter().map(|p| p >> 20).collect::<Vec<_>>()
+            "{cmd}: peak memory per rank {:?} MB, planned {planned:?} MB, the program {} MB",
+            peaks.iter().map(|p| p >> 20).collect::<Vec<_>>(),
+            program >> 20
         );
     }
 }
