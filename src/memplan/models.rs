@@ -98,10 +98,7 @@ impl MemoryPlan {
             format!("Tucker-HOOI ranks {ranks:?}"),
             rank_hint(ranks, dims),
         );
-        let factors: u128 = dims
-            .iter()
-            .zip(ranks)
-            .fold(0u128, |s, (&d, &r)| s.saturating_add(d as u128 * r as u128));
+        let factors = factor_entries(dims, ranks);
         p.add("factors (f32, and f64 while initialized)", factors, 12);
         let mut outputs = 0u128;
         let mut worst = 0u128;
@@ -204,10 +201,7 @@ impl MemoryPlan {
             format!("{op} of mode {mode} with ranks {ranks:?}"),
             rank_hint(ranks, dims),
         );
-        let factors: u128 = dims
-            .iter()
-            .zip(ranks)
-            .fold(0u128, |s, (&d, &r)| s.saturating_add(d as u128 * r as u128));
+        let factors = factor_entries(dims, ranks);
         let cols = match op {
             Op::Mttkrp | Op::Phi | Op::Completion => (0..dims.len())
                 .filter(|&m| m != mode || op == Op::Phi)
@@ -231,6 +225,14 @@ impl MemoryPlan {
         }
         p
     }
+}
+
+/// `Σ_m I_m · R_m`: the entries of factors of ranks `ranks` over modes of lengths
+/// `dims`, saturating.
+fn factor_entries(dims: &[usize], ranks: &[usize]) -> u128 {
+    (dims.iter().zip(ranks)).fold(0u128, |s, (&d, &r)| {
+        s.saturating_add((d as u128).saturating_mul(r as u128))
+    })
 }
 
 /// `Π_{m≠n} R_m`, saturating.
