@@ -70,7 +70,7 @@ mod with_mpi {
     use sptmc::dist::read::{Share, read_share};
     use sptmc::dist::volume;
     use sptmc::driver::{CpAprReport, CpReport, CpRequest};
-    use sptmc::engine::{BackendChoice, Engine};
+    use sptmc::engine::{BackendChoice, BackendKind, Engine};
     use sptmc::model_io::finish_model;
     use sptmc::tensor::generate::generate_part;
     use sptmc::tensor::tns::part::Entries;
@@ -134,17 +134,38 @@ mod with_mpi {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         opts.cpu.threads = Some(common.threads.unwrap_or((cores / launch.local_size).max(1)));
         opts.cpu.use_current_thread = true;
-        opts.cuda.ordinal = launch.local_rank;
         let choice = match common.backend {
             BackendArg::Auto => BackendChoice::Auto,
             BackendArg::Cpu => BackendChoice::Cpu,
             BackendArg::Cuda => BackendChoice::Cuda,
         };
+        // A node's ranks take its devices round robin by local rank.
+        let devices = match choice {
+            BackendChoice::Cpu => 0,
+            _ => sptmc::engine::cuda::device_count(),
+        };
+        let mapped = sptmc::engine::cuda::device_for_local_rank(
+            launch.local_rank,
+            launch.local_size,
+            devices,
+        );
+        if let Some((ordinal, _)) = mapped {
+            opts.cuda.ordinal = ordinal;
+        }
         let engine = Engine::choose_with(choice, &opts)?
             .with_profiles(super::super::profiles())
             .with_values(common.values);
         if let Some(n) = engine.notice() {
             say(ch, n);
+        }
+        if let (Some((_, true)), BackendKind::Cuda) = (mapped, engine.kind()) {
+            say(
+                ch,
+                &format!(
+                    "{} ranks per node share {devices} device(s), round robin by local rank",
+                    launch.local_size
+                ),
+            );
         }
         say(
             ch,

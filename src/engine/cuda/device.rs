@@ -27,6 +27,24 @@ fn driver_probe() -> std::result::Result<usize, String> {
         .clone()
 }
 
+/// The number of CUDA devices the driver reports; 0 where there is no driver, no
+/// device, or the driver fails to start.
+pub fn count() -> usize {
+    driver_probe().unwrap_or(0)
+}
+
+/// The device a process takes when it is rank `local_rank` of `local_size` on a node
+/// with `devices` devices: round robin by local rank (the first `devices` ranks get one
+/// each, and further ranks share), with whether it is shared with another rank of the
+/// node; `None` without a device.
+pub fn for_local_rank(
+    local_rank: usize,
+    local_size: usize,
+    devices: usize,
+) -> Option<(usize, bool)> {
+    (devices > 0).then(|| (local_rank % devices, local_size > devices))
+}
+
 /// An opened device: its context and what it is.
 pub struct Device {
     /// The primary context of the device.
@@ -70,5 +88,25 @@ pub fn cuda_err(context: &str, e: cudarc::driver::DriverError) -> Error {
     Error::Cuda {
         context: context.to_string(),
         message: format!("{e:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::for_local_rank;
+
+    #[test]
+    fn ranks_take_devices_round_robin_and_say_when_they_share() {
+        // One device per rank: each its own.
+        assert_eq!(for_local_rank(0, 4, 4), Some((0, false)));
+        assert_eq!(for_local_rank(3, 4, 4), Some((3, false)));
+        // Fewer ranks than devices: the first ones.
+        assert_eq!(for_local_rank(1, 2, 8), Some((1, false)));
+        // More ranks than devices: round robin, shared.
+        assert_eq!(for_local_rank(0, 2, 1), Some((0, true)));
+        assert_eq!(for_local_rank(1, 2, 1), Some((0, true)));
+        assert_eq!(for_local_rank(5, 6, 4), Some((1, true)));
+        // No device.
+        assert_eq!(for_local_rank(0, 1, 0), None);
     }
 }

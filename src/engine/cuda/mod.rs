@@ -37,6 +37,7 @@ mod cache;
 mod completion;
 mod cp;
 mod device;
+pub use device::{count as device_count, for_local_rank as device_for_local_rank};
 pub mod family;
 mod gcp;
 mod grid;
