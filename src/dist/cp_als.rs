@@ -23,7 +23,8 @@ use super::init::{initial_rows, rows_of};
 use super::output::{Arrangement, SpreadFactors, by_weight, ordered_column_sums};
 use super::partition::Partition;
 use crate::decomp::cp_als::{
-    CpModel, CpOptions, RowSums, cp_residual, finish, hadamard_except, rescale_by_max, solve_rows,
+    CpModel, CpOptions, RowSums, cp_residual, finish, hadamard_except, last_exact, rescale_by_max,
+    solve_rows,
 };
 use crate::decomp::dense::{SolveKind, gram, inverse_spd};
 use crate::decomp::{IterClock, IterStats, fit_from, residual, residual_rounding};
@@ -187,6 +188,8 @@ pub fn cp_als(
     let mut fit_old = 0.0;
     let mut iters: Vec<IterStats> = Vec::new();
     let mut local = Matrix::zeros(0, 0);
+    // Whether the last fit was taken in f64 from the stored values.
+    let mut exact = false;
     for it in 0..opts.max_iters {
         let mut clock = IterClock::start();
         let mut inner = Vec::new();
@@ -250,24 +253,20 @@ pub fn cp_als(
             }
         }
         let rounding = residual_rounding(engine);
-        let mut resid_sq = cp_residual(norm_sq, &weights, &grams, &inner);
-        if resid_sq < residual::REFINE_WITHIN * rounding * norm_sq {
-            // Lost in the rounding of the kernels' inner product: again from the stored
-            // values in f64, each rank over its block.
-            let sums = match &prepared {
-                Some(x) => engine
-                    .cp_residual_sums(x, Op::Mttkrp, &weights, &slabs)
-                    .map(|s| [s.misfit, s.on_support]),
-                None => Ok([0.0, 0.0]),
-            };
-            let mut s = ch.agree(sums)?;
-            ch.reduce_f64(&mut s, Reduce::Sum);
-            let model_sq = residual::cp_model_norm_sq(&weights, &grams);
-            resid_sq = s[0] + (model_sq - s[1]).max(0.0);
-        }
-        let fit = ch.agree(fit_from(norm_sq, resid_sq, rounding, || {
-            format!("CP-ALS iteration {it}")
-        }))?;
+        let estimate = cp_residual(norm_sq, &weights, &grams, &inner);
+        let fit_of = |r: f64| fit_from(norm_sq, r, rounding, || format!("CP-ALS iteration {it}"));
+        // As the single process: in f64 from the stored values (each rank over its
+        // block) where the kernels' inner product cannot resolve the residual, and for
+        // the fit the run stops at. Every rank holds the same estimate: they agree.
+        exact = estimate < residual::REFINE_WITHIN * rounding * norm_sq
+            || it + 1 == opts.max_iters
+            || (it > 0 && (ch.agree(fit_of(estimate))? - fit_old).abs() < opts.tol);
+        let resid_sq = if exact {
+            exact_residual(ch, engine, prepared.as_ref(), &weights, &slabs, &owned)?
+        } else {
+            estimate
+        };
+        let fit = ch.agree(fit_of(resid_sq))?;
         let delta = fit - fit_old;
         let stats = clock.finish(it, fit, delta);
         compute += stats.seconds_kernel + stats.seconds_linalg;
@@ -277,6 +276,17 @@ pub fn cp_als(
             break;
         }
         fit_old = fit;
+    }
+    if !exact && let Some(last) = iters.last_mut() {
+        // Stopped by `control` at an estimated fit: the final one in f64 too.
+        let resid_sq = exact_residual(ch, engine, prepared.as_ref(), &weights, &slabs, &owned)?;
+        let fit = ch.agree(fit_from(
+            norm_sq,
+            resid_sq,
+            residual_rounding(engine),
+            || format!("CP-ALS iteration {}", last.iter),
+        ))?;
+        last_exact(last, &mut fits, fit);
     }
     let traffic = ch.traffic();
     let stats = RankStats {
@@ -335,6 +345,38 @@ fn rel(r: std::ops::Range<usize>, base: usize) -> std::ops::Range<usize> {
 }
 
 /// Sums (or maximizes) the row sums of every rank.
+/// `‖X − X̂‖²` in f64 from the stored values: each rank's block with its slabs, and
+/// `‖X̂‖²` from the Grams of the factors' rows as held (f32, each rank's owned rows),
+/// as the single process takes them from its factors; the sums all-reduced (a rank
+/// without nonzeros adds nothing to the first two).
+fn exact_residual(
+    ch: &Channel,
+    engine: &Engine,
+    prepared: Option<&Prepared>,
+    weights: &[f64],
+    slabs: &[Matrix],
+    owned: &[Matrix],
+) -> DistResult<f64> {
+    let sums = match prepared {
+        Some(x) => engine
+            .cp_residual_sums(x, Op::Mttkrp, weights, slabs)
+            .map(|s| [s.misfit, s.on_support]),
+        None => Ok([0.0, 0.0]),
+    };
+    let mut s = ch.agree(sums)?;
+    ch.reduce_f64(&mut s, Reduce::Sum);
+    let r = weights.len();
+    let mut grams = Vec::with_capacity(owned.len());
+    for a in owned {
+        let g = gram(a);
+        let mut flat: Vec<f64> = (0..r * r).map(|k| g[(k / r, k % r)]).collect();
+        ch.reduce_f64(&mut flat, Reduce::Sum);
+        grams.push(Mat::from_fn(r, r, |i, j| flat[i * r + j]));
+    }
+    let model_sq = residual::cp_model_norm_sq(weights, &grams);
+    Ok(s[0] + (model_sq - s[1]).max(0.0))
+}
+
 fn combine(ch: &Channel, sums: &mut RowSums) {
     let r = sums.norm.len();
     let mut buf: Vec<f64> = (0..r * r).map(|k| sums.gram[(k / r, k % r)]).collect();
