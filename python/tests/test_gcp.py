@@ -140,5 +140,5 @@ def test_bad_options_are_one_clear_error(X):
         sptmc.gcp(neg, 1, loss="gamma")
     with pytest.raises(sptmc.Error, match="no option"):
         sptmc.gcp(X, 2, loss="gaussian", epoch=3)
-    with pytest.raises(sptmc.Error, match="needs loss_param"):
+    with pytest.raises(sptmc.Error, match="needs a parameter.*loss_param from Python"):
         sptmc.gcp(X, 2, loss="huber")

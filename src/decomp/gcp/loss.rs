@@ -84,7 +84,9 @@ impl Loss {
     pub fn parse(name: &str, param: Option<f64>) -> Result<Loss> {
         let needs = |what: &str| -> Result<f64> {
             param.ok_or_else(|| {
-                Error::InvalidOption(format!("loss {name} needs loss_param ({what})"))
+                Error::InvalidOption(format!(
+                    "loss {name} needs a parameter, {what}: --loss-param on the command line, loss_param from Python"
+                ))
             })
         };
         let loss = match name {
@@ -113,7 +115,7 @@ impl Loss {
         };
         if param.is_some() && loss.param().is_none() {
             return Err(Error::InvalidOption(format!(
-                "loss {name} takes no loss_param"
+                "loss {name} takes no parameter (--loss-param, loss_param from Python)"
             )));
         }
         loss.check_param()?;
@@ -413,8 +415,11 @@ mod tests {
         }
         let msg = |r: Result<Loss>| r.unwrap_err().to_string();
         assert!(msg(Loss::parse("cauchy", None)).contains("unknown loss \"cauchy\""));
-        assert!(msg(Loss::parse("huber", None)).contains("needs loss_param"));
-        assert!(msg(Loss::parse("gaussian", Some(1.0))).contains("takes no loss_param"));
+        assert!(
+            msg(Loss::parse("huber", None))
+                .contains("needs a parameter, the threshold Δ > 0: --loss-param")
+        );
+        assert!(msg(Loss::parse("gaussian", Some(1.0))).contains("takes no parameter"));
         assert!(msg(Loss::parse("beta", Some(1.0))).contains("other than 0 and 1"));
         assert!(msg(Loss::parse("negative-binomial", Some(-2.0))).contains("> 0"));
     }
