@@ -39,7 +39,7 @@ impl Rows {
 
     /// The widest slab.
     fn widest_slab(&self) -> u128 {
-        self.per_mode.iter().map(|p| p.0).max().unwrap_or(0)
+        self.widest_mode(|s, _, _| s)
     }
 
     /// The most over the modes of `f(slab rows, owned rows, received rows)`.
