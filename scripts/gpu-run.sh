@@ -2,14 +2,17 @@
 # One command for a lent GPU machine (it has the NVIDIA driver but no Rust): run from
 # the repository root with a release `sptmc` built elsewhere and the data copied in.
 #
-#   here:  scripts/kernel-gate.sh && cargo build --release     # embeds sm_80/sm_90 cubins
-#          mkdir -p data-local && cp ../shared/data/*.tns.gz data-local/
-#   there: OUT=/some/dir scripts/gpu-run.sh   (carry the binary and data-local)
+#   here:  scripts/gpu-pack.sh     # kernel gate, release builds with the cubins embedded,
+#                                  # test executables, the Open MPI wheel, data-local
+#   there: bash scripts/gpu-call.sh STEPS   (carry gpu-pack, .whl and data-local), or
+#          OUT=/some/dir scripts/gpu-run.sh STEPS with binaries of your own
 #
 # Environment: SPTMC_BIN (default target/release/sptmc); OLD_BIN, a binary of an earlier
 # commit to time side by side with this one (alternating, same data, same run);
 # TEST_BINS, a folder of `cargo test --release --no-run` executables to run with
-# SPTMC_REQUIRE_GPU=1 (the CUDA twins of the engine and decomposition tests); GEN_NNZ
+# SPTMC_REQUIRE_GPU=1 (the CUDA twins of the engine and decomposition tests;
+# scripts/gpu-pack.sh builds them); SPTMC_MPI_BIN, a build with --features mpi for the
+# dist step; GEN_NNZ
 # (default 50M) for the large generated case; STEP_TIMEOUT seconds per command (600).
 #
 # Writes under $OUT (default gpu-results/):
@@ -130,8 +133,14 @@ if want sanitize; then
     run synccheck.txt compute-sanitizer --tool synccheck --error-exitcode 9 "$bin" selftest --backend cuda --dim 48 --nnz 8000
 fi
 if want tests && [[ -n "${TEST_BINS:-}" ]]; then
+    # The integration executable's CLI tests start this machine's build of the binary,
+    # which is not there: only its modules with CUDA twins run (INTEGRATION_FILTER).
+    twins="${INTEGRATION_FILTER:-completion:: decomp:: engine:: exact_values:: fit:: gcp_gradient:: gpu:: phi::}"
     for t in "$TEST_BINS"/*; do
-        SPTMC_REQUIRE_GPU=1 SPTMC_DATA_DIR="$PWD/data-local" run "tests-$(basename "$t").txt" "$t" --test-threads 1
+        filter=()
+        [[ $(basename "$t") == integration* ]] && read -r -a filter <<< "$twins"
+        SPTMC_REQUIRE_GPU=1 SPTMC_DATA_DIR="$PWD/data-local" run "tests-$(basename "$t").txt" "$t" --test-threads 1 \
+            "${filter[@]}"
     done
 fi
 if want shared; then
