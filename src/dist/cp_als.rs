@@ -23,8 +23,7 @@ use super::init::{initial_rows, rows_of};
 use super::output::{Arrangement, SpreadFactors, by_weight, ordered_column_sums};
 use super::partition::Partition;
 use crate::decomp::cp_als::{
-    CpModel, CpOptions, RowSums, cp_residual, finish, hadamard_except, last_exact, rescale_by_max,
-    solve_rows,
+    CpModel, CpOptions, RowSums, cp_residual, finish, hadamard_except, rescale_by_max, solve_rows,
 };
 use crate::decomp::dense::{SolveKind, gram, inverse_spd};
 use crate::decomp::{IterClock, IterStats, fit_from, residual, residual_rounding};
@@ -188,8 +187,6 @@ pub fn cp_als(
     let mut fit_old = 0.0;
     let mut iters: Vec<IterStats> = Vec::new();
     let mut local = Matrix::zeros(0, 0);
-    // Whether the last fit was taken in f64 from the stored values.
-    let mut exact = false;
     for it in 0..opts.max_iters {
         let mut clock = IterClock::start();
         let mut inner = Vec::new();
@@ -258,7 +255,7 @@ pub fn cp_als(
         // As the single process: in f64 from the stored values (each rank over its
         // block) where the kernels' inner product cannot resolve the residual, and for
         // the fit the run stops at. Every rank holds the same estimate: they agree.
-        exact = estimate < residual::REFINE_WITHIN * rounding * norm_sq
+        let exact = estimate < residual::REFINE_WITHIN * rounding * norm_sq
             || it + 1 == opts.max_iters
             || (it > 0 && (ch.agree(fit_of(estimate))? - fit_old).abs() < opts.tol);
         let resid_sq = if exact {
@@ -276,17 +273,6 @@ pub fn cp_als(
             break;
         }
         fit_old = fit;
-    }
-    if !exact && let Some(last) = iters.last_mut() {
-        // Stopped by `control` at an estimated fit: the final one in f64 too.
-        let resid_sq = exact_residual(ch, engine, prepared.as_ref(), &weights, &slabs, &owned)?;
-        let fit = ch.agree(fit_from(
-            norm_sq,
-            resid_sq,
-            residual_rounding(engine),
-            || format!("CP-ALS iteration {}", last.iter),
-        ))?;
-        last_exact(last, &mut fits, fit);
     }
     let traffic = ch.traffic();
     let stats = RankStats {

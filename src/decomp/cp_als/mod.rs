@@ -26,8 +26,9 @@
 //! (one pass over the nonzeros; see `residual`). So is the fit of the iteration the run
 //! stops at (the f32 inner product leaves it about 1e-6 relative off on millions of
 //! nonzeros): the final fit is the returned model's, to f64 rounding. The tolerance
-//! test reads the f64 fit where it stops; a run stopped by its `control` callback has
-//! shown it the estimate, and its final fit is taken in f64 after.
+//! test reads the f64 fit where it stops. A run stopped by its `control` callback keeps
+//! the fit the callback saw (the estimate, where it was one): every recorded fit is the
+//! one reported as it happened.
 //!
 //! The returned model is arranged: every column scaled to unit 2-norm (the scale folded
 //! into `λ`) and components sorted by decreasing `λ`. That changes neither `X̂` nor the
@@ -251,8 +252,6 @@ fn run(
     let mut session = engine.cp_session(x, &factors)?;
     // Kernel outputs, one per mode, reused across iterations.
     let mut outputs: Vec<Matrix> = vec![Matrix::zeros(0, 0); order];
-    // Whether the last fit was taken in f64 from the stored values.
-    let mut exact = false;
     for it in 0..opts.max_iters {
         let mut clock = IterClock::start();
         let mut inner = Vec::new();
@@ -322,7 +321,7 @@ fn run(
         // the residual is lost in the rounding of the kernel's inner product, and for
         // the fit the run stops at: the f32 inner product leaves that about 1e-6
         // relative off on millions of nonzeros.
-        exact = estimate < residual::REFINE_WITHIN * rounding * norm_sq
+        let exact = estimate < residual::REFINE_WITHIN * rounding * norm_sq
             || it + 1 == opts.max_iters
             || (it > 0 && (fit_of(estimate)? - fit_old).abs() < opts.tol);
         let resid_sq = if exact {
@@ -352,14 +351,6 @@ fn run(
     if let Some(s) = session.as_mut() {
         factors = s.factors()?;
     }
-    if !exact && let Some(last) = iters.last_mut() {
-        // Stopped by `control` at an estimated fit: the final one in f64 too.
-        let resid_sq = residual::cp(engine, x, Op::Mttkrp, &weights, &factors)?;
-        let fit = fit_from(norm_sq, resid_sq, residual_rounding(engine), || {
-            format!("CP-ALS iteration {}", last.iter)
-        })?;
-        last_exact(last, &mut fits, fit);
-    }
     // The MTTKRP outputs are not needed past here: free them before the model is made.
     drop(outputs);
     let (weights, factors) = arrange(weights, factors);
@@ -376,16 +367,6 @@ fn run(
         iters,
         pinv_solves,
     })
-}
-
-/// Puts the exact `fit` of the last iteration in place of its estimate (in `fits` and
-/// in the iteration's statistics, its change from the iteration before it too).
-pub(crate) fn last_exact(last: &mut IterStats, fits: &mut [f64], fit: f64) {
-    last.delta += fit - last.fit;
-    last.fit = fit;
-    if let Some(f) = fits.last_mut() {
-        *f = fit;
-    }
 }
 
 /// `∗_{m≠n} G_m`, starting from the all-ones matrix.
