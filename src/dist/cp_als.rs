@@ -254,10 +254,11 @@ pub fn cp_als(
         let fit_of = |r: f64| fit_from(norm_sq, r, rounding, || format!("CP-ALS iteration {it}"));
         // As the single process: in f64 from the stored values (each rank over its
         // block) where the kernels' inner product cannot resolve the residual, and for
-        // the fit the run stops at. Every rank holds the same estimate: they agree.
+        // the fit the run stops at. Every rank holds the same estimate, so all decide
+        // alike with no collective; an estimate that makes no fit is agreed on below.
         let exact = estimate < residual::REFINE_WITHIN * rounding * norm_sq
             || it + 1 == opts.max_iters
-            || (it > 0 && (ch.agree(fit_of(estimate))? - fit_old).abs() < opts.tol);
+            || (it > 0 && fit_of(estimate).is_ok_and(|f| (f - fit_old).abs() < opts.tol));
         let resid_sq = if exact {
             exact_residual(ch, engine, prepared.as_ref(), &weights, &slabs, &owned)?
         } else {
