@@ -8,7 +8,7 @@ and seconds per epoch. Distributed: per tensor and model, the final fit (CP-ALS)
 log-likelihood (CP-APR) of the single process and of `mpirun -np 1|2` on each backend,
 each run's relative difference from the single process on the same backend, and per rank
 its nonzeros, peak memory and bytes sent per iteration. A run that wrote no JSON shows
-its exit status and the last line of its log. Exits 1 when a number is NaN or a
+its error line (or the last line of its log). Exits 1 when a number is NaN or a
 comparison is missing a side.
 """
 import json
@@ -26,9 +26,6 @@ def load(out, name):
             return json.load(f), ""
     except (OSError, ValueError):
         why = ""
-        rc = path + ".rc"
-        if os.path.exists(rc):
-            why = "exit " + open(rc).read().strip()
         log = path + ".log"
         if os.path.exists(log):
             lines = [l.strip() for l in open(log, errors="replace") if l.strip()]

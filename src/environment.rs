@@ -6,6 +6,8 @@
 //!   instead of running row by row ([`MttkrpKernel::Walk`]);
 //! - `SPTMC_CPU_VECTORS=avx2`: the CPU backend's blocked kernels stay on AVX2 where the
 //!   CPU has AVX-512 ([`CpuVectors::Avx2`]);
+//! - `SPTMC_CPU_PHI_SESSION=0`: CP-APR on the CPU runs Φ per call in f32, as on CUDA
+//!   ([`PhiKernel::PerCall`]);
 //! - `SPTMC_CUDA_CP_SESSION=0`: CP-ALS on CUDA updates its factors on the host
 //!   ([`CudaOptions::cp_session`] off);
 //! - `SPTMC_CUDA_STAGING=0`: CUDA copies large outputs straight back, without the
@@ -21,7 +23,7 @@
 //! caller's (rayon's `RAYON_NUM_THREADS` applies when the caller leaves it open).
 
 use crate::engine::cuda::KernelSearch;
-use crate::engine::{CpuOptions, CpuVectors, CudaOptions, EngineOptions, MttkrpKernel};
+use crate::engine::{CpuOptions, CpuVectors, CudaOptions, EngineOptions, MttkrpKernel, PhiKernel};
 use std::path::PathBuf;
 
 /// The engine's options as the environment sets them, defaults elsewhere.
@@ -43,6 +45,11 @@ pub fn engine_options_from(var: impl Fn(&str) -> Option<String>) -> EngineOption
                 CpuVectors::Avx2
             } else {
                 CpuVectors::Widest
+            },
+            phi: if is("SPTMC_CPU_PHI_SESSION", "0") {
+                PhiKernel::PerCall
+            } else {
+                PhiKernel::Session
             },
             ..CpuOptions::default()
         },
@@ -140,6 +147,14 @@ mod tests {
         assert_eq!(
             set("SPTMC_CPU_MTTKRP", "rows").cpu.mttkrp,
             MttkrpKernel::Rows
+        );
+        let per_call = set("SPTMC_CPU_PHI_SESSION", "0");
+        assert_eq!(per_call.cpu.phi, PhiKernel::PerCall);
+        assert_eq!(per_call.cpu.mttkrp, MttkrpKernel::Rows);
+        assert_eq!(walk.cpu.phi, PhiKernel::Session);
+        assert_eq!(
+            set("SPTMC_CPU_PHI_SESSION", "1").cpu.phi,
+            PhiKernel::Session
         );
         let host = set("SPTMC_CUDA_CP_SESSION", "0");
         assert!(!host.cuda.cp_session && host.cuda.staging);

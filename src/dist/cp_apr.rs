@@ -24,9 +24,11 @@
 //! summed, minus `Σ_r λ_r Π_n Σ_i A_n[i, r]` from the all-reduced column sums. At the
 //! end the components are ordered as the single process orders them; the factors stay
 //! spread over the ranks, and [`super::output`] writes them.
-//! Φ needs the backend's f64 session (the CPU's); a rank whose engine has none stops
-//! the run with an error.
+//! Φ runs in the backend's f64 session where every rank has one (the CPU's), and per
+//! call in f32 on every rank otherwise ([`super::block_phi`]), as the single process
+//! does on such a backend.
 
+use super::block_phi::BlockPhi;
 use super::comm::{Channel, DistResult, Failure, Reduce};
 use super::cp_als::{RankStats, peak_memory};
 use super::exchange::Block;
@@ -37,7 +39,7 @@ use crate::decomp::cp_apr::{
     check_not_collapsed, column_sums, fix_inadmissible, normalize, scale_columns,
 };
 use crate::decomp::{CpAprIter, CpAprModel, CpAprOptions, NonInteger};
-use crate::engine::{Engine, PhiParams, PhiRun, Prepared, Workload};
+use crate::engine::{Engine, PhiParams, Prepared, Workload};
 use crate::error::{Error, Result};
 use crate::math::mu::inner_iterations_combined;
 use crate::ops::Op;
@@ -129,50 +131,6 @@ fn census(
     Ok((warnings, n[2] > 0))
 }
 
-/// This rank's Φ of its block for the slab of the fixed mode, with target rows `b`.
-struct BlockPhi<'a> {
-    run: Option<PhiRun<'a>>,
-    out: Vec<f64>,
-    kernel: f64,
-    to_device: u64,
-    from_device: u64,
-}
-
-impl BlockPhi<'_> {
-    /// Φ of the block (zeros for a rank without nonzeros), its log term when asked.
-    fn phi(&mut self, b: &[f64], params: PhiParams) -> Result<f64> {
-        let t = Instant::now();
-        let got = match &mut self.run {
-            Some(run) => run.phi(b, params, &mut self.out).map(|s| {
-                self.to_device += s.bytes_to_device;
-                self.from_device += s.bytes_from_device;
-                s.log_term.unwrap_or(0.0)
-            }),
-            None => {
-                self.out.clear();
-                self.out.resize(b.len(), 0.0);
-                Ok(0.0)
-            }
-        };
-        self.kernel += t.elapsed().as_secs_f64();
-        got
-    }
-
-    /// Fixes the session on `mode` with the other modes' slabs.
-    fn fix(&mut self, mode: usize, slabs: &[Vec<f64>]) -> Result<()> {
-        let t = Instant::now();
-        let got = match &mut self.run {
-            Some(run) => {
-                let all: Vec<&[f64]> = slabs.iter().map(Vec::as_slice).collect();
-                run.fix(mode, &all).map(|_| ())
-            }
-            None => Ok(()),
-        };
-        self.kernel += t.elapsed().as_secs_f64();
-        got
-    }
-}
-
 /// Sums the partial rows `local` (the slab of mode `n`) of every member of the layer
 /// into the rows this rank owns, `out`, in the members' rank order.
 fn reduce_to_owners(layer: &Channel, counts: &[u64], local: &[f64], out: &mut [f64]) {
@@ -215,7 +173,8 @@ pub fn cp_apr(
         op: Op::Mttkrp,
         rank,
     };
-    let model = super::plan::cp_apr_model(part, order, local_nnz, rank, me);
+    let model =
+        super::plan::cp_apr_model(part, order, (local_nnz, rank), me, engine.offers_phi_runs());
     ch.agree(super::plan::block_plan(engine, block, w, ("CP-APR", &model), false, me).check())?;
     let prepared: Option<Prepared> = ch.agree(if local_nnz > 0 {
         engine.prepare(&block.tensor, &[w]).map(Some)
@@ -223,24 +182,23 @@ pub fn cp_apr(
         Ok(None)
     })?;
     let (warnings, positive) = census(ch, prepared.as_ref(), opts.non_integer, block.nnz)?;
+    // The f64 session where the backend offers one; Op::Phi per call in f32 otherwise,
+    // on every rank when some rank has no session (the ranks' arithmetic stays one).
     let run = ch.agree(match &prepared {
-        Some(x) => engine.phi_run(x, rank).and_then(|r| {
-            r.map(Some).ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "CP-APR across ranks needs Φ in f64 sessions, which the {} backend does not offer (or their buffers do not fit in memory): run it with --backend cpu",
-                    engine.kind()
-                ))
-            })
-        }),
+        Some(x) => engine.phi_run(x, rank),
         None => Ok(None),
     })?;
-    let mut phi = BlockPhi {
-        run,
-        out: Vec::new(),
-        kernel: 0.0,
-        to_device: 0,
-        from_device: 0,
+    let per_call = {
+        let mut p = [u64::from(local_nnz > 0 && run.is_none())];
+        ch.reduce_u64(&mut p, Reduce::Sum);
+        p[0] > 0
     };
+    let mut phi = BlockPhi::new(
+        engine,
+        prepared.as_ref(),
+        if per_call { None } else { run },
+        rank,
+    );
 
     // Each rank's slab rows of the single process's initial factors, in f64, divided
     // by the whole columns' sums (all-reduced from the owned rows) into λ.
@@ -278,6 +236,11 @@ pub fn cp_apr(
                 .collect()
         })
         .collect();
+    let ll_mode = if per_call {
+        (0..order).min_by_key(|&m| dims[m]).expect("order ≥ 2")
+    } else {
+        order - 1
+    };
     let params = PhiParams {
         eps: opts.eps as f32,
         log_term: false,
@@ -364,13 +327,38 @@ pub fn cp_apr(
             ch.reduce_f64(&mut sums, Reduce::Sum);
             normalize(&mut slabs[n][o.clone()], &sums);
             lambda.copy_from_slice(&sums);
-            let mine = slabs[n][o].to_vec();
+            let mine = slabs[n][o.clone()].to_vec();
             layers[n].all_gather_into(&mine, &mut slabs[n]);
+            // 5. With the f32 Φ: where the next iteration's inadmissible-zero test
+            //    would read a Φ of 0 that f64 keeps positive, mark it positive (as the
+            //    single process does).
+            if per_call && opts.kappa > 0.0 {
+                let unsure = slabs[n][o]
+                    .iter()
+                    .zip(&phis[n])
+                    .any(|(&a, &p)| a < opts.kappa_tol && p == 0.0);
+                let mut any = [u64::from(unsure)];
+                ch.reduce_u64(&mut any, Reduce::Sum);
+                if any[0] > 0 {
+                    let mut partial = Vec::new();
+                    ch.agree(phi.support(n, &slabs, &mut partial))?;
+                    let mut support = vec![0.0; phis[n].len()];
+                    reduce_to_owners(layer, &counts[n], &partial, &mut support);
+                    for (p, &s) in phis[n].iter_mut().zip(&support) {
+                        if *p == 0.0 && s > 0.0 {
+                            *p = f64::from(f32::MIN_POSITIVE);
+                        }
+                    }
+                }
+            }
         }
-        // The log-likelihood: the session is fixed on the last mode with the final
-        // factors of the others.
-        let last = order - 1;
-        let mut b = slabs[last].clone();
+        // The log-likelihood's Φ: with the session on the last mode, fixed with the
+        // final factors of the others; per call on the smallest mode (the single
+        // process's choices).
+        if ll_mode != order - 1 {
+            ch.agree(phi.fix(ll_mode, &slabs))?;
+        }
+        let mut b = slabs[ll_mode].clone();
         scale_columns(&mut b, &lambda);
         let log_term = ch.agree(phi.phi(
             &b,

@@ -22,6 +22,7 @@
 //! Everything but the MPI binding compiles without MPI, and runs (as one rank) on
 //! [`comm::SelfComm`].
 
+mod block_phi;
 pub mod comm;
 pub mod cp_als;
 pub mod cp_apr;

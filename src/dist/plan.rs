@@ -92,14 +92,16 @@ pub(super) fn cp_als_model(part: &Partition, order: usize, rank: usize, me: usiz
 /// nonzeros ([`super::cp_apr`]): its slabs of every factor and every mode's last Φ of
 /// the rows it owns (f64); the block's Φ of a slab (f64); one slab-sized buffer at a
 /// time besides (the target rows gathered, then the partial Φ rows received, or the
-/// log-likelihood's scaled copy, f64); the CPU's `π` (the product of the other modes'
-/// factor rows of every nonzero, f64).
+/// log-likelihood's scaled copy, f64); with `sessions` (the engine offers Φ sessions)
+/// the CPU's `π` (the product of the other modes' factor rows of every nonzero, f64),
+/// without them the f32 copies of the slabs and of a slab's Φ that [`crate::Op::Phi`] per call
+/// reads and writes.
 pub(super) fn cp_apr_model(
     part: &Partition,
     order: usize,
-    nnz: usize,
-    rank: usize,
+    (nnz, rank): (usize, usize),
     me: usize,
+    sessions: bool,
 ) -> MemoryPlan {
     let rows = Rows::of(part, order, me);
     let r = rank as u128;
@@ -127,12 +129,26 @@ pub(super) fn cp_apr_model(
         ),
         rows.widest_mode(|s, _, got| s.max(got)).saturating_mul(r),
         8,
-    )
-    .add(
-        format!("the CPU's π ({nnz} nonzeros × {w}, f64)"),
-        (nnz as u128).saturating_mul(w),
-        8,
     );
+    if sessions {
+        p.add(
+            format!("the CPU's π ({nnz} nonzeros × {w}, f64)"),
+            (nnz as u128).saturating_mul(w),
+            8,
+        );
+    } else {
+        p.add(
+            format!(
+                "Φ per call: the slabs and a slab's Φ ({} and {} rows × {rank}, f32)",
+                rows.slabs,
+                rows.widest_slab()
+            ),
+            rows.slabs
+                .saturating_add(rows.widest_slab())
+                .saturating_mul(r),
+            4,
+        );
+    }
     p
 }
 

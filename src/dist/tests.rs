@@ -6,7 +6,7 @@ use super::exchange::distribute;
 use super::partition::Scheme;
 use super::read::read_share;
 use crate::decomp::CpOptions;
-use crate::engine::Engine;
+use crate::engine::{CpuOptions, Engine, PhiKernel};
 use crate::tensor::generate::{GenSpec, Pattern, generate};
 use crate::tensor::tns;
 use std::ops::ControlFlow;
@@ -175,11 +175,6 @@ fn one_rank_reproduces_the_single_process_cp_apr_exactly() {
         .map(|k| (g.coords(k), 1.0 + (k % 4) as f64))
         .collect();
     let x = crate::tensor::CooTensor::from_entries(g.dims().to_vec(), entries).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("x.tns");
-    tns::write(&p, &x).unwrap();
-    let (x, _) = tns::read(&p).unwrap();
-    let engine = Engine::cpu();
     let opts = crate::decomp::CpAprOptions {
         rank: 3,
         max_iters: 6,
@@ -187,28 +182,125 @@ fn one_rank_reproduces_the_single_process_cp_apr_exactly() {
         seed: 4,
         ..Default::default()
     };
+    // Φ in the CPU's f64 sessions, and per call in f32 as on CUDA.
+    for phi in [PhiKernel::Session, PhiKernel::PerCall] {
+        cp_apr_alone_and_on_one_rank(&x, &opts, phi);
+    }
+}
+
+/// Per call, Φ's f32 products underflow to 0 where f64 keeps them positive; the
+/// inadmissible-zero rule must still see them positive, on one rank as in the single
+/// process, so that κ moves the same entries as with the f64 sessions.
+#[test]
+fn cp_apr_per_call_marks_the_f32_underflows_as_the_single_process_does() {
+    // Row 0 of mode 0 has nonzeros only where modes 1 and 2 are at rows 0 and 1, whose
+    // entries of component 1 are 1e-25: its Φ there is about 1e-50, 0 in f32. Its own
+    // entry of component 1 starts at 0, an inadmissible zero.
+    let dims = vec![6usize, 5, 4];
+    let mut entries = Vec::new();
+    for i in 0..dims[0] {
+        for j in 0..dims[1] {
+            for k in 0..dims[2] {
+                if i > 0 && (i + j + k) % 2 == 0 || i == 0 && j < 2 && k < 2 {
+                    entries.push((
+                        vec![i as u32, j as u32, k as u32],
+                        1.0 + ((i * 7 + j * 3 + k) % 3) as f64,
+                    ));
+                }
+            }
+        }
+    }
+    let x = crate::tensor::CooTensor::from_entries(dims.clone(), entries).unwrap();
+    let init: Vec<crate::Matrix> = dims
+        .iter()
+        .enumerate()
+        .map(|(m, &d)| {
+            let mut f = crate::Matrix::zeros(d, 2);
+            for i in 0..d {
+                for r in 0..2 {
+                    let tiny = r == 1 && i < 2 && m > 0;
+                    let v = if tiny {
+                        1e-25
+                    } else {
+                        0.5 + 0.1 * ((i + r) % 3) as f32
+                    };
+                    f.data_mut()[i * 2 + r] = v;
+                }
+            }
+            if m == 0 {
+                f.data_mut()[1] = 0.0;
+            }
+            f
+        })
+        .collect();
+    let opts = crate::decomp::CpAprOptions {
+        rank: 2,
+        max_iters: 4,
+        tol: 0.0,
+        init: Some(init),
+        ..Default::default()
+    };
+    let moved = |phi| {
+        let m = cp_apr_alone_and_on_one_rank(&x, &opts, phi);
+        m.iters.iter().map(|s| s.violations).collect::<Vec<_>>()
+    };
+    let (f64_moved, f32_moved) = (moved(PhiKernel::Session), moved(PhiKernel::PerCall));
+    assert!(f64_moved.iter().skip(1).all(|&v| v > 0), "{f64_moved:?}");
+    assert_eq!(f32_moved, f64_moved);
+}
+
+/// Runs CP-APR of `x` with `opts` on a CPU engine whose Φ runs as `phi`, in the single
+/// process and on one rank; checks the two are the same to the bit, returns the model.
+fn cp_apr_alone_and_on_one_rank(
+    x: &crate::tensor::CooTensor,
+    opts: &crate::decomp::CpAprOptions,
+    phi: PhiKernel,
+) -> crate::decomp::CpAprModel {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.tns");
+    tns::write(&p, x).unwrap();
+    let (x, _) = tns::read(&p).unwrap();
+    let engine = Engine::cpu_with(CpuOptions {
+        phi,
+        ..Default::default()
+    })
+    .unwrap();
     let prepared = engine
         .prepare(
             &x,
             &[crate::engine::Workload {
                 op: crate::Op::Mttkrp,
-                rank: 3,
+                rank: opts.rank,
             }],
         )
         .unwrap();
-    let want = crate::decomp::cp_apr(&engine, &prepared, &opts).unwrap();
+    assert_eq!(
+        engine.phi_run(&prepared, opts.rank).unwrap().is_some(),
+        phi == PhiKernel::Session
+    );
+    let want = crate::decomp::cp_apr(&engine, &prepared, opts).unwrap();
     let ch = Channel::single();
     let share = read_share(&ch, &p).unwrap();
     let block = distribute(&ch, share, Scheme::Medium, &p).unwrap();
-    let got = super::cp_apr::cp_apr(&ch, &engine, &block, &opts, &mut |_| {}).unwrap();
-    assert_eq!(got.model.log_likelihoods(), want.log_likelihoods());
-    assert_eq!(got.model.weights, want.weights);
+    let got = super::cp_apr::cp_apr(&ch, &engine, &block, opts, &mut |_| {}).unwrap();
+    assert_eq!(
+        got.model.log_likelihoods(),
+        want.log_likelihoods(),
+        "{phi:?}"
+    );
+    assert_eq!(got.model.weights, want.weights, "{phi:?}");
     assert_eq!(
         streamed(&ch, &got.factors(&block.partition)),
-        written(&want.factors)
+        written(&want.factors),
+        "{phi:?}"
     );
     assert_eq!(
         got.evaluations.iter().sum::<u64>() as usize,
         want.iters.iter().map(|s| s.inner_iters).sum::<usize>()
     );
+    let violations = |m: &crate::decomp::CpAprModel| -> Vec<usize> {
+        m.iters.iter().map(|s| s.violations).collect()
+    };
+    assert_eq!(violations(&got.model), violations(&want), "{phi:?}");
+    want
 }

@@ -27,7 +27,7 @@ pub use completion::{Anchor, CompletionSession, SgdBias, SgdStep};
 pub use factors::{FactorKey, FactorVersions};
 pub use gcp::{EntryLoss, GcpSample, GcpSpread};
 pub use options::{
-    CpuOptions, CpuVectors, CudaOptions, EngineOptions, MttkrpKernel, THREADS_PER_CORE,
+    CpuOptions, CpuVectors, CudaOptions, EngineOptions, MttkrpKernel, PhiKernel, THREADS_PER_CORE,
     most_cpu_threads,
 };
 pub use passes::{ResidualSums, RowCounts, ValueCensus};

@@ -29,6 +29,19 @@ pub enum CpuVectors {
     Avx2,
 }
 
+/// How the CPU backend computes CP-APR's Φ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PhiKernel {
+    /// In f64 row sessions ([`super::PhiRun`]) that keep the other modes' Khatri-Rao
+    /// rows between the inner iterations, where their buffers fit in memory (per call
+    /// otherwise).
+    #[default]
+    Session,
+    /// [`crate::Op::Phi`] per call, in f32, as a backend without sessions (CUDA) runs
+    /// it: to test that path on the CPU and to measure one against the other.
+    PerCall,
+}
+
 /// Options of the CPU backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CpuOptions {
@@ -40,6 +53,8 @@ pub struct CpuOptions {
     pub mttkrp: MttkrpKernel,
     /// The vector instructions of the blocked kernels.
     pub vectors: CpuVectors,
+    /// How CP-APR's Φ runs.
+    pub phi: PhiKernel,
     /// Make the thread that creates the backend one of its workers (worker 0), so that
     /// a call from that thread starts on it at once instead of waking a worker: for a
     /// program that calls the engine from one thread (the command line). Ignored on a

@@ -200,9 +200,19 @@ impl PhiRun<'_> {
 }
 
 impl Engine {
+    /// Whether [`Engine::phi_run`] may give a session: the CPU's unless its options ask
+    /// for Φ per call ([`super::PhiKernel::PerCall`]); CUDA has none.
+    pub fn offers_phi_runs(&self) -> bool {
+        match self.backend() {
+            super::Backend::Cpu(b) => b.options().phi == super::PhiKernel::Session,
+            super::Backend::Cuda(_) => false,
+        }
+    }
+
     /// A [`PhiRun`] on `p` (prepared for [`Op::Phi`] or [`Op::Mttkrp`]) for factors of
-    /// rank `rank`; `None` where the backend has no such path (CUDA today) or the
-    /// session's buffers would not fit in memory: run [`Op::Phi`] per call then.
+    /// rank `rank`; `None` where the backend has no such path (CUDA today, the CPU
+    /// with [`super::PhiKernel::PerCall`]) or the session's buffers would not fit in
+    /// memory: run [`Op::Phi`] per call then.
     pub fn phi_run<'a>(&'a self, p: &'a Prepared, rank: usize) -> Result<Option<PhiRun<'a>>> {
         if rank == 0 {
             return Err(Error::InvalidRank("Φ at rank 0".into()));

@@ -502,3 +502,52 @@ twin!(
         }
     }
 );
+
+twin!(
+    /// CP-APR on one rank's distributed path (`sptmc::dist`, the process its own
+    /// communicator) against the single process on the same engine: the CPU (f64 Φ
+    /// sessions) bit for bit; CUDA (Φ per call in f32, on every rank when spread, whose
+    /// reductions add in an order that varies between runs) every iteration's
+    /// log-likelihood within the 1e-6 relative that runs across ranks must meet.
+    cp_apr_on_one_rank_is_the_single_process,
+    |engine| {
+        use sptmc::dist::{comm::Channel, exchange::distribute, partition::Scheme};
+        let x = counts(&GenSpec {
+            dims: vec![40, 30, 20],
+            nnz: 3000,
+            pattern: Pattern::Uniform,
+            seed: 5,
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.tns");
+        sptmc::tensor::tns::write(&p, &x).unwrap();
+        let opts = sptmc::decomp::CpAprOptions {
+            rank: 3,
+            max_iters: 8,
+            tol: 0.0,
+            seed: 4,
+            ..Default::default()
+        };
+        let w = Workload {
+            op: Op::Mttkrp,
+            rank: 3,
+        };
+        let prepared = engine.prepare(&x, &[w]).unwrap();
+        let want = sptmc::decomp::cp_apr(engine, &prepared, &opts).unwrap();
+        let ch = Channel::single();
+        let share = sptmc::dist::read::read_share(&ch, &p).unwrap();
+        let block = distribute(&ch, share, Scheme::Medium, &p).unwrap();
+        let got = sptmc::dist::cp_apr::cp_apr(&ch, engine, &block, &opts, &mut |_| {}).unwrap();
+        let (a, b) = (got.model.log_likelihoods(), want.log_likelihoods());
+        assert_eq!(a.len(), b.len());
+        if engine.kind() == sptmc::engine::BackendKind::Cpu {
+            assert_eq!(a, b);
+        }
+        for (k, (a, b)) in a.iter().zip(&b).enumerate() {
+            assert!(
+                a.is_finite() && (a - b).abs() <= 1e-6 * b.abs(),
+                "iteration {k}: {a} on one rank, {b} alone"
+            );
+        }
+    }
+);

@@ -230,6 +230,9 @@ impl CpuBackend {
         tensor: &'a CpuTensor,
         rank: usize,
     ) -> Result<Option<Box<dyn super::PhiSession + 'a>>> {
+        if self.opts.phi == super::PhiKernel::PerCall {
+            return Ok(None);
+        }
         let made = self.install(|| phi_rows::CpuPhi::new(tensor.hls(), rank))?;
         Ok(made.map(|inner| {
             Box::new(Pooled {

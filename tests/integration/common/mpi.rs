@@ -22,8 +22,14 @@ pub fn mpirun() -> Option<()> {
 
 /// `sptmc args` as one process (no launcher variables in its environment).
 pub fn single(args: &[&str]) -> Output {
+    single_with(args, &[])
+}
+
+/// [`single`] with the variables `env` set.
+pub fn single_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sptmc"))
         .args(args)
+        .envs(env.iter().copied())
         .env_remove("OMPI_COMM_WORLD_SIZE")
         .env_remove("PMI_SIZE")
         .output()
@@ -32,11 +38,19 @@ pub fn single(args: &[&str]) -> Output {
 
 /// `mpirun -np ranks sptmc args`, each rank on one thread.
 pub fn ranks(n: usize, args: &[&str]) -> Output {
-    Command::new("mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe", "-np"])
+    ranks_with(n, args, &[])
+}
+
+/// [`ranks`] with the variables `env` set on every rank.
+pub fn ranks_with(n: usize, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new("mpirun");
+    c.args(["--allow-run-as-root", "--oversubscribe", "-np"])
         .arg(n.to_string())
-        .args(["-x", "RAYON_NUM_THREADS=1"])
-        .arg(env!("CARGO_BIN_EXE_sptmc"))
+        .args(["-x", "RAYON_NUM_THREADS=1"]);
+    for (k, v) in env {
+        c.args(["-x", &format!("{k}={v}")]);
+    }
+    c.arg(env!("CARGO_BIN_EXE_sptmc"))
         .args(args)
         .output()
         .expect("mpirun runs")
