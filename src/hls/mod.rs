@@ -35,6 +35,12 @@ pub const TILE_CELLS: usize = DenseTile::CELLS;
 pub const BITMAP_WORDS: usize = DenseTile::BITMAP_WORDS;
 /// Bits of a sparse key kept per nonzero; the bits above form the block prefix.
 pub const LOW_KEY_BITS: u32 = 32;
+/// How many nonzeros ahead [`HlsTensor::par_sum_nonzeros_ahead`] shows its look-ahead:
+/// enough to cover a memory access's latency with the work of the nonzeros between.
+pub const SUM_AHEAD: usize = 48;
+/// What [`HlsTensor::par_sum_nonzeros_ahead`] calls with the coordinates of a nonzero
+/// ahead.
+pub type LookAhead<'a> = &'a (dyn Fn(&[u32]) + Sync);
 
 /// One dense tile's occupancy: bit [`tile::Tile::bit_position`] of each nonzero's
 /// in-tile offsets (word `p / 64`, bit `p % 64`).
@@ -273,22 +279,36 @@ impl HlsTensor {
         scratch: impl Fn() -> S + Sync,
         f: impl Fn(&mut S, &[u32], f64) -> [f64; K] + Sync,
     ) -> [f64; K] {
+        self.par_sum_nonzeros_ahead(scratch, None, f)
+    }
+
+    /// [`HlsTensor::par_sum_nonzeros`] that also calls `ahead` with the coordinates of
+    /// the sparse part's nonzero [`SUM_AHEAD`] places on, so that `f`'s gathers from
+    /// rows far apart (factor rows beyond the cache) can be prefetched: a pass over
+    /// the nonzeros in key order is otherwise bound by one miss's latency at a time.
+    pub fn par_sum_nonzeros_ahead<S, const K: usize>(
+        &self,
+        scratch: impl Fn() -> S + Sync,
+        ahead: Option<LookAhead<'_>>,
+        f: impl Fn(&mut S, &[u32], f64) -> [f64; K] + Sync,
+    ) -> [f64; K] {
         let (sparse, dense) = (&self.sparse.values, self.dense.as_ref().map(|d| &d.values));
         match (sparse, dense) {
-            (Values::F16(s), Some(Values::F16(d))) => self.par_sum_as(s, d, scratch, f),
-            (Values::F32(s), Some(Values::F32(d))) => self.par_sum_as(s, d, scratch, f),
-            (Values::F16(s), _) => self.par_sum_as(s, &[], scratch, f),
-            (Values::F32(s), _) => self.par_sum_as(s, &[], scratch, f),
+            (Values::F16(s), Some(Values::F16(d))) => self.par_sum_as(s, d, scratch, ahead, f),
+            (Values::F32(s), Some(Values::F32(d))) => self.par_sum_as(s, d, scratch, ahead, f),
+            (Values::F16(s), _) => self.par_sum_as(s, &[], scratch, ahead, f),
+            (Values::F32(s), _) => self.par_sum_as(s, &[], scratch, ahead, f),
         }
     }
 
-    /// [`HlsTensor::par_sum_nonzeros`] over values of type `V` (`dense` empty when
+    /// [`HlsTensor::par_sum_nonzeros_ahead`] over values of type `V` (`dense` empty when
     /// there are no dense tiles).
     fn par_sum_as<V: StoredValue, S, const K: usize>(
         &self,
         sparse_values: &[V],
         dense_values: &[V],
         scratch: impl Fn() -> S + Sync,
+        ahead: Option<LookAhead<'_>>,
         f: impl Fn(&mut S, &[u32], f64) -> [f64; K] + Sync,
     ) -> [f64; K] {
         use rayon::prelude::*;
@@ -308,11 +328,24 @@ impl HlsTensor {
                 let (s, e) = (c * CHUNK, ((c + 1) * CHUNK).min(sp.nnz()));
                 let mut coords = vec![0u32; order];
                 let mut b = sp.block_of(s);
+                // The look-ahead cursor: nonzero `p + SUM_AHEAD` and its block.
+                let mut later = vec![0u32; order];
+                let mut bl = sp.block_of((s + SUM_AHEAD).min(sp.nnz() - 1));
                 let mut sum = [0.0; K];
                 let mut st = scratch();
                 for (p, v) in (s..e).zip(&sparse_values[s..e]) {
                     while sp.block_offsets[b + 1] as usize <= p {
                         b += 1;
+                    }
+                    if let Some(ahead) = ahead
+                        && p + SUM_AHEAD < e
+                    {
+                        let q = p + SUM_AHEAD;
+                        while sp.block_offsets[bl + 1] as usize <= q {
+                            bl += 1;
+                        }
+                        sp.layout.decode_all(sp.full_key(bl, q), &mut later);
+                        ahead(&later);
                     }
                     sp.layout.decode_all(sp.full_key(b, p), &mut coords);
                     let x = v.to_f64() * scale;
