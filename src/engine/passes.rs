@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
 use crate::ops::Op;
+use rayon::prelude::*;
 
 /// The two sums of a model's exact residual `‖X − X̂‖²` over the stored nonzeros;
 /// the residual is `misfit + max(0, ‖X̂‖² − on_support)`.
@@ -147,15 +148,24 @@ fn cp_sums(hls: &HlsTensor, weights: &[f64], factors: &[Matrix]) -> ResidualSums
 
 /// A hint to bring `row` into the cache (its cache lines of 16 floats).
 fn prefetch(row: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
     for line in row.chunks(16) {
-        // SAFETY: prefetching is a hint; the pointer comes from a live slice.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(line.as_ptr().cast(), std::arch::x86_64::_MM_HINT_T0)
-        };
+        prefetch_line(line.as_ptr().cast());
     }
+}
+
+/// A hint to bring the cache line at `line` (the first of up to 8 doubles) in.
+fn prefetch_f64(line: &[f64]) {
+    prefetch_line(line.as_ptr().cast());
+}
+
+fn prefetch_line(p: *const i8) {
+    // SAFETY: prefetching is a hint; the pointer comes from a live slice.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0)
+    };
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = row;
+    let _ = p;
 }
 
 /// [`Engine::tucker_residual_sums`] over `hls`.
@@ -165,19 +175,30 @@ fn tucker_sums(hls: &HlsTensor, core: &[f64], ranks: &[usize], factors: &[Matrix
     let (r_last, rest) = (ranks[last], ranks[..last].iter().product::<usize>());
     // Z[i, s] = Σ_a U_last[i, a] · G[s, a], the core row `s` over the first N−1 modes.
     let u_last = &factors[last];
-    let z: Vec<f64> = (0..u_last.rows() * rest)
-        .map(|k| {
-            let (i, s) = (k / rest, k % rest);
-            (0..r_last)
-                .map(|a| u_last.get(i, a) as f64 * core[s * r_last + a])
-                .sum()
-        })
-        .collect();
+    let mut z = vec![0.0f64; u_last.rows() * rest];
+    z.par_chunks_mut(rest.max(1))
+        .zip(u_last.data().par_chunks(r_last.max(1)))
+        .for_each(|(zi, ui)| {
+            for (s, zs) in zi.iter_mut().enumerate() {
+                *zs = (ui.iter().zip(&core[s * r_last..][..r_last]))
+                    .map(|(&u, &g)| u as f64 * g)
+                    .sum();
+            }
+        });
     // x̂ = Z[c_{N−1}, :] contracted with U_{N−2}[c_{N−2}, :] (the fastest index of the
     // row), then with U_{N−3}[c_{N−3}, :], … down to mode 0, in a per-chunk buffer:
     // about `Π_{m<N−1} R_m` multiply-adds, no division.
     let scratch = || vec![0.0f64; rest / ranks[last - 1]];
-    let [misfit, on_support] = hls.par_sum_nonzeros(scratch, |buf, c, x| {
+    let ahead = |c: &[u32]| {
+        for (f, &i) in factors[..last].iter().zip(c) {
+            prefetch(f.row(i as usize));
+        }
+        let zrow = &z[c[last] as usize * rest..][..rest];
+        for line in zrow.chunks(8) {
+            prefetch_f64(line);
+        }
+    };
+    let [misfit, on_support] = hls.par_sum_nonzeros_ahead(scratch, Some(&ahead), |buf, c, x| {
         let zrow = &z[c[last] as usize * rest..][..rest];
         let (r, row) = (ranks[last - 1], factors[last - 1].row(c[last - 1] as usize));
         let mut len = rest / r;
