@@ -9,6 +9,7 @@
 //! that a device keeping copies uploads only the target rows at each inner iteration.
 //! A rank without nonzeros gives zeros.
 
+use crate::decomp::cp_apr::to_f32;
 use crate::engine::{Call, Engine, FactorVersions, PhiParams, PhiRun, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -225,16 +226,6 @@ impl PerCall<'_> {
         widen(got.data(), out);
         Ok(())
     }
-}
-
-fn to_f32(a: &[f64], dst: &mut [f32]) {
-    dst.par_chunks_mut(1 << 16)
-        .zip(a.par_chunks(1 << 16))
-        .for_each(|(d, s)| {
-            for (d, &s) in d.iter_mut().zip(s) {
-                *d = s as f32;
-            }
-        });
 }
 
 fn widen(src: &[f32], dst: &mut Vec<f64>) {

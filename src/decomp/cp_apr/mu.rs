@@ -226,7 +226,7 @@ pub(crate) fn scale_columns(a: &mut [f64], s: &[f64]) {
 }
 
 /// `dst = a` in f32.
-pub(super) fn to_f32(a: &[f64], dst: &mut [f32]) {
+pub(crate) fn to_f32(a: &[f64], dst: &mut [f32]) {
     dst.par_chunks_mut(1 << 16)
         .zip(a.par_chunks(1 << 16))
         .for_each(|(d, s)| {
