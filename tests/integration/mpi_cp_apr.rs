@@ -152,6 +152,42 @@ fn per_call_phi_log_likelihoods_match_one_process_on_2_to_4_ranks() {
     }
 }
 
+/// One rank without a Φ session (here by its switch; on a node, a rank whose session
+/// does not fit in memory) puts every rank on the per-call path: the run is the
+/// all-per-call run's, bit for bit, not a mix of f64 and f32 Φ.
+#[test]
+fn one_rank_without_a_session_puts_every_rank_per_call() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "c.tns", &counts(vec![60, 50, 40], 12_000, 13));
+    let mut args = vec!["cp-apr", f.as_str()];
+    args.extend(APR);
+    let per_call = [("SPTMC_CPU_PHI_SESSION", "0")];
+    let all = json(&ranks_with(2, &args, &per_call), "2 ranks per call");
+    let sessions = json(&ranks(2, &args), "2 ranks with sessions");
+    // Rank 0 without its session, rank 1 with it (two programs under one mpirun).
+    let bin = env!("CARGO_BIN_EXE_sptmc");
+    let mixed = std::process::Command::new("mpirun")
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-x",
+            "RAYON_NUM_THREADS=1",
+        ])
+        .args(["-np", "1", "-x", "SPTMC_CPU_PHI_SESSION=0", bin])
+        .args(&args)
+        .args([":", "-np", "1", "-x", "SPTMC_CPU_PHI_SESSION=1", bin])
+        .args(&args)
+        .output()
+        .expect("mpirun runs");
+    let mixed = json(&mixed, "2 ranks, one per call");
+    assert_eq!(lls(&mixed), lls(&all));
+    assert_eq!(mixed["weights"], all["weights"]);
+    assert_ne!(lls(&sessions), lls(&all));
+}
+
 #[test]
 fn a_rank_without_nonzeros_still_takes_part() {
     if mpirun().is_none() {
