@@ -9,7 +9,7 @@
 //! that a device keeping copies uploads only the target rows at each inner iteration.
 //! A rank without nonzeros gives zeros.
 
-use crate::decomp::cp_apr::to_f32;
+use crate::decomp::cp_apr::{fill_patterns, to_f32};
 use crate::engine::{Call, Engine, FactorVersions, PhiParams, PhiRun, Prepared};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -45,6 +45,8 @@ struct PerCall<'a> {
     versions: FactorVersions,
     mode: Option<usize>,
     out: Matrix,
+    /// The other slabs' 0/1 patterns for [`BlockPhi::support`].
+    pattern: Vec<Matrix>,
 }
 
 impl<'a> BlockPhi<'a> {
@@ -66,6 +68,7 @@ impl<'a> BlockPhi<'a> {
                 versions: engine.factor_versions(x.dims().len()),
                 mode: None,
                 out: Matrix::zeros(0, 0),
+                pattern: Vec::new(),
             })),
             (None, None) => Path::Empty,
         };
@@ -207,22 +210,10 @@ impl PerCall<'_> {
     }
 
     fn support(&mut self, mode: usize, slabs: &[Vec<f64>], out: &mut Vec<f64>) -> Result<()> {
-        let pattern: Vec<Matrix> = slabs
-            .iter()
-            .enumerate()
-            .map(|(m, s)| {
-                let rows = if m == mode { 0 } else { s.len() / self.rank };
-                let mut p = Matrix::zeros(rows, self.rank);
-                p.data_mut()
-                    .par_iter_mut()
-                    .zip(s.par_iter())
-                    .for_each(|(p, &v)| *p = if v > 0.0 { 1.0 } else { 0.0 });
-                p
-            })
-            .collect();
+        fill_patterns(mode, slabs, self.rank, &mut self.pattern);
         let mut got = Matrix::zeros(0, 0);
         self.engine
-            .run_into(Op::Mttkrp, self.x, mode, &pattern, &mut got)?;
+            .run_into(Op::Mttkrp, self.x, mode, &self.pattern, &mut got)?;
         widen(got.data(), out);
         Ok(())
     }

@@ -36,7 +36,7 @@ use super::init::initial_rows;
 use super::output::{Arrangement, SpreadFactors, by_weight};
 use super::partition::Partition;
 use crate::decomp::cp_apr::{
-    check_not_collapsed, column_sums, fix_inadmissible, normalize, scale_columns,
+    check_not_collapsed, column_sums, fix_inadmissible, has_unsure_zero, normalize, scale_columns,
 };
 use crate::decomp::{CpAprIter, CpAprModel, CpAprOptions, NonInteger};
 use crate::engine::{Engine, PhiParams, Prepared, Workload};
@@ -333,10 +333,7 @@ pub fn cp_apr(
             //    would read a Φ of 0 that f64 keeps positive, mark it positive (as the
             //    single process does).
             if per_call && opts.kappa > 0.0 {
-                let unsure = slabs[n][o]
-                    .iter()
-                    .zip(&phis[n])
-                    .any(|(&a, &p)| a < opts.kappa_tol && p == 0.0);
+                let unsure = has_unsure_zero(&slabs[n][o], &phis[n], opts.kappa_tol);
                 let mut any = [u64::from(unsure)];
                 ch.reduce_u64(&mut any, Reduce::Sum);
                 if any[0] > 0 {

@@ -8,6 +8,7 @@
 //! Values are the stored fp16 times the tensor's scale (what the kernels see).
 
 use super::backend::foreign;
+use super::cpu::{prefetch_row, prefetch_row_f64};
 use super::{Backend, BackendTensor, Engine, Prepared};
 use crate::error::Result;
 use crate::hls::HlsTensor;
@@ -115,7 +116,7 @@ impl Engine {
 fn cp_sums(hls: &HlsTensor, weights: &[f64], factors: &[Matrix]) -> ResidualSums {
     let ahead = |c: &[u32]| {
         for (f, &i) in factors.iter().zip(c) {
-            prefetch(f.row(i as usize));
+            prefetch_row(f.row(i as usize));
         }
     };
     let [misfit, on_support] = hls.par_sum_nonzeros_ahead(
@@ -146,28 +147,6 @@ fn cp_sums(hls: &HlsTensor, weights: &[f64], factors: &[Matrix]) -> ResidualSums
     ResidualSums { misfit, on_support }
 }
 
-/// A hint to bring `row` into the cache (its cache lines of 16 floats).
-fn prefetch(row: &[f32]) {
-    for line in row.chunks(16) {
-        prefetch_line(line.as_ptr().cast());
-    }
-}
-
-/// A hint to bring the cache line at `line` (the first of up to 8 doubles) in.
-fn prefetch_f64(line: &[f64]) {
-    prefetch_line(line.as_ptr().cast());
-}
-
-fn prefetch_line(p: *const i8) {
-    // SAFETY: prefetching is a hint; the pointer comes from a live slice.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// [`Engine::tucker_residual_sums`] over `hls`.
 fn tucker_sums(hls: &HlsTensor, core: &[f64], ranks: &[usize], factors: &[Matrix]) -> ResidualSums {
     let order = ranks.len();
@@ -191,12 +170,9 @@ fn tucker_sums(hls: &HlsTensor, core: &[f64], ranks: &[usize], factors: &[Matrix
     let scratch = || vec![0.0f64; rest / ranks[last - 1]];
     let ahead = |c: &[u32]| {
         for (f, &i) in factors[..last].iter().zip(c) {
-            prefetch(f.row(i as usize));
+            prefetch_row(f.row(i as usize));
         }
-        let zrow = &z[c[last] as usize * rest..][..rest];
-        for line in zrow.chunks(8) {
-            prefetch_f64(line);
-        }
+        prefetch_row_f64(&z[c[last] as usize * rest..][..rest]);
     };
     let [misfit, on_support] = hls.par_sum_nonzeros_ahead(scratch, Some(&ahead), |buf, c, x| {
         let zrow = &z[c[last] as usize * rest..][..rest];

@@ -72,9 +72,11 @@ use std::time::Instant;
 mod mu;
 mod options;
 
-use mu::{has_unsure_zero, log_likelihood, mark_support, mu_inner_seq};
+use mu::{log_likelihood, mark_support, mu_inner_seq};
 // The element-wise passes, shared with CP-APR across processes (`crate::dist`).
-pub(crate) use mu::{column_sums, fix_inadmissible, normalize, scale_columns, to_f32};
+pub(crate) use mu::{
+    column_sums, fill_patterns, fix_inadmissible, has_unsure_zero, normalize, scale_columns, to_f32,
+};
 pub use options::{CpAprOptions, NonInteger};
 
 /// What one outer iteration did and cost.

@@ -51,13 +51,17 @@ fn mu_update(b: &mut [f64], phi: &[f32], copy: &mut [f32]) {
         });
 }
 
-/// Whether some entry of `a` is below `kappa_tol` where `Φ` (f32) is 0: the entries
-/// whose inadmissible-zero test f32 underflow can decide.
-pub(super) fn has_unsure_zero(a: &[f64], phi: &[f32], kappa_tol: f64) -> bool {
+/// Whether some entry of `a` is below `kappa_tol` where `Φ` (from f32) is 0: the
+/// entries whose inadmissible-zero test f32 underflow can decide.
+pub(crate) fn has_unsure_zero<P: Copy + Into<f64> + Sync>(
+    a: &[f64],
+    phi: &[P],
+    kappa_tol: f64,
+) -> bool {
     a.len() == phi.len()
         && a.par_iter()
             .zip(phi.par_iter())
-            .any(|(&a, &p)| a < kappa_tol && p == 0.0)
+            .any(|(&a, &p)| a < kappa_tol && p.into() == 0.0)
 }
 
 /// Sets to `f32::MIN_POSITIVE` every zero of `phi` (mode `n`'s last Φ) that is positive
@@ -75,7 +79,23 @@ pub(super) fn mark_support(
     phi: &mut Matrix,
     clock: &mut Clock,
 ) -> Result<()> {
-    let rank = phi.cols().max(1);
+    fill_patterns(n, a, phi.cols().max(1), pattern);
+    clock.kernel(|| engine.run_into(Op::Mttkrp, x, n, pattern, out))?;
+    phi.data_mut()
+        .par_iter_mut()
+        .zip(out.data().par_iter())
+        .for_each(|(p, &s)| {
+            if *p == 0.0 && s > 0.0 {
+                *p = f32::MIN_POSITIVE;
+            }
+        });
+    Ok(())
+}
+
+/// `pattern[m]` = the 0/1 pattern of `a[m]` (1 where an entry is positive, `rank`
+/// columns) for every mode `m` but `n`, the factors of the MTTKRP of mode `n` whose
+/// positive rows are Φ's exact support ([`mark_support`]).
+pub(crate) fn fill_patterns(n: usize, a: &[Vec<f64>], rank: usize, pattern: &mut Vec<Matrix>) {
     pattern.resize_with(a.len(), || Matrix::zeros(0, 0));
     for (m, (p, f)) in pattern.iter_mut().zip(a).enumerate() {
         if m == n {
@@ -91,16 +111,6 @@ pub(super) fn mark_support(
             .zip(f.par_iter())
             .for_each(|(p, &v)| *p = if v > 0.0 { 1.0 } else { 0.0 });
     }
-    clock.kernel(|| engine.run_into(Op::Mttkrp, x, n, pattern, out))?;
-    phi.data_mut()
-        .par_iter_mut()
-        .zip(out.data().par_iter())
-        .for_each(|(p, &s)| {
-            if *p == 0.0 && s > 0.0 {
-                *p = f32::MIN_POSITIVE;
-            }
-        });
-    Ok(())
 }
 
 /// `Σ x log m − Σ m` of the model (`λ`, the normalized factors `a`, their f32 copies

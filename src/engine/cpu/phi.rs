@@ -266,7 +266,7 @@ fn axpy(y: &mut [f64], a: f64, x: &[f32]) {
 
 /// [`prefetch_row`] for a row of f64.
 #[inline(always)]
-pub(super) fn prefetch_row_f64(row: &[f64]) {
+pub(crate) fn prefetch_row_f64(row: &[f64]) {
     #[cfg(target_arch = "x86_64")]
     for line in row.chunks(8) {
         // SAFETY: prefetching is a hint; the pointer comes from a live slice.

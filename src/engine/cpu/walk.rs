@@ -190,7 +190,7 @@ impl Walker<'_> {
 /// Asks the CPU to start loading the cache lines of `row` (a hint: no effect on
 /// results, never faults).
 #[inline(always)]
-pub(super) fn prefetch_row(row: &[f32]) {
+pub(crate) fn prefetch_row(row: &[f32]) {
     #[cfg(target_arch = "x86_64")]
     for line in row.chunks(16) {
         // SAFETY: prefetching is a hint; the pointer comes from a live slice.
