@@ -15,8 +15,8 @@
 //!   and a step that shrinks after an epoch that does not improve the estimate.
 //! - [`Method::Lbfgs`] (pyttb's `gcp_opt` with L-BFGS-B, [`opt`]): the exact loss and
 //!   gradient over every cell, for small tensors: the nonzeros through the engine, the
-//!   zeros in closed form for the Gaussian loss and by a pass over the whole index
-//!   space otherwise (refused beyond [`GcpOptions::dense_limit`] cells).
+//!   zeros in closed form for the Gaussian and Poisson losses and by a pass over the
+//!   whole index space otherwise (refused beyond [`GcpOptions::dense_limit`] cells).
 //!
 //! Initial factors, unless given: mode `n` is `Matrix::random(I_n, R, seed + n)`
 //! (uniform in `[0, 1)`), all scaled by one factor so that `‖M‖ = ‖X‖` (as GenTen
@@ -37,6 +37,7 @@ mod sample;
 pub mod sgd;
 #[cfg(test)]
 mod tests;
+mod zeros;
 
 pub use loss::{DataKind, Loss};
 pub use sample::{Strata, cells};
@@ -117,7 +118,8 @@ pub struct GcpOptions {
     pub value_zeros: usize,
     /// L-BFGS: the most iterations (scipy `maxiter`, 1000).
     pub max_iters: usize,
-    /// L-BFGS: the projected-gradient tolerance (scipy `pgtol`, 1e-5).
+    /// L-BFGS: the projected-gradient tolerance (scipy `pgtol`, 1e-5), capped at this
+    /// times the start's projected gradient where that is below 1.
     pub pgtol: f64,
     /// L-BFGS: stop when the loss's relative decrease is at most `factr · ε_mach`
     /// (scipy `factr`, 1e7).

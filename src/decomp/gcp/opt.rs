@@ -3,9 +3,9 @@
 //!
 //! `F = Σ_nz [f(x, m) − f(0, m)] + Σ_all f(0, m)`: the first sum over the stored
 //! entries through the engine ([`Engine::gcp_gradient`] with the difference loss),
-//! the second in closed form for the Gaussian loss (`Σ_all m² = ‖M‖²`, from the
-//! factors' Grams, gradient `2 A⁽ⁿ⁾ ⊛_{j≠n} A⁽ʲ⁾ᵀA⁽ʲ⁾`) and otherwise by a pass over
-//! the whole index space in chunks of cells, refused when it has more than
+//! the second in closed form for the Gaussian loss (from the factors' Grams) and the
+//! Poisson loss (from their column sums), otherwise by a pass over every cell on the
+//! host ([`super::zeros`]), refused when there are more than
 //! [`GcpOptions::dense_limit`] cells.
 //!
 //! The optimizer is `rcompat-lbfgsb`, an implementation of L-BFGS-B (generalized
@@ -15,6 +15,9 @@
 //! than pyttb's), with pyttb's settings: `m = 10`
 //! corrections, `pgtol = 1e-5`, at most 1000 iterations, and the `factr` test (stop
 //! when `(f_prev − f) / max(|f_prev|, |f|, 1) ≤ factr · ε_mach`, `factr = 1e7`).
+//! Where the loss at the start `|F₀|` is below 1, the optimizer minimizes `F / |F₀|`,
+//! and `pgtol` is capped at `pgtol` times the start's projected gradient: both tests
+//! are absolute below 1, and held a tensor of small values at its random start.
 //! Nonnegative losses bound every factor entry below by 0. (An earlier port,
 //! `lbfgsb-rs-pure`, searched along the path `x + α d` projected onto the box and
 //! asked the strong Wolfe condition of `g(x_α)ᵀd`, which ignores that the clamped
@@ -23,12 +26,12 @@
 
 use super::sample::cells;
 use super::sgd::Fitted;
-use super::{GcpIter, GcpOptions, Loss, gram};
+use super::zeros::ZeroSum;
+use super::{GcpIter, GcpOptions, Loss};
 use crate::engine::{Engine, EntryLoss, GcpSample};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::tensor::CooTensor;
-use rayon::prelude::*;
 use rcompat_lbfgsb::{
     ArithmeticProfile, Bounds, OptimControl, OptimEvent, TerminationReason,
     optim_lbfgsb_with_gradient_observed,
@@ -36,9 +39,6 @@ use rcompat_lbfgsb::{
 use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::time::Instant;
-
-/// Cells per chunk of the pass over the index space.
-const CELLS: usize = 1 << 18;
 
 /// `f(x, m) − f(0, m)`: a stored entry's loss beyond that of a zero at the same cell.
 struct Beyond(Loss);
@@ -61,8 +61,10 @@ struct Objective<'a> {
     dims: Vec<usize>,
     rank: usize,
     stored: GcpSample,
-    /// Whether the zeros are summed over the index space (no closed form).
-    dense: bool,
+    /// How the loss of the zeros is summed.
+    zeros: ZeroSum,
+    /// What the optimizer sees is `scale · F` (see [`run`]).
+    scale: f64,
 }
 
 impl Objective<'_> {
@@ -90,86 +92,14 @@ impl Objective<'_> {
             true,
             &mut grads,
         )?;
-        if self.dense {
-            f += self.all_cells(&factors, &mut grads)?;
-        } else {
-            f += self.gaussian_zeros(&factors, &mut grads);
-        }
+        f += self.zeros.add(self.engine, self.loss, &factors, &mut grads);
         Ok((
-            f,
+            self.scale * f,
             grads
                 .iter()
-                .flat_map(|g| g.data().iter().copied())
+                .flat_map(|g| g.data().iter().map(|g| self.scale * g))
                 .collect(),
         ))
-    }
-
-    /// `Σ_all m²` and its gradient added to `grads`.
-    fn gaussian_zeros(&self, factors: &[Matrix<f64>], grads: &mut [Matrix<f64>]) -> f64 {
-        let r = self.rank;
-        let grams: Vec<Vec<f64>> = self.engine.install(|| factors.iter().map(gram).collect());
-        let mut norm = vec![1.0; r * r];
-        grams
-            .iter()
-            .for_each(|g| norm.iter_mut().zip(g).for_each(|(h, g)| *h *= g));
-        for (n, (a, g)) in factors.iter().zip(grads.iter_mut()).enumerate() {
-            let mut h = vec![1.0; r * r];
-            for (j, gj) in grams.iter().enumerate() {
-                if j != n {
-                    h.iter_mut().zip(gj).for_each(|(h, g)| *h *= g);
-                }
-            }
-            self.engine.install(|| {
-                g.data_mut()
-                    .par_chunks_mut(r)
-                    .zip(a.data().par_chunks(r))
-                    .for_each(|(g, a)| {
-                        for (t, g) in g.iter_mut().enumerate() {
-                            *g += 2.0 * (0..r).map(|s| a[s] * h[s * r + t]).sum::<f64>();
-                        }
-                    })
-            });
-        }
-        norm.iter().sum()
-    }
-
-    /// `Σ_all f(0, m)` over every cell and its gradient added to `grads`.
-    fn all_cells(&self, factors: &[Matrix<f64>], grads: &mut [Matrix<f64>]) -> Result<f64> {
-        let n = self.dims.len();
-        let total = cells(&self.dims) as usize;
-        let mut value = 0.0;
-        let mut part = Vec::new();
-        let mut sample = GcpSample::new(&self.dims);
-        for first in (0..total).step_by(CELLS) {
-            let len = CELLS.min(total - first);
-            let (mut coords, mut values, mut weights) = std::mem::take(&mut sample).into_parts();
-            coords.resize(len * n, 0);
-            values.clear();
-            values.resize(len, 0.0);
-            weights.clear();
-            weights.resize(len, 1.0);
-            let dims = &self.dims;
-            self.engine.install(|| {
-                coords.par_chunks_mut(n).enumerate().for_each(|(k, c)| {
-                    let mut l = first + k;
-                    for (c, &d) in c.iter_mut().zip(dims) {
-                        *c = (l % d) as u32;
-                        l /= d;
-                    }
-                })
-            });
-            sample = GcpSample::from_parts(dims, coords, values, weights)?;
-            value += self
-                .engine
-                .gcp_gradient(&sample, factors, &self.loss, true, &mut part)?;
-            for (g, p) in grads.iter_mut().zip(&part) {
-                g.data_mut()
-                    .iter_mut()
-                    .zip(p.data())
-                    .for_each(|(g, p)| *g += p);
-            }
-        }
-        Ok(value)
     }
 }
 
@@ -202,8 +132,8 @@ pub(super) fn run(
 ) -> Result<Fitted> {
     let start = Instant::now();
     let n_cells = cells(x.dims());
-    let dense = opts.loss != Loss::Gaussian;
-    if dense && n_cells > opts.dense_limit {
+    let zeros = ZeroSum::of(opts.loss);
+    if zeros == ZeroSum::Cells && n_cells > opts.dense_limit {
         return Err(Error::Unsupported(format!(
             "method lbfgs with loss {} sums the loss over every cell of the tensor, {n_cells:.0} \
              here, more than dense_limit = {:.0}; use method sgd, or raise dense_limit",
@@ -215,36 +145,55 @@ pub(super) fn run(
         .flat_map(|k| (0..order).map(move |m| x.indices(m)[k]))
         .collect();
     let stored = GcpSample::from_parts(x.dims(), coords, x.values().to_vec(), vec![1.0; x.nnz()])?;
-    let objective = Objective {
+    let mut objective = Objective {
         engine,
         loss: opts.loss,
         dims: x.dims().to_vec(),
         rank: opts.rank,
         stored,
-        dense,
+        zeros,
+        scale: 1.0,
     };
     let v: Vec<f64> = factors
         .iter()
         .flat_map(|f| f.data().iter().copied())
         .collect();
-    let bounds = Bounds::new(
-        vec![opts.loss.lower_bound(); v.len()],
-        vec![f64::INFINITY; v.len()],
-    )
-    .map_err(|e| Error::Numerical(format!("L-BFGS-B: {e}")))?;
+    let lower = opts.loss.lower_bound();
+    let bounds = Bounds::new(vec![lower; v.len()], vec![f64::INFINITY; v.len()])
+        .map_err(|e| Error::Numerical(format!("L-BFGS-B: {e}")))?;
+    // Both of L-BFGS-B's tests are absolute at small scales: `pgtol` bounds the
+    // projected gradient, and the `factr` test divides by `max(|f_prev|, |f|, 1)`. On a
+    // tensor of small values (or, for the log losses, large ones) either held at the
+    // random start, before any step. So the optimizer sees `F / |F₀|` where `|F₀| < 1`,
+    // and `pgtol` is at most `pgtol` times the start's projected gradient; at the
+    // scales where neither applies (`|F₀| ≥ 1`, start's projected gradient ≥ 1) the run
+    // is pyttb's.
+    let (f0, g0) = objective.eval(&v)?;
+    let scale = if f0 != 0.0 && f0.abs() < 1.0 {
+        1.0 / f0.abs()
+    } else {
+        1.0
+    };
+    objective.scale = scale;
+    let pg0 = scale
+        * v.iter()
+            .zip(&g0)
+            .map(|(&x, &g)| ((x - g).max(lower) - x).abs())
+            .fold(0.0, f64::max);
+    let pgtol = opts.pgtol * pg0.min(1.0);
     let control = OptimControl {
         // The iteration limit is kept here (below), exactly: the crate, as R, would
         // allow one more.
         maxit: opts.max_iters,
         factr: opts.factr,
-        pgtol: opts.pgtol,
+        pgtol,
         lmm: opts.memory,
         ..OptimControl::default_for_dimension(v.len())
     };
     let shared = RefCell::new(Shared {
-        at: Vec::new(),
-        value: f64::NAN,
-        gradient: Vec::new(),
+        at: v.clone(),
+        value: scale * f0,
+        gradient: g0.iter().map(|g| scale * g).collect(),
         accepted: None,
         failure: None,
         stop: None,
@@ -255,6 +204,9 @@ pub(super) fn run(
         let mut s = shared.borrow_mut();
         if s.stop.is_some() || s.failure.is_some() {
             return f64::NAN;
+        }
+        if s.at == p {
+            return s.value;
         }
         match objective.eval(p) {
             Ok((f, g)) => {
@@ -289,7 +241,7 @@ pub(super) fn run(
     let observer = |event: OptimEvent| {
         let mut s = shared.borrow_mut();
         match event {
-            OptimEvent::Started { value, .. } => s.initial = value,
+            OptimEvent::Started { value, .. } => s.initial = value / scale,
             OptimEvent::Accepted {
                 value,
                 projected_gradient,
@@ -301,8 +253,8 @@ pub(super) fn run(
                 s.accepted = Some((point, value));
                 let it = GcpIter {
                     iter: iters.len(),
-                    loss: value,
-                    step: projected_gradient,
+                    loss: value / scale,
+                    step: projected_gradient / scale,
                     accepted: true,
                     seconds: start.elapsed().as_secs_f64(),
                 };
@@ -344,8 +296,11 @@ pub(super) fn run(
         (Err(e), _, _) => return Err(Error::Numerical(format!("L-BFGS-B: {e}"))),
         (Ok(r), stop, _) => {
             let why = match s.finished {
-                Some(TerminationReason::ProjectedGradient) => {
+                Some(TerminationReason::ProjectedGradient) if pgtol == opts.pgtol => {
                     "projected gradient below pgtol".to_string()
+                }
+                Some(TerminationReason::ProjectedGradient) => {
+                    format!("projected gradient below pgtol × the start's, {pgtol:.3e}")
                 }
                 Some(TerminationReason::RelativeReduction) => {
                     "relative decrease of the loss below factr · ε".to_string()
@@ -362,7 +317,7 @@ pub(super) fn run(
         }
     };
     let factors = objective.unflatten(&point);
-    Ok((factors, value, s.initial, iters, stopped))
+    Ok((factors, value / scale, s.initial, iters, stopped))
 }
 
 #[cfg(test)]
@@ -446,7 +401,8 @@ mod tests {
                 rank,
                 stored: GcpSample::from_parts(x.dims(), coords, x.values().to_vec(), vec![1.0; 5])
                     .unwrap(),
-                dense: loss != Loss::Gaussian,
+                zeros: ZeroSum::of(loss),
+                scale: 1.0,
             };
             let v: Vec<f64> = a.iter().flat_map(|f| f.data().iter().copied()).collect();
             let (f, g) = objective.eval(&v).unwrap();
