@@ -317,7 +317,8 @@ def main():
     p.add_argument("--sptmc", default="target/release/sptmc")
     p.add_argument("--data", default=os.environ.get("SPTMC_DATA_DIR", "../shared/data"))
     p.add_argument("--tensors", default="movielens-100k,movielens-latest-small-4d,"
-                   "movielens-10m-tags-4d,atp-matches-4d,uboot-commitwords-3d,generated")
+                   "movielens-10m-tags-4d,atp-matches-4d,uboot-commitwords-3d,generated",
+                   help="shared tensors by name, \"generated\", or paths of .tns(.gz) files")
     p.add_argument("--gen", default="/work/shared/tools/gen_tensor.py")
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--epochs", type=int, default=5)
@@ -350,6 +351,10 @@ def main():
             if gen.returncode != 0 or not path.exists():
                 print(f"generated tensor skipped: {gen.stderr.strip()[:200]}", flush=True)
                 continue
+        elif Path(name).is_file():
+            # A tensor file of one's own (.tns or .tns.gz), named by its stem.
+            path = Path(name)
+            name = path.name.split(".")[0]
         else:
             path = Path(args.data) / f"{name}.tns.gz"
         subs, vals, shape = read_tns(path)

@@ -216,11 +216,11 @@ pub enum GcpSpread {
     /// into private outputs added after it (where the rows are not many more than the
     /// entries).
     Workers,
-    /// A small sample's fused pass in one piece on the calling worker: for a caller
-    /// that keeps the other workers busy meanwhile (SGD draws its next sample beside
-    /// the gradient), where the halves would run one after the other and the second's
-    /// private outputs (zeroed, then added: three passes over every factor row) would
-    /// be pure cost.
+    /// The fused pass in one piece on the calling worker, whatever the sample's size:
+    /// for a caller that keeps the other workers busy meanwhile (SGD draws its next
+    /// sample beside the gradient), where the halves would run one after the other and
+    /// the second's private outputs (zeroed, then added: three passes over every
+    /// factor row) would be pure cost.
     Caller,
 }
 

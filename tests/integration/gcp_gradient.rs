@@ -332,7 +332,7 @@ fn assert_same_bits_for_any_thread_count(dims: &[usize], rank: usize, seed: u64)
 /// The CPU gradient is the same bits on 1, 2 and 3 workers, on both of its parallel
 /// paths (a sample of 72 000 entries: private outputs summed in range order for the
 /// small modes, row blocks for the 12 000 rows of the first mode, more than one per 8
-/// entries), and its value too.
+/// entries) and, asked for in one piece, on the fused pass; its value too.
 #[test]
 fn cpu_gradient_is_the_same_for_any_thread_count() {
     assert_same_bits_for_any_thread_count(&[12000, 3, 2], 4, 71);
