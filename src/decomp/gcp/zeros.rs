@@ -16,6 +16,7 @@
 //!   added in range order: the result depends on the thread count only.
 
 use super::{Loss, gram};
+use crate::decomp::cp_apr;
 use crate::engine::Engine;
 use crate::matrix::Matrix;
 use rayon::prelude::*;
@@ -51,7 +52,7 @@ impl ZeroSum {
     ) -> f64 {
         match self {
             ZeroSum::Grams => grams(engine, factors, grads),
-            ZeroSum::ColumnSums => column_sums(factors, grads),
+            ZeroSum::ColumnSums => column_sums(engine, factors, grads),
             ZeroSum::Cells => cells(engine, loss, factors, grads),
         }
     }
@@ -87,18 +88,14 @@ fn grams(engine: &Engine, factors: &[Matrix<f64>], grads: &mut [Matrix<f64>]) ->
 }
 
 /// `Σ_all m` and its gradient added to `grads`.
-fn column_sums(factors: &[Matrix<f64>], grads: &mut [Matrix<f64>]) -> f64 {
+fn column_sums(engine: &Engine, factors: &[Matrix<f64>], grads: &mut [Matrix<f64>]) -> f64 {
     let r = factors[0].cols();
-    let sums: Vec<Vec<f64>> = factors
-        .iter()
-        .map(|a| {
-            let mut s = vec![0.0; r];
-            a.data()
-                .chunks(r)
-                .for_each(|row| s.iter_mut().zip(row).for_each(|(s, a)| *s += a));
-            s
-        })
-        .collect();
+    let sums: Vec<Vec<f64>> = engine.install(|| {
+        factors
+            .iter()
+            .map(|a| cp_apr::column_sums(a.data(), r))
+            .collect()
+    });
     for (n, g) in grads.iter_mut().enumerate() {
         let mut others = vec![1.0; r];
         for (j, s) in sums.iter().enumerate() {
