@@ -169,6 +169,23 @@ def test_complete_reaches_the_noise_with_its_defaults_and_beats_the_baseline(rat
     assert m.rmse(ratings["X"]) < m.baseline_test_rmse
 
 
+def test_complete_at_2_to_the_minus_99_is_the_unit_run_scaled(tmp_path):
+    """Values far from 1 run near 1 (times a power of two) and come back in their own
+    units: times 2^-99 (order 3) the run is the one on the values themselves, so every
+    factor is that run's times 2^-33 and the RMSEs times 2^-99, exactly."""
+    subs, vals = low_rank_tns(tmp_path / "x.tns")
+    # Times 4: a spread near 1, which 2^-99 · 2^99 brings back exactly.
+    one = sptmc.from_coo(subs, 4.0 * vals)
+    tiny = sptmc.from_coo(subs, 4.0 * vals * 2.0**-99)
+    a = sptmc.complete(one, 4, seed=3, epochs=6, backend="cpu", threads=2)
+    b = sptmc.complete(tiny, 4, seed=3, epochs=6, backend="cpu", threads=2)
+    for fa, fb in zip(a.factors, b.factors):
+        assert np.array_equal(fb, fa * 2.0**-33)
+    assert b.test_rmse == a.test_rmse * 2.0**-99
+    assert b.lambda_ == a.lambda_ * 2.0**-132
+    assert b.test_rmse < 0.5 * b.baseline_test_rmse
+
+
 def test_complete_takes_train_validation_and_test_and_a_callback_stops_it(ratings):
     tr = sptmc.tensor(ratings["X"])
     subs, vals = tr.to_coo()

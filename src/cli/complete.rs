@@ -162,6 +162,9 @@ pub fn complete(a: CompleteArgs) -> Result<ExitCode> {
     if let Some(c) = &job.compaction {
         eprintln!("sptmc: {}", c.note());
     }
+    if let Some(s) = &job.scale {
+        eprintln!("sptmc: {}", s.note());
+    }
     let opts = &job.options;
     let mut told = Told {
         quiet: a.common.json,

@@ -70,6 +70,7 @@ impl CompletionReport {
             "test_nnz": test.nnz(),
             "backend": self.backend,
             "values": self.values,
+            "values_scaled_by_2_to_the": job.scale.map(|s| s.values_power()),
             "train_rmse": best.train_rmse,
             "validation_rmse": best.validation_rmse,
             "test_rmse": m.rmse(test)?,

@@ -285,6 +285,13 @@ impl Job for CompletionJob<'_> {
                 1,
             );
         }
+        if let Some((t, v)) = &self.scaled {
+            plan.add(
+                "the entries with their values scaled (a copy)".to_string(),
+                (t.coo_bytes() + v.coo_bytes()) as u128,
+                1,
+            );
+        }
         if self.options.solver == Solver::Als {
             // Per mode, a buffer of normal equations (each row's K × K Gram and
             // right-hand side, f32, and with biases their reduction to R + 1 unknowns),
@@ -321,18 +328,34 @@ impl Job for CompletionJob<'_> {
         prepared: &Prepared,
         events: &mut dyn Events<EpochStats>,
     ) -> Result<CompletionReport> {
-        let control = &mut |s: &EpochStats| events.step(s);
-        timed(engine, prepared, self.workload().op, || {
+        let scale = self.scale;
+        // The run sees the scaled values; its epochs and model go out in the given units.
+        let control = &mut |s: &EpochStats| match scale {
+            Some(v) => events.step(&v.epoch(s)),
+            None => events.step(s),
+        };
+        let options = match scale {
+            Some(v) => v.options(&self.options),
+            None => self.options.clone(),
+        };
+        let validation = self.scaled.as_ref().map_or(self.validation, |(_, v)| v);
+        let mut report = timed(engine, prepared, self.workload().op, || {
             match &self.compaction {
-                Some(c) => complete_compacted(engine, prepared, c, &self.options, control),
-                None => {
-                    complete_with_control(engine, prepared, self.validation, &self.options, control)
-                }
+                Some(c) => complete_compacted(engine, prepared, c, &options, control),
+                None => complete_with_control(engine, prepared, validation, &options, control),
             }
-        })
+        })?;
+        if let Some(v) = scale {
+            report.model = v.model(report.model);
+        }
+        Ok(report)
     }
 
     fn tensor<'x>(&'x self, x: &'x CooTensor) -> &'x CooTensor {
-        self.compaction.as_ref().map_or(x, |c| c.train())
+        match (&self.compaction, &self.scaled) {
+            (Some(c), _) => c.train(),
+            (None, Some((t, _))) => t,
+            (None, None) => x,
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! `ranks[1]`); the command line's flag is the same word (`--rank`), and both front
 //! ends print the message as it is.
 
-use crate::decomp::completion::{Baselines, Compaction};
+use crate::decomp::completion::{Baselines, Compaction, ValueScale};
 use crate::decomp::{
     CompletionOptions, CpAprOptions, CpOptions, NonInteger, Solver, TuckerOptions,
 };
@@ -328,8 +328,15 @@ pub struct CompletionJob<'a> {
     /// The mean and bias baselines, fitted to the training entries.
     pub baselines: Baselines,
     /// The modes with many rows without training entries renumbered to the others:
-    /// the run's tensor, where there are such modes.
+    /// the run's tensor, where there are such modes (of the scaled values, where
+    /// `scale` is set).
     pub compaction: Option<Compaction>,
+    /// The power of two the run multiplies the values by, where their spread is far
+    /// from 1 ([`ValueScale`]); the model and every RMSE come back in the given units.
+    pub scale: Option<ValueScale>,
+    /// The training and validation entries times `scale`, where it is set and no
+    /// compaction holds them.
+    pub(super) scaled: Option<(CooTensor, CooTensor)>,
 }
 
 impl CompletionRequest {
@@ -392,12 +399,25 @@ impl CompletionRequest {
         if train.nnz() == 0 {
             return Err(Error::InvalidOption("no training entries".into()));
         }
+        let scale = ValueScale::of(train, self.center)?;
+        let mut scaled = match scale {
+            Some(s) => Some((s.tensor(train)?, s.tensor(validation)?)),
+            None => None,
+        };
+        let (run_train, run_validation) = match &scaled {
+            Some((t, v)) => (t, v),
+            None => (train, validation),
+        };
         // Extents that differ are refused by the fit, in its words.
         let compaction = if validation.dims() == train.dims() {
-            Compaction::of(train, validation)?
+            Compaction::of(run_train, run_validation)?
         } else {
             None
         };
+        if compaction.is_some() {
+            // The compaction holds its own copies of the scaled entries.
+            scaled = None;
+        }
         Ok(CompletionJob {
             options: self.options(),
             dims: train.dims().to_vec(),
@@ -405,6 +425,8 @@ impl CompletionRequest {
             validation,
             baselines: Baselines::fit(train)?,
             compaction,
+            scale,
+            scaled,
         })
     }
 }

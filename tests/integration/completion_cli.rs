@@ -193,11 +193,12 @@ fn bad_completion_options_get_one_clear_error() {
     }
 }
 
-/// Values whose squares the f32 normal equations cannot sum are one error line saying
-/// what to do (not an infinity epochs in); values a thousand billion times larger than
-/// usual still run, with RMSEs to scale.
+/// Values whose squares the f32 normal equations cannot sum run times a power of two,
+/// with RMSEs to scale; values the model's f32 factors cannot hold are one error line
+/// saying what to do (not an infinity epochs in); values a thousand billion times
+/// larger than usual run as given.
 #[test]
-fn values_too_large_for_f32_sums_are_refused_and_large_ones_run() {
+fn values_far_from_one_run_scaled_and_values_past_f32_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let (x, _) = sptmc::tensor::tns::read(&common::small_tns(dir)).unwrap();
@@ -216,8 +217,21 @@ fn values_too_large_for_f32_sums_are_refused_and_large_ones_run() {
             dir,
         )
     };
-    let huge = run(&scaled(5e28, "huge.tns"));
-    common::assert_one_error_line(&huge, &["completion sums", "divide the values"]);
+    // Far from 1 the run multiplies the values by a power of two: times 2^99 and times
+    // 2^102 run on the same values (the power differs by 3 = N), so the second's RMSEs
+    // are the first's times 8, exactly.
+    let a = json(&run(&scaled(2f64.powi(99), "huge.tns")));
+    let b = json(&run(&scaled(2f64.powi(102), "huger.tns")));
+    let power = |v: &serde_json::Value| v["values_scaled_by_2_to_the"].as_i64().unwrap();
+    assert_eq!(power(&a) - power(&b), 3, "{a}\n{b}");
+    for key in ["test_rmse", "validation_rmse", "train_rmse"] {
+        let (x, y) = (a[key].as_f64().unwrap(), b[key].as_f64().unwrap());
+        assert!(x.is_finite() && x > 1e25, "{key} {x}");
+        assert_eq!(y, 8.0 * x, "{key}");
+    }
+    // Past what the f32 factors can hold: one line.
+    let far = run(&scaled(1e300, "far.tns"));
+    common::assert_one_error_line(&far, &["model of order 3", "beyond its f32 factors' range"]);
     let v = json(&run(&scaled(1e12, "large.tns")));
     let rmse = v["test_rmse"].as_f64().unwrap();
     assert!(rmse.is_finite() && rmse > 1e9, "{v}");

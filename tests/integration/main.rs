@@ -24,6 +24,7 @@ mod completion_cli;
 mod completion_defaults;
 mod completion_files;
 mod completion_rows;
+mod completion_scale;
 mod completion_solvers;
 mod cp_apr;
 mod decomp;

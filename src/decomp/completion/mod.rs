@@ -98,6 +98,7 @@ mod compact;
 mod epochs;
 pub mod files;
 mod model;
+mod scale;
 mod solve;
 mod systems;
 mod tune;
@@ -107,6 +108,7 @@ use bias::Layout;
 pub use compact::{Compaction, EMPTY_SHARE};
 use epochs::{Best, Fitter};
 pub use model::{BIAS_REG, BIAS_SWEEPS, Baselines, CompletionModel, PathPoint, Split, split};
+pub use scale::ValueScale;
 pub use systems::als_systems_bytes;
 pub use tune::{PATH_EPOCHS, PATH_PATIENCE, PATH_POINTS, Scale};
 
@@ -294,25 +296,38 @@ fn initial_scale(opts: &CompletionOptions, order: usize, spread: f64) -> f64 {
     (t * t / opts.rank as f64).powf(1.0 / (2.0 * order as f64))
 }
 
-/// Refuses values whose spread about the offset (`spread`, the RMS) would overflow the
-/// normal equations, which the kernels sum in f32: with factors started at the model's
-/// scale ([`initial_scale`]: entries of `(spread / √R)^(1/N)`), a row of `L` entries
-/// sums right-hand sides of about `L · spread · (spread / √R)^((N−1)/N)`. Above 1/64
-/// of f32's largest value (room for the factors to grow while fitting), or where the
-/// spread itself overflowed, the run could only end in an infinity several epochs in.
+/// Refuses values whose spread about the offset (`spread`, the RMS) leaves the f32
+/// range of the normal equations, which the kernels sum in f32: with factors started
+/// at the model's scale ([`initial_scale`]: entries of `(spread / √R)^(1/N)`), a row of
+/// `L` entries sums right-hand sides of about `L · spread · (spread / √R)^((N−1)/N)`.
+/// Above 1/64 of f32's largest value (room for the factors to grow while fitting), or
+/// where the spread itself overflowed, the run could only end in an infinity several
+/// epochs in. Where one term `spread · (spread / √R)^((N−1)/N)` is below 2⁸ times
+/// f32's smallest normal value (room for the residuals to shrink), the kernels flush
+/// the terms to zero and the run would quietly return the bias model. The driver
+/// multiplies such values by a power of two first ([`ValueScale`]).
 fn check_spread(spread: f64, counts: &[Vec<u32>], rank: usize) -> Result<()> {
     let order = counts.len() as f64;
     let longest = (counts.iter().flatten().copied().max()).unwrap_or(0) as f64;
     let factor = (spread / (rank as f64).sqrt()).powf((order - 1.0) / order);
-    let sums = longest * spread * factor;
-    if spread.is_finite() && sums <= f64::from(f32::MAX) / 64.0 {
+    let term = spread * factor;
+    let sums = longest * term;
+    let least = f64::from(f32::MIN_POSITIVE) * 256.0;
+    if spread.is_finite() && sums <= f64::from(f32::MAX) / 64.0 && (spread == 0.0 || term >= least)
+    {
         return Ok(());
     }
+    let why = if term < least {
+        format!(
+            "one term of the sums would be about {term:.1e}, below f32's 1.2e-38 (flushed to zero)"
+        )
+    } else {
+        format!("a row of {longest} entries would sum to about {sums:.1e}, beyond f32's 3.4e38")
+    };
     Err(Error::InvalidTensor(format!(
         "the values spread {spread:.3e} (RMS) about their mean: completion sums its normal \
-         equations in f32, and a row of {longest} entries would sum to about {sums:.1e}, \
-         beyond f32's 3.4e38; divide the values by a power of ten (the RMSEs scale with \
-         them)"
+         equations in f32, and {why}; multiply the values by a power of two (the driver's \
+         runs do: ValueScale)"
     )))
 }
 
