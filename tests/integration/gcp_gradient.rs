@@ -283,7 +283,8 @@ fn gradient_is_the_same_for_any_thread_count_and_rejects_bad_shapes() {
 
 /// Asserts that the CPU gradient of every cell of a tensor of extents `dims` at rank
 /// `rank` (seeds from `seed`) is the same bits, value included, on 1, 2 and 3 workers,
-/// with either [`GcpSpread`], and that the two spreads agree to rounding.
+/// with every [`GcpSpread`]; that the stages give the one piece's bits; and that the
+/// halves and the one piece agree to rounding.
 fn assert_same_bits_for_any_thread_count(dims: &[usize], rank: usize, seed: u64) {
     let loss = &losses()[0];
     let x = tensor(dims, loss, seed);
@@ -301,7 +302,7 @@ fn assert_same_bits_for_any_thread_count(dims: &[usize], rank: usize, seed: u64)
             .unwrap();
         (f.to_bits(), grads)
     };
-    for spread in [GcpSpread::Workers, GcpSpread::Caller] {
+    for spread in [GcpSpread::Workers, GcpSpread::Caller, GcpSpread::Staged] {
         let one = run(1, spread);
         for threads in [2, 3] {
             assert!(
@@ -309,6 +310,13 @@ fn assert_same_bits_for_any_thread_count(dims: &[usize], rank: usize, seed: u64)
                 "{dims:?} {spread:?}: {threads} workers"
             );
         }
+    }
+    // The stages are the one piece's terms in its order: its bits.
+    for threads in [2, 3] {
+        assert!(
+            run(threads, GcpSpread::Staged) == run(threads, GcpSpread::Caller),
+            "{dims:?}: stages against one piece on {threads} workers"
+        );
     }
     // The two spreads add the same terms in another order: apart by at most
     // (N − 1)·ε·Σ|terms| per entry, N ≤ the sample's length; 1e-10 of the mode's largest
@@ -332,7 +340,8 @@ fn assert_same_bits_for_any_thread_count(dims: &[usize], rank: usize, seed: u64)
 /// The CPU gradient is the same bits on 1, 2 and 3 workers, on both of its parallel
 /// paths (a sample of 72 000 entries: private outputs summed in range order for the
 /// small modes, row blocks for the 12 000 rows of the first mode, more than one per 8
-/// entries) and, asked for in one piece, on the fused pass; its value too.
+/// entries) and, asked for in one piece, on the fused pass and in its stages; its value
+/// too.
 #[test]
 fn cpu_gradient_is_the_same_for_any_thread_count() {
     assert_same_bits_for_any_thread_count(&[12000, 3, 2], 4, 71);

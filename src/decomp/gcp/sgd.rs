@@ -119,20 +119,17 @@ pub(super) fn run(
     let mut next = GcpSample::new(x.dims());
     let mut stream = 1u64;
     sampler.draw(&grad_strata, stream, &mut sample)?;
+    let mut spreads = Spreads::new(engine);
     let mut stopped = format!("{} epochs run", opts.epochs);
     for epoch in 0..opts.epochs {
         for _ in 0..opts.epoch_iters {
             // The next iteration's sample does not depend on the factors: it is drawn
             // beside this iteration's gradient (the same samples as drawn in turn).
+            let spread = spreads.next();
+            let timer = Instant::now();
             let (gradient, drawn) = engine.install(|| {
                 rayon::join(
                     || {
-                        // The other workers draw: on two workers the gradient's halves
-                        // ran in turn (measured: one piece is faster, on samples drawn
-                        // serially and in parallel alike). With more workers and a sample
-                        // drawn in parallel, the halves could use a third one: a trade-off
-                        // not measured on more than two cores.
-                        let spread = GcpSpread::Caller;
                         engine.gcp_gradient_spread(
                             &sample, &factors, &loss, false, &mut grads, spread,
                         )
@@ -140,6 +137,7 @@ pub(super) fn run(
                     || sampler.draw(&grad_strata, stream + 1, &mut next),
                 )
             });
+            spreads.took(spread, timer.elapsed().as_secs_f64());
             gradient?;
             drawn?;
             std::mem::swap(&mut sample, &mut next);
@@ -184,6 +182,71 @@ pub(super) fn run(
         }
     }
     Ok((kept, best, initial, iters, stopped))
+}
+
+/// How SGD's gradient is spread. The next iteration's sample is drawn beside it, by
+/// the other workers: on two workers the gradient in two halves ran in turn (measured:
+/// one piece, [`GcpSpread::Caller`], is faster, on samples drawn serially and in
+/// parallel alike). With more workers the one piece leaves cores idle, and the stages
+/// ([`GcpSpread::Staged`]: the same bits over every worker, for about twice the work)
+/// win; where they start to depends on the machine's cores, caches and memory. Both
+/// give the same bits, so the first iterations time them in turn and the rest take
+/// the faster: the choice changes the time, never the result.
+struct Spreads {
+    /// The fastest time seen of each (one piece, stages), while timing.
+    best: [f64; 2],
+    /// Iterations run.
+    iter: usize,
+    /// The spread taken, once chosen.
+    chosen: Option<GcpSpread>,
+}
+
+impl Spreads {
+    /// Iterations before the choice: one of each untimed (first calls fault in their
+    /// buffers), then each timed in turn [`Self::TIMED`] times (the best counts).
+    const TIMED: usize = 3;
+
+    fn new(engine: &Engine) -> Self {
+        let one_worker = engine.workers() < 2;
+        let cpu = matches!(engine.backend(), crate::engine::Backend::Cpu(_));
+        Spreads {
+            best: [f64::INFINITY; 2],
+            iter: 0,
+            chosen: (one_worker || !cpu).then_some(GcpSpread::Caller),
+        }
+    }
+
+    fn next(&mut self) -> GcpSpread {
+        if let Some(s) = self.chosen {
+            return s;
+        }
+        if self.iter == 2 * (1 + Self::TIMED) {
+            let staged = self.best[1] < self.best[0];
+            let s = if staged {
+                GcpSpread::Staged
+            } else {
+                GcpSpread::Caller
+            };
+            self.chosen = Some(s);
+            return s;
+        }
+        if self.iter.is_multiple_of(2) {
+            GcpSpread::Caller
+        } else {
+            GcpSpread::Staged
+        }
+    }
+
+    /// Records that an iteration with `spread` took `seconds`.
+    fn took(&mut self, spread: GcpSpread, seconds: f64) {
+        if self.chosen.is_none() {
+            if self.iter >= 2 {
+                let at = usize::from(spread == GcpSpread::Staged);
+                self.best[at] = self.best[at].min(seconds);
+            }
+            self.iter += 1;
+        }
+    }
 }
 
 /// One Adam step on every factor: moments `mu`, `nu` updated with gradient `g`, then

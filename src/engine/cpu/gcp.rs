@@ -13,7 +13,7 @@
 //! derivatives and every mode's terms per entry.
 
 use super::phi::prefetch_row_f64;
-use crate::engine::gcp::{EntryLoss, GcpSample};
+use crate::engine::gcp::{EntryLoss, GcpSample, GcpSpread};
 use crate::matrix::Matrix;
 use rayon::prelude::*;
 
@@ -27,6 +27,10 @@ const PRIVATE_CHUNKS: usize = 8;
 /// ([`gradient_fused`]; the choice depends on the sample, not on the thread count);
 /// asked for in one piece (`halves` false), a sample of any size does.
 const FUSED_ENTRIES: usize = 65_536;
+/// A sample asked for in stages ([`GcpSpread::Staged`]) takes them from this many
+/// entries on more than one worker (below, the one piece: the same bits, and the
+/// stages' wake-ups cost more than the workers save).
+pub(crate) const STAGED_ENTRIES: usize = 8192;
 /// The fewest entries per half of [`gradient_fused`] (smaller samples run in one pass).
 const FUSED_HALF_MIN: usize = 1024;
 /// [`gradient_fused`] runs in halves only where the modes' rows number at most this
@@ -39,7 +43,7 @@ const AHEAD: usize = 8;
 /// products vectorize), then summed in 4 interleaved partial sums (one chain of
 /// `rank` dependent additions per entry cost more than the products).
 #[inline(always)]
-fn model_value(c: &[u32], factors: &[&[f64]], rank: usize) -> f64 {
+pub(super) fn model_value(c: &[u32], factors: &[&[f64]], rank: usize) -> f64 {
     let mut buf = [0f64; 64];
     let mut heap = Vec::new();
     let p: &mut [f64] = if rank <= buf.len() {
@@ -97,14 +101,21 @@ pub(crate) fn gradient<L: EntryLoss>(
     rank: usize,
     loss: &L,
     with_value: bool,
-    halves: bool,
+    spread: GcpSpread,
     grads: &mut [Matrix<f64>],
 ) -> f64 {
     let f = slices(factors);
+    let halves = spread == GcpSpread::Workers;
     // In one piece the fused pass reads each entry and its rows once; the row-block
     // path reads the sample once per mode, in block order (a miss per entry once the
     // sample outgrows the cache), and ran 3.6–4.4× slower per entry at 128 000–256 000
     // entries on two cores with the caller's other worker drawing the next sample.
+    if spread == GcpSpread::Staged
+        && sample.len() >= STAGED_ENTRIES
+        && rayon::current_num_threads() > 1
+    {
+        return super::gcp_staged::gradient_staged(sample, &f, rank, loss, with_value, grads);
+    }
     if sample.len() <= FUSED_ENTRIES || !halves {
         return gradient_fused(sample, &f, rank, loss, with_value, halves, grads);
     }
@@ -144,7 +155,7 @@ pub(crate) fn gradient<L: EntryLoss>(
 /// sorting and barriers than they save: with 6000 entries an iteration ran slower on 2
 /// workers than on 1, and with 41 600 entries on a 30 500-row tensor the fused pass
 /// took 2.8 s per epoch where the parallel passes took 4.0 s.
-fn gradient_fused<L: EntryLoss>(
+pub(super) fn gradient_fused<L: EntryLoss>(
     sample: &GcpSample,
     f: &[&[f64]],
     rank: usize,

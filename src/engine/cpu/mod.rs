@@ -24,6 +24,7 @@ mod completion;
 mod factor_rows;
 mod fixed;
 pub(crate) mod gcp;
+mod gcp_staged;
 mod kernel;
 mod mttkrp_rows;
 mod mttkrp_stream;
