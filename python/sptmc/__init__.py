@@ -590,12 +590,16 @@ class GCPResult(CPResult):
             the callback stopped it, else ``"iters"``.
         stats: one dict per epoch or iteration (iteration, loss, step, accepted,
             seconds since the start).
+        value_scale: what SGD divided the values by for the run (a power of two, where
+            their RMS is more than 2**10 from 1; else 1). The model and losses are in
+            the given units either way.
     """
 
     loss: float
     losses: np.ndarray
     initial_loss: float
     stopped: str
+    value_scale: float
 
     def __init__(self, raw: dict) -> None:
         self.factors = raw["factors"]
@@ -612,6 +616,7 @@ class GCPResult(CPResult):
         self.loss = raw["loss"]
         self.initial_loss = raw["initial_loss"]
         self.stopped = raw["stopped"]
+        self.value_scale = raw["value_scale"]
 
     @property
     def fit(self) -> float:

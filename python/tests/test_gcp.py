@@ -142,3 +142,18 @@ def test_bad_options_are_one_clear_error(X):
         sptmc.gcp(X, 2, loss="gaussian", epoch=3)
     with pytest.raises(sptmc.Error, match="needs a parameter.*loss_param from Python"):
         sptmc.gcp(X, 2, loss="huber")
+
+
+def test_sgd_runs_values_far_from_one_in_units_adam_can_move(X):
+    # Counts times 2^60: Adam's steps of about 1e-2 would not move factor entries of
+    # about 2^20 · their unit-scale size. The run is the one on X (value_scale 2^60),
+    # reported in the given units; the two starts differ only in the last bits of the
+    # norm's cube root, so the models agree far inside 1e-6.
+    subs, vals = X.to_coo()
+    big = sptmc.from_coo(subs, vals * 2.0**60, X.shape)
+    kw = dict(loss="gaussian", epochs=5, epoch_iters=50, rate=1e-2, seed=1, threads=2)
+    m, b = sptmc.gcp(X, 3, **kw), sptmc.gcp(big, 3, **kw)
+    assert m.value_scale == 1.0 and b.value_scale == 2.0**60
+    assert b.loss < b.initial_loss
+    assert b.loss == pytest.approx(m.loss * 2.0**120, rel=1e-6)
+    assert b.weights == pytest.approx(m.weights * 2.0**60, rel=1e-6)

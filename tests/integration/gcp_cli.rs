@@ -173,3 +173,55 @@ fn bad_options_and_data_are_one_error_line() {
         assert_one_error_line(&output_within(cmd, 60), words);
     }
 }
+
+/// The count tensor with every value multiplied by `times`, as .tns text.
+fn scaled(dir: &Path, times: f64) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(counts(dir, false)).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let (c, v) = l.rsplit_once(' ').unwrap();
+            format!("{c} {:e}", v.parse::<f64>().unwrap() * times)
+        })
+        .collect();
+    let p = dir.join(format!("times-{times:e}.tns"));
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    p
+}
+
+/// `sptmc gcp FILE --json` with a few short epochs: the summary.
+fn gcp_json(dir: &Path, file: &Path, loss: &str) -> serde_json::Value {
+    let mut cmd = sptmc_command(dir);
+    cmd.args(["gcp", file.to_str().unwrap(), "--rank", "2", "--loss", loss])
+        .args(["--epochs", "3", "--epoch-iters", "20", "--rate", "0.01"])
+        .args(["--backend", "cpu", "--threads", "2", "--json"]);
+    let o = output_within(cmd, 120);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn gcp_sgd_moves_values_far_from_one_and_reports_them_in_their_units() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit = gcp_json(dir.path(), &counts(dir.path(), false), "gaussian");
+    assert_eq!(unit["value_scale"], 1.0);
+    // Values times 1e30 and 1e-30: without the run's power of two, Adam's steps left
+    // the first far below the factors' entries and the second's gradients below ε,
+    // and neither estimate moved.
+    for times in [1e30, 1e-30] {
+        let j = gcp_json(dir.path(), &scaled(dir.path(), times), "gaussian");
+        let (f, f0) = (
+            j["final_loss"].as_f64().unwrap(),
+            j["initial_loss"].as_f64().unwrap(),
+        );
+        let c = j["value_scale"].as_f64().unwrap();
+        assert!(
+            c != 1.0 && c.log2().fract() == 0.0,
+            "{times:e}: value_scale {c}"
+        );
+        assert!(f < 0.99 * f0, "{times:e}: {f} from {f0}");
+        // The losses are the given values': about `times²` the unit run's.
+        let ratio = f / unit["final_loss"].as_f64().unwrap() / (times * times);
+        assert!((0.5..2.0).contains(&ratio), "{times:e}: ratio {ratio}");
+    }
+}

@@ -20,7 +20,9 @@
 //!
 //! Initial factors, unless given: mode `n` is `Matrix::random(I_n, R, seed + n)`
 //! (uniform in `[0, 1)`), all scaled by one factor so that `‖M‖ = ‖X‖` (as GenTen
-//! scales its random guess by the tensor's norm). Given or drawn, they are then
+//! scales its random guess by the tensor's norm); for poisson-log, whose model is the
+//! log of the rate, so that `‖M‖ = ‖log(1 + X)‖` (at `‖X‖` the start's `exp(m)`
+//! overflowed on counts in the thousands). Given or drawn, they are then
 //! balanced ([`balance`]) as GenTen's `gcp_sgd` and pyttb's `gcp_opt` balance an
 //! initial guess: the model is the same, but the scale of each factor's entries sets
 //! how far Adam's fixed-size steps move it (from unbalanced factors the first epochs
@@ -37,6 +39,7 @@ mod sample;
 pub mod sgd;
 #[cfg(test)]
 mod tests;
+pub mod units;
 mod zeros;
 
 pub use loss::{DataKind, Loss};
@@ -191,6 +194,9 @@ pub struct GcpModel {
     pub iters: Vec<GcpIter>,
     /// Why the run stopped, in words.
     pub stopped: String,
+    /// What SGD divided the values by for the run ([`units`]), 1 where it ran on them
+    /// as given; the model and losses are in the given units either way.
+    pub value_scale: f64,
 }
 
 impl GcpModel {
@@ -242,11 +248,15 @@ pub fn gcp(
     memory_plan(x, opts).check()?;
     let mut init = match &opts.init {
         Some(f) => f.clone(),
-        None => initial_factors(x, opts.rank, opts.seed),
+        None => initial_factors(x, opts.rank, opts.seed, &opts.loss),
     };
     balance(&mut init);
+    let scale = match opts.method {
+        Method::Sgd => units::SgdScale::of(x, &opts.loss),
+        Method::Lbfgs => None,
+    };
     let (factors, loss, initial_loss, iters, stopped) = match opts.method {
-        Method::Sgd => sgd::run(engine, x, opts, init, progress)?,
+        Method::Sgd => sgd::run(engine, x, opts, init, scale, progress)?,
         Method::Lbfgs => opt::run(engine, x, opts, init, progress)?,
     };
     if let Some(bad) = factors
@@ -268,7 +278,17 @@ pub fn gcp(
         initial_loss,
         iters,
         stopped,
+        value_scale: scale.map_or(1.0, |s| s.values()),
     })
+}
+
+/// The error of a start whose loss is `value`, not a finite number: no step from it
+/// is defined.
+fn start_not_finite(loss: &Loss, value: f64) -> Error {
+    Error::NonFinite(format!(
+        "GCP with loss {loss}: the starting model's loss is {value}; its model values \
+         overflow the loss (give a start of smaller entries with init)"
+    ))
 }
 
 /// The checks of `opts` that need no tensor: the rank, the counts, the rates.
@@ -443,13 +463,19 @@ pub fn memory_plan(x: &CooTensor, opts: &GcpOptions) -> crate::memplan::MemoryPl
     }
 }
 
-/// Seeded uniform factors scaled so that the model's norm is the tensor's.
-fn initial_factors(x: &CooTensor, rank: usize, seed: u64) -> Vec<Matrix<f64>> {
+/// Seeded uniform factors scaled so that the model's norm is the tensor's (for
+/// poisson-log, that of `log(1 + X)`).
+fn initial_factors(x: &CooTensor, rank: usize, seed: u64, loss: &Loss) -> Vec<Matrix<f64>> {
     let mut f: Vec<Matrix<f64>> = Matrix::random_factors(x.dims(), &vec![rank; x.order()], seed)
         .iter()
         .map(Matrix::to_f64)
         .collect();
-    let (xn, mn) = (x.norm_sq().sqrt(), model_norm_sq(&f).sqrt());
+    let xn = match loss {
+        Loss::PoissonLog => x.values().iter().map(|v| v.ln_1p().powi(2)).sum::<f64>(),
+        _ => x.norm_sq(),
+    }
+    .sqrt();
+    let mn = model_norm_sq(&f).sqrt();
     if xn > 0.0 && mn > 0.0 {
         let s = (xn / mn).powf(1.0 / x.order() as f64);
         for m in &mut f {

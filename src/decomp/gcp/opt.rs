@@ -169,6 +169,9 @@ pub(super) fn run(
     // scales where neither applies (`|F₀| ≥ 1`, start's projected gradient ≥ 1) the run
     // is pyttb's.
     let (f0, g0) = objective.eval(&v)?;
+    if !f0.is_finite() {
+        return Err(super::start_not_finite(&opts.loss, f0));
+    }
     let scale = if f0 != 0.0 && f0.abs() < 1.0 {
         1.0 / f0.abs()
     } else {

@@ -79,6 +79,9 @@ pub struct Sampler<'a> {
     /// The stored entries' linear indices, for rejecting them as zeros.
     stored: KeySet,
     seed: u64,
+    /// What a drawn nonzero's value is multiplied by (1, or a power of two:
+    /// [`super::units`]).
+    times: f64,
 }
 
 impl<'a> Sampler<'a> {
@@ -120,7 +123,14 @@ impl<'a> Sampler<'a> {
             coords,
             stored: KeySet::new(&keys),
             seed,
+            times: 1.0,
         })
+    }
+
+    /// The sampler with every drawn value multiplied by `times` (exact for a power of
+    /// two that keeps the values normal).
+    pub fn times(self, times: f64) -> Self {
+        Sampler { times, ..self }
     }
 
     /// Draws the sample of `strata` for stream `stream` (e.g. an iteration number)
@@ -153,7 +163,7 @@ impl<'a> Sampler<'a> {
                         &mut coords[j * n..(j + 1) * n],
                         &self.coords[k * n..(k + 1) * n],
                     );
-                    values[j] = self.x.values()[k];
+                    values[j] = self.x.values()[k] * self.times;
                     weights[j] = strata.w_nonzeros;
                 }
             }

@@ -17,8 +17,12 @@
 //! last accepted one fails: the factors and Adam's moments return to where the epoch
 //! began, `α` is multiplied by `decay`, and after more than `max_fails` failures the
 //! run stops. Otherwise the run stops after `epochs` epochs.
+//!
+//! Values far from 1 run divided by a power of two ([`super::units`]); the losses
+//! reported are the given values'.
 
 use super::sample::{Sampler, Strata, cells};
+use super::units::SgdScale;
 use super::{GcpIter, GcpOptions, Loss};
 use crate::engine::{Engine, GcpSample, GcpSpread};
 use crate::error::Result;
@@ -54,16 +58,25 @@ pub fn strata(dims: &[usize], nnz: usize, opts: &GcpOptions) -> (Strata, Strata)
     )
 }
 
-/// `Σ w f(x, m)` over `sample`.
+/// The loss of a run: the one it fits on the values as drawn, and the given one with
+/// the values' divisor `c` ([`super::units`]).
+struct Losses {
+    fitted: Loss,
+    given: Loss,
+    c: f64,
+}
+
+/// `Σ w f(x, m)` over `sample` for the fitted loss, and for the given loss and units
+/// (`Σ w f(c x, c m)`, the same sum when `c` is 1).
 fn estimate(
     engine: &Engine,
     sample: &GcpSample,
     factors: &[Matrix<f64>],
-    loss: &Loss,
+    losses: &Losses,
     m: &mut Vec<f64>,
-) -> Result<f64> {
+) -> Result<(f64, f64)> {
     engine.gcp_values(sample, factors, m)?;
-    Ok(engine.install(|| {
+    let sum = |loss: &Loss, c: f64| -> f64 {
         m.par_chunks(4096)
             .zip(sample.values().par_chunks(4096))
             .zip(sample.weights().par_chunks(4096))
@@ -71,12 +84,20 @@ fn estimate(
                 m.iter()
                     .zip(x)
                     .zip(w)
-                    .map(|((&m, &x), &w)| w * loss.value(x, m))
+                    .map(|((&m, &x), &w)| w * loss.value(c * x, c * m))
                     .sum::<f64>()
             })
             .collect::<Vec<f64>>()
             .iter()
             .sum()
+    };
+    Ok(engine.install(|| {
+        let fitted = sum(&losses.fitted, 1.0);
+        if losses.c == 1.0 {
+            (fitted, fitted)
+        } else {
+            (fitted, sum(&losses.given, losses.c))
+        }
     }))
 }
 
@@ -84,24 +105,40 @@ fn estimate(
 /// why it stopped.
 pub(super) type Fitted = (Vec<Matrix<f64>>, f64, f64, Vec<GcpIter>, String);
 
-/// Runs GCP-SGD from `factors` (see the [module documentation](self)).
+/// Runs GCP-SGD from `factors` (see the [module documentation](self)), on the values
+/// divided by `scale`'s power of two where it has one.
 pub(super) fn run(
     engine: &Engine,
     x: &CooTensor,
     opts: &GcpOptions,
     mut factors: Vec<Matrix<f64>>,
+    scale: Option<SgdScale>,
     progress: &mut dyn FnMut(&GcpIter) -> ControlFlow<()>,
 ) -> Result<Fitted> {
     let start = Instant::now();
-    let loss = opts.loss;
+    let losses = Losses {
+        fitted: scale.map_or(opts.loss, |s| s.loss(opts.loss)),
+        given: opts.loss,
+        c: scale.map_or(1.0, |s| s.values()),
+    };
+    let loss = losses.fitted;
     let lb = loss.lower_bound();
-    let sampler = Sampler::new(x, opts.seed)?;
+    if let Some(s) = scale {
+        let down = 1.0 / s.factor();
+        for f in &mut factors {
+            f.data_mut().iter_mut().for_each(|v| *v *= down);
+        }
+    }
+    let sampler = Sampler::new(x, opts.seed)?.times(1.0 / losses.c);
     let (value_strata, grad_strata) = strata(x.dims(), x.nnz(), opts);
     let mut value_sample = GcpSample::new(x.dims());
     sampler.draw(&value_strata, 0, &mut value_sample)?;
     let mut m = Vec::new();
-    let initial = estimate(engine, &value_sample, &factors, &loss, &mut m)?;
-    let mut best = initial;
+    let (initial_fitted, initial) = estimate(engine, &value_sample, &factors, &losses, &mut m)?;
+    if !(initial_fitted.is_finite() && initial.is_finite()) {
+        return Err(super::start_not_finite(&opts.loss, initial));
+    }
+    let (mut best, mut best_given) = (initial_fitted, initial);
     let zeros = || -> Vec<Matrix<f64>> {
         factors
             .iter()
@@ -147,11 +184,12 @@ pub(super) fn run(
             let step = rate * (1.0 - beta2t).sqrt() / (1.0 - beta1t);
             engine.install(|| adam(&mut factors, &grads, &mut mu, &mut nu, step, lb));
         }
-        let f = estimate(engine, &value_sample, &factors, &loss, &mut m)?;
-        let accepted = f <= best && f.is_finite();
+        let (f, f_given) = estimate(engine, &value_sample, &factors, &losses, &mut m)?;
+        let accepted = f <= best && f.is_finite() && f_given.is_finite();
         let step = rate;
         if accepted {
             best = f;
+            best_given = f_given;
             kept.clone_from(&factors);
             mu_kept.clone_from(&mu);
             nu_kept.clone_from(&nu);
@@ -166,7 +204,7 @@ pub(super) fn run(
         }
         let it = GcpIter {
             iter: epoch,
-            loss: f,
+            loss: f_given,
             step,
             accepted,
             seconds: start.elapsed().as_secs_f64(),
@@ -181,7 +219,13 @@ pub(super) fn run(
             break;
         }
     }
-    Ok((kept, best, initial, iters, stopped))
+    if let Some(s) = scale {
+        let up = s.factor();
+        for f in &mut kept {
+            f.data_mut().iter_mut().for_each(|v| *v *= up);
+        }
+    }
+    Ok((kept, best_given, initial, iters, stopped))
 }
 
 /// How SGD's gradient is spread. The next iteration's sample is drawn beside it, by

@@ -302,3 +302,93 @@ fn the_start_is_balanced_as_the_peers_balance_it() {
     let losses = |m: &GcpModel| m.iters.iter().map(|i| i.loss).collect::<Vec<_>>();
     assert_eq!(losses(&a), losses(&z));
 }
+
+#[test]
+fn sgd_on_values_far_from_one_is_the_run_on_them_divided_by_a_power_of_two() {
+    let x = low_rank(&[12, 10, 8]);
+    // `c = 2^60`, each factor `2^20`: products of powers of two are exact, so the run
+    // on `Y = c X` is the run on `X`, bit for bit, in the given units.
+    let (c, f) = (2f64.powi(60), 2f64.powi(20));
+    let (d, i, v) = x.clone().into_parts();
+    let y = CooTensor::new(d, i, v.iter().map(|v| v * c).collect()).unwrap();
+    let mut init: Vec<Matrix<f64>> = Matrix::random_factors(x.dims(), &[3; 3], 4)
+        .iter()
+        .map(Matrix::to_f64)
+        .collect();
+    balance(&mut init);
+    let init_y: Vec<Matrix<f64>> = init
+        .iter()
+        .map(|m| Matrix::from_fn(m.rows(), m.cols(), |i, r| m.get(i, r) * f))
+        .collect();
+    for (loss_x, loss_y) in [
+        (Loss::Gaussian, Loss::Gaussian),
+        (Loss::Gamma, Loss::Gamma),
+        (
+            Loss::Huber { threshold: 0.5 },
+            Loss::Huber { threshold: 0.5 * c },
+        ),
+    ] {
+        let scale = units::SgdScale::of(&y, &loss_y).expect("values 2^60 from 1 are scaled");
+        assert_eq!((scale.exponent, scale.order), (20, 3), "{loss_y}");
+        assert_eq!(units::SgdScale::of(&x, &loss_x), None);
+        let run = |t: &CooTensor, loss, init: &[Matrix<f64>], scale| {
+            let opts = sgd_options(loss);
+            sgd::run(&engine(2), t, &opts, init.to_vec(), scale, &mut |_| {
+                ControlFlow::Continue(())
+            })
+            .unwrap()
+        };
+        let (fx, lx, ix, itx, _) = run(&x, loss_x, &init, None);
+        let (fy, ly, iy, ity, _) = run(&y, loss_y, &init_y, Some(scale));
+        for (a, b) in fx.iter().zip(&fy) {
+            let up: Vec<f64> = a.data().iter().map(|v| v * f).collect();
+            assert_eq!(up, b.data(), "{loss_y}: factors");
+        }
+        let accepted = |its: &[GcpIter]| its.iter().map(|i| i.accepted).collect::<Vec<_>>();
+        assert_eq!(accepted(&itx), accepted(&ity), "{loss_y}");
+        assert!(lx < ix, "{loss_y}: the run on X moves ({lx} from {ix})");
+        if loss_x == Loss::Gaussian {
+            // The Gaussian loss has degree 2: the given units' losses are `c²` times.
+            assert_eq!((ly, iy), (lx * c * c, ix * c * c));
+        } else {
+            assert!(ly < iy, "{loss_y}: {ly} from {iy}");
+        }
+    }
+}
+
+#[test]
+fn poisson_log_starts_at_the_scale_of_log_counts_and_refuses_an_overflowing_start() {
+    let x = low_rank(&[12, 10, 8]);
+    let (d, i, v) = x.clone().into_parts();
+    let big = CooTensor::new(d, i, v.iter().map(|v| v * 1000.0).collect()).unwrap();
+    let model = gcp(
+        &engine(2),
+        &big,
+        &sgd_options(Loss::PoissonLog),
+        &mut |_| ControlFlow::Continue(()),
+    )
+    .unwrap();
+    assert!(model.initial_loss.is_finite() && model.loss < model.initial_loss);
+    // A start scaled to ‖X‖ (the other losses' start) puts exp(m) past f64's range:
+    // both methods refuse it in words, neither reports a loss of inf.
+    let mut start: Vec<Matrix<f64>> = Matrix::random_factors(big.dims(), &[3; 3], 0)
+        .iter()
+        .map(Matrix::to_f64)
+        .collect();
+    let s = (big.norm_sq().sqrt() / model_norm_sq(&start).sqrt()).powf(1.0 / 3.0);
+    start
+        .iter_mut()
+        .for_each(|m| m.data_mut().iter_mut().for_each(|v| *v *= s));
+    for method in [Method::Sgd, Method::Lbfgs] {
+        let opts = GcpOptions {
+            init: Some(start.clone()),
+            method,
+            ..sgd_options(Loss::PoissonLog)
+        };
+        let err = gcp(&engine(1), &big, &opts, &mut |_| ControlFlow::Continue(())).unwrap_err();
+        assert!(
+            matches!(&err, Error::NonFinite(m) if m.contains("starting model's loss")),
+            "{method:?}: {err}"
+        );
+    }
+}
