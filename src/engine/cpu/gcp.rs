@@ -279,21 +279,7 @@ fn fused_entries<const N: usize, const R: usize, L: EntryLoss>(
                 prefetch_row_f64(&outs[j][at..at + R]);
             }
         }
-        let rows: [&[f64; R]; N] = std::array::from_fn(|j| {
-            let at = c[j] as usize * R;
-            f[j][at..at + R].try_into().expect("R columns")
-        });
-        let mut p = *rows[0];
-        for row in &rows[1..] {
-            for (x, &a) in p.iter_mut().zip(row.iter()) {
-                *x *= a;
-            }
-        }
-        let mut acc = [0f64; 4];
-        for (k, &v) in p.iter().enumerate() {
-            acc[k % 4] += v;
-        }
-        let m = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        let (rows, m) = fixed_rows::<N, R>(c, f);
         if with_value {
             value += w * loss.value(x, m);
         }
@@ -302,14 +288,7 @@ fn fused_entries<const N: usize, const R: usize, L: EntryLoss>(
             continue;
         }
         for (mode, out) in outs.iter_mut().enumerate().take(N) {
-            let mut prod = [yk; R];
-            for (j, row) in rows.iter().enumerate() {
-                if j != mode {
-                    for (x, &a) in prod.iter_mut().zip(row.iter()) {
-                        *x *= a;
-                    }
-                }
-            }
+            let prod = fixed_term(&rows, yk, mode);
             let at = c[mode] as usize * R;
             for (o, &v) in out[at..at + R].iter_mut().zip(&prod) {
                 *o += v;
@@ -317,6 +296,50 @@ fn fused_entries<const N: usize, const R: usize, L: EntryLoss>(
         }
     }
     value
+}
+
+/// Entry `c`'s rows of `f` as arrays, and the model value over them with
+/// [`model_value`]'s bits (rows multiplied in mode order, summed in 4 interleaved
+/// partial sums).
+#[inline(always)]
+pub(super) fn fixed_rows<'a, const N: usize, const R: usize>(
+    c: &[u32],
+    f: &[&'a [f64]],
+) -> ([&'a [f64; R]; N], f64) {
+    let rows: [&[f64; R]; N] = std::array::from_fn(|j| {
+        let at = c[j] as usize * R;
+        f[j][at..at + R].try_into().expect("R columns")
+    });
+    let mut p = *rows[0];
+    for row in &rows[1..] {
+        for (x, &a) in p.iter_mut().zip(row.iter()) {
+            *x *= a;
+        }
+    }
+    let mut acc = [0f64; 4];
+    for (k, &v) in p.iter().enumerate() {
+        acc[k % 4] += v;
+    }
+    (rows, (acc[0] + acc[1]) + (acc[2] + acc[3]))
+}
+
+/// One mode's term with [`add_entry`]'s bits: `y` times every row but `mode`'s, in
+/// mode order.
+#[inline(always)]
+pub(super) fn fixed_term<const N: usize, const R: usize>(
+    rows: &[&[f64; R]; N],
+    y: f64,
+    mode: usize,
+) -> [f64; R] {
+    let mut prod = [y; R];
+    for (j, row) in rows.iter().enumerate() {
+        if j != mode {
+            for (x, &a) in prod.iter_mut().zip(row.iter()) {
+                *x *= a;
+            }
+        }
+    }
+    prod
 }
 
 /// Adds one entry's term of [`mode_gradient`], `y_k Π_{j≠mode} A⁽ʲ⁾[c_j, :]`, to

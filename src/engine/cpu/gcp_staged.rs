@@ -19,7 +19,7 @@
 //! [`SEGMENT_BYTES`] of terms, one after another (each segment's sums after the
 //! earlier's: the order is kept).
 
-use super::gcp::model_value;
+use super::gcp::{fixed_rows, fixed_term, model_value};
 use super::phi::prefetch_row_f64;
 use crate::engine::gcp::{EntryLoss, GcpSample};
 use crate::matrix::Matrix;
@@ -255,12 +255,7 @@ fn chunk_terms<L: EntryLoss>(
         .zip(y.iter_mut())
         .enumerate()
     {
-        if let Some(ahead) = coords.get((e + AHEAD) * n..(e + AHEAD + 1) * n) {
-            for (j, &i) in ahead.iter().enumerate() {
-                let at = i as usize * rank;
-                prefetch_row_f64(&f[j][at..at + rank]);
-            }
-        }
+        prefetch_ahead(coords, e, n, rank, f);
         let m = model_value(c, f, rank);
         if let Some(v) = values.get_mut(e) {
             *v = w * loss.value(x, m);
@@ -278,6 +273,18 @@ fn chunk_terms<L: EntryLoss>(
                     prod.iter_mut().zip(row).for_each(|(p, &a)| *p *= a);
                 }
             }
+        }
+    }
+}
+
+/// Prefetches the factor rows of the entry `AHEAD` places after entry `e` (`n`
+/// coordinates an entry, rows of `rank`).
+#[inline(always)]
+fn prefetch_ahead(coords: &[u32], e: usize, n: usize, rank: usize, f: &[&[f64]]) {
+    if let Some(ahead) = coords.get((e + AHEAD) * n..(e + AHEAD + 1) * n) {
+        for (j, &i) in ahead.iter().enumerate() {
+            let at = i as usize * rank;
+            prefetch_row_f64(&f[j][at..at + rank]);
         }
     }
 }
@@ -304,27 +311,8 @@ fn chunk_terms_fixed<const N: usize, const R: usize, L: EntryLoss>(
         .zip(y.iter_mut())
         .enumerate()
     {
-        if let Some(ahead) = coords.get((e + AHEAD) * N..(e + AHEAD + 1) * N) {
-            for (j, &i) in ahead.iter().enumerate() {
-                let at = i as usize * R;
-                prefetch_row_f64(&f[j][at..at + R]);
-            }
-        }
-        let rows: [&[f64; R]; N] = std::array::from_fn(|j| {
-            let at = c[j] as usize * R;
-            f[j][at..at + R].try_into().expect("R columns")
-        });
-        let mut p = *rows[0];
-        for row in &rows[1..] {
-            for (x, &a) in p.iter_mut().zip(row.iter()) {
-                *x *= a;
-            }
-        }
-        let mut acc = [0f64; 4];
-        for (k, &v) in p.iter().enumerate() {
-            acc[k % 4] += v;
-        }
-        let m = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        prefetch_ahead(coords, e, N, R, f);
+        let (rows, m) = fixed_rows::<N, R>(c, f);
         if let Some(v) = values.get_mut(e) {
             *v = w * loss.value(x, m);
         }
@@ -334,15 +322,7 @@ fn chunk_terms_fixed<const N: usize, const R: usize, L: EntryLoss>(
         }
         let out = &mut terms[e * N * R..(e + 1) * N * R];
         for (mode, out) in out.chunks_exact_mut(R).enumerate() {
-            let mut prod = [*yk; R];
-            for (j, row) in rows.iter().enumerate() {
-                if j != mode {
-                    for (x, &a) in prod.iter_mut().zip(row.iter()) {
-                        *x *= a;
-                    }
-                }
-            }
-            out.copy_from_slice(&prod);
+            out.copy_from_slice(&fixed_term(&rows, *yk, mode));
         }
     }
 }
