@@ -10,11 +10,15 @@
 //!
 //! For the losses whose problem keeps its form when values and model are both
 //! multiplied by `c`, the run on `X / c` is the same problem. These are Gaussian,
-//! Huber with `Δ / c`, Poisson (identity link), Gamma, Rayleigh and the β-divergence;
-//! their floor ε = 1e-10 matters only near that scale. SGD runs on `X / c` with
-//! `c = 2^(eN)`, where `e` rounds `log2(t) / N`, and multiplies each factor by `2^e`
-//! after the run. The losses it reports are those of the given values under the
-//! given units' model: `c·x` and `c·m` are exactly the given value and model value.
+//! Huber with `Δ / c`, Poisson (identity link), Gamma, Rayleigh and the β-divergence,
+//! but for their floor ε = 1e-10, which is fixed in the given units. SGD runs on
+//! `X / c` with `c = 2^(eN)`, where `e` rounds `log2(t) / N`, and multiplies each
+//! factor by `2^e` after the run; there ε is far below the values, as the peers'
+//! formulas assume. The losses it reports are those of the given values under the
+//! given units' model (`c·x` and `c·m` are exactly the given value and model value):
+//! for values far below ε, such as 1e-30, the logarithms and powers of the
+//! nonnegative losses then sum mostly `ε` over the zero cells and hardly move while
+//! the fit, judged on the divided values, does.
 //! The binary losses, the log-link Poisson and the negative binomial model counts or
 //! odds at the scale given, and run as given.
 //!
