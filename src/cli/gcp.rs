@@ -6,8 +6,7 @@ use super::load::load;
 use super::{engine, print_json};
 use clap::{Args, ValueEnum};
 use sptmc::decomp::GcpIter;
-use sptmc::decomp::gcp::Method;
-use sptmc::decomp::gcp::units::{BAND, SgdScale};
+use sptmc::decomp::gcp::{self, units::BAND};
 use sptmc::driver::{GcpRequest, run_gcp};
 use sptmc::model_io::{read_cp_init, write_model};
 use sptmc::{Matrix, Result};
@@ -158,11 +157,7 @@ pub fn gcp(a: GcpArgs) -> Result<ExitCode> {
         x.nnz()
     );
     let quiet = a.common.json;
-    let scale = match job.options.method {
-        Method::Sgd => SgdScale::of(x, &job.options.loss),
-        Method::Lbfgs => None,
-    };
-    if let (Some(s), false) = (scale, quiet) {
+    if let (Some(s), false) = (gcp::value_scale(x, &job.options), quiet) {
         eprintln!(
             "sptmc: the values' RMS is more than 2^{BAND} from 1: SGD runs on them divided \
              by 2^{} (Adam's step and epsilon are sized for values near 1); the model and \

@@ -297,6 +297,21 @@ pub(crate) fn with_overflow_hint(e: Error, norm_sq: f64) -> Error {
     }
 }
 
+/// The RMS of `values` about `offset`, without overflow or underflow in between (the
+/// deviations are divided by the largest one first); 0 for no deviation. The scale by
+/// which completion and GCP-SGD judge values far from 1.
+pub(crate) fn rms_about(values: &[f64], offset: f64) -> f64 {
+    let most = values
+        .iter()
+        .map(|v| (v - offset).abs())
+        .fold(0.0f64, f64::max);
+    if most == 0.0 || !most.is_finite() {
+        return most;
+    }
+    let sum: f64 = values.iter().map(|v| ((v - offset) / most).powi(2)).sum();
+    most * (sum / values.len() as f64).sqrt()
+}
+
 fn check_finite(m: &Matrix, what: impl FnOnce() -> String) -> Result<()> {
     // A parallel scan without early exit (so it vectorizes); the position only when
     // something is wrong. TTMc outputs are millions of floats.

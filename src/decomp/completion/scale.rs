@@ -20,6 +20,7 @@
 
 use super::model::PathPoint;
 use super::{CompletionModel, CompletionOptions, EpochStats};
+use crate::decomp::rms_about;
 use crate::error::{Error, Result};
 use crate::tensor::CooTensor;
 
@@ -43,20 +44,6 @@ pub struct ValueScale {
     pub order: usize,
 }
 
-/// The RMS of `values` about `offset`, without overflow or underflow in between (the
-/// deviations are divided by the largest one first); 0 for no deviation.
-fn spread(values: &[f64], offset: f64) -> f64 {
-    let most = values
-        .iter()
-        .map(|v| (v - offset).abs())
-        .fold(0.0f64, f64::max);
-    if most == 0.0 || !most.is_finite() {
-        return most;
-    }
-    let sum: f64 = values.iter().map(|v| ((v - offset) / most).powi(2)).sum();
-    most * (sum / values.len() as f64).sqrt()
-}
-
 impl ValueScale {
     /// The scale a run on `train` needs (`center`: the model adds the training mean),
     /// `None` when the values' spread is within [`BAND`] powers of two of 1, is zero,
@@ -72,7 +59,7 @@ impl ValueScale {
         } else {
             0.0
         };
-        let t = spread(values, offset);
+        let t = rms_about(values, offset);
         if !(t > 0.0 && t.is_finite()) {
             return Ok(None);
         }
@@ -210,7 +197,7 @@ mod tests {
             let s = ValueScale::of(&x, true).unwrap().expect("scaled");
             let y = s.tensor(&x).unwrap();
             let mean = y.values().iter().sum::<f64>() / 5.0;
-            let after = spread(y.values(), mean);
+            let after = rms_about(y.values(), mean);
             assert!(
                 (after.log2()).abs() <= 1.0 + 1e-9,
                 "spread {t} → {after} (exponent {})",
@@ -230,11 +217,11 @@ mod tests {
     /// The spread does not overflow or underflow on its way: values near f64's ends.
     #[test]
     fn spread_holds_at_the_ends_of_f64() {
-        let big = spread(&[1e300, -1e300], 0.0);
+        let big = rms_about(&[1e300, -1e300], 0.0);
         assert!((big / 1e300 - 1.0).abs() < 1e-12, "{big}");
-        let small = spread(&[3e-300, -3e-300], 0.0);
+        let small = rms_about(&[3e-300, -3e-300], 0.0);
         assert!((small / 3e-300 - 1.0).abs() < 1e-12, "{small}");
-        assert_eq!(spread(&[2.0, 2.0], 2.0), 0.0);
+        assert_eq!(rms_about(&[2.0, 2.0], 2.0), 0.0);
     }
 
     /// Options go to the scaled run and the model comes back by the degrees the module

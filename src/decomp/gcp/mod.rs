@@ -251,10 +251,7 @@ pub fn gcp(
         None => initial_factors(x, opts.rank, opts.seed, &opts.loss),
     };
     balance(&mut init);
-    let scale = match opts.method {
-        Method::Sgd => units::SgdScale::of(x, &opts.loss),
-        Method::Lbfgs => None,
-    };
+    let scale = value_scale(x, opts);
     let (factors, loss, initial_loss, iters, stopped) = match opts.method {
         Method::Sgd => sgd::run(engine, x, opts, init, scale, progress)?,
         Method::Lbfgs => opt::run(engine, x, opts, init, progress)?,
@@ -280,6 +277,15 @@ pub fn gcp(
         stopped,
         value_scale: scale.map_or(1.0, |s| s.values()),
     })
+}
+
+/// What a run of `opts` on `x` divides the values by ([`units`]): SGD's scale for
+/// values far from 1, none for L-BFGS.
+pub fn value_scale(x: &CooTensor, opts: &GcpOptions) -> Option<units::SgdScale> {
+    match opts.method {
+        Method::Sgd => units::SgdScale::of(x, &opts.loss),
+        Method::Lbfgs => None,
+    }
 }
 
 /// The error of a start whose loss is `value`, not a finite number: no step from it

@@ -27,6 +27,7 @@
 //! its size at `t = 1`: one `decay` (0.1) of the step.
 
 use super::Loss;
+use crate::decomp::rms_about;
 use crate::tensor::CooTensor;
 
 /// Values whose RMS lies in `[2^−BAND, 2^BAND]` run as given.
@@ -55,7 +56,7 @@ impl SgdScale {
                 | Loss::Rayleigh
                 | Loss::Beta { .. }
         );
-        let t = rms(x.values());
+        let t = rms_about(x.values(), 0.0);
         if !(equivariant && t > 0.0 && t.is_finite()) || t.log2().abs() <= f64::from(BAND) {
             return None;
         }
@@ -86,17 +87,6 @@ impl SgdScale {
     }
 }
 
-/// The RMS of `values`, without overflow or underflow in between (they are divided by
-/// the largest magnitude first); 0 for none or all zero.
-fn rms(values: &[f64]) -> f64 {
-    let most = values.iter().map(|v| v.abs()).fold(0.0f64, f64::max);
-    if most == 0.0 || !most.is_finite() {
-        return most;
-    }
-    let sum: f64 = values.iter().map(|v| (v / most).powi(2)).sum();
-    most * (sum / values.len() as f64).sqrt()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,7 +113,7 @@ mod tests {
         for scale in [1e30, 1e-30, 1e300, 1e-300, 4096.0] {
             let x = tensor(scale);
             let s = SgdScale::of(&x, &Loss::Gamma).expect("a scale");
-            let t = rms(x.values()) / s.values();
+            let t = rms_about(x.values(), 0.0) / s.values();
             // `e` rounds log2(t)/N: the remaining RMS is within 2^(N/2) of 1.
             assert!(t.log2().abs() <= 1.5, "{scale}: RMS {t} after scaling");
             assert_eq!(s.factor().powi(3), s.values());

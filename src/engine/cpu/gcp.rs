@@ -346,6 +346,14 @@ pub(super) fn fixed_term<const N: usize, const R: usize>(
 /// `out` (its row of the gradient); `prod` is scratch of the rank's length.
 #[inline]
 fn add_entry(out: &mut [f64], prod: &mut [f64], yk: f64, c: &[u32], f: &[&[f64]], mode: usize) {
+    entry_term(prod, yk, c, f, mode);
+    out.iter_mut().zip(prod.iter()).for_each(|(o, &p)| *o += p);
+}
+
+/// Writes one entry's term of `mode`, `y_k Π_{j≠mode} A⁽ʲ⁾[c_j, :]`, into `prod` (the
+/// rank's length): the other rows multiplied in mode order.
+#[inline]
+pub(super) fn entry_term(prod: &mut [f64], yk: f64, c: &[u32], f: &[&[f64]], mode: usize) {
     let rank = prod.len();
     prod.fill(yk);
     for (j, (fj, &i)) in f.iter().zip(c).enumerate() {
@@ -354,7 +362,6 @@ fn add_entry(out: &mut [f64], prod: &mut [f64], yk: f64, c: &[u32], f: &[&[f64]]
             prod.iter_mut().zip(row).for_each(|(p, &a)| *p *= a);
         }
     }
-    out.iter_mut().zip(prod.iter()).for_each(|(o, &p)| *o += p);
 }
 
 /// `G⁽ᵐᵒᵈᵉ⁾ = Σ_k y_k Π_{j≠mode} A⁽ʲ⁾[i_kj, :]` at row `i_k,mode`.

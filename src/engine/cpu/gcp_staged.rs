@@ -19,7 +19,7 @@
 //! [`SEGMENT_BYTES`] of terms, one after another (each segment's sums after the
 //! earlier's: the order is kept).
 
-use super::gcp::{fixed_rows, fixed_term, model_value};
+use super::gcp::{entry_term, fixed_rows, fixed_term, model_value};
 use super::phi::prefetch_row_f64;
 use crate::engine::gcp::{EntryLoss, GcpSample};
 use crate::matrix::Matrix;
@@ -266,13 +266,7 @@ fn chunk_terms<L: EntryLoss>(
         }
         let out = &mut terms[e * n * rank..(e + 1) * n * rank];
         for (mode, prod) in out.chunks_exact_mut(rank).enumerate() {
-            prod.fill(*yk);
-            for (j, (fj, &i)) in f.iter().zip(c).enumerate() {
-                if j != mode {
-                    let row = &fj[i as usize * rank..][..rank];
-                    prod.iter_mut().zip(row).for_each(|(p, &a)| *p *= a);
-                }
-            }
+            entry_term(prod, *yk, c, f, mode);
         }
     }
 }
