@@ -590,9 +590,9 @@ class GCPResult(CPResult):
             the callback stopped it, else ``"iters"``.
         stats: one dict per epoch or iteration (iteration, loss, step, accepted,
             seconds since the start).
-        value_scale: what SGD divided the values by for the run (a power of two, where
-            their RMS is more than 2**10 from 1; else 1). The model and losses are in
-            the given units either way.
+        value_scale: what the run divided the values by (a power of two, where their
+            RMS is more than 2**10 from 1 and the loss keeps its form under a change of
+            units; else 1). The model and losses are in the given units either way.
     """
 
     loss: float

@@ -157,3 +157,17 @@ def test_sgd_runs_values_far_from_one_in_units_adam_can_move(X):
     assert b.loss < b.initial_loss
     assert b.loss == pytest.approx(m.loss * 2.0**120, rel=1e-6)
     assert b.weights == pytest.approx(m.weights * 2.0**60, rel=1e-6)
+
+
+def test_lbfgs_runs_values_far_from_one_divided_as_sgd_does(X):
+    # The same counts times 2^60 under L-BFGS: the divided problem is X's but for the
+    # start's last bits (as above), so the steps are X's; the losses come back in the
+    # given units (2^120 times X's for the Gaussian loss).
+    subs, vals = X.to_coo()
+    big = sptmc.from_coo(subs, vals * 2.0**60, X.shape)
+    kw = dict(loss="gaussian", method="lbfgs", max_iters=15, seed=1, threads=2)
+    m, b = sptmc.gcp(X, 3, **kw), sptmc.gcp(big, 3, **kw)
+    assert m.value_scale == 1.0 and b.value_scale == 2.0**60
+    assert len(b.stats) == len(m.stats) and b.loss < b.initial_loss
+    assert b.loss == pytest.approx(m.loss * 2.0**120, rel=1e-6)
+    assert b.weights == pytest.approx(m.weights * 2.0**60, rel=1e-6)

@@ -159,10 +159,14 @@ pub fn gcp(a: GcpArgs) -> Result<ExitCode> {
     let quiet = a.common.json;
     if let (Some(s), false) = (gcp::value_scale(x, &job.options), quiet) {
         eprintln!(
-            "sptmc: the values' RMS is more than 2^{BAND} from 1: SGD runs on them divided \
-             by 2^{} (Adam's step and epsilon are sized for values near 1); the model and \
-             losses are in the given units",
-            s.exponent * s.order as i32
+            "sptmc: the values' RMS is more than 2^{BAND} from 1: {} runs on them divided \
+             by 2^{} ({}); the model and losses are in the given units",
+            job.options.method.name(),
+            s.exponent * s.order as i32,
+            match job.options.method {
+                gcp::Method::Sgd => "Adam's step and epsilon are sized for values near 1",
+                gcp::Method::Lbfgs => "L-BFGS-B's stopping tests are sized for losses near 1",
+            }
         );
     }
     let report = run_gcp(&job, &engine, x, &mut |s| {

@@ -191,9 +191,19 @@ fn scaled(dir: &Path, times: f64) -> std::path::PathBuf {
 
 /// `sptmc gcp FILE --json` with a few short epochs: the summary.
 fn gcp_json(dir: &Path, file: &Path, loss: &str) -> serde_json::Value {
+    gcp_json_with(
+        dir,
+        file,
+        loss,
+        &["--epochs", "3", "--epoch-iters", "20", "--rate", "0.01"],
+    )
+}
+
+/// `sptmc gcp FILE --json` with `args`: the summary.
+fn gcp_json_with(dir: &Path, file: &Path, loss: &str, args: &[&str]) -> serde_json::Value {
     let mut cmd = sptmc_command(dir);
     cmd.args(["gcp", file.to_str().unwrap(), "--rank", "2", "--loss", loss])
-        .args(["--epochs", "3", "--epoch-iters", "20", "--rate", "0.01"])
+        .args(args)
         .args(["--backend", "cpu", "--threads", "2", "--json"]);
     let o = output_within(cmd, 120);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -223,5 +233,40 @@ fn gcp_sgd_moves_values_far_from_one_and_reports_them_in_their_units() {
         // The losses are the given values': about `times²` the unit run's.
         let ratio = f / unit["final_loss"].as_f64().unwrap() / (times * times);
         assert!((0.5..2.0).contains(&ratio), "{times:e}: ratio {ratio}");
+    }
+}
+
+#[test]
+fn gcp_lbfgs_runs_values_far_from_one_as_it_runs_unit_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let lbfgs = ["--method", "lbfgs", "--max-iters", "60"];
+    let run = |file: &Path| gcp_json_with(dir.path(), file, "gamma", &lbfgs);
+    let unit = run(&counts(dir.path(), false));
+    let iterations = |j: &serde_json::Value| j["iterations"].as_array().unwrap().len();
+    let drop = |j: &serde_json::Value| {
+        j["initial_loss"].as_f64().unwrap() - j["final_loss"].as_f64().unwrap()
+    };
+    assert_eq!(unit["value_scale"], 1.0);
+    assert!(iterations(&unit) > 5 && drop(&unit) > 0.0, "{unit}");
+    // At 1e30 the Gamma loss carries every cell's log 1e30, beside which scipy's
+    // relative-decrease test stopped the run in the given units after one iteration.
+    // Divided by a power of two, the run is the unit one up to the remaining factor
+    // (within 2^1.5) and ε: the loss falls by about as much.
+    for times in [1e30, 1e-30] {
+        let j = run(&scaled(dir.path(), times));
+        let c = j["value_scale"].as_f64().unwrap();
+        assert!(
+            c != 1.0 && c.log2().fract() == 0.0,
+            "{times:e}: value_scale {c}"
+        );
+        assert!(
+            iterations(&j) > 5,
+            "{times:e}: {} iterations",
+            iterations(&j)
+        );
+        if times > 1.0 {
+            let ratio = drop(&j) / drop(&unit);
+            assert!((0.5..2.0).contains(&ratio), "{times:e}: drop ratio {ratio}");
+        }
     }
 }

@@ -194,8 +194,8 @@ pub struct GcpModel {
     pub iters: Vec<GcpIter>,
     /// Why the run stopped, in words.
     pub stopped: String,
-    /// What SGD divided the values by for the run ([`units`]), 1 where it ran on them
-    /// as given; the model and losses are in the given units either way.
+    /// What the run divided the values by ([`units`]), 1 where it ran on them as
+    /// given; the model and losses are in the given units either way.
     pub value_scale: f64,
 }
 
@@ -254,7 +254,7 @@ pub fn gcp(
     let scale = value_scale(x, opts);
     let (factors, loss, initial_loss, iters, stopped) = match opts.method {
         Method::Sgd => sgd::run(engine, x, opts, init, scale, progress)?,
-        Method::Lbfgs => opt::run(engine, x, opts, init, progress)?,
+        Method::Lbfgs => opt::run(engine, x, opts, init, scale, progress)?,
     };
     if let Some(bad) = factors
         .iter()
@@ -279,13 +279,10 @@ pub fn gcp(
     })
 }
 
-/// What a run of `opts` on `x` divides the values by ([`units`]): SGD's scale for
-/// values far from 1, none for L-BFGS.
-pub fn value_scale(x: &CooTensor, opts: &GcpOptions) -> Option<units::SgdScale> {
-    match opts.method {
-        Method::Sgd => units::SgdScale::of(x, &opts.loss),
-        Method::Lbfgs => None,
-    }
+/// What a run of `opts` on `x` divides the values by ([`units`]): a power of two for
+/// values far from 1 under a loss that keeps its form, none otherwise.
+pub fn value_scale(x: &CooTensor, opts: &GcpOptions) -> Option<units::ValueScale> {
+    units::ValueScale::of(x, &opts.loss)
 }
 
 /// The error of a start whose loss is `value`, not a finite number: no step from it

@@ -23,9 +23,16 @@
 //! asked the strong Wolfe condition of `g(x_α)ᵀd`, which ignores that the clamped
 //! coordinates no longer move: with many entries at 0 that condition never held and
 //! the search failed after an iteration or two.)
+//!
+//! Values far from 1 run divided by a power of two, as SGD's do ([`super::units`]):
+//! the optimizer and its tests see the divided problem, while the losses reported
+//! (the start, every iteration and the end) are the given values', from one more
+//! pass over the stored entries and the zeros at each accepted point. The projected
+//! gradient in the progress lines is the divided problem's.
 
 use super::sample::cells;
-use super::sgd::Fitted;
+use super::sgd::{Fitted, sample_sum};
+use super::units::ValueScale;
 use super::zeros::ZeroSum;
 use super::{GcpIter, GcpOptions, Loss};
 use crate::engine::{Engine, EntryLoss, GcpSample};
@@ -68,13 +75,19 @@ struct Objective<'a> {
 }
 
 impl Objective<'_> {
+    /// The factors at the point `v`, entries below the loss's bound taken at it:
+    /// L-BFGS-B's steps `x + t d` can end a rounding below a bound of 0 (-1e-17 was
+    /// seen). Beside the run's ε that is nothing, but in other units (a model value
+    /// of -1e-5 beside ε = 1e-10) it has no logarithm; the model evaluated is the
+    /// model returned.
     fn unflatten(&self, v: &[f64]) -> Vec<Matrix<f64>> {
+        let lower = self.loss.lower_bound();
         let mut at = 0;
         self.dims
             .iter()
             .map(|&d| {
-                let m = Matrix::new(d, self.rank, v[at..at + d * self.rank].to_vec())
-                    .expect("the lengths add up");
+                let entries = v[at..at + d * self.rank].iter().map(|v| v.max(lower));
+                let m = Matrix::new(d, self.rank, entries.collect()).expect("the lengths add up");
                 at += d * self.rank;
                 m
             })
@@ -101,6 +114,28 @@ impl Objective<'_> {
                 .collect(),
         ))
     }
+
+    /// `F` of the given values under `loss` (in the given units) at the point `v` of
+    /// the problem divided by `units`: `Σ_all loss(c x, c m)`.
+    fn in_units(&self, v: &[f64], loss: Loss, units: ValueScale) -> Result<f64> {
+        let c = units.values();
+        let factors = self.unflatten(v);
+        let mut m = Vec::new();
+        self.engine.gcp_values(&self.stored, &factors, &mut m)?;
+        let beyond = Beyond(loss);
+        let stored = self
+            .engine
+            .install(|| sample_sum(&self.stored, &m, |x, m| beyond.value(c * x, c * m)));
+        let up: Vec<Matrix<f64>> = factors
+            .iter()
+            .map(|f| f.map(|v| v * units.factor()))
+            .collect();
+        let mut scratch: Vec<Matrix<f64>> = up
+            .iter()
+            .map(|f| Matrix::zeros(f.rows(), f.cols()))
+            .collect();
+        Ok(stored + self.zeros.add(self.engine, loss, &up, &mut scratch))
+    }
 }
 
 /// What the optimizer's three callbacks (loss, gradient, events) share.
@@ -117,17 +152,18 @@ struct Shared {
     /// Set when the run is to stop after the iteration just accepted: the next
     /// evaluation then answers NaN, which ends the optimizer's run.
     stop: Option<String>,
-    /// The initial loss and why the optimizer stopped, from its events.
-    initial: f64,
+    /// Why the optimizer stopped, from its events.
     finished: Option<TerminationReason>,
 }
 
-/// Runs L-BFGS-B from `factors` (see the [module documentation](self)).
+/// Runs L-BFGS-B from `factors` (see the [module documentation](self)), on the values
+/// divided by `units`' power of two where it has one.
 pub(super) fn run(
     engine: &Engine,
     x: &CooTensor,
     opts: &GcpOptions,
-    factors: Vec<Matrix<f64>>,
+    mut factors: Vec<Matrix<f64>>,
+    units: Option<ValueScale>,
     progress: &mut dyn FnMut(&GcpIter) -> ControlFlow<()>,
 ) -> Result<Fitted> {
     let start = Instant::now();
@@ -144,10 +180,18 @@ pub(super) fn run(
     let coords: Vec<u32> = (0..x.nnz())
         .flat_map(|k| (0..order).map(move |m| x.indices(m)[k]))
         .collect();
-    let stored = GcpSample::from_parts(x.dims(), coords, x.values().to_vec(), vec![1.0; x.nnz()])?;
+    let c = units.map_or(1.0, |s| s.values());
+    let values = x.values().iter().map(|v| v / c).collect();
+    let stored = GcpSample::from_parts(x.dims(), coords, values, vec![1.0; x.nnz()])?;
+    if let Some(s) = units {
+        let down = 1.0 / s.factor();
+        for f in &mut factors {
+            f.data_mut().iter_mut().for_each(|v| *v *= down);
+        }
+    }
     let mut objective = Objective {
         engine,
-        loss: opts.loss,
+        loss: units.map_or(opts.loss, |s| s.loss(opts.loss)),
         dims: x.dims().to_vec(),
         rank: opts.rank,
         stored,
@@ -178,6 +222,19 @@ pub(super) fn run(
         1.0
     };
     objective.scale = scale;
+    let objective = objective;
+    // The loss in the given units at a point of the divided problem whose loss the
+    // optimizer saw as `seen`.
+    let given = |p: &[f64], seen: f64, scale: f64| -> Result<f64> {
+        match units {
+            Some(s) => objective.in_units(p, opts.loss, s),
+            None => Ok(seen / scale),
+        }
+    };
+    let initial = given(&v, f0, 1.0)?;
+    if !initial.is_finite() {
+        return Err(super::start_not_finite(&opts.loss, initial));
+    }
     let pg0 = scale
         * v.iter()
             .zip(&g0)
@@ -200,7 +257,6 @@ pub(super) fn run(
         accepted: None,
         failure: None,
         stop: None,
-        initial: f64::NAN,
         finished: None,
     });
     let loss = |p: &[f64]| -> f64 {
@@ -244,7 +300,6 @@ pub(super) fn run(
     let observer = |event: OptimEvent| {
         let mut s = shared.borrow_mut();
         match event {
-            OptimEvent::Started { value, .. } => s.initial = value / scale,
             OptimEvent::Accepted {
                 value,
                 projected_gradient,
@@ -253,10 +308,17 @@ pub(super) fn run(
                 // The accepted point is the line search's last trial, evaluated last.
                 debug_assert_eq!(value.to_bits(), s.value.to_bits());
                 let point = s.at.clone();
+                let loss = match given(&point, value, scale) {
+                    Ok(loss) => loss,
+                    Err(e) => {
+                        s.failure.get_or_insert(e);
+                        return;
+                    }
+                };
                 s.accepted = Some((point, value));
                 let it = GcpIter {
                     iter: iters.len(),
-                    loss: value / scale,
+                    loss,
                     step: projected_gradient / scale,
                     accepted: true,
                     seconds: start.elapsed().as_secs_f64(),
@@ -319,8 +381,15 @@ pub(super) fn run(
             (r.par, r.value, why)
         }
     };
-    let factors = objective.unflatten(&point);
-    Ok((factors, value / scale, s.initial, iters, stopped))
+    let last = given(&point, value, scale)?;
+    let mut factors = objective.unflatten(&point);
+    if let Some(s) = units {
+        let up = s.factor();
+        for f in &mut factors {
+            f.data_mut().iter_mut().for_each(|v| *v *= up);
+        }
+    }
+    Ok((factors, last, initial, iters, stopped))
 }
 
 #[cfg(test)]
@@ -419,6 +488,82 @@ mod tests {
                     (g - r).abs() <= 1e-10 * r.abs().max(1.0),
                     "{loss} entry {k}: {g} vs {r}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn values_far_from_one_run_divided_and_report_the_given_units_loss() {
+        let engine = Engine::cpu();
+        let x = CooTensor::new(
+            vec![5, 4, 3],
+            vec![
+                vec![0, 1, 3, 2, 0, 4, 1],
+                vec![0, 2, 1, 1, 2, 3, 3],
+                vec![0, 2, 2, 1, 1, 0, 2],
+            ],
+            vec![1.0, 3.0, 2.0, 1.5, 4.0, 0.5, 2.5],
+        )
+        .unwrap();
+        // `c = 2^60`, each factor `2^20`: the divided problem is the one on `X`, bit
+        // for bit, so the optimizer takes the same steps.
+        let (c, up) = (2f64.powi(60), 2f64.powi(20));
+        let (d, i, v) = x.clone().into_parts();
+        let y = CooTensor::new(d, i, v.iter().map(|v| v * c).collect()).unwrap();
+        let init: Vec<Matrix<f64>> = Matrix::random_factors(x.dims(), &[2; 3], 5)
+            .iter()
+            .map(|f| f.to_f64().map(|v| 0.2 + v))
+            .collect();
+        let times = |f: &[Matrix<f64>], k: f64| -> Vec<Matrix<f64>> {
+            f.iter().map(|m| m.map(|v| v * k)).collect()
+        };
+        let init_y = times(&init, up);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
+        for (loss_x, loss_y) in [
+            (Loss::Gaussian, Loss::Gaussian),
+            (Loss::Gamma, Loss::Gamma),
+            (
+                Loss::Huber { threshold: 0.5 },
+                Loss::Huber { threshold: 0.5 * c },
+            ),
+        ] {
+            let units = ValueScale::of(&y, &loss_y).expect("values 2^60 from 1 are divided");
+            assert_eq!((units.exponent, units.order), (20, 3));
+            let run = |t: &CooTensor, loss, start: &[Matrix<f64>], units| {
+                let opts = GcpOptions {
+                    method: super::super::Method::Lbfgs,
+                    max_iters: 40,
+                    ..GcpOptions::new(2, loss)
+                };
+                super::run(&engine, t, &opts, start.to_vec(), units, &mut |_| {
+                    ControlFlow::Continue(())
+                })
+                .unwrap()
+            };
+            let (fx, lx, ix, itx, why_x) = run(&x, loss_x, &init, None);
+            let (fy, ly, iy, ity, why_y) = run(&y, loss_y, &init_y, Some(units));
+            assert_eq!((itx.len(), &why_x), (ity.len(), &why_y), "{loss_y}");
+            assert!(itx.len() > 1 && lx < ix, "{loss_x}: {lx} from {ix}");
+            for (a, b) in times(&fx, up).iter().zip(&fy) {
+                assert_eq!(a.data(), b.data(), "{loss_y}: factors");
+            }
+            // The losses reported are the given values' under the given model, cell by
+            // cell; the Gaussian and Huber losses have degree 2 in the units.
+            assert!(close(ly, brute(&y, &fy, &loss_y).0), "{loss_y}: final {ly}");
+            assert!(
+                close(iy, brute(&y, &init_y, &loss_y).0),
+                "{loss_y}: start {iy}"
+            );
+            assert!(close(lx, brute(&x, &fx, &loss_x).0), "{loss_x}: final {lx}");
+            if loss_x != Loss::Gamma {
+                assert!(close(ly, c * c * lx) && close(iy, c * c * ix), "{loss_y}");
+                for (a, b) in itx.iter().zip(&ity) {
+                    assert!(
+                        close(b.loss, c * c * a.loss),
+                        "{loss_y}: iteration {}",
+                        a.iter
+                    );
+                }
             }
         }
     }

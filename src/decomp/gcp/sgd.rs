@@ -22,7 +22,7 @@
 //! reported are the given values'.
 
 use super::sample::{Sampler, Strata, cells};
-use super::units::SgdScale;
+use super::units::ValueScale;
 use super::{GcpIter, GcpOptions, Loss};
 use crate::engine::{Engine, GcpSample, GcpSpread};
 use crate::error::Result;
@@ -66,6 +66,28 @@ struct Losses {
     c: f64,
 }
 
+/// `Σ w term(x, m)` over `sample` with its model values `m`, in fixed chunks (the same
+/// sum for every thread count).
+pub(super) fn sample_sum(
+    sample: &GcpSample,
+    m: &[f64],
+    term: impl Fn(f64, f64) -> f64 + Sync,
+) -> f64 {
+    m.par_chunks(4096)
+        .zip(sample.values().par_chunks(4096))
+        .zip(sample.weights().par_chunks(4096))
+        .map(|((m, x), w)| {
+            m.iter()
+                .zip(x)
+                .zip(w)
+                .map(|((&m, &x), &w)| w * term(x, m))
+                .sum::<f64>()
+        })
+        .collect::<Vec<f64>>()
+        .iter()
+        .sum()
+}
+
 /// `Σ w f(x, m)` over `sample` for the fitted loss, and for the given loss and units
 /// (`Σ w f(c x, c m)`, the same sum when `c` is 1).
 fn estimate(
@@ -76,21 +98,7 @@ fn estimate(
     m: &mut Vec<f64>,
 ) -> Result<(f64, f64)> {
     engine.gcp_values(sample, factors, m)?;
-    let sum = |loss: &Loss, c: f64| -> f64 {
-        m.par_chunks(4096)
-            .zip(sample.values().par_chunks(4096))
-            .zip(sample.weights().par_chunks(4096))
-            .map(|((m, x), w)| {
-                m.iter()
-                    .zip(x)
-                    .zip(w)
-                    .map(|((&m, &x), &w)| w * loss.value(c * x, c * m))
-                    .sum::<f64>()
-            })
-            .collect::<Vec<f64>>()
-            .iter()
-            .sum()
-    };
+    let sum = |loss: &Loss, c: f64| sample_sum(sample, m, |x, m| loss.value(c * x, c * m));
     Ok(engine.install(|| {
         let fitted = sum(&losses.fitted, 1.0);
         if losses.c == 1.0 {
@@ -112,7 +120,7 @@ pub(super) fn run(
     x: &CooTensor,
     opts: &GcpOptions,
     mut factors: Vec<Matrix<f64>>,
-    scale: Option<SgdScale>,
+    scale: Option<ValueScale>,
     progress: &mut dyn FnMut(&GcpIter) -> ControlFlow<()>,
 ) -> Result<Fitted> {
     let start = Instant::now();

@@ -328,9 +328,9 @@ fn sgd_on_values_far_from_one_is_the_run_on_them_divided_by_a_power_of_two() {
             Loss::Huber { threshold: 0.5 * c },
         ),
     ] {
-        let scale = units::SgdScale::of(&y, &loss_y).expect("values 2^60 from 1 are scaled");
+        let scale = units::ValueScale::of(&y, &loss_y).expect("values 2^60 from 1 are scaled");
         assert_eq!((scale.exponent, scale.order), (20, 3), "{loss_y}");
-        assert_eq!(units::SgdScale::of(&x, &loss_x), None);
+        assert_eq!(units::ValueScale::of(&x, &loss_x), None);
         let run = |t: &CooTensor, loss, init: &[Matrix<f64>], scale| {
             let opts = sgd_options(loss);
             sgd::run(&engine(2), t, &opts, init.to_vec(), scale, &mut |_| {
