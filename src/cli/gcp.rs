@@ -97,15 +97,24 @@ pub enum MethodArg {
 }
 
 /// The progress line of an epoch or iteration.
-fn progress_line(s: &GcpIter) -> String {
-    format!(
-        "  epoch = {:3}  loss = {:.6e}  step = {:.3e}{}  ({:.3}s)",
-        s.iter + 1,
-        s.loss,
-        s.step,
-        if s.accepted { "" } else { "  (undone)" },
-        s.seconds
-    )
+fn progress_line(method: gcp::Method, s: &GcpIter) -> String {
+    match method {
+        gcp::Method::Sgd => format!(
+            "  epoch = {:3}  loss = {:.6e}  step = {:.3e}{}  ({:.3}s)",
+            s.iter + 1,
+            s.loss,
+            s.step,
+            if s.accepted { "" } else { "  (undone)" },
+            s.seconds
+        ),
+        gcp::Method::Lbfgs => format!(
+            "  its = {:3}  loss = {:.6e}  projected gradient = {:.3e}  ({:.3}s)",
+            s.iter + 1,
+            s.loss,
+            s.step,
+            s.seconds
+        ),
+    }
 }
 
 /// GCP.
@@ -171,7 +180,7 @@ pub fn gcp(a: GcpArgs) -> Result<ExitCode> {
     }
     let report = run_gcp(&job, &engine, x, &mut |s| {
         if !quiet {
-            eprintln!("{}", progress_line(s));
+            eprintln!("{}", progress_line(job.options.method, s));
         }
         ControlFlow::Continue(())
     })?;

@@ -27,8 +27,9 @@
 //! Values far from 1 run divided by a power of two, as SGD's do ([`super::units`]):
 //! the optimizer and its tests see the divided problem, while the losses reported
 //! (the start, every iteration and the end) are the given values', from one more
-//! pass over the stored entries and the zeros at each accepted point. The projected
-//! gradient in the progress lines is the divided problem's.
+//! pass over the stored entries and the zeros at each accepted point; the projected
+//! gradient in the progress lines is the divided problem's, taken to the given units
+//! ([`ValueScale::gradient`]).
 
 use super::sample::cells;
 use super::sgd::{Fitted, sample_sum};
@@ -296,6 +297,7 @@ pub(super) fn run(
             }
         }
     };
+    let to_given = units.map_or(1.0, |s| s.gradient(&opts.loss));
     let mut iters: Vec<GcpIter> = Vec::new();
     let observer = |event: OptimEvent| {
         let mut s = shared.borrow_mut();
@@ -319,7 +321,7 @@ pub(super) fn run(
                 let it = GcpIter {
                     iter: iters.len(),
                     loss,
-                    step: projected_gradient / scale,
+                    step: projected_gradient / scale * to_given,
                     accepted: true,
                     seconds: start.elapsed().as_secs_f64(),
                 };
@@ -555,6 +557,11 @@ mod tests {
                 "{loss_y}: start {iy}"
             );
             assert!(close(lx, brute(&x, &fx, &loss_x).0), "{loss_x}: final {lx}");
+            // The projected gradient: the divided run's, in the given units.
+            let g = units.gradient(&loss_y);
+            for (a, b) in itx.iter().zip(&ity) {
+                assert!(close(b.step, a.step * g), "{loss_y}: iteration {}", a.iter);
+            }
             if loss_x != Loss::Gamma {
                 assert!(close(ly, c * c * lx) && close(iy, c * c * ix), "{loss_y}");
                 for (a, b) in itx.iter().zip(&ity) {

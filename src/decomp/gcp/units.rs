@@ -79,6 +79,21 @@ impl ValueScale {
         2f64.powi(self.exponent)
     }
 
+    /// What a gradient of the divided problem is multiplied by to be the given one's:
+    /// `c^k / 2^e`, where `f(c x, c m) = c^k f(x, m) + const` (ε aside): `k` is 2 for
+    /// the Gaussian and Huber losses, 1 for Poisson, 0 for Gamma and Rayleigh and β
+    /// for the β-divergence.
+    pub fn gradient(&self, loss: &Loss) -> f64 {
+        let k = match *loss {
+            Loss::Gaussian | Loss::Huber { .. } => 2.0,
+            Loss::Poisson => 1.0,
+            Loss::Beta { b } => b,
+            _ => 0.0,
+        };
+        let e = f64::from(self.exponent);
+        2f64.powf(k * e * self.order as f64 - e)
+    }
+
     /// `loss` on the values divided by `c`: Huber's threshold divided by it, the
     /// others as they are.
     pub fn loss(&self, loss: Loss) -> Loss {
@@ -122,6 +137,12 @@ mod tests {
             assert!(t.log2().abs() <= 1.5, "{scale}: RMS {t} after scaling");
             assert_eq!(s.factor().powi(3), s.values());
         }
+        let s = ValueScale::of(&tensor(1e30), &Loss::Gaussian).unwrap();
+        assert_eq!(
+            s.gradient(&Loss::Gaussian),
+            s.values() * s.values() / s.factor()
+        );
+        assert_eq!(s.gradient(&Loss::Gamma), 1.0 / s.factor());
         let s = ValueScale::of(&tensor(1e30), &Loss::Huber { threshold: 1e30 }).unwrap();
         assert_eq!(
             s.loss(Loss::Huber { threshold: 1e30 }),
