@@ -10,7 +10,7 @@
 //!   ancestors (cgroup v2), or the v1 memory controller.
 //!
 //! These are read from `/proc` and `/sys/fs/cgroup` text, which needs no dependency
-//! ([`limits`]). Sizes are summed in `u128` and saturate, so no rank or extent a user
+//! (`limits`). Sizes are summed in `u128` and saturate, so no rank or extent a user
 //! can type overflows a plan.
 //!
 //! `ulimit -v` also counts address space a run reserves but never touches, which the
@@ -288,7 +288,7 @@ impl MemoryPlan {
     /// model, on `workers` threads: the tensor as read ([`MemoryPlan::add_tensor`]), the
     /// threads' reserves ([`MemoryPlan::reserve_for_workers`]), the CPU's row groups
     /// (every op groups the nonzeros by row: [`MemoryPlan::add_row_groups`]) and, with
-    /// `build` (the threshold, op and value type of [`crate::Engine::form_for`]), the
+    /// `build` (the threshold, op and value type of [`Engine::form_for`](crate::engine::Engine::form_for)), the
     /// HLS build of one form ([`MemoryPlan::add_prepare`]). Without `build` the form is
     /// one kept from an earlier call, or there are no nonzeros to prepare.
     pub fn add_run_on_tensor(

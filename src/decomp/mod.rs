@@ -1,6 +1,6 @@
 //! CP and Tucker decompositions on top of the [`Engine`](crate::engine::Engine).
 //!
-//! - [`cp_als`]: CP by alternating least squares — per mode an MTTKRP on the engine,
+//! - [`cp_als()`]: CP by alternating least squares — per mode an MTTKRP on the engine,
 //!   then a small `R × R` solve with the Hadamard product of the other factors' Grams.
 //! - [`tucker_hooi`]: Tucker by higher-order orthogonal iteration — per mode a TTMc on
 //!   the engine, then the leading left singular vectors of the (tall, thin) result.

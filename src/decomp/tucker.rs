@@ -6,7 +6,7 @@
 //! 1. `Y_(n) = X_(n) (⊗_{m≠n} U_m)` — the TTMc, on the engine (f32), `I_n × Π_{m≠n} R_m`;
 //! 2. `U_n` = the `R_n` leading left singular vectors of `Y_(n)`, from the
 //!    eigendecomposition of its smaller Gram, never an SVD of `Y_(n)`
-//!    ([`super::leading`]): `Y_(n)Y_(n)ᵀ` when `I_n ≤ Π_{m≠n} R_m` (its leading
+//!    (`super::leading`): `Y_(n)Y_(n)ᵀ` when `I_n ≤ Π_{m≠n} R_m` (its leading
 //!    eigenvectors are `U_n`), otherwise `Y_(n)ᵀY_(n)`, whose leading eigenvectors are
 //!    mapped back through `Y_(n)` and made orthonormal by Cholesky QR.
 //!
@@ -189,7 +189,7 @@ impl TuckerModel {
     }
 }
 
-/// Tucker-HOOI of the prepared tensor `x` (prepared for [`Op::Ttmc`](crate::Op::Ttmc))
+/// Tucker-HOOI of the prepared tensor `x` (prepared for [`Op::Ttmc`])
 /// on `engine`; see the [module documentation](self) for the algorithm.
 pub fn tucker_hooi(engine: &Engine, x: &Prepared, opts: &TuckerOptions) -> Result<TuckerModel> {
     tucker_hooi_with_progress(engine, x, opts, &mut |_| {})

@@ -2,7 +2,7 @@
 //! the fixed mode's slab, a partial sum over the block's nonzeros that the layer then
 //! reduces to the rows' owners.
 //!
-//! Two paths, as in the single process ([`crate::decomp::cp_apr`]): the backend's f64
+//! Two paths, as in the single process ([`crate::decomp::cp_apr()`]): the backend's f64
 //! session ([`PhiRun`], the CPU's) where it offers one, and otherwise [`Op::Phi`] per
 //! call in f32 (CUDA; the CPU when the session's buffers do not fit or its options ask
 //! for it), with f32 copies of the slabs that are marked changed only when they are, so

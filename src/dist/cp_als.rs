@@ -1,5 +1,5 @@
 //! CP-ALS over a partition of ranks: the single-process algorithm of
-//! [`crate::decomp::cp_als`] (same initial factors, same updates, same fit), with the
+//! [`crate::decomp::cp_als()`] (same initial factors, same updates, same fit), with the
 //! factor rows spread as [`super::partition`] says.
 //!
 //! Per mode `n`, on every rank:

@@ -1,5 +1,5 @@
 //! CP-APR over a partition of ranks: the single-process algorithm of
-//! [`crate::decomp::cp_apr`] (same initial factors, same multiplicative updates, same
+//! [`crate::decomp::cp_apr()`] (same initial factors, same multiplicative updates, same
 //! log-likelihood), with the factor rows spread as [`super::partition`] says.
 //!
 //! The partition may be the medium-grained grid or the coarse-grained variant (every
@@ -25,7 +25,7 @@
 //! end the components are ordered as the single process orders them; the factors stay
 //! spread over the ranks, and [`super::output`] writes them.
 //! Φ runs in the backend's f64 session where every rank has one (the CPU's), and per
-//! call in f32 on every rank otherwise ([`super::block_phi`]), as the single process
+//! call in f32 on every rank otherwise (`super::block_phi`), as the single process
 //! does on such a backend.
 
 use super::block_phi::BlockPhi;

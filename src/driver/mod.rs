@@ -7,7 +7,7 @@
 //!    `iters`, `tol`, ...); its `validate` is the only check of them, with one wording
 //!    that both front ends print verbatim, and yields a [`Job`];
 //! 2. **plan memory**: what the run allocates, plus the tensor's preparation unless a
-//!    form kept from an earlier call is reused, checked once ([`prepare`]);
+//!    form kept from an earlier call is reused, checked once ([`prepare()`]);
 //! 3. **prepare**: the tensor's HLS form built with the tuned tile threshold, which the
 //!    returned [`Preparation`] reports (the library prints nothing);
 //! 4. **fit**: the model, with a per-iteration callback ([`Events`]) that can stop it;

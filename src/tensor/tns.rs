@@ -17,12 +17,12 @@
 //! 1-based line and what is wrong; nothing panics on any input.
 //!
 //! What cannot be tensor text is refused with the line where it shows, as the file
-//! streams in ([`input`]): a NUL byte (binary data, `/dev/urandom`), a line longer than
+//! streams in (`input`): a NUL byte (binary data, `/dev/urandom`), a line longer than
 //! [`MAX_LINE`], a carriage return that does not end a line (CR-only line ends would
 //! read as one line of many fields); and an order beyond [`MAX_ORDER`].
 //!
 //! The text is parsed as bytes (no per-line allocation), in chunks split at line ends
-//! and parsed in parallel; line numbers in errors stay exact. Writing is in [`output`].
+//! and parsed in parallel; line numbers in errors stay exact. Writing is in `output`.
 
 mod input;
 mod output;

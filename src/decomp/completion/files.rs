@@ -51,7 +51,7 @@ pub fn write(dir: &Path, model: &CompletionModel, summary: &Value) -> Result<()>
     write_model(dir, &model.factors, &matrices, &summary)
 }
 
-/// Reads a model folder written by [`write`] (format 1 or 2).
+/// Reads a model folder written by [`write()`] (format 1 or 2).
 pub fn read(dir: &Path) -> Result<CompletionModel> {
     let path = dir.join("model.json");
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;

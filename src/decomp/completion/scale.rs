@@ -16,7 +16,7 @@
 //! the model divided back is the run on the given values up to f32's rounding at the
 //! scale where it has all its bits.
 //!
-//! Values whose spread is within [`BAND`] powers of two of 1 run as given.
+//! Values whose spread is within `BAND` powers of two of 1 run as given.
 
 use super::model::PathPoint;
 use super::{CompletionModel, CompletionOptions, EpochStats};
@@ -46,9 +46,9 @@ pub struct ValueScale {
 
 impl ValueScale {
     /// The scale a run on `train` needs (`center`: the model adds the training mean),
-    /// `None` when the values' spread is within [`BAND`] powers of two of 1, is zero,
+    /// `None` when the values' spread is within `BAND` powers of two of 1, is zero,
     /// or is not finite (the run refuses those in its own words). An error when even a
-    /// power of two cannot bring them into f32's range (see [`MOST_EXPONENT`]).
+    /// power of two cannot bring them into f32's range (see `MOST_EXPONENT`).
     pub fn of(train: &CooTensor, center: bool) -> Result<Option<Self>> {
         let values = train.values();
         if values.is_empty() {

@@ -173,7 +173,7 @@ impl CpModel {
     }
 }
 
-/// CP-ALS of the prepared tensor `x` (prepared for [`Op::Mttkrp`](crate::Op::Mttkrp))
+/// CP-ALS of the prepared tensor `x` (prepared for [`Op::Mttkrp`])
 /// on `engine`; see the [module documentation](self) for the algorithm.
 pub fn cp_als(engine: &Engine, x: &Prepared, opts: &CpOptions) -> Result<CpModel> {
     cp_als_with_progress(engine, x, opts, &mut |_| {})

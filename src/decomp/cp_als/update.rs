@@ -89,7 +89,7 @@ pub(crate) fn update_factor(
 }
 
 /// Pass 1, per row block and within it per sub-block
-/// ([`sub_block_rows`](super::super::dense::sub_block_rows)): the MTTKRP rows widened
+/// ([`super::super::dense::sub_block_rows`]): the MTTKRP rows widened
 /// to f64, `A = M V⁻¹` (`w` is `V⁻¹`) and `AᵀA` by two small GEMMs, the column norms'
 /// accumulators and, when `with_inner`, `Σ_i M[i, r] A[i, r]`; `A` is stored into `a`
 /// (resized to `m`'s shape). `None` when `m` holds a non-finite entry.

@@ -43,7 +43,7 @@
 //! | `kappatol` | [`CpAprOptions::kappa_tol`] | 1e-10 |
 //!
 //! Numbers: the factors, `λ`, the KKT violations and the log-likelihood are kept in
-//! f64. Where the backend offers a [`PhiRun`] (the CPU) Φ is computed in f64 too, as
+//! f64. Where the backend offers a [`PhiRun`](crate::engine::PhiRun) (the CPU) Φ is computed in f64 too, as
 //! pyttb computes it: MU amplifies rounding, and f32 factors put movielens-100k's
 //! log-likelihood 1e-5 away from pyttb's after ten outer iterations. Elsewhere (CUDA
 //! today) [`Op::Phi`] computes Φ in f32 from f32 copies of the factors. A model value below `ε` at a nonzero counts

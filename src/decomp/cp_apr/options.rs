@@ -8,15 +8,15 @@ use crate::matrix::Matrix;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NonInteger {
-    /// Run, with a warning in [`CpAprModel::warnings`] saying how many there are.
+    /// Run, with a warning in [`CpAprModel::warnings`](super::CpAprModel::warnings) saying how many there are.
     #[default]
     Warn,
     /// Refuse the tensor ([`Error::InvalidTensor`]).
     Error,
 }
 
-/// Options of [`cp_apr`], named after and defaulting to pyttb's (see the
-/// [module documentation](self)).
+/// Options of [`cp_apr()`](super::cp_apr()), named after and defaulting to pyttb's (see the
+/// [module documentation](super)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CpAprOptions {
     /// Number of components `R` (≥ 1).

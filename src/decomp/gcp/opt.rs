@@ -5,7 +5,7 @@
 //! entries through the engine ([`Engine::gcp_gradient`] with the difference loss),
 //! the second in closed form for the Gaussian loss (from the factors' Grams) and the
 //! Poisson loss (from their column sums), otherwise by a pass over every cell on the
-//! host ([`super::zeros`]), refused when there are more than
+//! host (`super::zeros`), refused when there are more than
 //! [`GcpOptions::dense_limit`] cells.
 //!
 //! The optimizer is `rcompat-lbfgsb`, an implementation of L-BFGS-B (generalized

@@ -2,15 +2,15 @@
 //!
 //! Same format and same decomposition of the work as the GPU: the sparse part and the
 //! dense tiles are cut into equal shares of nonzeros, one per worker; each worker walks
-//! its share in key order (MTTKRP: [`walk`], [`fixed`]; TTMc: [`ttmc`]) into a private
+//! its share in key order (MTTKRP: `walk`, `fixed`; TTMc: `ttmc`) into a private
 //! output (no locks or atomics), and the private outputs are summed row-parallel at the
 //! end. TTMc outputs too wide to copy per worker (at least 1M floats) are instead cut
 //! into row ranges of equal nonzero counts, each worker writing its own rows. fp16
 //! values are widened to f32 and accumulated in f32, with subnormal results flushed to
-//! zero ([`subnormal`]). CP-APR's Φ walks the same shares with its own sink ([`phi`]).
+//! zero (`subnormal`). CP-APR's Φ walks the same shares with its own sink (`phi`).
 //!
 //! MTTKRP and TTMc run row by row instead wherever their groups fit in memory
-//! ([`mttkrp_rows`], [`ttmc_rows`]: each mode's nonzeros grouped by row at the first
+//! (`mttkrp_rows`, `ttmc_rows`: each mode's nonzeros grouped by row at the first
 //! call, no private outputs; faster than the walks on every tensor measured).
 //! [`MttkrpKernel::Walk`] in the backend's options forces the walks (for measuring one
 //! against the other).

@@ -95,9 +95,9 @@ pub fn streamed_by(dims: &[usize], mode: usize, rank: usize, cache: CacheSizes) 
 
 /// Adds to `plan` what the CPU's MTTKRP of each of `modes` at rank `rank` keeps where it
 /// streams a long mode's order, on a tensor of extents `dims` with `nnz` nonzeros: the
-/// output copies of the widest such mode ([`streamed_mode_output_floats`]) and those
+/// output copies of the widest such mode (`streamed_mode_output_floats`) and those
 /// modes' nonzeros in blocks of the long mode's rows
-/// ([`super::stream_blocks::blocks_bytes`]). The one rule every plan of a CPU MTTKRP
+/// (`super::stream_blocks::blocks_bytes`). The one rule every plan of a CPU MTTKRP
 /// (a fit, one kernel call, a rank's block) follows.
 pub fn add_streamed_to_plan(
     plan: &mut crate::memplan::MemoryPlan,

@@ -1,6 +1,6 @@
 //! The row-by-row MTTKRP's calls into its AVX-512 sums ([`super::avx512`]): which
 //! ranks and orders have one, whole-row tasks ([`wide_task`]), and the shares of a mode
-//! with cut rows, whose runs of short rows go to one call each ([`wide_cut_job`]).
+//! with cut rows, whose runs of short rows go to one call each ([`span_cut_job`]).
 //! Callers in [`super::mttkrp_rows`]; every sum here gives the same bits as the AVX2
 //! one there.
 
@@ -16,7 +16,7 @@ pub(super) fn wide_fits(r: usize, d: usize) -> bool {
 }
 
 /// Rows of fewer nonzeros than this, consecutive and uncut, go to [`wide_task`]
-/// together in [`wide_cut_job`]: for them the call a row took cost as much as the row
+/// together in [`span_cut_job`]: for them the call a row took cost as much as the row
 /// (a long mode of about 5 nonzeros per row ran 15 % faster in spans). Longer rows
 /// keep a call each, which costs them nothing, and which measured faster on a
 /// block-dense tensor of rows of thousands (8 %, not explained by the loop, which

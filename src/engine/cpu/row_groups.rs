@@ -66,7 +66,7 @@ impl RowGroups {
     /// orders each row's nonzeros by them lexicographically (so that nonzeros sharing
     /// the first level's index are consecutive: the fibers TTMc sums before its
     /// Kronecker products). `tasks` (whole rows `r0..r1`, covering every row, as
-    /// [`Plan::row_tasks`]) run in parallel. Coordinates are unique, so the order is
+    /// [`Plan::row_tasks`](super::rows::Plan::row_tasks)) run in parallel. Coordinates are unique, so the order is
     /// total and does not depend on the thread count.
     pub(super) fn sort_within_rows(&mut self, tasks: &[(usize, usize)], levels: &[usize]) {
         let d = match self.others.len().checked_div(self.values.len()) {

@@ -108,7 +108,7 @@ pub(super) struct Plan {
     /// MTTKRP of a 4 M-row mode).
     cut_rows: Vec<usize>,
     /// Tasks of whole rows `r0..r1` of about [`TASK`] nonzeros (every row, empty ones
-    /// included), for [`PhiSession::mu_inner`]'s row-by-row iterations.
+    /// included), for [`PhiSession::mu_inner`](crate::engine::PhiSession::mu_inner)'s row-by-row iterations.
     pub(super) row_tasks: Vec<(usize, usize)>,
     /// Per task, the first row it owns: task `t` owns rows `own[t]..own[t + 1]`, those
     /// whose first piece it holds (and the empty rows after them).

@@ -235,7 +235,7 @@ fn piece(
     nodes.row = row;
 }
 
-/// [`tree`] of two levels whose leaf rank is `8 · V`: per fiber (a run of one index of
+/// [`tree_any`] of two levels whose leaf rank is `8 · V`: per fiber (a run of one index of
 /// `a`'s mode) `s = Σ v · b[k]`, held in `V` vectors, then `dst += a[i] ⊗ s`, or with
 /// `SWAP` (the levels are the reverse of the mode order) `dst += s ⊗ a[i]`, so the row
 /// comes out in mode order either way (`a`'s rank a multiple of 8 then). Written with

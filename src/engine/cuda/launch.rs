@@ -92,7 +92,7 @@ impl DeviceState {
 pub struct Device<'a> {
     /// The main stream: uploads, the fused or sparse launch, the copy back.
     pub stream: &'a Arc<CudaStream>,
-    /// The second stream of [`Launch::Concurrent`] (the dense tiles).
+    /// The second stream of [`Launch::Concurrent`](crate::engine::Launch::Concurrent) (the dense tiles).
     pub side: &'a Arc<CudaStream>,
     /// Multiprocessors of the device.
     pub sm_count: usize,

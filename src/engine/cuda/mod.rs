@@ -9,7 +9,7 @@
 //! caller keeps no versions), clears a reused output buffer on the device and
 //! copies the result straight into the caller's matrix. Every call times its launch(es)
 //! with device events and counts the bytes it moved ([`RunStats`]);
-//! [`Backend::copy_rate`] measures the device-to-device copy rate that effective
+//! [`Backend::copy_rate`](super::Backend::copy_rate) measures the device-to-device copy rate that effective
 //! bandwidth is compared with.
 //!
 //! Always compiled; whether a device is usable is found out at run time

@@ -16,7 +16,7 @@ const READ_STEP: usize = 4 << 20;
 /// ([`super::MAX_ORDER`]) with long numbers, or any sensible comment, is far shorter.
 pub const MAX_LINE: usize = 1 << 20;
 
-/// Checks that `text` can be tensor text (see [`TextCheck`]); the error names the line.
+/// Checks that `text` can be tensor text (see `TextCheck`); the error names the line.
 pub fn check_text(text: &[u8], origin: &Path) -> Result<()> {
     let mut check = TextCheck::new();
     check.feed(text).map_err(|e| e.at(origin))
@@ -179,7 +179,7 @@ pub(super) fn read_text(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Resu
 }
 
 /// Reads the file's text piece by piece (at most 4 MiB each, gzip decompressed), checked
-/// as it comes in as [`read_text`] checks it, handing each piece to `sink` and never
+/// as it comes in as `read_text` checks it, handing each piece to `sink` and never
 /// holding more than one; gives the bytes ignored after the last gzip member. An error
 /// of `sink` ends the reading and is returned.
 pub fn stream_text(path: &Path, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<u64> {

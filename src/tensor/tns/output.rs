@@ -17,7 +17,7 @@ pub fn write(path: &Path, x: &CooTensor) -> Result<()> {
     write_file(path, x, false).map(|_| ())
 }
 
-/// [`write`], but where a mode is longer than its largest index (a reader would take
+/// [`write()`], but where a mode is longer than its largest index (a reader would take
 /// the index for the length), the text starts with the header that declares the
 /// lengths: the order alone on a line, then the lengths. Returns whether it did (most
 /// tools other than sptmc do not read headers).
