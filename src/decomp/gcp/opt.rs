@@ -27,7 +27,8 @@
 //! Values far from 1 run divided by a power of two, as SGD's do ([`super::units`]):
 //! the optimizer and its tests see the divided problem, while the losses reported
 //! (the start, every iteration and the end) are the given values', from one more
-//! pass over the stored entries and the zeros at each accepted point; the projected
+//! pass over the stored entries and, without a gradient, the zeros, at each accepted
+//! point (none for the Gaussian and Huber losses, whose is `c²` times); the projected
 //! gradient in the progress lines is the divided problem's, taken to the given units
 //! ([`ValueScale::gradient`]).
 
@@ -73,6 +74,8 @@ struct Objective<'a> {
     zeros: ZeroSum,
     /// What the optimizer sees is `scale · F` (see [`run`]).
     scale: f64,
+    /// For a run on values divided by `c` ([`super::units`]): the given loss and `c`.
+    given: Option<(Loss, f64)>,
 }
 
 impl Objective<'_> {
@@ -95,7 +98,7 @@ impl Objective<'_> {
             .collect()
     }
 
-    /// `F` and its gradient, flattened as the factors are.
+    /// `scale · F` and its gradient, flattened as the factors are.
     fn eval(&self, v: &[f64]) -> Result<(f64, Vec<f64>)> {
         let factors = self.unflatten(v);
         let mut grads = Vec::new();
@@ -116,26 +119,25 @@ impl Objective<'_> {
         ))
     }
 
-    /// `F` of the given values under `loss` (in the given units) at the point `v` of
-    /// the problem divided by `units`: `Σ_all loss(c x, c m)`.
-    fn in_units(&self, v: &[f64], loss: Loss, units: ValueScale) -> Result<f64> {
-        let c = units.values();
+    /// The loss in the given units at `v`, where the run's is `scale · F = seen`. The
+    /// Gaussian and Huber losses have no ε: theirs is `c² F`. The others' is
+    /// `Σ_nz [g(c x, c m) − g(0, c m)]` from the model values at the stored entries,
+    /// and `Σ_all g(0, c m)` ([`ZeroSum::value_in_units`]), a pass without a gradient.
+    fn in_given_units(&self, v: &[f64], seen: f64) -> Result<f64> {
+        let f = seen / self.scale;
+        let (g, c) = match self.given {
+            None => return Ok(f),
+            Some((Loss::Gaussian | Loss::Huber { .. }, c)) => return Ok(c * c * f),
+            Some(given) => given,
+        };
         let factors = self.unflatten(v);
         let mut m = Vec::new();
         self.engine.gcp_values(&self.stored, &factors, &mut m)?;
-        let beyond = Beyond(loss);
+        let beyond = Beyond(g);
         let stored = self
             .engine
             .install(|| sample_sum(&self.stored, &m, |x, m| beyond.value(c * x, c * m)));
-        let up: Vec<Matrix<f64>> = factors
-            .iter()
-            .map(|f| f.map(|v| v * units.factor()))
-            .collect();
-        let mut scratch: Vec<Matrix<f64>> = up
-            .iter()
-            .map(|f| Matrix::zeros(f.rows(), f.cols()))
-            .collect();
-        Ok(stored + self.zeros.add(self.engine, loss, &up, &mut scratch))
+        Ok(stored + self.zeros.value_in_units(self.engine, g, &factors, c))
     }
 }
 
@@ -146,8 +148,8 @@ struct Shared {
     at: Vec<f64>,
     value: f64,
     gradient: Vec<f64>,
-    /// The last accepted point and its loss.
-    accepted: Option<(Vec<f64>, f64)>,
+    /// The last accepted point.
+    accepted: Option<Vec<f64>>,
     /// The first error of an evaluation.
     failure: Option<Error>,
     /// Set when the run is to stop after the iteration just accepted: the next
@@ -198,6 +200,7 @@ pub(super) fn run(
         stored,
         zeros,
         scale: 1.0,
+        given: units.map(|s| (opts.loss, s.values())),
     };
     let v: Vec<f64> = factors
         .iter()
@@ -214,8 +217,9 @@ pub(super) fn run(
     // scales where neither applies (`|F₀| ≥ 1`, start's projected gradient ≥ 1) the run
     // is pyttb's.
     let (f0, g0) = objective.eval(&v)?;
-    if !f0.is_finite() {
-        return Err(super::start_not_finite(&opts.loss, f0));
+    let initial = objective.in_given_units(&v, f0)?;
+    if !(f0.is_finite() && initial.is_finite()) {
+        return Err(super::start_not_finite(&opts.loss, initial));
     }
     let scale = if f0 != 0.0 && f0.abs() < 1.0 {
         1.0 / f0.abs()
@@ -224,18 +228,6 @@ pub(super) fn run(
     };
     objective.scale = scale;
     let objective = objective;
-    // The loss in the given units at a point of the divided problem whose loss the
-    // optimizer saw as `seen`.
-    let given = |p: &[f64], seen: f64, scale: f64| -> Result<f64> {
-        match units {
-            Some(s) => objective.in_units(p, opts.loss, s),
-            None => Ok(seen / scale),
-        }
-    };
-    let initial = given(&v, f0, 1.0)?;
-    if !initial.is_finite() {
-        return Err(super::start_not_finite(&opts.loss, initial));
-    }
     let pg0 = scale
         * v.iter()
             .zip(&g0)
@@ -310,14 +302,14 @@ pub(super) fn run(
                 // The accepted point is the line search's last trial, evaluated last.
                 debug_assert_eq!(value.to_bits(), s.value.to_bits());
                 let point = s.at.clone();
-                let loss = match given(&point, value, scale) {
+                let loss = match objective.in_given_units(&point, value) {
                     Ok(loss) => loss,
                     Err(e) => {
                         s.failure.get_or_insert(e);
                         return;
                     }
                 };
-                s.accepted = Some((point, value));
+                s.accepted = Some(point);
                 let it = GcpIter {
                     iter: iters.len(),
                     loss,
@@ -356,10 +348,10 @@ pub(super) fn run(
     if let Some(e) = s.failure {
         return Err(e);
     }
-    let (point, value, stopped) = match (result, s.stop, s.accepted) {
+    let (point, stopped) = match (result, s.stop, s.accepted) {
         // Stopped here after an accepted iteration: the optimizer's run ended at the
         // NaN that followed; the model is the accepted point.
-        (Err(_), Some(why), Some((point, value))) => (point, value, why),
+        (Err(_), Some(why), Some(point)) => (point, why),
         (Err(e), _, _) => return Err(Error::Numerical(format!("L-BFGS-B: {e}"))),
         (Ok(r), stop, _) => {
             let why = match s.finished {
@@ -380,10 +372,15 @@ pub(super) fn run(
                 }
                 _ => stop.unwrap_or_else(|| r.message.clone()),
             };
-            (r.par, r.value, why)
+            (r.par, why)
         }
     };
-    let last = given(&point, value, scale)?;
+    let seen = if point == s.at {
+        s.value
+    } else {
+        objective.eval(&point)?.0
+    };
+    let last = objective.in_given_units(&point, seen)?;
     let mut factors = objective.unflatten(&point);
     if let Some(s) = units {
         let up = s.factor();
@@ -477,9 +474,15 @@ mod tests {
                     .unwrap(),
                 zeros: ZeroSum::of(loss),
                 scale: 1.0,
+                given: None,
             };
             let v: Vec<f64> = a.iter().flat_map(|f| f.data().iter().copied()).collect();
             let (f, g) = objective.eval(&v).unwrap();
+            assert_eq!(
+                f,
+                objective.in_given_units(&v, f).unwrap(),
+                "{loss}: the run's units"
+            );
             let (f_ref, g_ref) = brute(&x, &a, &loss);
             assert!(
                 (f - f_ref).abs() <= 1e-10 * f_ref.abs().max(1.0),

@@ -56,6 +56,29 @@ impl ZeroSum {
             ZeroSum::Cells => cells(engine, loss, factors, grads),
         }
     }
+
+    /// `Σ_all g(0, c m)` for `factors`: the zeros' loss in the given units of a run on
+    /// values divided by `c` ([`super::units`]), without a gradient. The Gaussian and
+    /// Poisson sums are `c²` and `c` times the divided ones.
+    pub(super) fn value_in_units(
+        self,
+        engine: &Engine,
+        g: Loss,
+        factors: &[Matrix<f64>],
+        c: f64,
+    ) -> f64 {
+        let scratch = || -> Vec<Matrix<f64>> {
+            factors
+                .iter()
+                .map(|a| Matrix::zeros(a.rows(), a.cols()))
+                .collect()
+        };
+        match self {
+            ZeroSum::Grams => c * c * grams(engine, factors, &mut scratch()),
+            ZeroSum::ColumnSums => c * column_sums(engine, factors, &mut scratch()),
+            ZeroSum::Cells => cells_value(engine, g, factors, c),
+        }
+    }
 }
 
 /// `Σ_all m²` and its gradient added to `grads`.
@@ -145,6 +168,44 @@ fn cells(engine: &Engine, loss: Loss, factors: &[Matrix<f64>], grads: &mut [Matr
         }
     }
     value
+}
+
+/// `Σ_all g(0, c m)` by a pass over every cell: [`cells`]' walk without its gradient,
+/// in the same ranges (the same sum for a thread count).
+fn cells_value(engine: &Engine, g: Loss, factors: &[Matrix<f64>], c: f64) -> f64 {
+    let r = factors[0].cols();
+    let dims: Vec<usize> = factors.iter().map(|a| a.rows()).collect();
+    if r == 0 || dims.contains(&0) {
+        return 0.0;
+    }
+    let f = (0..dims.len()).max_by_key(|&n| dims[n]).unwrap_or(0);
+    let others: Vec<usize> = (0..dims.len()).filter(|&n| n != f).collect();
+    let fibers: usize = others.iter().map(|&n| dims[n]).product();
+    let parts = engine.workers().clamp(1, fibers);
+    let partials: Vec<f64> = engine.install(|| {
+        (0..parts)
+            .into_par_iter()
+            .map(|p| {
+                let mut w = vec![1.0; r];
+                let mut value = 0.0;
+                for fiber in fibers * p / parts..fibers * (p + 1) / parts {
+                    w.fill(1.0);
+                    let mut l = fiber;
+                    for &n in &others {
+                        let row = factors[n].row(l % dims[n]);
+                        l /= dims[n];
+                        w.iter_mut().zip(row).for_each(|(w, a)| *w *= a);
+                    }
+                    for a in factors[f].data().chunks_exact(r) {
+                        let m: f64 = a.iter().zip(&w).map(|(a, w)| a * w).sum();
+                        value += g.value(0.0, c * m);
+                    }
+                }
+                value
+            })
+            .collect()
+    });
+    partials.iter().sum()
 }
 
 /// The fibers `range` of mode `f` (numbered with `others[0]`'s index fastest): their
@@ -278,6 +339,8 @@ mod tests {
                     .collect();
             for loss in losses {
                 let (want, want_g) = brute(loss, &a);
+                let twice: Vec<Matrix<f64>> = a.iter().map(|f| f.map(|v| 2.0 * v)).collect();
+                let want_units = brute(loss, &twice).0;
                 // The fingerprint of the zeros' gradient: a loss whose every row is the
                 // same (Poisson) must still agree row by row.
                 for threads in [1, 2, 5] {
@@ -293,6 +356,13 @@ mod tests {
                     assert!(
                         (got - want).abs() <= tol(want),
                         "{loss} {dims:?} {threads} threads: {got} vs {want}"
+                    );
+                    // In units twice the factors': the values `2^N` times.
+                    let c = 2f64.powi(dims.len() as i32);
+                    let got = ZeroSum::of(loss).value_in_units(&engine, loss, &a, c);
+                    assert!(
+                        (got - want_units).abs() <= tol(want_units),
+                        "{loss} {dims:?} {threads} threads, in units: {got} vs {want_units}"
                     );
                     for (n, (g, w)) in g.iter().zip(&want_g).enumerate() {
                         for (e, (g, w)) in g.data().iter().zip(w.data()).enumerate() {
