@@ -135,26 +135,53 @@ fn column_sums(engine: &Engine, factors: &[Matrix<f64>], grads: &mut [Matrix<f64
         .sum()
 }
 
+/// How a pass over every cell is cut: along fibers of the longest mode (so that the
+/// per-fiber work is spread thinnest), numbered with `others[0]`'s index fastest, in
+/// one contiguous range per worker.
+struct CellWalk {
+    /// The fiber mode.
+    mode: usize,
+    /// The other modes, in order.
+    others: Vec<usize>,
+    fibers: usize,
+    parts: usize,
+}
+
+impl CellWalk {
+    /// The walk over `factors`' cells, `None` where there are none or the rank is 0.
+    fn of(engine: &Engine, factors: &[Matrix<f64>]) -> Option<Self> {
+        let dims: Vec<usize> = factors.iter().map(|a| a.rows()).collect();
+        if factors[0].cols() == 0 || dims.contains(&0) {
+            return None;
+        }
+        let mode = (0..dims.len()).max_by_key(|&n| dims[n]).unwrap_or(0);
+        let others: Vec<usize> = (0..dims.len()).filter(|&n| n != mode).collect();
+        let fibers: usize = others.iter().map(|&n| dims[n]).product();
+        let parts = engine.workers().clamp(1, fibers);
+        Some(CellWalk {
+            mode,
+            others,
+            fibers,
+            parts,
+        })
+    }
+
+    /// The fibers of part `p`.
+    fn range(&self, p: usize) -> std::ops::Range<usize> {
+        self.fibers * p / self.parts..self.fibers * (p + 1) / self.parts
+    }
+}
+
 /// `Σ_all f(0, m)` by a pass over every cell and its gradient added to `grads` (see
 /// the [module documentation](self)).
 fn cells(engine: &Engine, loss: Loss, factors: &[Matrix<f64>], grads: &mut [Matrix<f64>]) -> f64 {
-    let r = factors[0].cols();
-    let dims: Vec<usize> = factors.iter().map(|a| a.rows()).collect();
-    if r == 0 || dims.contains(&0) {
+    let Some(walk) = CellWalk::of(engine, factors) else {
         return 0.0;
-    }
-    // The fiber mode: the longest, so that the per-fiber work is spread thinnest.
-    let f = (0..dims.len()).max_by_key(|&n| dims[n]).unwrap_or(0);
-    let others: Vec<usize> = (0..dims.len()).filter(|&n| n != f).collect();
-    let fibers: usize = others.iter().map(|&n| dims[n]).product();
-    let parts = engine.workers().clamp(1, fibers);
+    };
     let partials: Vec<(f64, Vec<Matrix<f64>>)> = engine.install(|| {
-        (0..parts)
+        (0..walk.parts)
             .into_par_iter()
-            .map(|p| {
-                let range = fibers * p / parts..fibers * (p + 1) / parts;
-                fiber_range(loss, factors, f, &others, range)
-            })
+            .map(|p| fiber_range(loss, factors, walk.mode, &walk.others, walk.range(p)))
             .collect()
     });
     let mut value = 0.0;
@@ -173,30 +200,26 @@ fn cells(engine: &Engine, loss: Loss, factors: &[Matrix<f64>], grads: &mut [Matr
 /// `Σ_all g(0, c m)` by a pass over every cell: [`cells`]' walk without its gradient,
 /// in the same ranges (the same sum for a thread count).
 fn cells_value(engine: &Engine, g: Loss, factors: &[Matrix<f64>], c: f64) -> f64 {
-    let r = factors[0].cols();
-    let dims: Vec<usize> = factors.iter().map(|a| a.rows()).collect();
-    if r == 0 || dims.contains(&0) {
+    let Some(walk) = CellWalk::of(engine, factors) else {
         return 0.0;
-    }
-    let f = (0..dims.len()).max_by_key(|&n| dims[n]).unwrap_or(0);
-    let others: Vec<usize> = (0..dims.len()).filter(|&n| n != f).collect();
-    let fibers: usize = others.iter().map(|&n| dims[n]).product();
-    let parts = engine.workers().clamp(1, fibers);
+    };
+    let r = factors[0].cols();
     let partials: Vec<f64> = engine.install(|| {
-        (0..parts)
+        (0..walk.parts)
             .into_par_iter()
             .map(|p| {
                 let mut w = vec![1.0; r];
                 let mut value = 0.0;
-                for fiber in fibers * p / parts..fibers * (p + 1) / parts {
+                for fiber in walk.range(p) {
                     w.fill(1.0);
                     let mut l = fiber;
-                    for &n in &others {
-                        let row = factors[n].row(l % dims[n]);
-                        l /= dims[n];
+                    for &n in &walk.others {
+                        let rows = factors[n].rows();
+                        let row = factors[n].row(l % rows);
+                        l /= rows;
                         w.iter_mut().zip(row).for_each(|(w, a)| *w *= a);
                     }
-                    for a in factors[f].data().chunks_exact(r) {
+                    for a in factors[walk.mode].data().chunks_exact(r) {
                         let m: f64 = a.iter().zip(&w).map(|(a, w)| a * w).sum();
                         value += g.value(0.0, c * m);
                     }
