@@ -187,10 +187,7 @@ pub(super) fn run(
     let values = x.values().iter().map(|v| v / c).collect();
     let stored = GcpSample::from_parts(x.dims(), coords, values, vec![1.0; x.nnz()])?;
     if let Some(s) = units {
-        let down = 1.0 / s.factor();
-        for f in &mut factors {
-            f.data_mut().iter_mut().for_each(|v| *v *= down);
-        }
+        s.divide_factors(&mut factors);
     }
     let mut objective = Objective {
         engine,
@@ -383,10 +380,7 @@ pub(super) fn run(
     let last = objective.in_given_units(&point, seen)?;
     let mut factors = objective.unflatten(&point);
     if let Some(s) = units {
-        let up = s.factor();
-        for f in &mut factors {
-            f.data_mut().iter_mut().for_each(|v| *v *= up);
-        }
+        s.multiply_factors(&mut factors);
     }
     Ok((factors, last, initial, iters, stopped))
 }

@@ -132,10 +132,7 @@ pub(super) fn run(
     let loss = losses.fitted;
     let lb = loss.lower_bound();
     if let Some(s) = scale {
-        let down = 1.0 / s.factor();
-        for f in &mut factors {
-            f.data_mut().iter_mut().for_each(|v| *v *= down);
-        }
+        s.divide_factors(&mut factors);
     }
     let sampler = Sampler::new(x, opts.seed)?.times(1.0 / losses.c);
     let (value_strata, grad_strata) = strata(x.dims(), x.nnz(), opts);
@@ -228,10 +225,7 @@ pub(super) fn run(
         }
     }
     if let Some(s) = scale {
-        let up = s.factor();
-        for f in &mut kept {
-            f.data_mut().iter_mut().for_each(|v| *v *= up);
-        }
+        s.multiply_factors(&mut kept);
     }
     Ok((kept, best_given, initial, iters, stopped))
 }

@@ -32,6 +32,7 @@
 
 use super::Loss;
 use crate::decomp::rms_about;
+use crate::matrix::Matrix;
 use crate::tensor::CooTensor;
 
 /// Values whose RMS lies in `[2^−BAND, 2^BAND]` run as given.
@@ -51,15 +52,7 @@ impl ValueScale {
     /// given, for values whose RMS is within [`BAND`] powers of two of 1, and for
     /// values with an RMS that is zero or not finite.
     pub fn of(x: &CooTensor, loss: &Loss) -> Option<Self> {
-        let equivariant = matches!(
-            loss,
-            Loss::Gaussian
-                | Loss::Huber { .. }
-                | Loss::Poisson
-                | Loss::Gamma
-                | Loss::Rayleigh
-                | Loss::Beta { .. }
-        );
+        let equivariant = degree(loss).is_some();
         let t = rms_about(x.values(), 0.0);
         if !(equivariant && t > 0.0 && t.is_finite()) || t.log2().abs() <= f64::from(BAND) {
             return None;
@@ -79,17 +72,27 @@ impl ValueScale {
         2f64.powi(self.exponent)
     }
 
+    /// Each factor divided by `2^e`: a given start in the run's units.
+    pub fn divide_factors(&self, factors: &mut [Matrix<f64>]) {
+        let down = 1.0 / self.factor();
+        for f in factors {
+            f.data_mut().iter_mut().for_each(|v| *v *= down);
+        }
+    }
+
+    /// Each factor multiplied by `2^e`: the run's model in the given units.
+    pub fn multiply_factors(&self, factors: &mut [Matrix<f64>]) {
+        let up = self.factor();
+        for f in factors {
+            f.data_mut().iter_mut().for_each(|v| *v *= up);
+        }
+    }
+
     /// What a gradient of the divided problem is multiplied by to be the given one's:
-    /// `c^k / 2^e`, where `f(c x, c m) = c^k f(x, m) + const` (ε aside): `k` is 2 for
-    /// the Gaussian and Huber losses, 1 for Poisson, 0 for Gamma and Rayleigh and β
-    /// for the β-divergence.
+    /// `c^k / 2^e`, with `k` the loss's [`degree`].
     pub fn gradient(&self, loss: &Loss) -> f64 {
-        let k = match *loss {
-            Loss::Gaussian | Loss::Huber { .. } => 2.0,
-            Loss::Poisson => 1.0,
-            Loss::Beta { b } => b,
-            _ => 0.0,
-        };
+        // A loss of no degree has no scale; 0 keeps the expression total.
+        let k = degree(loss).unwrap_or(0.0);
         let e = f64::from(self.exponent);
         2f64.powf(k * e * self.order as f64 - e)
     }
@@ -103,6 +106,23 @@ impl ValueScale {
             },
             other => other,
         }
+    }
+}
+
+/// `k` where `f(c x, c m) = c^k f(x, m) + const(x)` (ε aside), for the losses whose
+/// problem keeps its form under a change of units: 2 for the Gaussian and Huber
+/// losses (Huber's threshold scaled too), 1 for Poisson, 0 for Gamma and Rayleigh and
+/// β for the β-divergence; `None` for the others.
+pub fn degree(loss: &Loss) -> Option<f64> {
+    match *loss {
+        Loss::Gaussian | Loss::Huber { .. } => Some(2.0),
+        Loss::Poisson => Some(1.0),
+        Loss::Gamma | Loss::Rayleigh => Some(0.0),
+        Loss::Beta { b } => Some(b),
+        Loss::BernoulliLogit
+        | Loss::BernoulliOdds
+        | Loss::PoissonLog
+        | Loss::NegativeBinomial { .. } => None,
     }
 }
 
