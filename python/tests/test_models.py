@@ -68,6 +68,30 @@ def test_cp_apr_fits_counts_and_round_trips_through_pyttb():
     assert again.log_likelihood >= m.log_likelihood - 1e-6 * abs(m.log_likelihood)
 
 
+def test_cp_apr_on_values_far_below_one_is_the_run_on_them_in_other_units():
+    # pyttb's KKT tolerance is absolute: counts times 1e-9 met it after 2 iterations,
+    # before the model moved. Values far below 1 run multiplied by a power of two:
+    # the counts / 4 (an RMS within a factor √2 of 1) run as given, and times 2^-40
+    # they give the same run, λ times 2^-40, to the bit.
+    X = counts()
+    subs, vals = X.to_coo()
+    quarter = sptmc.from_coo(subs, vals / 4, X.shape)
+    tiny = sptmc.from_coo(subs, vals / 4 * 2.0**-40, X.shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the counts / 4 are not integers
+        want = sptmc.cp_apr(quarter, 3, iters=20, seed=3)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = sptmc.cp_apr(tiny, 3, iters=20, seed=3)
+    assert any("multiplied them by 2^40" in str(w.message) for w in seen), seen
+    assert want.iterations > 2 and got.iterations == want.iterations
+    assert np.array_equal(got.weights, want.weights * 2.0**-40)
+    for a, b in zip(got.factors, want.factors):
+        assert np.array_equal(a, b)
+    ll = 2.0**-40 * (np.asarray(want.log_likelihoods) - 40 * np.log(2) * (vals / 4).sum())
+    assert np.allclose(got.log_likelihoods, ll, rtol=1e-12, atol=0)
+
+
 def test_cp_apr_callback_and_verbose(capsys):
     seen = []
     sptmc.cp_apr(counts(), 2, iters=5, tol=0, callback=lambda i, ll: seen.append((i, ll)), verbose=True)

@@ -394,9 +394,9 @@ mod with_mpi {
         ch.agree(dir_ok)?;
         let engine = ch.agree(engine(ch, &a.common))?;
         let scheme = scheme(a.grain);
-        let (block, name) = read_block(ch, a.file.as_deref(), scheme)?;
+        let (mut block, name) = read_block(ch, a.file.as_deref(), scheme)?;
         request.init = ch.agree(read_init(a.init.as_deref(), block.dims.len()))?;
-        let job = ch.agree(request.validate_shape(&block.dims, block.nnz))?;
+        let mut job = ch.agree(request.validate_shape(&block.dims, block.nnz))?;
         let quiet = a.common.json || ch.rank() != 0;
         let mut progress = |s: &CpAprIter| {
             if !quiet {
@@ -404,7 +404,9 @@ mod with_mpi {
             }
         };
         let start = Instant::now();
-        let out = sptmc::dist::cp_apr::cp_apr(ch, &engine, &block, &job.options, &mut progress)?;
+        let out =
+            sptmc::dist::cp_apr::cp_apr(ch, &engine, &mut block, &job.options, &mut progress)?;
+        job.scale = out.scale;
         let seconds = start.elapsed().as_secs_f64();
         let staged = match &a.out {
             Some(dir) => ch.agree(write_factors(ch, dir, &out.factors(&block.partition)))?,

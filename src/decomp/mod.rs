@@ -44,8 +44,8 @@ pub use completion::{
 };
 pub use cp_als::{CpModel, CpOptions, cp_als, cp_als_with_control, cp_als_with_progress};
 pub use cp_apr::{
-    CpAprIter, CpAprModel, CpAprOptions, NonInteger, cp_apr, cp_apr_with_control,
-    cp_apr_with_progress,
+    AprScale, CpAprIter, CpAprModel, CpAprOptions, NonInteger, ScaledRun, cp_apr,
+    cp_apr_with_control, cp_apr_with_progress,
 };
 pub use gcp::{GcpIter, GcpModel, GcpOptions, Loss, Method, gcp};
 pub use tucker::{

@@ -36,10 +36,11 @@ use super::init::initial_rows;
 use super::output::{Arrangement, SpreadFactors, by_weight};
 use super::partition::Partition;
 use crate::decomp::cp_apr::{
-    check_not_collapsed, column_sums, fix_inadmissible, has_unsure_zero, normalize, scale_columns,
+    AprScale, check_not_collapsed, column_sums, fix_inadmissible, has_unsure_zero, negative_values,
+    non_integer_values, normalize, scale_columns,
 };
 use crate::decomp::{CpAprIter, CpAprModel, CpAprOptions, NonInteger};
-use crate::engine::{Engine, PhiParams, Prepared, Workload};
+use crate::engine::{Engine, PhiParams, Prepared, ValueCensus, Workload};
 use crate::error::{Error, Result};
 use crate::math::mu::inner_iterations_combined;
 use crate::ops::Op;
@@ -65,6 +66,8 @@ pub struct DistCpApr {
     pub evaluations: Vec<u64>,
     /// This rank's figures (its peak memory as of the end of the iterations).
     pub stats: RankStats,
+    /// The power of two the values ran divided by, where they are far below 1.
+    pub scale: Option<AprScale>,
 }
 
 impl DistCpApr {
@@ -83,46 +86,71 @@ fn entries(r: Range<usize>, base: usize, rank: usize) -> Range<usize> {
     (r.start - base) * rank..(r.end - base) * rank
 }
 
-/// The checks of the tensor's values (negative values refused, non-integers a warning
-/// or an error per `non_integer`), over every rank's block; the warnings and whether
-/// some value is positive.
+/// The power of two the values run divided by ([`AprScale`], from the RMS over every
+/// rank's values) and the run's values' sum over every rank; `block`'s values
+/// multiplied into the run's units. `None` (and the values as they are) where they run
+/// as given.
+fn run_units(ch: &Channel, block: &mut Block) -> Option<(AprScale, f64)> {
+    // The RMS as `rms_about` forms it: the largest magnitude first, then the mean
+    // square of the values divided by it.
+    let mut most = [block
+        .tensor
+        .values()
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()))];
+    ch.reduce_f64(&mut most, Reduce::Max);
+    let most = most[0];
+    let mut sq = [block
+        .tensor
+        .values()
+        .iter()
+        .map(|v| (v / most).powi(2))
+        .sum::<f64>()];
+    ch.reduce_f64(&mut sq, Reduce::Sum);
+    let rms = if most > 0.0 && most.is_finite() {
+        most * (sq[0] / block.nnz.max(1) as f64).sqrt()
+    } else {
+        most
+    };
+    let scale = AprScale::of_rms(rms)?;
+    block.tensor.map_values(|v| scale.to_run(v));
+    let mut sum = [block.tensor.values().iter().sum::<f64>()];
+    ch.reduce_f64(&mut sum, Reduce::Sum);
+    Some((scale, sum[0]))
+}
+
+/// The checks of the tensor's values of census `c` (negative values refused,
+/// non-integers a warning or an error per `non_integer`), over every rank's block; the
+/// warnings and whether some value is positive.
 fn census(
     ch: &Channel,
-    x: Option<&Prepared>,
+    c: &ValueCensus,
     non_integer: NonInteger,
     nnz: u64,
 ) -> DistResult<(Vec<String>, bool)> {
-    let c = x.map(|x| x.census().clone()).unwrap_or_default();
     let mut n = [c.negative as u64, c.non_integer as u64, c.nonzero as u64];
     ch.reduce_u64(&mut n, Reduce::Sum);
     ch.agree(if c.negative > 0 {
-        Err(Error::InvalidTensor(format!(
-            "CP-APR models counts, but {} values are negative (the first: {}); a Poisson model needs values ≥ 0",
-            n[0],
-            c.first_negative.unwrap_or(f64::NAN)
-        )))
+        Err(negative_values(n[0], c.first_negative.unwrap_or(f64::NAN)))
     } else {
         Ok(())
     })?;
     let mut warnings = Vec::new();
-    if n[1] > 0 {
+    if n[1] > 0 && non_integer != NonInteger::Allow {
         let firsts = ch.gather_u64(c.first_non_integer.unwrap_or(f64::NAN).to_bits());
         let first = firsts
             .iter()
             .map(|&b| f64::from_bits(b))
             .find(|v| !v.is_nan())
             .unwrap_or(f64::NAN);
-        let what = format!(
-            "{} of {nnz} values are not integers (the first: {first}); CP-APR's Poisson model assumes counts",
-            n[1]
-        );
+        let what = non_integer_values(n[1], nnz, first);
         match non_integer {
-            NonInteger::Warn => warnings.push(what),
             NonInteger::Error => ch.agree(if ch.rank() == 0 {
                 Err(Error::InvalidTensor(what))
             } else {
                 Ok(())
             })?,
+            _ => warnings.push(what),
         }
     }
     if n[2] == 0 {
@@ -149,13 +177,21 @@ fn reduce_to_owners(layer: &Channel, counts: &[u64], local: &[f64], out: &mut [f
 /// CP-APR of the tensor split as `block` on every rank of `ch`, each with its own
 /// `engine` (see the [module documentation](self)); `progress` is called after every
 /// outer iteration on every rank.
+///
+/// Values whose RMS (over every rank) is far below 1 run multiplied by a power of two,
+/// as the single process runs them ([`crate::decomp::cp_apr::units`]): `block`'s values
+/// are multiplied in place for the run (and left so); the model, its log-likelihoods
+/// and what `progress` hears are in the given units.
 pub fn cp_apr(
     ch: &Channel,
     engine: &Engine,
-    block: &Block,
+    block: &mut Block,
     opts: &CpAprOptions,
     progress: &mut dyn FnMut(&CpAprIter),
 ) -> DistResult<DistCpApr> {
+    // The values' checks read them as given, before any change of units.
+    let given = ValueCensus::of_values(block.tensor.values().iter().copied());
+    let scale = run_units(ch, block);
     let dims = &block.dims;
     let order = dims.len();
     let rank = opts.rank;
@@ -168,6 +204,24 @@ pub fn cp_apr(
     } else {
         opts.validate(dims)
     })?;
+    let divided;
+    let opts = match (scale, &opts.init) {
+        (Some((s, _)), Some(init)) => {
+            let mut init = init.clone();
+            ch.agree(s.divide_init(&mut init))?;
+            divided = CpAprOptions {
+                init: Some(init),
+                ..opts.clone()
+            };
+            &divided
+        }
+        _ => opts,
+    };
+    let mut progress = |s: &CpAprIter| match scale {
+        Some((scale, sum)) => progress(&scale.iteration(s, sum)),
+        None => progress(s),
+    };
+    let block = &*block;
     let local_nnz = block.tensor.nnz();
     let w = Workload {
         op: Op::Mttkrp,
@@ -181,7 +235,7 @@ pub fn cp_apr(
     } else {
         Ok(None)
     })?;
-    let (warnings, positive) = census(ch, prepared.as_ref(), opts.non_integer, block.nnz)?;
+    let (warnings, positive) = census(ch, &given, opts.non_integer, block.nnz)?;
     // The f64 session where the backend offers one; Op::Phi per call in f32 otherwise,
     // on every rank when some rank has no session (the ranks' arithmetic stays one).
     let run = ch.agree(match &prepared {
@@ -426,15 +480,21 @@ pub fn cp_apr(
         .map(|(s, o)| s[o.clone()].to_vec())
         .collect();
     ch.agree(check_not_collapsed(positive, &weights, &owned, iters.len()))?;
+    let mut model = CpAprModel {
+        weights,
+        factors: Vec::new(),
+        log_likelihood: iters.last().map_or(0.0, |s| s.log_likelihood),
+        iters,
+        converged,
+        warnings,
+    };
+    if let Some((scale, sum)) = scale {
+        // `iters` holds the run's log-likelihoods (`progress` heard them converted).
+        scale.model(&mut model, sum);
+    }
     Ok(DistCpApr {
-        model: CpAprModel {
-            weights,
-            factors: Vec::new(),
-            log_likelihood: iters.last().map_or(0.0, |s| s.log_likelihood),
-            iters,
-            converged,
-            warnings,
-        },
+        model,
+        scale: scale.map(|(s, _)| s),
         owned,
         arrangement: Arrangement {
             perm,

@@ -281,8 +281,8 @@ fn cp_apr_alone_and_on_one_rank(
     let want = crate::decomp::cp_apr(&engine, &prepared, opts).unwrap();
     let ch = Channel::single();
     let share = read_share(&ch, &p).unwrap();
-    let block = distribute(&ch, share, Scheme::Medium, &p).unwrap();
-    let got = super::cp_apr::cp_apr(&ch, &engine, &block, opts, &mut |_| {}).unwrap();
+    let mut block = distribute(&ch, share, Scheme::Medium, &p).unwrap();
+    let got = super::cp_apr::cp_apr(&ch, &engine, &mut block, opts, &mut |_| {}).unwrap();
     assert_eq!(
         got.model.log_likelihoods(),
         want.log_likelihoods(),

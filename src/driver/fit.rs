@@ -104,6 +104,7 @@ impl CpAprReport {
             "log_likelihood": m.log_likelihood, "converged": m.converged,
             "seconds": self.seconds, "seconds_per_iter": self.seconds / m.iters.len().max(1) as f64,
             "weights": m.weights, "warnings": m.warnings,
+            "values_scaled_by_2_to_the": job.scale.map(|s| s.values_power()),
             "options": {
                 "iters": o.max_iters, "inner": o.max_inner, "tol": o.tol,
                 "stoptime": o.max_seconds, "eps": o.eps, "kappa": o.kappa,
@@ -232,7 +233,19 @@ impl Job for CpAprJob {
     }
 
     fn memory(&self, _: &Engine) -> MemoryPlan {
-        MemoryPlan::cp_apr(&self.dims, self.nnz, self.options.rank)
+        let mut plan = MemoryPlan::cp_apr(&self.dims, self.nnz, self.options.rank);
+        if let Some(run) = &self.scaled {
+            plan.add(
+                "the entries with their values scaled (a copy)".to_string(),
+                run.tensor.coo_bytes() as u128,
+                1,
+            );
+        }
+        plan
+    }
+
+    fn tensor<'x>(&'x self, x: &'x CooTensor) -> &'x CooTensor {
+        self.scaled.as_ref().map_or(x, |run| &run.tensor)
     }
 
     fn fit(
@@ -242,7 +255,20 @@ impl Job for CpAprJob {
         events: &mut dyn Events<CpAprIter>,
     ) -> Result<CpAprReport> {
         let r = timed(engine, prepared, self.workload().op, || {
-            cp_apr_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
+            match &self.scaled {
+                Some(run) => {
+                    let (scale, sum) = (run.scale, run.sum);
+                    let mut m = cp_apr_with_control(engine, prepared, &self.options, &mut |s| {
+                        events.step(&scale.iteration(s, sum))
+                    })?;
+                    scale.model(&mut m, sum);
+                    m.warnings.splice(0..0, run.warnings.iter().cloned());
+                    Ok(m)
+                }
+                None => {
+                    cp_apr_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
+                }
+            }
         })?;
         check_finite("CP-APR weights", &r.model.weights)?;
         check_finite("CP-APR log-likelihoods", &r.model.log_likelihoods())?;

@@ -5,7 +5,8 @@
 
 use crate::decomp::completion::{Baselines, Compaction, ValueScale};
 use crate::decomp::{
-    CompletionOptions, CpAprOptions, CpOptions, NonInteger, Solver, TuckerOptions,
+    AprScale, CompletionOptions, CpAprOptions, CpOptions, NonInteger, ScaledRun, Solver,
+    TuckerOptions,
 };
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -235,10 +236,15 @@ pub struct CpAprRequest {
 /// A validated CP-APR run.
 #[derive(Debug, Clone)]
 pub struct CpAprJob {
-    /// The options of the model's loop.
+    /// The options of the model's loop (given initial factors in the run's units).
     pub options: CpAprOptions,
+    /// The power of two the values run divided by, where their RMS is far below 1
+    /// ([`AprScale`]); `λ` and the log-likelihoods come back in the given units.
+    pub scale: Option<AprScale>,
     pub(super) dims: Vec<usize>,
     pub(super) nnz: usize,
+    /// The run's tensor and what the given values' checks said, where scaled.
+    pub(super) scaled: Option<ScaledRun>,
 }
 
 impl CpAprRequest {
@@ -257,9 +263,16 @@ impl CpAprRequest {
         Ok(())
     }
 
-    /// Every check of the request against `x`; the run to do.
+    /// Every check of the request against `x`; the run to do (on values far below 1
+    /// multiplied by a power of two, [`ScaledRun`]).
     pub fn validate(self, x: &CooTensor) -> Result<CpAprJob> {
-        self.validate_shape(x.dims(), x.nnz() as u64)
+        let mut job = self.validate_shape(x.dims(), x.nnz() as u64)?;
+        if let Some(run) = ScaledRun::of(x, job.options.non_integer)? {
+            run.adapt(&mut job.options)?;
+            job.scale = Some(run.scale);
+            job.scaled = Some(run);
+        }
+        Ok(job)
     }
 
     /// [`CpAprRequest::validate`] against a tensor known by its extents and nonzeros
@@ -282,8 +295,10 @@ impl CpAprRequest {
         options.validate(dims)?;
         Ok(CpAprJob {
             options,
+            scale: None,
             dims: dims.to_vec(),
             nnz: nnz as usize,
+            scaled: None,
         })
     }
 }

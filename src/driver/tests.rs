@@ -126,3 +126,77 @@ fn prepare_hands_new_forms_to_be_kept_and_reuses_them() {
     // Without a kept form, NoForms builds every time.
     assert!(prepare(&engine, &x, w, empty(), &NoForms).unwrap().built);
 }
+
+/// CP-APR's tolerances are absolute: on counts times 1e-9 the run stopped after 2
+/// iterations, its KKT test met before the model moved. Values far below 1 now run
+/// multiplied by a power of two: on `x · 2^-40` the run is the run on `x` (values of
+/// an RMS within √2 of 1, which run as given), `λ` times `2^-40`, to the bit.
+#[test]
+fn cp_apr_on_values_far_below_one_is_the_run_on_them_in_other_units() {
+    let mut x = generate(&GenSpec {
+        dims: vec![40, 30, 20],
+        nnz: 3000,
+        pattern: Pattern::Uniform,
+        seed: 5,
+    })
+    .unwrap();
+    x.map_values(|v| (v * 7.0).round() + 1.0);
+    let e = crate::decomp::rms_about(x.values(), 0.0).log2().round() as i32;
+    x.map_values(|v| v * 2f64.powi(-e));
+    let request = CpAprRequest {
+        rank: 3,
+        iters: 25,
+        inner: 10,
+        tol: 1e-4,
+        stoptime: 1e6,
+        eps: 1e-10,
+        kappa: 0.01,
+        kappa_tol: 1e-10,
+        seed: 2,
+        init: None,
+        non_integer: crate::decomp::NonInteger::Warn,
+    };
+    let engine = Engine::cpu();
+    let fit = |x: &CooTensor| {
+        let job = request.clone().validate(x).unwrap();
+        let r = run(
+            &job,
+            &engine,
+            x,
+            &NoForms,
+            &mut |_: &crate::decomp::CpAprIter| ControlFlow::Continue(()),
+        )
+        .unwrap();
+        let v = r.summary(&job, "x", x.dims(), x.nnz());
+        (r.model, v["values_scaled_by_2_to_the"].clone())
+    };
+    let (unit, none) = fit(&x);
+    assert_eq!(none, serde_json::Value::Null, "values near 1 run as given");
+    assert_eq!(unit.iters.len(), 25, "the unit run does not stop early");
+    let sum: f64 = x.values().iter().sum();
+    for k in [40, 300] {
+        let mut small = x.clone();
+        small.map_values(|v| v * 2f64.powi(-k));
+        let (got, power) = fit(&small);
+        assert_eq!(power, serde_json::json!(k));
+        assert_eq!(got.iters.len(), unit.iters.len(), "2^-{k}: iterations");
+        assert_eq!(got.factors, unit.factors, "2^-{k}: factors");
+        let want: Vec<f64> = unit.weights.iter().map(|w| w * 2f64.powi(-k)).collect();
+        assert_eq!(got.weights, want, "2^-{k}: weights");
+        // Σ x log m − Σ m in the given units: 2^-k (ll − k ln2 Σx).
+        let ll =
+            2f64.powi(-k) * (unit.log_likelihood - f64::from(k) * std::f64::consts::LN_2 * sum);
+        assert!(
+            (got.log_likelihood - ll).abs() <= 1e-12 * ll.abs(),
+            "2^-{k}: {} vs {ll}",
+            got.log_likelihood
+        );
+        assert!(got.warnings.iter().any(|w| w.contains(&format!("2^{k}"))));
+    }
+    // The checks read the given values: a negative one is named as given.
+    let mut bad = x.clone();
+    bad.map_values(|v| -v * 1e-20);
+    let err = request.clone().validate(&bad).unwrap_err().to_string();
+    let first = format!("(the first: {})", bad.values()[0]);
+    assert!(err.contains("negative") && err.contains(&first), "{err}");
+}

@@ -213,6 +213,11 @@ impl CooTensor {
         merged
     }
 
+    /// Applies `f` to every value in place (a change of units; indices unchanged).
+    pub fn map_values(&mut self, f: impl Fn(f64) -> f64 + Sync) {
+        self.values.par_iter_mut().for_each(|v| *v = f(*v));
+    }
+
     /// Consumes the tensor, giving back `(dims, indices, values)`.
     pub fn into_parts(self) -> (Vec<usize>, Vec<Vec<u32>>, Vec<f64>) {
         (self.dims, self.indices, self.values)

@@ -265,3 +265,68 @@ fn a_zero_model_is_written_without_claiming_columns_that_sum_to_1() {
         "{factor}"
     );
 }
+
+/// Counts times 1e-12, through the driver as the command line and Python run them:
+/// the run takes the values multiplied by a power of two (pyttb's absolute tolerance
+/// stopped it after 2 iterations before), as many iterations as the counts take, and
+/// the log-likelihood it reports is the FP64 reference's of the model it returns, in
+/// the given units (`ε` with them).
+#[test]
+fn values_far_below_one_fit_as_counts_do_and_report_the_given_units() {
+    use sptmc::driver::{CpAprRequest, NoForms, run};
+    use std::ops::ControlFlow;
+    let engine = Engine::cpu();
+    let fit = |x: &CooTensor| {
+        let request = CpAprRequest {
+            rank: 4,
+            iters: 15,
+            inner: 10,
+            tol: 1e-4,
+            stoptime: 1e6,
+            eps: 1e-10,
+            kappa: 0.01,
+            kappa_tol: 1e-10,
+            seed: 4,
+            init: None,
+            non_integer: NonInteger::Warn,
+        };
+        let job = request.validate(x).unwrap();
+        let scale = job.scale;
+        let steps = std::cell::Cell::new(0);
+        let r = run(
+            &job,
+            &engine,
+            x,
+            &NoForms,
+            &mut |_: &sptmc::decomp::CpAprIter| {
+                steps.set(steps.get() + 1);
+                ControlFlow::Continue(())
+            },
+        )
+        .unwrap();
+        assert_eq!(steps.get(), r.model.iters.len());
+        (r.model, scale)
+    };
+    let x = tensor(vec![40, 30, 20], 3000, counts);
+    let (unit, none) = fit(&x);
+    assert_eq!(none, None);
+    let small = tensor(vec![40, 30, 20], 3000, |v| counts(v) * 1e-12);
+    let (m, scale) = fit(&small);
+    let scale = scale.expect("values far below 1 run scaled");
+    assert_finite(&m);
+    assert_eq!(
+        m.iters.len(),
+        unit.iters.len(),
+        "as many iterations as the counts"
+    );
+    assert!(m.iters.len() > 2);
+    let c = 2f64.powi(scale.exponent);
+    let want = reference::log_likelihood(&small, &m.weights, &m.factors, 1e-10 * c).unwrap();
+    assert!(
+        ((m.log_likelihood - want) / want).abs() < 1e-6,
+        "{} vs the reference's {want}",
+        m.log_likelihood
+    );
+    let ll = m.log_likelihoods();
+    assert!(ll.last() > ll.first(), "{ll:?}");
+}

@@ -400,3 +400,64 @@ fn model_files_are_the_single_process_files() {
         }
     }
 }
+
+/// Counts times 2^-50 (an RMS near 2^-48): the single process and every count of ranks
+/// run them multiplied by 2^48, that is on the counts / 4, and report that run's
+/// log-likelihoods in the given units. Without it the absolute KKT test stopped such
+/// runs after 2 iterations, before the model moved.
+#[test]
+fn values_far_below_one_run_scaled_on_every_rank_count() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let x = counts(vec![60, 50, 40], 12_000, 7);
+    let times = |s: f64| {
+        let entries: Vec<_> = (0..x.nnz())
+            .map(|k| (x.coords(k), x.values()[k] * s))
+            .collect();
+        CooTensor::from_entries(x.dims().to_vec(), entries).unwrap()
+    };
+    let quarter = write(dir.path(), "q.tns", &times(0.25));
+    let tiny = write(dir.path(), "t.tns", &times(2f64.powi(-50)));
+    let args = |f: &str| -> Vec<String> {
+        [
+            "cp-apr", f, "--rank", "4", "--iters", "20", "--json", "--seed=3",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let (qa, ta) = (args(&quarter), args(&tiny));
+    let (qa, ta): (Vec<&str>, Vec<&str>) = (
+        qa.iter().map(String::as_str).collect(),
+        ta.iter().map(String::as_str).collect(),
+    );
+    let unit = json(&single(&qa), "the counts / 4");
+    assert_eq!(unit["values_scaled_by_2_to_the"], Value::Null);
+    let sum: f64 = x.values().iter().sum::<f64>() * 0.25;
+    let want: Vec<f64> = lls(&unit)
+        .iter()
+        .map(|ll| 2f64.powi(-48) * (ll - 48.0 * std::f64::consts::LN_2 * sum))
+        .collect();
+    assert!(
+        want.len() > 2,
+        "the counts / 4 run {} iterations",
+        want.len()
+    );
+    for (what, out) in [
+        ("one process", single(&ta)),
+        ("2 ranks", ranks(2, &ta)),
+        ("3 ranks", ranks(3, &ta)),
+    ] {
+        let got = json(&out, what);
+        assert_eq!(got["values_scaled_by_2_to_the"], 48, "{what}");
+        let got = lls(&got);
+        assert_eq!(got.len(), want.len(), "{what}: iterations");
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs(),
+                "{what}, iteration {k}: {a} vs {b}"
+            );
+        }
+    }
+}

@@ -60,8 +60,11 @@
 //! positive value (every weight 0, or a weight or factor entry not finite) is an error
 //! ([`Error::Numerical`]), never a model: e.g. initial factors whose nonzero rows meet
 //! none of the tensor's nonzeros, where every `Φ` is 0.
+//!
+//! The tolerances are pyttb's, absolute: values far below 1 meet them before the model
+//! moves. The driver runs such values multiplied by a power of two ([`units`]).
 
-use crate::engine::{Call, Engine, PhiParams, Prepared, RunStats};
+use crate::engine::{Call, Engine, PhiParams, Prepared, RunStats, ValueCensus};
 use crate::error::{Error, Result};
 use crate::math::mu::MuInner;
 use crate::matrix::Matrix;
@@ -71,6 +74,7 @@ use std::time::Instant;
 
 mod mu;
 mod options;
+pub mod units;
 
 use mu::{log_likelihood, mark_support, mu_inner_seq};
 // The element-wise passes, shared with CP-APR across processes (`crate::dist`).
@@ -78,6 +82,7 @@ pub(crate) use mu::{
     column_sums, fill_patterns, fix_inadmissible, has_unsure_zero, normalize, scale_columns, to_f32,
 };
 pub use options::{CpAprOptions, NonInteger};
+pub use units::{AprScale, ScaledRun};
 
 /// What one outer iteration did and cost.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -136,6 +141,48 @@ impl CpAprModel {
     /// The model's value at `coords`: `Σ_r λ_r Π_m A_m[i_m, r]`.
     pub fn entry(&self, coords: &[usize]) -> Result<f64> {
         super::kruskal_entry(&self.weights, &self.factors, coords)
+    }
+}
+
+/// The refusal of negative values: `count` of them, the first `first`.
+pub(crate) fn negative_values(count: u64, first: f64) -> Error {
+    Error::InvalidTensor(format!(
+        "CP-APR models counts, but {count} values are negative (the first: {first}); a Poisson model needs values ≥ 0"
+    ))
+}
+
+/// What is said of `count` of `nnz` values that are not integers, the first `first`.
+pub(crate) fn non_integer_values(count: u64, nnz: u64, first: f64) -> String {
+    format!(
+        "{count} of {nnz} values are not integers (the first: {first}); CP-APR's Poisson model assumes counts"
+    )
+}
+
+/// The checks of the values of census `c` (of `nnz` values): negative values refused,
+/// non-integers a warning or an error per `non_integer`. Returns the warnings.
+pub(crate) fn check_values(
+    c: &ValueCensus,
+    nnz: usize,
+    non_integer: NonInteger,
+) -> Result<Vec<String>> {
+    if c.negative > 0 {
+        return Err(negative_values(
+            c.negative as u64,
+            c.first_negative.unwrap_or(f64::NAN),
+        ));
+    }
+    let what = || {
+        non_integer_values(
+            c.non_integer as u64,
+            nnz as u64,
+            c.first_non_integer.unwrap_or(f64::NAN),
+        )
+    };
+    match non_integer {
+        _ if c.non_integer == 0 => Ok(Vec::new()),
+        NonInteger::Warn => Ok(vec![what()]),
+        NonInteger::Error => Err(Error::InvalidTensor(what())),
+        NonInteger::Allow => Ok(Vec::new()),
     }
 }
 
@@ -205,29 +252,9 @@ pub fn cp_apr_with_control(
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
     crate::memplan::MemoryPlan::cp_apr(&dims, x.nnz(), opts.rank).check()?;
-    let mut warnings = Vec::new();
     // The values as read: fp16 storage rounds 100000.5 to an integer, 1e-30 to 0.
-    let c = x.census();
-    if c.negative > 0 {
-        return Err(Error::InvalidTensor(format!(
-            "CP-APR models counts, but {} values are negative (the first: {}); a Poisson model needs values ≥ 0",
-            c.negative,
-            c.first_negative.unwrap_or(f64::NAN)
-        )));
-    }
-    if c.non_integer > 0 {
-        let what = format!(
-            "{} of {} values are not integers (the first: {}); CP-APR's Poisson model assumes counts",
-            c.non_integer,
-            x.nnz(),
-            c.first_non_integer.unwrap_or(f64::NAN)
-        );
-        match opts.non_integer {
-            NonInteger::Warn => warnings.push(what),
-            NonInteger::Error => return Err(Error::InvalidTensor(what)),
-        }
-    }
-    if c.nonzero == 0 {
+    let mut warnings = check_values(x.census(), x.nnz(), opts.non_integer)?;
+    if x.census().nonzero == 0 {
         warnings.push("the tensor has no nonzero value: the model is zero".into());
     }
 
@@ -417,7 +444,7 @@ pub fn cp_apr_with_control(
     let mut perm: Vec<usize> = (0..rank).collect();
     perm.sort_by(|&i, &j| lambda[j].total_cmp(&lambda[i]));
     let weights: Vec<f64> = perm.iter().map(|&p| lambda[p]).collect();
-    check_not_collapsed(c.nonzero > 0, &weights, &a, iters.len())?;
+    check_not_collapsed(x.census().nonzero > 0, &weights, &a, iters.len())?;
     let factors = a
         .iter()
         .zip(&dims)

@@ -13,6 +13,9 @@ pub enum NonInteger {
     Warn,
     /// Refuse the tensor ([`Error::InvalidTensor`]).
     Error,
+    /// Run without a word: the caller has checked the values (a run on values in
+    /// other units than the user's, [`super::units`]).
+    Allow,
 }
 
 /// Options of [`cp_apr()`](super::cp_apr()), named after and defaulting to pyttb's (see the
