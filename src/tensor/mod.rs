@@ -9,6 +9,7 @@ pub mod binary;
 pub mod cache;
 pub mod generate;
 pub mod relabel;
+mod sort;
 pub mod tns;
 
 use crate::error::{Error, Result};
@@ -191,23 +192,21 @@ impl CooTensor {
         if self.is_sorted_unique() {
             return 0;
         }
-        let mut perm: Vec<u32> = (0..self.nnz() as u32).collect();
-        perm.par_sort_by(|&a, &b| self.cmp_entries(a as usize, b as usize));
-        let mut indices: Vec<Vec<u32>> = vec![Vec::with_capacity(self.nnz()); self.order()];
-        let mut values: Vec<f64> = Vec::with_capacity(self.nnz());
-        let mut merged = 0;
-        for (p, &k) in perm.iter().enumerate() {
-            let k = k as usize;
-            if p > 0 && self.cmp_entries(perm[p - 1] as usize, k) == std::cmp::Ordering::Equal {
-                *values.last_mut().expect("p > 0 pushed a value") += self.values[k];
-                merged += 1;
-            } else {
-                for (m, ix) in indices.iter_mut().enumerate() {
-                    ix.push(self.indices[m][k]);
-                }
-                values.push(self.values[k]);
-            }
-        }
+        let (order, starts) = sort::lexicographic_runs(self);
+        let indices: Vec<Vec<u32>> = (self.indices.iter())
+            .map(|ix| starts.par_iter().map(|&p| ix[order[p] as usize]).collect())
+            .collect();
+        // Each run's values added in their order in the tensor.
+        let values: Vec<f64> = (0..starts.len())
+            .into_par_iter()
+            .map(|r| {
+                let end = starts.get(r + 1).copied().unwrap_or(order.len());
+                let mut run = order[starts[r]..end].iter();
+                let first = self.values[*run.next().expect("a run is not empty") as usize];
+                run.fold(first, |s, &k| s + self.values[k as usize])
+            })
+            .collect();
+        let merged = self.nnz() - values.len();
         self.indices = indices;
         self.values = values;
         merged
@@ -245,6 +244,44 @@ mod tests {
         assert_eq!(t.coords(0), vec![0, 0]);
         assert_eq!(t.values(), &[3.0, 4.5]);
         assert!(t.is_sorted_unique());
+    }
+
+    /// Against a map from coordinates to the sum of their values in file order, with
+    /// coordinates that pack into 64 bits, into 128, and into neither.
+    #[test]
+    fn duplicates_are_summed_in_file_order_at_every_key_width() {
+        use std::collections::BTreeMap;
+        let mut rng = 99u64;
+        let mut next = |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as usize
+        };
+        for dims in [
+            vec![9, 7, 5],
+            vec![1 << 30, 1 << 30, 3],
+            vec![u32::MAX as usize; 5],
+        ] {
+            let n = 20_000;
+            // Three distinct indices per mode, spread over the extent.
+            let idx: Vec<Vec<u32>> = (dims.iter())
+                .map(|&d| (0..n).map(|_| (next(3) * (d / 3)) as u32).collect())
+                .collect();
+            let vals: Vec<f64> = (0..n).map(|_| 1.0 / (1 + next(1000)) as f64).collect();
+            let mut want: BTreeMap<Vec<u32>, f64> = BTreeMap::new();
+            for k in 0..n {
+                let c: Vec<u32> = idx.iter().map(|ix| ix[k]).collect();
+                want.entry(c)
+                    .and_modify(|s| *s += vals[k])
+                    .or_insert(vals[k]);
+            }
+            let mut t = CooTensor::new(dims.clone(), idx, vals).unwrap();
+            assert_eq!(t.sum_duplicates(), n - want.len(), "{dims:?}");
+            let got: Vec<(Vec<u32>, f64)> =
+                (0..t.nnz()).map(|k| (t.coords(k), t.values()[k])).collect();
+            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "{dims:?}");
+        }
     }
 
     #[test]
