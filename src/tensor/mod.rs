@@ -250,14 +250,10 @@ mod tests {
     /// coordinates that pack into 64 bits, into 128, and into neither.
     #[test]
     fn duplicates_are_summed_in_file_order_at_every_key_width() {
+        use rand::{Rng, SeedableRng};
         use std::collections::BTreeMap;
-        let mut rng = 99u64;
-        let mut next = |n: usize| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng % n as u64) as usize
-        };
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(99);
+        let mut next = |n: usize| rng.random_range(0..n);
         for dims in [
             vec![9, 7, 5],
             vec![1 << 30, 1 << 30, 3],

@@ -117,13 +117,9 @@ mod tests {
     /// more bits.
     #[test]
     fn packed_keys_order_entries_as_comparisons_do() {
-        let mut rng = 12345u64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng % n) as u32
-        };
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(12345);
+        let mut next = |n: u64| rng.random_range(0..n) as u32;
         for dims in [
             vec![7, 1, 5],
             vec![3000, 2000, 40],
