@@ -95,12 +95,7 @@ fn packed<K: Key>(x: &CooTensor, key_bits: u32) -> (Vec<u32>, Vec<usize>) {
 
 /// [`lexicographic_runs`] by a stable sort that compares entries.
 fn compared(x: &CooTensor) -> (Vec<u32>, Vec<usize>) {
-    let cmp = |a: usize, b: usize| {
-        (0..x.order())
-            .map(|m| x.indices(m)[a].cmp(&x.indices(m)[b]))
-            .find(|o| *o != Ordering::Equal)
-            .unwrap_or(Ordering::Equal)
-    };
+    let cmp = |a: usize, b: usize| x.cmp_entries(a, b);
     let mut order: Vec<u32> = (0..x.nnz() as u32).collect();
     order.par_sort_by(|&a, &b| cmp(a as usize, b as usize));
     let starts = (0..order.len())
