@@ -172,7 +172,7 @@ twin!(specialized_mttkrp_ranks_every_mode, |engine| {
             let p = engine
                 .prepare_with_thresholds(&x, &[(Op::Mttkrp, t)])
                 .unwrap();
-            for rank in [8, 12, 16, 32, 64, 3, 20, 45, 70] {
+            for rank in [8, 12, 16, 32, 64, 3, 20, 45, 70, 100, 129] {
                 let f =
                     Matrix::random_factors(x.dims(), &vec![rank; x.order()], seed ^ rank as u64);
                 for mode in 0..x.order() {
@@ -199,7 +199,7 @@ twin!(extreme_factor_magnitudes_do_not_overflow, |engine| {
             vec![40, 25, 7, 30],
             6000,
             Pattern::PowerLaw { alpha: 1.0 },
-            vec![16, 5],
+            vec![16, 5, 70],
         ),
     ];
     for (dims, nnz, pattern, ranks) in cases {

@@ -69,6 +69,8 @@ pub struct CpuBackend {
     opts: CpuOptions,
     /// Private output buffers kept between calls (see `kernel::run`).
     pool: std::sync::Mutex<Vec<Vec<f32>>>,
+    /// The blocked MTTKRP's copies kept between calls (see `padded`).
+    scratch: std::sync::Mutex<padded::Scratch>,
 }
 
 impl CpuBackend {
@@ -91,6 +93,7 @@ impl CpuBackend {
             threads,
             opts,
             pool: std::sync::Mutex::new(Vec::new()),
+            scratch: std::sync::Mutex::default(),
         })
     }
 
@@ -187,43 +190,72 @@ impl CpuBackend {
             factors.unscale(op, mode, 1.0, out);
             return Ok(RunStats::default());
         }
-        // Ranks between the specialized widths run at the next one (`padded`).
-        let width = (op == Op::Mttkrp)
-            .then(|| padded::width_for(out.cols()))
+        // Ranks other than the specialized widths run in column blocks (`padded`).
+        let blocks = (op == Op::Mttkrp)
+            .then(|| padded::column_blocks(out.cols()))
             .flatten();
-        let mut wide = width.map(|w| {
-            (
-                padded::pad_factors(factors.factors(), mode, w),
-                Matrix::zeros(out.rows(), w),
-            )
-        });
-        let (kernel_factors, target): (&[Matrix], &mut Matrix) = match &mut wide {
-            Some((f, o)) => (f, o),
-            None => (factors.factors(), &mut *out),
+        let scale = match blocks {
+            None => self.sum_into(op, tensor, mode, factors.factors(), out),
+            Some(blocks) => {
+                let mut scratch =
+                    std::mem::take(&mut *self.scratch.lock().unwrap_or_else(|e| e.into_inner()));
+                let (mut scale, mut widest) = (1.0, 0);
+                for b in blocks {
+                    let width = b.width;
+                    let copies = padded::pad_factors(
+                        factors.factors(),
+                        mode,
+                        b.cols.clone(),
+                        width,
+                        &mut scratch,
+                    );
+                    let mut wide = scratch.take(out.rows(), width);
+                    scale = self.sum_into(op, tensor, mode, &copies, &mut wide);
+                    padded::narrow_into(&wide, b.cols, out);
+                    scratch.give(wide);
+                    (copies.into_iter().enumerate())
+                        .filter(|&(m, _)| m != mode)
+                        .for_each(|(_, c)| scratch.give(c));
+                    widest = widest.max(width);
+                }
+                scratch.keep_width(widest);
+                *self.scratch.lock().unwrap_or_else(|e| e.into_inner()) = scratch;
+                scale
+            }
         };
+        factors.unscale(op, mode, scale, out);
+        Ok(RunStats::default())
+    }
+
+    /// MTTKRP or TTMc of `mode` into `target`, every entry written: from the row groups
+    /// where the tensor has them for `op`, else by the walk. Returns the scale the
+    /// result still needs (the walk sums stored values and leaves the tensor's scale to
+    /// the end; the groups hold values already scaled).
+    fn sum_into(
+        &self,
+        op: Op,
+        tensor: &CpuTensor,
+        mode: usize,
+        factors: &[Matrix],
+        target: &mut Matrix,
+    ) -> f32 {
+        let hls = tensor.hls();
         let rows = (op == Op::Mttkrp)
             .then(|| tensor.row_mttkrp(self.opts.mttkrp))
             .flatten();
-        // The walk sums stored values and leaves the tensor's scale to the end; the
-        // groups hold values already scaled.
-        let scale = match rows {
+        match rows {
             Some(rows) => {
                 // Every entry is written, none accumulated into: no zeroing pass (on a
                 // mode of 1.5 M rows at rank 32, 192 MB written once more).
-                rows.run(mode, kernel_factors, target, self.wide_vectors());
+                rows.run(mode, factors, target, self.wide_vectors());
                 1.0
             }
             None => {
                 zero(target);
-                kernel::run(op, hls, mode, kernel_factors, target, &self.pool);
+                kernel::run(op, hls, mode, factors, target, &self.pool);
                 hls.scale()
             }
-        };
-        if let Some((_, w)) = &wide {
-            padded::narrow_into(w, out);
         }
-        factors.unscale(op, mode, scale, out);
-        Ok(RunStats::default())
     }
 
     /// A Φ session on `tensor` for factors of rank `rank` whose calls run inside the

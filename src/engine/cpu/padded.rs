@@ -1,33 +1,112 @@
-//! MTTKRP at ranks between the specialized widths, run at the next width.
+//! MTTKRP at ranks other than the specialized widths: run in column blocks, each at
+//! a specialized width.
 //!
 //! The CPU's MTTKRP kernels are compiled for ranks 8, 16, 32 and 64 (rows of whole
 //! 8-lane vectors, every loop of known length); any other rank takes the generic walker,
 //! which was 2.5–6× slower per call at ranks 20 and 24 than at 32 on a 2 M-nonzero
-//! tensor. A rank below 64 that is not one of them runs instead on copies of the other
-//! modes' factors padded with zero columns to the next width, and the output's first
-//! columns are kept: the padding columns multiply to exact zeros and never touch the
-//! real ones, so the result is the rank-`r` MTTKRP.
+//! tensor, and 5× slower at rank 128 than two calls at rank 64. So a rank that is not
+//! one of them runs as passes over blocks of at most 64 of its columns: each pass on
+//! copies of the block's columns of the other modes' factors, padded with zero columns
+//! to the next width, and its output's first columns go to the block's columns of the
+//! result. The padding columns multiply to exact zeros and never touch the real ones,
+//! and each output column depends only on the same column of the factors, so the result
+//! is the rank-`r` MTTKRP. Each pass reads the nonzeros again; the factor rows it
+//! gathers are the block's only, so the rows' bytes are read once in all.
 
 use crate::matrix::Matrix;
 use rayon::prelude::*;
+use std::ops::Range;
 
-/// The specialized width an MTTKRP of rank `rank` runs at on the CPU: `None` when the
-/// rank is one of them (or above 64).
-pub fn width_for(rank: usize) -> Option<usize> {
-    match rank {
-        0 | 8 | 16 | 32 | 64 => None,
-        1..=7 => Some(8),
-        9..=15 => Some(16),
-        17..=31 => Some(32),
-        33..=63 => Some(64),
-        _ => None,
+/// The widest specialized width: a block holds at most this many columns.
+const WIDEST: usize = 64;
+
+/// One pass of a blocked MTTKRP: columns `cols` of the rank, run at `width`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnBlock {
+    /// The block's columns of the factors and of the result.
+    pub cols: Range<usize>,
+    /// The specialized width the pass runs at (at least the block's column count).
+    pub width: usize,
+}
+
+/// The specialized width a block of `cols` columns (at most 64) runs at.
+fn width_of(cols: usize) -> usize {
+    match cols {
+        0..=8 => 8,
+        9..=16 => 16,
+        17..=32 => 32,
+        _ => WIDEST,
     }
 }
 
-/// Copies of `factors` with `width` columns, zeros after their own; the factor of
-/// `mode`, which MTTKRP does not read, as zeros of the same shape (left untouched,
-/// its pages are never faulted in).
-pub(super) fn pad_factors(factors: &[Matrix], mode: usize, width: usize) -> Vec<Matrix> {
+/// The passes an MTTKRP of rank `rank` takes on the CPU: `None` when the rank is one
+/// of the specialized widths (or 0), and it runs once on the factors as given; else
+/// blocks of 64 columns, the last one of the rest at the next width.
+pub fn column_blocks(rank: usize) -> Option<Vec<ColumnBlock>> {
+    if matches!(rank, 0 | 8 | 16 | 32 | 64) {
+        return None;
+    }
+    let blocks = (0..rank)
+        .step_by(WIDEST)
+        .map(|start| {
+            let end = (start + WIDEST).min(rank);
+            ColumnBlock {
+                cols: start..end,
+                width: width_of(end - start),
+            }
+        })
+        .collect();
+    Some(blocks)
+}
+
+/// The widest pass of an MTTKRP of rank `rank` on the CPU (`padded::column_blocks`): the
+/// width of the padded copies it holds during a call; `None` when the rank is a
+/// specialized width and nothing is copied.
+pub fn width_for(rank: usize) -> Option<usize> {
+    column_blocks(rank).and_then(|b| b.iter().map(|b| b.width).max())
+}
+
+/// Buffers of blocked MTTKRPs kept between calls, so that a call's copies land on
+/// pages already faulted in: on a 2 M-nonzero tensor at rank 65, the kernel zeroing
+/// fresh pages for them took 42 % of the call. A call takes them out and puts back
+/// those of its widest pass: one matrix per mode (a copy of each other mode's factor
+/// and the output are of their modes' shapes), as the memory plan counts them.
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    free: Vec<Matrix>,
+}
+
+impl Scratch {
+    /// A `rows × width` matrix of unspecified contents.
+    pub(super) fn take(&mut self, rows: usize, width: usize) -> Matrix {
+        match self.free.iter().position(|m| m.shape() == (rows, width)) {
+            Some(i) => self.free.swap_remove(i),
+            None => Matrix::zeros(rows, width),
+        }
+    }
+
+    /// Gives `m` back for the passes and calls that follow.
+    pub(super) fn give(&mut self, m: Matrix) {
+        self.free.push(m);
+    }
+
+    /// Drops every buffer narrower than `width`.
+    pub(super) fn keep_width(&mut self, width: usize) {
+        self.free.retain(|m| m.cols() >= width);
+    }
+}
+
+/// Copies of columns `cols` of `factors` with `width` columns, zeros after their own,
+/// in buffers from `scratch`; the factor of `mode`, which MTTKRP does not read, as
+/// zeros of the same shape (left untouched, its pages are never faulted in).
+pub(super) fn pad_factors(
+    factors: &[Matrix],
+    mode: usize,
+    cols: Range<usize>,
+    width: usize,
+    scratch: &mut Scratch,
+) -> Vec<Matrix> {
+    let n = cols.len();
     factors
         .iter()
         .enumerate()
@@ -36,13 +115,14 @@ pub(super) fn pad_factors(factors: &[Matrix], mode: usize, width: usize) -> Vec<
                 return Matrix::zeros(f.rows(), width);
             }
             let c = f.cols();
-            let mut g = Matrix::zeros(f.rows(), width);
+            let mut g = scratch.take(f.rows(), width);
             g.data_mut()
                 .par_chunks_mut(width * 1024)
                 .zip(f.data().par_chunks(c.max(1) * 1024))
                 .for_each(|(dst, src)| {
                     for (d, s) in dst.chunks_exact_mut(width).zip(src.chunks_exact(c.max(1))) {
-                        d[..c].copy_from_slice(s);
+                        d[..n].copy_from_slice(&s[cols.clone()]);
+                        d[n..].fill(0.0);
                     }
                 });
             g
@@ -50,15 +130,15 @@ pub(super) fn pad_factors(factors: &[Matrix], mode: usize, width: usize) -> Vec<
         .collect()
 }
 
-/// Writes the first `out.cols()` columns of `wide` into `out`.
-pub(super) fn narrow_into(wide: &Matrix, out: &mut Matrix) {
-    let (c, w) = (out.cols(), wide.cols());
+/// Writes the first `cols.len()` columns of `wide` into columns `cols` of `out`.
+pub(super) fn narrow_into(wide: &Matrix, cols: Range<usize>, out: &mut Matrix) {
+    let (c, w, n) = (out.cols(), wide.cols(), cols.len());
     out.data_mut()
         .par_chunks_mut(c.max(1) * 1024)
         .zip(wide.data().par_chunks(w * 1024))
         .for_each(|(dst, src)| {
             for (d, s) in dst.chunks_exact_mut(c.max(1)).zip(src.chunks_exact(w)) {
-                d.copy_from_slice(&s[..c]);
+                d[cols.clone()].copy_from_slice(&s[..n]);
             }
         });
 }
@@ -68,32 +148,63 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_rank_below_64_maps_to_the_next_width() {
-        for r in 1..=70 {
-            match width_for(r) {
-                None => assert!([8, 16, 32, 64].contains(&r) || r > 64, "rank {r}"),
-                Some(w) => {
-                    assert!([8, 16, 32, 64].contains(&w) && w > r, "rank {r} → {w}");
-                    assert!(
-                        w / 2 < r || w == 8,
-                        "rank {r} → {w}: a smaller width holds it"
-                    );
-                }
+    fn blocks_cover_every_column_once_at_the_next_width() {
+        for r in 1..=300 {
+            let Some(blocks) = column_blocks(r) else {
+                assert!([8, 16, 32, 64].contains(&r), "rank {r} runs unblocked");
+                continue;
+            };
+            assert!(![8, 16, 32, 64].contains(&r), "rank {r} is blocked");
+            let mut next = 0;
+            for b in &blocks {
+                assert_eq!(b.cols.start, next, "rank {r}: blocks not contiguous");
+                let n = b.cols.len();
+                assert!((1..=64).contains(&n), "rank {r}: block of {n} columns");
+                assert!([8, 16, 32, 64].contains(&b.width) && b.width >= n);
+                assert!(
+                    b.width / 2 < n || b.width == 8,
+                    "rank {r}: {n} at {}",
+                    b.width
+                );
+                next = b.cols.end;
             }
+            assert_eq!(next, r, "rank {r}: blocks do not end at the rank");
+            assert_eq!(
+                blocks.len(),
+                r.div_ceil(64),
+                "rank {r}: more passes than needed"
+            );
+            assert_eq!(width_for(r), blocks.iter().map(|b| b.width).max());
         }
+        assert_eq!(width_for(16), None);
+        assert_eq!(width_for(20), Some(32));
+        assert_eq!(width_for(100), Some(64));
     }
 
     #[test]
     fn padding_keeps_the_entries_and_narrowing_takes_them_back() {
-        let f = Matrix::from_fn(3000, 5, |i, c| (i * 7 + c) as f32);
-        let p = pad_factors(std::slice::from_ref(&f), 1, 8);
-        assert_eq!(p[0].shape(), (3000, 8));
-        for i in 0..3000 {
-            assert_eq!(&p[0].row(i)[..5], f.row(i));
-            assert_eq!(&p[0].row(i)[5..], &[0.0; 3]);
+        let f = Matrix::from_fn(3000, 70, |i, c| (i * 71 + c) as f32);
+        let mut back = Matrix::zeros(3000, 70);
+        let mut scratch = Scratch::default();
+        // A buffer of the same shape as the first block's, full of its values: the
+        // padding columns of the second pass must be zeros again.
+        scratch.give(Matrix::from_fn(3000, 8, |_, _| f32::NAN));
+        for (cols, width) in [(0..64, 64), (64..70, 8)] {
+            let p = pad_factors(
+                std::slice::from_ref(&f),
+                1,
+                cols.clone(),
+                width,
+                &mut scratch,
+            );
+            assert_eq!(p[0].shape(), (3000, width));
+            let n = cols.len();
+            for i in 0..3000 {
+                assert_eq!(&p[0].row(i)[..n], &f.row(i)[cols.clone()]);
+                assert!(p[0].row(i)[n..].iter().all(|&v| v == 0.0));
+            }
+            narrow_into(&p[0], cols, &mut back);
         }
-        let mut back = Matrix::zeros(3000, 5);
-        narrow_into(&p[0], &mut back);
         assert_eq!(back.data(), f.data());
     }
 }
