@@ -200,9 +200,9 @@ pub(super) fn gradient_fused<L: EntryLoss>(
 
 /// The entries `range` of [`gradient_fused`]: zeroes `outs` (one `rows × rank` slice
 /// per mode), adds every entry's terms in order; returns `Σ w f` when `with_value`.
-/// Orders 3 and 4 at ranks 4, 8, 16 and 32 run a kernel compiled for them
-/// ([`fused_entries`]), the rest the generic loops; both do the same operations in the
-/// same order.
+/// Orders 3 and 4 at ranks up to 64 run a kernel compiled for the width that holds
+/// them ([`by_width`], [`fused_entries`]), the rest the generic loops; both do the
+/// same operations in the same order.
 fn fused_part<L: EntryLoss>(
     sample: &GcpSample,
     range: std::ops::Range<usize>,
@@ -219,21 +219,11 @@ fn fused_part<L: EntryLoss>(
     let coords = &sample.coords()[range.start * n..range.end * n];
     let (xs, ws) = (&sample.values()[range.clone()], &sample.weights()[range]);
     macro_rules! fixed {
-        ($n:literal, $r:literal) => {
-            fused_entries::<$n, $r, L>(coords, xs, ws, f, loss, with_value, outs)
+        ($n:literal, $r:literal, $pad:literal) => {
+            return fused_entries::<$n, $r, $pad, L>(coords, xs, ws, f, rank, loss, with_value, outs)
         };
     }
-    match (n, rank) {
-        (3, 4) => return fixed!(3, 4),
-        (3, 8) => return fixed!(3, 8),
-        (3, 16) => return fixed!(3, 16),
-        (3, 32) => return fixed!(3, 32),
-        (4, 4) => return fixed!(4, 4),
-        (4, 8) => return fixed!(4, 8),
-        (4, 16) => return fixed!(4, 16),
-        (4, 32) => return fixed!(4, 32),
-        _ => {}
-    }
+    by_width!(n, rank, fixed);
     let mut prod = vec![0.0; rank];
     let mut value = 0.0;
     for ((c, &x), &w) in coords.chunks_exact(n).zip(xs).zip(ws) {
@@ -253,33 +243,74 @@ fn fused_part<L: EntryLoss>(
     value
 }
 
-/// [`fused_part`]'s loop for order `N` and rank `R` known at compile time: the rows
-/// held in arrays, every loop unrolled. The model value is [`model_value`]'s (rows
-/// multiplied in mode order, summed in 4 interleaved partial sums) and each mode's
-/// term [`add_entry`]'s (`y` times the other rows in mode order), so the bits are
-/// the generic loops'.
+/// Runs `$call!(N, W, PAD)` (which returns) for orders 3 and 4 at ranks 1 to 64: `W`
+/// the rank where it is 4, 8, 16, 32 or 64 (`PAD` false), else the next of them
+/// (`PAD` true, the rows zero-padded to it: [`entry_rows`]); does nothing for other
+/// orders and ranks. The kernels it picks are compiled for their width: at rank 20
+/// the generic loops took 2.6 times rank 16's time per SGD epoch, padded to 32 they
+/// take 1.3 times it.
+macro_rules! by_width {
+    ($n:expr, $rank:expr, $call:ident) => {
+        match ($n, $rank) {
+            (3, 4) => $call!(3, 4, false),
+            (3, 8) => $call!(3, 8, false),
+            (3, 16) => $call!(3, 16, false),
+            (3, 32) => $call!(3, 32, false),
+            (3, 64) => $call!(3, 64, false),
+            (3, 1..=3) => $call!(3, 4, true),
+            (3, 5..=7) => $call!(3, 8, true),
+            (3, 9..=15) => $call!(3, 16, true),
+            (3, 17..=31) => $call!(3, 32, true),
+            (3, 33..=63) => $call!(3, 64, true),
+            (4, 4) => $call!(4, 4, false),
+            (4, 8) => $call!(4, 8, false),
+            (4, 16) => $call!(4, 16, false),
+            (4, 32) => $call!(4, 32, false),
+            (4, 64) => $call!(4, 64, false),
+            (4, 1..=3) => $call!(4, 4, true),
+            (4, 5..=7) => $call!(4, 8, true),
+            (4, 9..=15) => $call!(4, 16, true),
+            (4, 17..=31) => $call!(4, 32, true),
+            (4, 33..=63) => $call!(4, 64, true),
+            _ => {}
+        }
+    };
+}
+pub(super) use by_width;
+
+/// [`fused_part`]'s loop for order `N` and width `R` known at compile time (rows of
+/// `rank` values, `R` of them where not `PAD`, else zero-padded to `R`): the rows held
+/// in arrays, every loop unrolled. The model value is [`model_value`]'s (rows
+/// multiplied in mode order, summed in 4 interleaved partial sums; the padding adds
+/// zeros) and each mode's term [`add_entry`]'s (`y` times the other rows in mode
+/// order), so the bits are the generic loops'.
 #[inline(always)]
-fn fused_entries<const N: usize, const R: usize, L: EntryLoss>(
+#[allow(clippy::too_many_arguments)]
+fn fused_entries<const N: usize, const R: usize, const PAD: bool, L: EntryLoss>(
     coords: &[u32],
     xs: &[f64],
     ws: &[f64],
     f: &[&[f64]],
+    rank: usize,
     loss: &L,
     with_value: bool,
     outs: &mut [&mut [f64]],
 ) -> f64 {
+    let len = if PAD { rank } else { R };
+    let mut buf = [[0f64; R]; N];
     let mut value = 0.0;
     for (e, ((c, &x), &w)) in coords.chunks_exact(N).zip(xs).zip(ws).enumerate() {
         // The rows of the entry AHEAD places on, factors and outputs: the sample's
         // rows are scattered over factors larger than the core's cache.
         if let Some(ahead) = coords.get((e + AHEAD) * N..(e + AHEAD + 1) * N) {
             for (j, &i) in ahead.iter().enumerate() {
-                let at = i as usize * R;
-                prefetch_row_f64(&f[j][at..at + R]);
-                prefetch_row_f64(&outs[j][at..at + R]);
+                let at = i as usize * len;
+                prefetch_row_f64(&f[j][at..at + len]);
+                prefetch_row_f64(&outs[j][at..at + len]);
             }
         }
-        let (rows, m) = fixed_rows::<N, R>(c, f);
+        let rows = entry_rows::<N, R, PAD>(c, f, len, &mut buf);
+        let m = rows_value(&rows);
         if with_value {
             value += w * loss.value(x, m);
         }
@@ -289,8 +320,8 @@ fn fused_entries<const N: usize, const R: usize, L: EntryLoss>(
         }
         for (mode, out) in outs.iter_mut().enumerate().take(N) {
             let prod = fixed_term(&rows, yk, mode);
-            let at = c[mode] as usize * R;
-            for (o, &v) in out[at..at + R].iter_mut().zip(&prod) {
+            let at = c[mode] as usize * len;
+            for (o, &v) in out[at..at + len].iter_mut().zip(&prod) {
                 *o += v;
             }
         }
@@ -298,18 +329,35 @@ fn fused_entries<const N: usize, const R: usize, L: EntryLoss>(
     value
 }
 
-/// Entry `c`'s rows of `f` as arrays, and the model value over them with
-/// [`model_value`]'s bits (rows multiplied in mode order, summed in 4 interleaved
-/// partial sums).
+/// Entry `c`'s rows of `f` (rows of `len` values) as arrays of `R`: the factors' own
+/// rows where not `PAD` (`len` is `R`), else copies in `buf` with zeros after `len`
+/// (`buf`'s entries past `len` must be zeros).
 #[inline(always)]
-pub(super) fn fixed_rows<'a, const N: usize, const R: usize>(
+pub(super) fn entry_rows<'r, const N: usize, const R: usize, const PAD: bool>(
     c: &[u32],
-    f: &[&'a [f64]],
-) -> ([&'a [f64; R]; N], f64) {
-    let rows: [&[f64; R]; N] = std::array::from_fn(|j| {
-        let at = c[j] as usize * R;
-        f[j][at..at + R].try_into().expect("R columns")
-    });
+    f: &[&'r [f64]],
+    len: usize,
+    buf: &'r mut [[f64; R]; N],
+) -> [&'r [f64; R]; N] {
+    if PAD {
+        for (j, b) in buf.iter_mut().enumerate() {
+            let at = c[j] as usize * len;
+            b[..len].copy_from_slice(&f[j][at..at + len]);
+        }
+        let buf: &'r [[f64; R]; N] = buf;
+        std::array::from_fn(|j| &buf[j])
+    } else {
+        std::array::from_fn(|j| {
+            let at = c[j] as usize * R;
+            f[j][at..at + R].try_into().expect("R columns")
+        })
+    }
+}
+
+/// The model value over an entry's rows with [`model_value`]'s bits (rows multiplied
+/// in mode order, summed in 4 interleaved partial sums).
+#[inline(always)]
+pub(super) fn rows_value<const N: usize, const R: usize>(rows: &[&[f64; R]; N]) -> f64 {
     let mut p = *rows[0];
     for row in &rows[1..] {
         for (x, &a) in p.iter_mut().zip(row.iter()) {
@@ -320,7 +368,7 @@ pub(super) fn fixed_rows<'a, const N: usize, const R: usize>(
     for (k, &v) in p.iter().enumerate() {
         acc[k % 4] += v;
     }
-    (rows, (acc[0] + acc[1]) + (acc[2] + acc[3]))
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
 /// One mode's term with [`add_entry`]'s bits: `y` times every row but `mode`'s, in

@@ -19,7 +19,7 @@
 //! [`SEGMENT_BYTES`] of terms, one after another (each segment's sums after the
 //! earlier's: the order is kept).
 
-use super::gcp::{entry_term, fixed_rows, fixed_term, model_value};
+use super::gcp::{by_width, entry_rows, entry_term, fixed_term, model_value, rows_value};
 use super::phi::prefetch_row_f64;
 use crate::engine::gcp::{EntryLoss, GcpSample};
 use crate::matrix::Matrix;
@@ -233,21 +233,13 @@ fn chunk_terms<L: EntryLoss>(
 ) {
     let n = f.len();
     macro_rules! fixed {
-        ($n:literal, $r:literal) => {
-            return chunk_terms_fixed::<$n, $r, L>(coords, xs, ws, f, loss, terms, y, values)
+        ($n:literal, $r:literal, $pad:literal) => {
+            return chunk_terms_fixed::<$n, $r, $pad, L>(
+                coords, xs, ws, f, rank, loss, terms, y, values,
+            )
         };
     }
-    match (n, rank) {
-        (3, 4) => fixed!(3, 4),
-        (3, 8) => fixed!(3, 8),
-        (3, 16) => fixed!(3, 16),
-        (3, 32) => fixed!(3, 32),
-        (4, 4) => fixed!(4, 4),
-        (4, 8) => fixed!(4, 8),
-        (4, 16) => fixed!(4, 16),
-        (4, 32) => fixed!(4, 32),
-        _ => {}
-    }
+    by_width!(n, rank, fixed);
     for (e, (((c, &x), &w), yk)) in coords
         .chunks_exact(n)
         .zip(xs)
@@ -283,21 +275,24 @@ fn prefetch_ahead(coords: &[u32], e: usize, n: usize, rank: usize, f: &[&[f64]])
     }
 }
 
-/// [`chunk_terms`] for order `N` and rank `R` known at compile time: the one-piece
-/// pass's fixed kernel's operations (rows in arrays, loops unrolled), so the bits are
-/// the generic loops'.
+/// [`chunk_terms`] for order `N` and width `R` known at compile time (rows of `rank`
+/// values, zero-padded to `R` where `PAD`): the one-piece pass's fixed kernel's
+/// operations (rows in arrays, loops unrolled), so the bits are the generic loops'.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn chunk_terms_fixed<const N: usize, const R: usize, L: EntryLoss>(
+fn chunk_terms_fixed<const N: usize, const R: usize, const PAD: bool, L: EntryLoss>(
     coords: &[u32],
     xs: &[f64],
     ws: &[f64],
     f: &[&[f64]],
+    rank: usize,
     loss: &L,
     terms: &mut [f64],
     y: &mut [f64],
     values: &mut [f64],
 ) {
+    let len = if PAD { rank } else { R };
+    let mut buf = [[0f64; R]; N];
     for (e, (((c, &x), &w), yk)) in coords
         .chunks_exact(N)
         .zip(xs)
@@ -305,8 +300,9 @@ fn chunk_terms_fixed<const N: usize, const R: usize, L: EntryLoss>(
         .zip(y.iter_mut())
         .enumerate()
     {
-        prefetch_ahead(coords, e, N, R, f);
-        let (rows, m) = fixed_rows::<N, R>(c, f);
+        prefetch_ahead(coords, e, N, len, f);
+        let rows = entry_rows::<N, R, PAD>(c, f, len, &mut buf);
+        let m = rows_value(&rows);
         if let Some(v) = values.get_mut(e) {
             *v = w * loss.value(x, m);
         }
@@ -314,9 +310,9 @@ fn chunk_terms_fixed<const N: usize, const R: usize, L: EntryLoss>(
         if *yk == 0.0 {
             continue;
         }
-        let out = &mut terms[e * N * R..(e + 1) * N * R];
-        for (mode, out) in out.chunks_exact_mut(R).enumerate() {
-            out.copy_from_slice(&fixed_term(&rows, *yk, mode));
+        let out = &mut terms[e * N * len..(e + 1) * N * len];
+        for (mode, out) in out.chunks_exact_mut(len).enumerate() {
+            out.copy_from_slice(&fixed_term(&rows, *yk, mode)[..len]);
         }
     }
 }
@@ -364,8 +360,11 @@ mod tests {
     /// (the last chunk of each partial), on 1, 2 and 3 workers (the blocks follow them).
     #[test]
     fn the_stages_give_the_one_piece_pass_bits_for_any_workers_and_segments() {
-        let cases: [(&[usize], usize, usize); 4] = [
+        let cases: [(&[usize], usize, usize); 7] = [
             (&[500, 40, 30], 9000, 8),
+            (&[400, 30, 20], 5000, 20),
+            (&[300, 20, 9, 7], 4000, 40),
+            (&[200, 30, 25], 3000, 70),
             (&[3000, 7, 50, 11], 7000, 4),
             (&[60, 5000, 9], 5000, 5),
             (&[2, 3, 4], 3000, 16),
