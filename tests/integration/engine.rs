@@ -146,7 +146,9 @@ twin!(
 
 // Every MTTKRP rank with a specialized walker (8, 16, 32, 64 at orders 3 and 4, one
 // instantiation per target mode), ranks the CPU pads up to one of them (3, 12, 20, 45)
-// and one above them (70), on every mode, with tiles dense, mixed and all sparse.
+// and ranks above them (70, 100, 129: in column blocks, and by the generic walker on
+// the tensor with fewer nonzeros than twice its rows), on every mode, with tiles dense,
+// mixed and all sparse.
 twin!(specialized_mttkrp_ranks_every_mode, |engine| {
     let seed = common::fresh_seed("specialized_mttkrp_ranks_every_mode");
     let cases: Vec<(Vec<usize>, usize, Pattern)> = vec![
@@ -159,6 +161,7 @@ twin!(specialized_mttkrp_ranks_every_mode, |engine| {
             },
         ),
         (vec![30, 41, 23, 9], 4000, Pattern::PowerLaw { alpha: 0.9 }),
+        (vec![1500, 900, 40], 3000, Pattern::Uniform),
     ];
     for (k, (dims, nnz, pattern)) in cases.into_iter().enumerate() {
         let spec = GenSpec {

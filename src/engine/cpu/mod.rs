@@ -191,8 +191,9 @@ impl CpuBackend {
             return Ok(RunStats::default());
         }
         // Ranks other than the specialized widths run in column blocks (`padded`).
+        let rows = hls.dims().iter().sum();
         let blocks = (op == Op::Mttkrp)
-            .then(|| padded::column_blocks(out.cols()))
+            .then(|| padded::column_blocks(out.cols(), hls.nnz(), rows))
             .flatten();
         let scale = match blocks {
             None => self.sum_into(op, tensor, mode, factors.factors(), out),

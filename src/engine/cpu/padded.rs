@@ -5,7 +5,9 @@
 //! 8-lane vectors, every loop of known length); any other rank takes the generic walker,
 //! which was 2.5–6× slower per call at ranks 20 and 24 than at 32 on a 2 M-nonzero
 //! tensor, and 5× slower at rank 128 than two calls at rank 64. So a rank that is not
-//! one of them runs as passes over blocks of at most 64 of its columns: each pass on
+//! one of them (above 64, on a tensor with enough nonzeros per factor row to pay for
+//! the copies: [`column_blocks`]) runs as passes over blocks of at most 64 of its
+//! columns: each pass on
 //! copies of the block's columns of the other modes' factors, padded with zero columns
 //! to the next width, and its output's first columns go to the block's columns of the
 //! result. The padding columns multiply to exact zeros and never touch the real ones,
@@ -39,11 +41,21 @@ fn width_of(cols: usize) -> usize {
     }
 }
 
-/// The passes an MTTKRP of rank `rank` takes on the CPU: `None` when the rank is one
-/// of the specialized widths (or 0), and it runs once on the factors as given; else
-/// blocks of 64 columns, the last one of the rest at the next width.
-pub fn column_blocks(rank: usize) -> Option<Vec<ColumnBlock>> {
-    if matches!(rank, 0 | 8 | 16 | 32 | 64) {
+/// The passes an MTTKRP of rank `rank` takes on the CPU, on a tensor of `nnz` nonzeros
+/// whose modes have `rows` rows in all: `None` where it runs once on the factors as
+/// given, at a specialized width (or rank 0) or by the generic walker; else blocks of
+/// 64 columns, the last one of the rest at the next width.
+///
+/// Above rank 64 the copies cost `rows × rank` per call and the kernels save in
+/// proportion to `nnz`: at rank 100, the blocks took a quarter of the walker's time
+/// with 6.7 nonzeros per row (2 M × 1 M × 1000, 20 M nonzeros) and 1.26 times it with
+/// 0.72 (4 M × 1 M × 300, 3.6 M nonzeros). So they are taken from
+/// [`BLOCKED_NONZEROS_PER_ROW`] nonzeros per row. Below 64 one pass at the next width
+/// beat the walker on both (rank 20: 0.13 s against 0.20 s per iteration on the second).
+pub fn column_blocks(rank: usize, nnz: usize, rows: usize) -> Option<Vec<ColumnBlock>> {
+    if matches!(rank, 0 | 8 | 16 | 32 | 64)
+        || (rank > WIDEST && (nnz as f64) < BLOCKED_NONZEROS_PER_ROW * rows as f64)
+    {
         return None;
     }
     let blocks = (0..rank)
@@ -59,11 +71,16 @@ pub fn column_blocks(rank: usize) -> Option<Vec<ColumnBlock>> {
     Some(blocks)
 }
 
-/// The widest pass of an MTTKRP of rank `rank` on the CPU (`padded::column_blocks`): the
-/// width of the padded copies it holds during a call; `None` when the rank is a
-/// specialized width and nothing is copied.
+/// Nonzeros per factor row from which a rank above 64 runs in blocks
+/// ([`column_blocks`]): between the two measured points, 0.72 (the walker faster) and
+/// 6.7 (the blocks 3.8 times faster).
+pub const BLOCKED_NONZEROS_PER_ROW: f64 = 2.0;
+
+/// The widest pass of an MTTKRP of rank `rank` on the CPU where it runs in blocks
+/// (`padded::column_blocks`): the width of the padded copies it holds during a call; `None`
+/// when the rank is a specialized width and nothing is copied.
 pub fn width_for(rank: usize) -> Option<usize> {
-    column_blocks(rank).and_then(|b| b.iter().map(|b| b.width).max())
+    column_blocks(rank, usize::MAX, 0).and_then(|b| b.iter().map(|b| b.width).max())
 }
 
 /// Buffers of blocked MTTKRPs kept between calls, so that a call's copies land on
@@ -150,7 +167,7 @@ mod tests {
     #[test]
     fn blocks_cover_every_column_once_at_the_next_width() {
         for r in 1..=300 {
-            let Some(blocks) = column_blocks(r) else {
+            let Some(blocks) = column_blocks(r, usize::MAX, 1) else {
                 assert!([8, 16, 32, 64].contains(&r), "rank {r} runs unblocked");
                 continue;
             };
@@ -176,6 +193,10 @@ mod tests {
             );
             assert_eq!(width_for(r), blocks.iter().map(|b| b.width).max());
         }
+        // Above 64 with fewer nonzeros than twice the rows: the walker.
+        assert_eq!(column_blocks(100, 199, 100), None);
+        assert!(column_blocks(100, 200, 100).is_some());
+        assert!(column_blocks(20, 1, 100).is_some());
         assert_eq!(width_for(16), None);
         assert_eq!(width_for(20), Some(32));
         assert_eq!(width_for(100), Some(64));
