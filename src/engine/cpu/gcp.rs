@@ -284,7 +284,7 @@ pub(super) use by_width;
 /// multiplied in mode order, summed in 4 interleaved partial sums; the padding adds
 /// zeros) and each mode's term [`add_entry`]'s (`y` times the other rows in mode
 /// order), so the bits are the generic loops'.
-#[inline(always)]
+#[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn fused_entries<const N: usize, const R: usize, const PAD: bool, L: EntryLoss>(
     coords: &[u32],

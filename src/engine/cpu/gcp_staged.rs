@@ -278,7 +278,7 @@ fn prefetch_ahead(coords: &[u32], e: usize, n: usize, rank: usize, f: &[&[f64]])
 /// [`chunk_terms`] for order `N` and width `R` known at compile time (rows of `rank`
 /// values, zero-padded to `R` where `PAD`): the one-piece pass's fixed kernel's
 /// operations (rows in arrays, loops unrolled), so the bits are the generic loops'.
-#[inline(always)]
+#[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn chunk_terms_fixed<const N: usize, const R: usize, const PAD: bool, L: EntryLoss>(
     coords: &[u32],
