@@ -251,27 +251,24 @@ fn fused_part<L: EntryLoss>(
 /// take 1.3 times it.
 macro_rules! by_width {
     ($n:expr, $rank:expr, $call:ident) => {
-        match ($n, $rank) {
-            (3, 4) => $call!(3, 4, false),
-            (3, 8) => $call!(3, 8, false),
-            (3, 16) => $call!(3, 16, false),
-            (3, 32) => $call!(3, 32, false),
-            (3, 64) => $call!(3, 64, false),
-            (3, 1..=3) => $call!(3, 4, true),
-            (3, 5..=7) => $call!(3, 8, true),
-            (3, 9..=15) => $call!(3, 16, true),
-            (3, 17..=31) => $call!(3, 32, true),
-            (3, 33..=63) => $call!(3, 64, true),
-            (4, 4) => $call!(4, 4, false),
-            (4, 8) => $call!(4, 8, false),
-            (4, 16) => $call!(4, 16, false),
-            (4, 32) => $call!(4, 32, false),
-            (4, 64) => $call!(4, 64, false),
-            (4, 1..=3) => $call!(4, 4, true),
-            (4, 5..=7) => $call!(4, 8, true),
-            (4, 9..=15) => $call!(4, 16, true),
-            (4, 17..=31) => $call!(4, 32, true),
-            (4, 33..=63) => $call!(4, 64, true),
+        match $n {
+            3 => by_width!(@rank 3, $rank, $call),
+            4 => by_width!(@rank 4, $rank, $call),
+            _ => {}
+        }
+    };
+    (@rank $n:literal, $rank:expr, $call:ident) => {
+        match $rank {
+            4 => $call!($n, 4, false),
+            8 => $call!($n, 8, false),
+            16 => $call!($n, 16, false),
+            32 => $call!($n, 32, false),
+            64 => $call!($n, 64, false),
+            1..=3 => $call!($n, 4, true),
+            5..=7 => $call!($n, 8, true),
+            9..=15 => $call!($n, 16, true),
+            17..=31 => $call!($n, 32, true),
+            33..=63 => $call!($n, 64, true),
             _ => {}
         }
     };
