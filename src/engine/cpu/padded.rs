@@ -84,8 +84,8 @@ pub fn width_for(rank: usize) -> Option<usize> {
 }
 
 /// Buffers of blocked MTTKRPs kept between calls, so that a call's copies land on
-/// pages already faulted in: on a 2 M-nonzero tensor at rank 65, the kernel zeroing
-/// fresh pages for them took 42 % of the call. A call takes them out and puts back
+/// pages already faulted in rather than on fresh pages the kernel zeroes at every
+/// call (as the walk's private outputs are kept). A call takes them out and puts back
 /// those of its widest pass: one matrix per mode (a copy of each other mode's factor
 /// and the output are of their modes' shapes), as the memory plan counts them.
 #[derive(Debug, Default)]
