@@ -258,8 +258,8 @@ impl MemoryPlan {
         self.add(what, (others as u128).saturating_mul(floats as u128), 4)
     }
 
-    /// The CPU's MTTKRP at a rank other than its specialized widths: a column block of
-    /// the factors padded to the next width and an output of that width, during each
+    /// The CPU's MTTKRP at a rank other than its specialized widths: column blocks of
+    /// the factors padded to the next width and outputs of those widths, during each
     /// call ([`crate::engine::cpu::mttkrp_width`]); nothing at a specialized rank.
     pub fn add_padded_rank(&mut self, dims: &[usize], rank: usize) -> &mut Self {
         let Some(w) = crate::engine::cpu::mttkrp_width(rank) else {
@@ -268,7 +268,7 @@ impl MemoryPlan {
         let rows: u128 = dims.iter().fold(0, |s, &d| s.saturating_add(d as u128));
         let widest = dims.iter().copied().max().unwrap_or(0) as u128;
         self.add(
-            format!("the CPU's MTTKRP copies of rank {rank} in blocks of width {w} (f32)"),
+            format!("the CPU's MTTKRP copies of rank {rank}, {w} columns (f32)"),
             rows.saturating_add(widest).saturating_mul(w as u128),
             4,
         )

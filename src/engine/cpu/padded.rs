@@ -76,11 +76,15 @@ pub fn column_blocks(rank: usize, nnz: usize, rows: usize) -> Option<Vec<ColumnB
 /// 6.7 (the blocks 3.8 times faster).
 pub const BLOCKED_NONZEROS_PER_ROW: f64 = 2.0;
 
-/// The widest pass of an MTTKRP of rank `rank` on the CPU where it runs in blocks
-/// (`padded::column_blocks`): the width of the padded copies it holds during a call; `None`
-/// when the rank is a specialized width and nothing is copied.
+/// The columns of padded copies an MTTKRP of rank `rank` on the CPU holds during a
+/// call where it runs in blocks (`padded::column_blocks`): the sum of its passes'
+/// distinct widths (the buffers of one width are kept while the last, narrower pass
+/// takes its own); `None` when the rank is a specialized width and nothing is copied.
 pub fn width_for(rank: usize) -> Option<usize> {
-    column_blocks(rank, usize::MAX, 0).and_then(|b| b.iter().map(|b| b.width).max())
+    let blocks = column_blocks(rank, usize::MAX, 0)?;
+    let mut widths: Vec<usize> = blocks.iter().map(|b| b.width).collect();
+    widths.dedup();
+    Some(widths.iter().sum())
 }
 
 /// Buffers of blocked MTTKRPs kept between calls, so that a call's copies land on
@@ -191,7 +195,13 @@ mod tests {
                 r.div_ceil(64),
                 "rank {r}: more passes than needed"
             );
-            assert_eq!(width_for(r), blocks.iter().map(|b| b.width).max());
+            // Every width but the last is 64; the copies held are one set per width.
+            let held = if blocks.len() > 1 && blocks[blocks.len() - 1].width < 64 {
+                64 + blocks[blocks.len() - 1].width
+            } else {
+                blocks[0].width
+            };
+            assert_eq!(width_for(r), Some(held), "rank {r}");
         }
         // Above 64 with fewer nonzeros than twice the rows: the walker.
         assert_eq!(column_blocks(100, 199, 100), None);
@@ -200,6 +210,8 @@ mod tests {
         assert_eq!(width_for(16), None);
         assert_eq!(width_for(20), Some(32));
         assert_eq!(width_for(100), Some(64));
+        assert_eq!(width_for(72), Some(72));
+        assert_eq!(width_for(128), Some(64));
     }
 
     #[test]
