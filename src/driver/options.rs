@@ -248,6 +248,24 @@ pub struct CpAprJob {
 }
 
 impl CpAprRequest {
+    /// The request with pyttb's defaults ([`CpAprOptions::default`]; rank 10, seed 0).
+    pub fn defaults() -> Self {
+        let o = CpAprOptions::default();
+        CpAprRequest {
+            rank: o.rank,
+            iters: o.max_iters,
+            inner: o.max_inner,
+            tol: o.tol,
+            stoptime: o.max_seconds,
+            eps: o.eps,
+            kappa: o.kappa,
+            kappa_tol: o.kappa_tol,
+            seed: o.seed,
+            init: None,
+            non_integer: o.non_integer,
+        }
+    }
+
     /// The checks that need no tensor.
     pub fn check(&self) -> Result<()> {
         rank_at_least("rank", self.rank)?;
@@ -549,14 +567,7 @@ mod tests {
             rank: 2,
             iters: 3,
             inner: 0,
-            tol: 1e-4,
-            stoptime: 10.0,
-            eps: 1e-10,
-            kappa: 0.01,
-            kappa_tol: 1e-10,
-            seed: 0,
-            init: None,
-            non_integer: NonInteger::Warn,
+            ..CpAprRequest::defaults()
         };
         let err = apr.clone().validate(&x).unwrap_err().to_string();
         assert!(err.contains("inner must be at least 1, got 0"), "{err}");
@@ -571,16 +582,9 @@ mod tests {
         assert!(err.contains("stoptime must be > 0, got 0"), "{err}");
         let completion = CompletionRequest {
             rank: 2,
-            solver: Solver::Als,
-            lambda: None,
             epochs: 0,
-            patience: 5,
             seed: 0,
-            learning_rate: None,
-            ccd_inner: 1,
-            center: true,
-            biases: true,
-            bias_lambda: 5.0,
+            ..CompletionRequest::defaults()
         };
         let err = completion.validate(&x, &x).unwrap_err().to_string();
         assert!(err.contains("epochs must be at least 1, got 0"), "{err}");

@@ -146,15 +146,8 @@ fn cp_apr_on_values_far_below_one_is_the_run_on_them_in_other_units() {
     let request = CpAprRequest {
         rank: 3,
         iters: 25,
-        inner: 10,
-        tol: 1e-4,
-        stoptime: 1e6,
-        eps: 1e-10,
-        kappa: 0.01,
-        kappa_tol: 1e-10,
         seed: 2,
-        init: None,
-        non_integer: crate::decomp::NonInteger::Warn,
+        ..CpAprRequest::defaults()
     };
     let engine = Engine::cpu();
     let fit = |x: &CooTensor| {

@@ -280,15 +280,8 @@ fn values_far_below_one_fit_as_counts_do_and_report_the_given_units() {
         let request = CpAprRequest {
             rank: 4,
             iters: 15,
-            inner: 10,
-            tol: 1e-4,
-            stoptime: 1e6,
-            eps: 1e-10,
-            kappa: 0.01,
-            kappa_tol: 1e-10,
             seed: 4,
-            init: None,
-            non_integer: NonInteger::Warn,
+            ..CpAprRequest::defaults()
         };
         let job = request.validate(x).unwrap();
         let scale = job.scale;
