@@ -190,6 +190,61 @@ twin!(specialized_mttkrp_ranks_every_mode, |engine| {
     }
 });
 
+// A model's loop: between calls one factor is written and the caller says so, with
+// its versions at every call. A backend that keeps copies of the factors (the CPU's
+// padded ones at ranks between its widths, a GPU's on the device) must read each as
+// last written; specialized and padded ranks, orders 3 and 4.
+twin!(
+    mttkrp_with_versions_reads_each_factor_as_last_written,
+    |engine| {
+        let seed = common::fresh_seed("mttkrp_with_versions_reads_each_factor_as_last_written");
+        for (k, (dims, nnz)) in [(vec![60, 45, 30], 4000), (vec![25, 30, 12, 9], 3000)]
+            .into_iter()
+            .enumerate()
+        {
+            let spec = GenSpec {
+                dims,
+                nnz,
+                pattern: Pattern::PowerLaw { alpha: 0.8 },
+                seed: seed.wrapping_add(k as u64),
+            };
+            let x = generate(&spec).unwrap();
+            let p = engine
+                .prepare_with_thresholds(&x, &[(Op::Mttkrp, 8)])
+                .unwrap();
+            for rank in [3, 16, 20, 45] {
+                let mut f =
+                    Matrix::random_factors(x.dims(), &vec![rank; x.order()], seed ^ rank as u64);
+                let mut versions = engine.factor_versions(x.order());
+                for it in 0..2 {
+                    for mode in 0..x.order() {
+                        let call = sptmc::engine::Call {
+                            versions: Some(&versions),
+                            ..Default::default()
+                        };
+                        let mut got = Matrix::zeros(0, 0);
+                        engine
+                            .run_into_with(Op::Mttkrp, &p, mode, &f, &call, &mut got)
+                            .unwrap();
+                        let want = reference::mttkrp(&x, mode, &f).unwrap();
+                        within_contract(&want, &got, || {
+                            format!("{spec:?}: rank {rank} mode {mode} iteration {it}")
+                        });
+                        // The step: a new factor from the result (its rows normalized, as
+                        // no two calls see the same one), and the caller says so.
+                        f[mode] = Matrix::from_fn(got.rows(), rank, |i, c| {
+                            let row = got.row(i);
+                            let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-30);
+                            0.25 + (row[c] / norm).abs()
+                        });
+                        versions.changed(mode);
+                    }
+                }
+            }
+        }
+    }
+);
+
 // Factors far above and below the range where f32 accumulation is safe: the kernels
 // scale their columns (from a scan, or from the caller's maxima, which must give the
 // same bits) and still meet the accuracy contract; 3-way with dense tiles and 4-way,

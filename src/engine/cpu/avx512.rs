@@ -19,7 +19,8 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::{
     __m512, _MM_HINT_T0, _mm_prefetch, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps,
-    _mm512_mul_ps, _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps, _mm512_stream_ps,
+    _mm512_mask_storeu_ps, _mm512_mul_ps, _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
+    _mm512_stream_ps,
 };
 
 use super::row_kernels::BiasFactors;
@@ -450,7 +451,9 @@ pub(super) unsafe fn mttkrp_streamed_rows<const V: usize, const D: usize, const 
 /// Rows `rows.0..rows.1` of the row-by-row MTTKRP at rank `R = 16 V` with `D` other
 /// modes, each whole, into `dst` (their rows of the output, one after the other): per
 /// row [`mttkrp_row`] (inlined here), written with non-temporal stores with `PAST`.
-/// `ptr` are the groups' row offsets, `others` and `values` the whole groups'.
+/// With `S` the output rows are `r < R` floats (the rank of factors padded with zero
+/// columns to `R`), each stored under a mask. `ptr` are the groups' row offsets,
+/// `others` and `values` the whole groups'.
 ///
 /// # Safety
 /// The CPU must have AVX-512F ([`available`]), the offsets in `ptr` must ascend, and
@@ -464,16 +467,26 @@ pub(super) unsafe fn mttkrp_rows<
     const D: usize,
     const LOOK: bool,
     const PAST: bool,
+    const S: bool,
 >(
     ptr: &[usize],
     others: &[u32],
     values: &[f32],
     facs: &[&[f32]; D],
+    r: usize,
     rows: (usize, usize),
     ahead: usize,
     dst: &mut [f32],
 ) {
     debug_assert_eq!(R, 16 * V);
+    let r = if S { r } else { R };
+    assert!(r <= R && !(PAST && S), "rows of {r} at width {R}");
+    // Per vector, the lanes of an output row it stores: all 16 up to the rank, the
+    // rest in the vector that holds it, none past it.
+    let masks: [u16; V] = std::array::from_fn(|v| {
+        let n = r.saturating_sub(16 * v).min(16);
+        ((1u32 << n) - 1) as u16
+    });
     // Checked once here, not per row (as in `mttkrp_streamed_rows`): a long mode's
     // rows hold a few nonzeros each.
     assert!(rows.0 <= rows.1 && rows.1 < ptr.len(), "rows past the mode");
@@ -486,7 +499,7 @@ pub(super) unsafe fn mttkrp_rows<
     // Rows of 16 V floats from a 64-byte aligned start are each 64-byte aligned, as
     // the non-temporal 512-bit store requires.
     let aligned = (dst.as_ptr() as usize).is_multiple_of(64);
-    for (i, o) in (rows.0..rows.1).zip(dst.chunks_exact_mut(R)) {
+    for (i, o) in (rows.0..rows.1).zip(dst.chunks_exact_mut(r)) {
         // SAFETY: `i + 1 <= rows.1 < ptr.len()` (asserted).
         let (s, e) = unsafe { (*ptr.get_unchecked(i), *ptr.get_unchecked(i + 1)) };
         debug_assert!(s <= e && e <= te, "offsets that ascend");
@@ -501,11 +514,15 @@ pub(super) unsafe fn mttkrp_rows<
             )
         };
         for v in 0..V {
-            // SAFETY: `o` holds `R = 16 V` floats; with `PAST` and `aligned`, `o + 16 v`
-            // is 64-byte aligned.
+            // SAFETY: `o` holds `r` floats: `R = 16 V` without `S` (with `PAST` and
+            // `aligned`, `o + 16 v` is then 64-byte aligned); with `S` the masked store
+            // touches only the lanes below `r` (a lane masked off is neither written
+            // nor faulted on).
             unsafe {
                 let d = o.as_mut_ptr().add(16 * v);
-                if PAST && aligned {
+                if S {
+                    _mm512_mask_storeu_ps(d, masks[v], sum[v]);
+                } else if PAST && aligned {
                     _mm512_stream_ps(d, sum[v]);
                 } else {
                     _mm512_storeu_ps(d, sum[v]);

@@ -18,6 +18,34 @@ pub(super) unsafe fn row<const R: usize>(f: &[f32], i: usize) -> &[f32; R] {
     unsafe { &*f.as_ptr().add(i * R).cast::<[f32; R]>() }
 }
 
+/// The compiled width a rank `r` runs at: the next of 8, 16, 32 and 64 (0 for rank 0
+/// or above 64, which have none). A rank between them reads copies of the factors
+/// padded with zero columns to it (`super::padded`), and writes its output rows at
+/// their own length ([`store_row`]).
+pub(crate) fn lanes(r: usize) -> usize {
+    match r {
+        1..=8 => 8,
+        9..=16 => 16,
+        17..=32 => 32,
+        33..=64 => 64,
+        _ => 0,
+    }
+}
+
+/// `dst = src[..dst.len()]`: an output row of the rank's length (`dst.len() ≤ R`) from
+/// a sum of `R` lanes. Whole 8-lane groups, then the rest lane by lane.
+#[inline(always)]
+pub(super) fn store_row<const R: usize>(dst: &mut [f32], src: &[f32; R]) {
+    let n = dst.len();
+    let whole = n / 8 * 8;
+    for (d, s) in dst[..whole].chunks_exact_mut(8).zip(src.chunks_exact(8)) {
+        d.copy_from_slice(s);
+    }
+    for (d, &s) in dst[whole..].iter_mut().zip(&src[whole..]) {
+        *d = s;
+    }
+}
+
 /// Row `i` of `f` for writing, `R` floats a row.
 ///
 /// # Safety
@@ -42,5 +70,21 @@ mod tests {
             row_mut::<4>(&mut m, 1)[3] = -1.0;
         }
         assert_eq!(m[7], -1.0);
+    }
+
+    #[test]
+    fn widths_are_the_next_compiled_one_and_stores_keep_the_rank() {
+        assert_eq!(
+            [1, 8, 9, 16, 17, 20, 32, 33, 63, 64].map(lanes),
+            [8, 8, 16, 16, 32, 32, 32, 64, 64, 64]
+        );
+        assert_eq!((lanes(0), lanes(65)), (0, 0));
+        let src: [f32; 16] = std::array::from_fn(|k| k as f32 + 1.0);
+        for n in [0, 3, 8, 11, 16] {
+            let mut dst = vec![-1.0; n + 2];
+            store_row(&mut dst[..n], &src);
+            assert_eq!(&dst[..n], &src[..n]);
+            assert_eq!(&dst[n..], &[-1.0, -1.0], "{n} lanes stored");
+        }
     }
 }

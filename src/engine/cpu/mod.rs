@@ -71,6 +71,8 @@ pub struct CpuBackend {
     pool: std::sync::Mutex<Vec<Vec<f32>>>,
     /// The blocked MTTKRP's copies kept between calls (see `padded`).
     scratch: std::sync::Mutex<padded::Scratch>,
+    /// The row kernels' padded factors kept between calls (see `padded`).
+    padded: std::sync::Mutex<padded::PaddedFactors>,
 }
 
 impl CpuBackend {
@@ -94,6 +96,7 @@ impl CpuBackend {
             opts,
             pool: std::sync::Mutex::new(Vec::new()),
             scratch: std::sync::Mutex::default(),
+            padded: std::sync::Mutex::default(),
         })
     }
 
@@ -190,7 +193,24 @@ impl CpuBackend {
             factors.unscale(op, mode, 1.0, out);
             return Ok(RunStats::default());
         }
-        // Ranks other than the specialized widths run in column blocks (`padded`).
+        // Ranks below 64 between the specialized widths: the row kernels read the
+        // factors padded to the next width, kept between calls (`padded`).
+        let (r, order) = (out.cols(), hls.dims().len());
+        let width = padded::factor_width(r, order);
+        if op == Op::Mttkrp
+            && width != r
+            && let Some(rows) = tensor.row_mttkrp(self.opts.mttkrp)
+        {
+            let mut held = self.padded.lock().unwrap_or_else(|e| e.into_inner());
+            let keys = opts.versions.filter(|_| factors.as_given());
+            held.refresh(factors.factors(), mode, width, keys);
+            // Every entry is written; the groups hold values already scaled.
+            rows.run(mode, held.factors(), out, self.wide_vectors());
+            drop(held);
+            factors.unscale(op, mode, 1.0, out);
+            return Ok(RunStats::default());
+        }
+        // Other ranks between the specialized widths run in column blocks (`padded`).
         let rows = hls.dims().iter().sum();
         let blocks = (op == Op::Mttkrp)
             .then(|| padded::column_blocks(out.cols(), hls.nnz(), rows))

@@ -102,6 +102,8 @@ impl RowMttkrp {
     /// the other modes' indices and the values of its own groups or of the long mode's
     /// it streams.
     pub(super) fn form_bytes(&self, mode: usize, rank: usize) -> usize {
+        // The width its factors run at (a rank between the compiled widths: padded).
+        let rank = super::padded::factor_width(rank, self.dims.len());
         let rows = block_rows(rank, self.cache);
         let built = self.blocked.lock().unwrap_or_else(|e| e.into_inner());
         match built.iter().find(|b| (b.0, b.1) == (mode, rows)) {
@@ -127,37 +129,43 @@ impl RowMttkrp {
     }
 
     /// MTTKRP of `mode` into `out` (`I_mode × R`, every entry overwritten), `factors`
-    /// one per mode. The groups hold the values with the tensor's scale applied.
-    /// With `wide` (the CPU has AVX-512F, [`super::avx512::available`]) ranks 16, 32
+    /// one per mode, each `R` columns, or padded with zero columns to the compiled
+    /// width of `R` ([`super::padded::factor_width`]; the same for every one the call
+    /// reads). The groups hold the values with the tensor's scale applied.
+    /// With `wide` (the CPU has AVX-512F, [`super::avx512::available`]) widths 16, 32
     /// and 64 run 16 columns per instruction.
     pub(super) fn run(&self, mode: usize, factors: &[Matrix], out: &mut Matrix, wide: bool) {
         let (g, plan, r) = (&self.groups[mode], &self.plans[mode], out.cols());
+        let w = (factors.iter().enumerate())
+            .find(|&(m, _)| m != mode)
+            .map_or(r, |(_, f)| f.cols());
         // The AVX-512 sums read (and the streamed one writes) the rows the groups name
         // unchecked: every factor and the output must have their modes' rows. The
         // engine checks the factors' shapes and sizes the output; held here too.
         assert!(
             factors.len() == self.dims.len()
                 && (factors.iter().zip(&self.dims).enumerate())
-                    .all(|(m, (f, &d))| m == mode || (f.rows() == d && f.cols() == r))
-                && out.rows() == self.dims[mode],
+                    .all(|(m, (f, &d))| m == mode || (f.rows() == d && f.cols() == w))
+                && out.rows() == self.dims[mode]
+                && (w == r || w == super::padded::factor_width(r, self.dims.len())),
             "MTTKRP: factors or output not of the tensor's shape"
         );
-        let long = self.source(mode, r);
+        let long = self.source(mode, w);
         // Rows of factors larger than the last-level cache are loaded ahead (the long
         // one's, where its order is streamed, need not be).
         let look = (0..self.dims.len()).any(|m| {
-            m != mode && m != long && mttkrp_stream::larger_than_llc(&self.dims, m, r, self.cache)
+            m != mode && m != long && mttkrp_stream::larger_than_llc(&self.dims, m, w, self.cache)
         });
         if long != mode
             && self.block_streams
-            && let Some(blocks) = self.blocks(mode, long, r)
+            && let Some(blocks) = self.blocks(mode, long, w)
         {
             let rest: Vec<&[f32]> = (factors.iter().enumerate())
                 .filter(|&(m, _)| m != long && m != mode)
                 .map(|(_, f)| f.data())
                 .collect();
             let (own, ptr) = (factors[long].data(), self.groups[long].ptr());
-            return blocks.run(own, ptr, &rest, out, &self.copies, look, wide);
+            return blocks.run(own, w, ptr, &rest, out, &self.copies, look, wide);
         }
         if long != mode {
             let (groups, bounds) = (&self.groups[long], &self.bounds[long]);
@@ -174,19 +182,20 @@ impl RowMttkrp {
         // Row (or piece) `s..e`, whose task's nonzeros end at `te` (for the lookahead).
         let row = |s: usize, e: usize, te: usize, dst: &mut [f32], past: bool| {
             let (ix, xs) = (&idx[s * d..te * d], &x[s..e]);
-            if !specialized(r, past, look, wide, ix, xs, &facs, dst) {
+            if !specialized(w, past, look, wide, ix, xs, &facs, dst) {
                 row_sum_any(&ix[..(e - s) * d], xs, &facs, dst);
             }
         };
         // Rows written straight into the output go past the cache where it is larger
-        // than the cache.
-        let past = mttkrp_stream::larger_than_llc(&self.dims, mode, r, self.cache);
+        // than the cache (rows of the factors' width only: shorter ones are stored
+        // under masks).
+        let past = mttkrp_stream::larger_than_llc(&self.dims, mode, r, self.cache) && w == r;
         let groups = (ptr, idx, x);
         // Whole rows `rows` into `dst` in one call: on AVX-512 where it has the rank,
         // else on AVX2; `false` where neither has it.
         let span = |rows: (usize, usize), dst: &mut [f32]| {
-            (wide && wide_task(r, past, look, groups, &facs, rows, dst))
-                || narrow_task(r, past, look, groups, &facs, rows, dst)
+            (wide && wide_task((w, r), past, look, groups, &facs, rows, dst))
+                || narrow_task((w, r), past, look, groups, &facs, rows, dst)
         };
         if !plan.cut {
             // Whole rows per task, written straight into the output.
@@ -212,7 +221,7 @@ impl RowMttkrp {
             let _flush = FlushSubnormals::new();
             let te = job.pieces.last().map_or(0, |p| p.2);
             // The runs of short rows between cut and long ones a span at a time.
-            if (wide && wide_fits(r, d)) || narrow_fits(r, d) {
+            if (wide && wide_fits(w, d)) || narrow_fits(w, d) {
                 span_cut_job(plan, job, r, past, span, |s, e, dst, past| {
                     row(s, e, te.max(e), dst, past)
                 });
@@ -238,7 +247,8 @@ mod tests {
     use crate::tensor::generate::Pattern;
 
     /// The row-by-row MTTKRP, and the key-order walk beside it, against the FP64
-    /// reference at every specialized rank and one other, orders 2 to 5, with and
+    /// reference at every specialized rank and others between them (read as given,
+    /// and padded to the next width: `padded::factor_width`), orders 2 to 5, with and
     /// without dense tiles, on 1 and 3 workers; the last case has a mode of three rows,
     /// each longer than a piece (cut).
     #[test]
@@ -274,11 +284,26 @@ mod tests {
                     .unwrap();
                 pool.install(|| {
                     let rows = RowMttkrp::new(&hls).unwrap().expect("small groups fit");
-                    for rank in [8, 16, 32, 64, 5] {
+                    for (rank, pad) in [8, 16, 32, 64, 5, 5, 10, 20, 40, 63]
+                        .into_iter()
+                        .enumerate()
+                        .map(|(k, r)| (r, k != 4))
+                    {
                         let f = Matrix::random_factors(&dims, &vec![rank; dims.len()], 7);
+                        // The factors the kernel reads: padded with zero columns to
+                        // the next width (on orders up to 4), as the backend passes
+                        // them, or as given (rank 5 once: the generic sums).
+                        let w = if pad {
+                            super::super::padded::factor_width(rank, dims.len())
+                        } else {
+                            rank
+                        };
+                        let mut held = super::super::padded::PaddedFactors::default();
+                        held.refresh(&f, usize::MAX, w, None);
+                        let read = if w == rank { &f[..] } else { held.factors() };
                         for mode in 0..dims.len() {
                             let mut out = Matrix::from_fn(dims[mode], rank, |_, _| f32::NAN);
-                            rows.run(mode, &f, &mut out, false);
+                            rows.run(mode, read, &mut out, false);
                             let want = crate::reference::mttkrp(&x, mode, &f).unwrap();
                             let acc = compare(&want, &out).unwrap();
                             assert!(
@@ -289,9 +314,9 @@ mod tests {
                             // column, so the same bits.
                             // Ranks AVX-512 has no width for run on AVX2 even when it is
                             // asked for (safe on any CPU: no AVX-512 instruction runs).
-                            if super::super::avx512::available() || matches!(rank, 8 | 5) {
+                            if super::super::avx512::available() || w == 8 || w == rank {
                                 let mut wide = Matrix::from_fn(dims[mode], rank, |_, _| f32::NAN);
-                                rows.run(mode, &f, &mut wide, true);
+                                rows.run(mode, read, &mut wide, true);
                                 assert!(
                                     (out.data().iter().zip(wide.data()))
                                         .all(|(a, b)| a.to_bits() == b.to_bits()),

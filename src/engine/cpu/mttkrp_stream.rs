@@ -135,9 +135,12 @@ pub fn streamed_mode_output_floats(
     cache: CacheSizes,
 ) -> usize {
     match streamed_by(dims, mode, rank, cache) {
-        Some(_) => {
-            CHUNKS.saturating_mul((dims[mode].saturating_mul(rank)).saturating_add(LINE_FLOATS - 1))
-        }
+        // Rows of the width the factors run at (a rank between the compiled widths:
+        // padded, `super::padded::factor_width`).
+        Some(_) => CHUNKS.saturating_mul(
+            (dims[mode].saturating_mul(super::padded::factor_width(rank, dims.len())))
+                .saturating_add(LINE_FLOATS - 1),
+        ),
         None => 0,
     }
 }
@@ -167,7 +170,9 @@ pub(super) fn chunk_bounds(ptr: &[usize]) -> Vec<usize> {
 
 /// MTTKRP of `mode` into `out` (every entry overwritten) through `groups`, the row
 /// groups of the long mode `long`, whose rows are cut at `bounds`; `pool` keeps the
-/// output copies between calls. With `look`, the rows of the remaining factors are
+/// output copies between calls. The factors are `out`'s columns wide, or padded with
+/// zero columns to a compiled width (the copies are then rows of that width, of which
+/// `out` takes the first columns). With `look`, the rows of the remaining factors are
 /// prefetched [`LOOKAHEAD`] nonzeros ahead (for factors larger than the cache). With
 /// `wide` (the CPU has AVX-512F) ranks 16, 32 and 64 run 16 columns per instruction.
 #[allow(clippy::too_many_arguments)]
@@ -182,7 +187,7 @@ pub(super) fn run(
     look: bool,
     wide: bool,
 ) {
-    let r = out.cols();
+    let r = factors[long].cols();
     // The other modes' indices in a group are in mode order without `long`: the
     // target's position among them, and the factors of the rest.
     let target = if mode < long { mode } else { mode - 1 };
@@ -191,7 +196,7 @@ pub(super) fn run(
         .map(|m| factors[m].data())
         .collect();
     let own = factors[long].data();
-    sum_in_copies(bounds.len() - 1, pool, out, |c, copy| {
+    sum_in_copies(bounds.len() - 1, pool, out, r, |c, copy| {
         let args = Chunk {
             ptr: groups.ptr(),
             others: groups.others(),
@@ -208,16 +213,20 @@ pub(super) fn run(
 }
 
 /// Runs `sum(c, copy)` for each of `chunks` ranges in parallel, each into its own
-/// zeroed copy of `out` (whose rows start on cache lines; `pool` keeps the copies
-/// between calls), then overwrites `out` with the copies' sum, added in range order:
-/// so the result does not depend on the thread count.
+/// zeroed copy of `out` with rows of `width ≥ out.cols()` floats (whose rows start on
+/// cache lines; `pool` keeps the copies between calls), then overwrites `out` with the
+/// sum of the copies' first `out.cols()` columns, added in range order: so the result
+/// does not depend on the thread count.
 pub(super) fn sum_in_copies(
     chunks: usize,
     pool: &Mutex<Vec<Vec<f32>>>,
     out: &mut Matrix,
+    width: usize,
     sum: impl Fn(usize, &mut [f32]) + Sync,
 ) {
-    let (r, len) = (out.cols(), out.data().len());
+    let r = out.cols();
+    assert!(width >= r, "output copies narrower than the output");
+    let len = out.rows() * width;
     let mut copies = std::mem::take(&mut *pool.lock().unwrap_or_else(|e| e.into_inner()));
     copies.resize_with(chunks, Vec::new);
     copies.par_iter_mut().enumerate().for_each(|(c, copy)| {
@@ -226,16 +235,33 @@ pub(super) fn sum_in_copies(
         copy.resize(len + LINE_FLOATS - 1, 0.0);
         sum(c, on_lines_mut(copy, len));
     });
-    let chunk = r.max(1) * 256;
+    // Blocks of output rows; a copy's block is as many rows of `width`.
+    const ROWS: usize = 256;
+    let (chunk, wide) = (r.max(1) * ROWS, width.max(1) * ROWS);
     out.data_mut()
         .par_chunks_mut(chunk)
         .enumerate()
         .for_each(|(k, o)| {
             let _flush = FlushSubnormals::new();
-            o.copy_from_slice(&on_lines(&copies[0], len)[k * chunk..k * chunk + o.len()]);
-            for c in &copies[1..] {
-                for (x, &y) in o.iter_mut().zip(&on_lines(c, len)[k * chunk..]) {
-                    *x += y;
+            if width == r {
+                o.copy_from_slice(&on_lines(&copies[0], len)[k * chunk..k * chunk + o.len()]);
+                for c in &copies[1..] {
+                    for (x, &y) in o.iter_mut().zip(&on_lines(c, len)[k * chunk..]) {
+                        *x += y;
+                    }
+                }
+                return;
+            }
+            for (c, copy) in copies.iter().enumerate() {
+                let rows = &on_lines(copy, len)[k * wide..];
+                for (x, y) in o.chunks_exact_mut(r).zip(rows.chunks_exact(width)) {
+                    if c == 0 {
+                        x.copy_from_slice(&y[..r]);
+                    } else {
+                        for (x, &y) in x.iter_mut().zip(y) {
+                            *x += y;
+                        }
+                    }
                 }
             }
         });

@@ -10,9 +10,10 @@ use super::rows::{CutJob, Plan};
 /// The groups' row offsets, other indices and values.
 pub(super) type Groups<'a> = (&'a [usize], &'a [u32], &'a [f32]);
 
-/// Whether [`wide_task`] has a specialization for rank `r` and `d` other modes.
-pub(super) fn wide_fits(r: usize, d: usize) -> bool {
-    cfg!(target_arch = "x86_64") && matches!(r, 16 | 32 | 64) && (1..=3).contains(&d)
+/// Whether [`wide_task`] has a specialization for factor width `w` and `d` other
+/// modes.
+pub(super) fn wide_fits(w: usize, d: usize) -> bool {
+    cfg!(target_arch = "x86_64") && matches!(w, 16 | 32 | 64) && (1..=3).contains(&d)
 }
 
 /// Rows of fewer nonzeros than this, consecutive and uncut, go to [`wide_task`]
@@ -76,12 +77,13 @@ pub(super) fn span_cut_job(
 }
 
 /// Rows `rows` (whole, into `dst`) of the row-by-row MTTKRP on AVX-512
-/// ([`super::avx512::mttkrp_rows`]) where a specialization exists for rank `r` and
-/// `facs.len()` other modes (the caller runs row by row where this returns `false`).
-/// Call only where the CPU has AVX-512F.
+/// ([`super::avx512::mttkrp_rows`]) where a specialization exists for factor width
+/// `w` (the rank `r`, or the width `r`'s factors are padded to; `dst` holds rows of
+/// `r`) and `facs.len()` other modes (the caller runs row by row where this returns
+/// `false`). Call only where the CPU has AVX-512F.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn wide_task(
-    r: usize,
+    (w, r): (usize, usize),
     past: bool,
     look: bool,
     (ptr, others, values): Groups<'_>,
@@ -94,49 +96,52 @@ pub(super) fn wide_task(
         use super::avx512::mttkrp_rows;
         /// The rank arms for `D` other modes and one pair of switches.
         macro_rules! by_rank {
-            ($f:expr, $d:literal, $look:literal, $past:literal) => {
+            ($f:expr, $d:literal, $look:literal, $past:literal, $s:literal) => {
                 // SAFETY: called only where the CPU has AVX-512F (the caller's `wide`),
                 // with groups whose offsets ascend (running sums of row counts) and
                 // whose indices name rows of the factors (checked shapes:
                 // `RowMttkrp::run`).
                 unsafe {
-                    match r {
-                        16 => mttkrp_rows::<16, 1, $d, $look, $past>(
-                            ptr, others, values, $f, rows, LOOKAHEAD, dst,
+                    match w {
+                        16 => mttkrp_rows::<16, 1, $d, $look, $past, $s>(
+                            ptr, others, values, $f, r, rows, LOOKAHEAD, dst,
                         ),
-                        32 => mttkrp_rows::<32, 2, $d, $look, $past>(
-                            ptr, others, values, $f, rows, LOOKAHEAD, dst,
+                        32 => mttkrp_rows::<32, 2, $d, $look, $past, $s>(
+                            ptr, others, values, $f, r, rows, LOOKAHEAD, dst,
                         ),
-                        64 => mttkrp_rows::<64, 4, $d, $look, $past>(
-                            ptr, others, values, $f, rows, LOOKAHEAD, dst,
+                        64 => mttkrp_rows::<64, 4, $d, $look, $past, $s>(
+                            ptr, others, values, $f, r, rows, LOOKAHEAD, dst,
                         ),
                         _ => return false,
                     }
                 }
             };
         }
-        /// The order arms for one pair of switches.
+        /// The order arms for one set of switches.
         macro_rules! by_order {
-            ($look:literal, $past:literal) => {
+            ($look:literal, $past:literal, $s:literal) => {
                 match facs {
-                    [a] => by_rank!(&[a], 1, $look, $past),
-                    [a, b] => by_rank!(&[a, b], 2, $look, $past),
-                    [a, b, c] => by_rank!(&[a, b, c], 3, $look, $past),
+                    [a] => by_rank!(&[a], 1, $look, $past, $s),
+                    [a, b] => by_rank!(&[a, b], 2, $look, $past, $s),
+                    [a, b, c] => by_rank!(&[a, b, c], 3, $look, $past, $s),
                     _ => return false,
                 }
             };
         }
-        match (look, past) {
-            (false, false) => by_order!(false, false),
-            (true, false) => by_order!(true, false),
-            (false, true) => by_order!(false, true),
-            (true, true) => by_order!(true, true),
+        // Rows shorter than the width are stored under masks, never past the cache.
+        match (look, past, r < w) {
+            (false, false, false) => by_order!(false, false, false),
+            (true, false, false) => by_order!(true, false, false),
+            (false, true, false) => by_order!(false, true, false),
+            (true, true, false) => by_order!(true, true, false),
+            (false, _, true) => by_order!(false, false, true),
+            (true, _, true) => by_order!(true, false, true),
         }
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (r, past, look, ptr, others, values, facs, rows, dst);
+        let _ = (w, r, past, look, ptr, others, values, facs, rows, dst);
         false
     }
 }

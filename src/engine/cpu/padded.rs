@@ -4,10 +4,20 @@
 //! The CPU's MTTKRP kernels are compiled for ranks 8, 16, 32 and 64 (rows of whole
 //! 8-lane vectors, every loop of known length); any other rank takes the generic walker,
 //! which was 2.5–6× slower per call at ranks 20 and 24 than at 32 on a 2 M-nonzero
-//! tensor, and 5× slower at rank 128 than two calls at rank 64. So a rank that is not
-//! one of them (above 64, on a tensor with enough nonzeros per factor row to pay for
-//! the copies: [`column_blocks`]) runs as passes over blocks of at most 64 of its
-//! columns: each pass on
+//! tensor, and 5× slower at rank 128 than two calls at rank 64.
+//!
+//! Below 64 (on orders 2 to 4, where the row kernels have their specializations) the
+//! row kernels read copies of the factors padded with zero columns to the next width
+//! ([`factor_width`]) and write the output at the rank's own width ([`PaddedFactors`]:
+//! the copies are kept between calls, and made again only for a factor the caller
+//! says changed). Read in place at the rank's stride instead, a row of rank 10 or 20
+//! does not start on a cache line, and the gathers that miss the cache touched about
+//! half as many lines again: rank 10 took 1.7× as long as rank 16 on a tensor whose
+//! factors are far larger than the cache.
+//!
+//! Elsewhere a rank that is not one of the widths (above 64, on a tensor with enough
+//! nonzeros per factor row to pay for the copies: [`column_blocks`]; below, where the
+//! walk runs) runs as passes over blocks of at most 64 of its columns: each pass on
 //! copies of the block's columns of the other modes' factors, padded with zero columns
 //! to the next width, and its output's first columns go to the block's columns of the
 //! result. The padding columns multiply to exact zeros and never touch the real ones,
@@ -15,9 +25,91 @@
 //! is the rank-`r` MTTKRP. Each pass reads the nonzeros again; the factor rows it
 //! gathers are the block's only, so the rows' bytes are read once in all.
 
+use super::factor_rows::lanes;
+use crate::engine::{FactorKey, FactorVersions};
 use crate::matrix::Matrix;
 use rayon::prelude::*;
 use std::ops::Range;
+
+/// The width the row kernels read a rank-`rank` factor at, on a tensor of `order`
+/// modes: the next compiled width for a rank between them below 64 on orders 2 to 4
+/// (their specializations), else the rank.
+pub(crate) fn factor_width(rank: usize, order: usize) -> usize {
+    match lanes(rank) {
+        w if w > rank && (2..=4).contains(&order) => w,
+        _ => rank,
+    }
+}
+
+/// Copies of a call's factors padded with zero columns to their [`factor_width`], kept
+/// between calls: a factor is copied again only where its key
+/// ([`FactorVersions::key`]) differs from the copy's, or the call has no keys. A
+/// CP-ALS iteration so copies each factor once, after its update, where blocks of
+/// columns copied every other mode's factor at every call and the output back.
+#[derive(Debug, Default)]
+pub(super) struct PaddedFactors {
+    /// Per mode, the copy.
+    copies: Vec<Matrix>,
+    /// Per mode, the key of the factor its copy was made from (`None`: not to be
+    /// reused).
+    keys: Vec<Option<FactorKey>>,
+}
+
+impl PaddedFactors {
+    /// Brings the copies of every factor but `mode`'s up to `factors`, `width` columns
+    /// each; `versions` the caller's keys of `factors` (`None` where the call has none,
+    /// or the factors the kernel reads are not the caller's: rescaled).
+    pub(super) fn refresh(
+        &mut self,
+        factors: &[Matrix],
+        mode: usize,
+        width: usize,
+        versions: Option<&FactorVersions>,
+    ) {
+        if self.copies.len() != factors.len() {
+            self.copies = factors.iter().map(|_| Matrix::zeros(0, 0)).collect();
+            self.keys = vec![None; factors.len()];
+        }
+        let held = self.copies.iter_mut().zip(&mut self.keys);
+        for (m, (f, (copy, key))) in factors.iter().zip(held).enumerate() {
+            if m == mode {
+                continue;
+            }
+            let now = versions
+                .filter(|v| v.modes() == factors.len())
+                .map(|v| v.key(m));
+            let shape = (f.rows(), width);
+            if now.is_some() && *key == now && copy.shape() == shape {
+                continue;
+            }
+            if copy.shape() != shape {
+                *copy = Matrix::zeros(f.rows(), width);
+            }
+            pad_into(f, copy);
+            *key = now;
+        }
+    }
+
+    /// The copies: of every mode's factor but the last call's target's, which is of
+    /// unspecified shape and contents (the kernel does not read it).
+    pub(super) fn factors(&self) -> &[Matrix] {
+        &self.copies
+    }
+}
+
+/// `dst`'s first `f.cols()` columns = `f`, the rest zero (`dst` has `f`'s rows).
+fn pad_into(f: &Matrix, dst: &mut Matrix) {
+    let (c, w) = (f.cols(), dst.cols());
+    dst.data_mut()
+        .par_chunks_mut(w.max(1) * 1024)
+        .zip(f.data().par_chunks(c.max(1) * 1024))
+        .for_each(|(d, s)| {
+            for (d, s) in d.chunks_exact_mut(w.max(1)).zip(s.chunks_exact(c.max(1))) {
+                d[..c].copy_from_slice(&s[..c]);
+                d[c..].fill(0.0);
+            }
+        });
+}
 
 /// The widest specialized width: a block holds at most this many columns.
 const WIDEST: usize = 64;
@@ -80,6 +172,9 @@ pub const BLOCKED_NONZEROS_PER_ROW: f64 = 2.0;
 /// call where it runs in blocks (`padded::column_blocks`): the sum of its passes'
 /// distinct widths (the buffers of one width are kept while the last, narrower pass
 /// takes its own); `None` when the rank is a specialized width and nothing is copied.
+/// Below 64 that is the next width, which also covers the row kernels' padded factors
+/// (`PaddedFactors`: one copy per mode, at most as many rows as the plan counts for
+/// the blocks' copies and output).
 pub fn width_for(rank: usize) -> Option<usize> {
     let blocks = column_blocks(rank, usize::MAX, 0)?;
     let mut widths: Vec<usize> = blocks.iter().map(|b| b.width).collect();
@@ -212,6 +307,49 @@ mod tests {
         assert_eq!(width_for(100), Some(64));
         assert_eq!(width_for(72), Some(72));
         assert_eq!(width_for(128), Some(64));
+    }
+
+    /// A copy is made again where the caller's key of its factor changed, or the call
+    /// has no keys; else the one held is read (even where the factor was written
+    /// without the caller saying so: the keys are the caller's account).
+    #[test]
+    fn padded_copies_are_made_again_only_for_factors_that_changed() {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicU64;
+        let sets = Arc::new(AtomicU64::new(1));
+        let mut v = FactorVersions::new(&sets, 3);
+        let mut f: Vec<Matrix> = (0..3)
+            .map(|m| Matrix::from_fn(5 + m, 3, |i, c| (100 * m + 3 * i + c) as f32 + 1.0))
+            .collect();
+        let padded =
+            |g: &Matrix| Matrix::from_fn(g.rows(), 8, |i, c| if c < 3 { g.get(i, c) } else { 0.0 });
+        let mut held = PaddedFactors::default();
+        held.refresh(&f, 0, 8, Some(&v));
+        assert_eq!(held.factors()[1], padded(&f[1]));
+        assert_eq!(held.factors()[2], padded(&f[2]));
+        let before = f[2].clone();
+        f[1] = f[1].map(|x| -x);
+        f[2] = f[2].map(|x| 2.0 * x);
+        v.changed(1);
+        held.refresh(&f, 0, 8, Some(&v));
+        assert_eq!(held.factors()[1], padded(&f[1]), "changed: copied again");
+        assert_eq!(held.factors()[2], padded(&before), "unchanged key: kept");
+        // Mode 0 as a target was never copied; as a source it is.
+        held.refresh(&f, 2, 8, Some(&v));
+        assert_eq!(held.factors()[0], padded(&f[0]));
+        held.refresh(&f, 0, 8, None);
+        assert_eq!(held.factors()[2], padded(&f[2]), "no keys: copied");
+        // Keys from another set of factors do not match the copies'.
+        held.refresh(&f, 0, 8, Some(&v));
+        f[2] = f[2].map(|x| x + 1.0);
+        held.refresh(&f, 0, 8, Some(&FactorVersions::new(&sets, 3)));
+        assert_eq!(held.factors()[2], padded(&f[2]), "another set: copied");
+        // Every rank between the widths below 64 on orders 2 to 4, no other.
+        assert_eq!(factor_width(20, 3), 32);
+        assert_eq!(factor_width(5, 4), 8);
+        assert_eq!(factor_width(20, 5), 20);
+        assert_eq!(factor_width(16, 3), 16);
+        assert_eq!(factor_width(70, 3), 70);
     }
 
     #[test]

@@ -4,51 +4,63 @@
 //! twins are [`super::mttkrp_wide`]'s; both give the same bits. Callers in
 //! [`super::mttkrp_rows`].
 
-use super::factor_rows;
+use super::factor_rows::{self, store_row};
 use super::mttkrp_wide::Groups;
 use super::nt_store;
 
 /// How many nonzeros ahead [`row_sum`] prefetches factor rows that miss the cache.
 pub(super) const LOOKAHEAD: usize = 16;
 
-/// A sum compiled per rank `R`, count of other modes `D` and the two switches
-/// (`PAST`: non-temporal stores; `LOOK`: prefetch ahead), run by [`by_shape`].
+/// A sum compiled per factor width `R`, count of other modes `D` and the three
+/// switches (`PAST`: non-temporal stores; `LOOK`: prefetch ahead; `S`: output rows
+/// shorter than `R`, the rank of factors padded to `R`), run by [`by_shape`].
 trait ShapedSum {
-    fn run<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
+    fn run<const R: usize, const D: usize, const PAST: bool, const LOOK: bool, const S: bool>(
         self,
         facs: &[&[f32]; D],
     );
 }
 
-/// Runs `sum` specialized for rank `r`, `facs.len()` other modes and the two switches;
-/// `false` where no specialization exists.
+/// Runs `sum` specialized for factor width `w`, `facs.len()` other modes and the
+/// switches (`short`: output rows shorter than `w`; never with `past`, whose stores
+/// write whole rows of `w`); `false` where no specialization exists.
 #[inline(always)]
-fn by_shape(sum: impl ShapedSum, r: usize, past: bool, look: bool, facs: &[&[f32]]) -> bool {
-    /// The rank and order arms for one pair of switches.
+fn by_shape(
+    sum: impl ShapedSum,
+    w: usize,
+    past: bool,
+    look: bool,
+    short: bool,
+    facs: &[&[f32]],
+) -> bool {
+    debug_assert!(!(past && short), "non-temporal stores of short rows");
+    /// The width and order arms for one set of switches.
     macro_rules! arms {
-        ($past:literal, $look:literal) => {
-            match (r, facs) {
-                (8, [a]) => sum.run::<8, 1, $past, $look>(&[a]),
-                (16, [a]) => sum.run::<16, 1, $past, $look>(&[a]),
-                (32, [a]) => sum.run::<32, 1, $past, $look>(&[a]),
-                (64, [a]) => sum.run::<64, 1, $past, $look>(&[a]),
-                (8, [a, b]) => sum.run::<8, 2, $past, $look>(&[a, b]),
-                (16, [a, b]) => sum.run::<16, 2, $past, $look>(&[a, b]),
-                (32, [a, b]) => sum.run::<32, 2, $past, $look>(&[a, b]),
-                (64, [a, b]) => sum.run::<64, 2, $past, $look>(&[a, b]),
-                (8, [a, b, c]) => sum.run::<8, 3, $past, $look>(&[a, b, c]),
-                (16, [a, b, c]) => sum.run::<16, 3, $past, $look>(&[a, b, c]),
-                (32, [a, b, c]) => sum.run::<32, 3, $past, $look>(&[a, b, c]),
-                (64, [a, b, c]) => sum.run::<64, 3, $past, $look>(&[a, b, c]),
+        ($past:literal, $look:literal, $s:literal) => {
+            match (w, facs) {
+                (8, [a]) => sum.run::<8, 1, $past, $look, $s>(&[a]),
+                (16, [a]) => sum.run::<16, 1, $past, $look, $s>(&[a]),
+                (32, [a]) => sum.run::<32, 1, $past, $look, $s>(&[a]),
+                (64, [a]) => sum.run::<64, 1, $past, $look, $s>(&[a]),
+                (8, [a, b]) => sum.run::<8, 2, $past, $look, $s>(&[a, b]),
+                (16, [a, b]) => sum.run::<16, 2, $past, $look, $s>(&[a, b]),
+                (32, [a, b]) => sum.run::<32, 2, $past, $look, $s>(&[a, b]),
+                (64, [a, b]) => sum.run::<64, 2, $past, $look, $s>(&[a, b]),
+                (8, [a, b, c]) => sum.run::<8, 3, $past, $look, $s>(&[a, b, c]),
+                (16, [a, b, c]) => sum.run::<16, 3, $past, $look, $s>(&[a, b, c]),
+                (32, [a, b, c]) => sum.run::<32, 3, $past, $look, $s>(&[a, b, c]),
+                (64, [a, b, c]) => sum.run::<64, 3, $past, $look, $s>(&[a, b, c]),
                 _ => return false,
             }
         };
     }
-    match (past, look) {
-        (false, false) => arms!(false, false),
-        (true, false) => arms!(true, false),
-        (false, true) => arms!(false, true),
-        (true, true) => arms!(true, true),
+    match (past, look, short) {
+        (false, false, false) => arms!(false, false, false),
+        (true, false, false) => arms!(true, false, false),
+        (false, true, false) => arms!(false, true, false),
+        (true, true, false) => arms!(true, true, false),
+        (_, false, true) => arms!(false, false, true),
+        (_, true, true) => arms!(false, true, true),
     }
     true
 }
@@ -63,20 +75,22 @@ struct RowCall<'a> {
 
 impl ShapedSum for RowCall<'_> {
     #[inline(always)]
-    fn run<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
+    fn run<const R: usize, const D: usize, const PAST: bool, const LOOK: bool, const S: bool>(
         self,
         facs: &[&[f32]; D],
     ) {
-        row_sum::<R, D, PAST, LOOK>(self.wide, self.others, self.values, facs, self.out);
+        row_sum::<R, D, PAST, LOOK, S>(self.wide, self.others, self.values, facs, self.out);
     }
 }
 
-/// Runs [`row_sum`] specialized for rank `r`, `facs.len()` other modes and the two
-/// switches; `false` where no specialization exists (the caller runs [`row_sum_any`]).
+/// Runs [`row_sum`] specialized for factor width `w` (the rank, or the width the
+/// factors are padded to, with `out` the rank's length), `facs.len()` other modes and
+/// the two switches; `false` where no specialization exists (the caller runs
+/// [`row_sum_any`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn specialized(
-    r: usize,
+    w: usize,
     past: bool,
     look: bool,
     wide: bool,
@@ -85,17 +99,20 @@ pub(super) fn specialized(
     facs: &[&[f32]],
     out: &mut [f32],
 ) -> bool {
+    let short = out.len() < w;
     let call = RowCall {
         wide,
         others,
         values,
         out,
     };
-    by_shape(call, r, past, look, facs)
+    by_shape(call, w, past, look, short, facs)
 }
 
 /// One row (or piece) of MTTKRP at rank `R` with `D` other modes: `Σ x · Π_m F_m[i_m]`
-/// over its nonzeros (`others` holds `D` indices per nonzero), into `out`: per nonzero
+/// over its nonzeros (`others` holds `D` indices per nonzero), into `out` (with `S`,
+/// its first `out.len() < R` entries: factors padded with zero columns to `R`): per
+/// nonzero
 /// `x` times the rows but the last, then one fused multiply-add with the last. The
 /// order and the factors are constants, so that every factor's address stays in a
 /// register and the loop over the modes unrolls. With `PAST` the row is written with
@@ -104,7 +121,7 @@ pub(super) fn specialized(
 /// on past this row's nonzeros, into the rest of its task, for that; `values` holds this
 /// row's alone).
 #[inline(always)]
-fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
+fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool, const S: bool>(
     wide: bool,
     others: &[u32],
     values: &[f32],
@@ -129,6 +146,8 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
         }
         if PAST {
             nt_store::store_past_cache(out, &acc);
+        } else if S {
+            store_row(out, &acc);
         } else {
             out.copy_from_slice(&acc);
         }
@@ -162,6 +181,8 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
     }
     if PAST {
         nt_store::store_past_cache(out, &acc);
+    } else if S {
+        store_row(out, &acc);
     } else {
         out.copy_from_slice(&acc);
     }
@@ -187,21 +208,23 @@ pub(super) fn row_sum_any(others: &[u32], values: &[f32], facs: &[&[f32]], out: 
     }
 }
 
-/// Whether [`narrow_task`] has a specialization for rank `r` and `d` other modes.
-pub(super) fn narrow_fits(r: usize, d: usize) -> bool {
-    matches!(r, 8 | 16 | 32 | 64) && (1..=3).contains(&d)
+/// Whether [`narrow_task`] has a specialization for factor width `w` and `d` other
+/// modes.
+pub(super) fn narrow_fits(w: usize, d: usize) -> bool {
+    matches!(w, 8 | 16 | 32 | 64) && (1..=3).contains(&d)
 }
 
 /// Rows `rows` (whole, into `dst`, `r` floats each) of [`row_sum`] in one call where
-/// a specialization exists for rank `r` and `facs.len()` other modes (the caller runs
-/// row by row where this returns `false`). A long mode's rows hold a few nonzeros
+/// a specialization exists for factor width `w` (`r`, or the width `r`'s factors are
+/// padded to) and `facs.len()` other modes (the caller runs row by row where this
+/// returns `false`). A long mode's rows hold a few nonzeros
 /// each, and a call per row (its dispatch on the rank and switches, its frame) cost
 /// about a quarter of such a mode's time: longmode7m's mode 0, 1.5 M rows, one
 /// thread, took 81 ms, and a C loop of the same sums 62 ms. The same sums, so the
 /// same bits.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn narrow_task(
-    r: usize,
+    (w, r): (usize, usize),
     past: bool,
     look: bool,
     groups: Groups<'_>,
@@ -209,7 +232,13 @@ pub(super) fn narrow_task(
     rows: (usize, usize),
     dst: &mut [f32],
 ) -> bool {
-    by_shape(SpanCall { groups, rows, dst }, r, past, look, facs)
+    let call = SpanCall {
+        groups,
+        rows,
+        r,
+        dst,
+    };
+    by_shape(call, w, past, look, r < w, facs)
 }
 
 /// A span of whole rows: each row's [`row_sum`], its lookahead running on to the
@@ -217,20 +246,23 @@ pub(super) fn narrow_task(
 struct SpanCall<'a> {
     groups: Groups<'a>,
     rows: (usize, usize),
+    /// The output rows' length (the rank).
+    r: usize,
     dst: &'a mut [f32],
 }
 
 impl ShapedSum for SpanCall<'_> {
-    fn run<const R: usize, const D: usize, const PAST: bool, const LOOK: bool>(
+    fn run<const R: usize, const D: usize, const PAST: bool, const LOOK: bool, const S: bool>(
         self,
         facs: &[&[f32]; D],
     ) {
         let ((ptr, others, values), (r0, r1)) = (self.groups, self.rows);
         let te = ptr[r1];
         let (others, values) = (&others[..te * D], &values[..te]);
-        for (w, o) in ptr[r0..=r1].windows(2).zip(self.dst.chunks_exact_mut(R)) {
+        let r = if S { self.r } else { R };
+        for (w, o) in ptr[r0..=r1].windows(2).zip(self.dst.chunks_exact_mut(r)) {
             let (s, e) = (w[0], w[1]);
-            row_sum::<R, D, PAST, LOOK>(false, &others[s * D..], &values[s..e], facs, o);
+            row_sum::<R, D, PAST, LOOK, S>(false, &others[s * D..], &values[s..e], facs, o);
         }
     }
 }

@@ -83,6 +83,11 @@ impl<'a> Rescaled<'a> {
         &self.factors
     }
 
+    /// Whether the factors are the caller's as given (no column rescaled).
+    pub(super) fn as_given(&self) -> bool {
+        self.scales.iter().all(Option::is_none)
+    }
+
     /// Multiplies the output columns by the scales the kernel divided out and by the
     /// tensor's `value_scale` (the kernel summed the values as stored). The product of
     /// scales is formed in f64 and the multiplication done in f64, so a true result

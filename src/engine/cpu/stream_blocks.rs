@@ -198,7 +198,9 @@ impl StreamBlocks {
     }
 
     /// MTTKRP of `mode` into `out` (every entry overwritten): `own` the long mode's
-    /// factor and `long_ptr` its groups' row offsets (to prefetch only rows in use),
+    /// factor, `w` its and the rest's columns (`out`'s, or a compiled width they are
+    /// padded to with zero columns), and `long_ptr` its groups' row offsets (to prefetch
+    /// only rows in use),
     /// `rest` the other factors in mode order, `pool` the output copies kept between
     /// calls. With `look` the rest's rows are prefetched [`LOOKAHEAD`] nonzeros ahead;
     /// with `wide` (the CPU has AVX-512F) the same sums run on 512-bit registers (the
@@ -207,6 +209,7 @@ impl StreamBlocks {
     pub(super) fn run(
         &self,
         own: &[f32],
+        w: usize,
         long_ptr: &[usize],
         rest: &[&[f32]],
         out: &mut Matrix,
@@ -214,7 +217,7 @@ impl StreamBlocks {
         look: bool,
         wide: bool,
     ) {
-        let r = out.cols();
+        let r = w;
         // The sums read factor rows unchecked: every index is below its mode's length
         // (a validated tensor), and `RowMttkrp::run` asserted every factor's and the
         // output's shape; the long mode's rows and offsets are checked here.
@@ -222,7 +225,7 @@ impl StreamBlocks {
             own.len() >= (long_ptr.len() - 1) * r
                 && self.idx.len() == self.values.len() * (rest.len() + 1)
         );
-        sum_in_copies(CHUNKS, pool, out, |c, copy| {
+        sum_in_copies(CHUNKS, pool, out, w, |c, copy| {
             let blocks = (self.bounds[c], self.bounds[c + 1]);
             if !self.specialized(blocks, r, own, long_ptr, rest, look, wide, copy) {
                 self.sum_any(blocks, r, own, rest, copy);
@@ -483,11 +486,17 @@ mod tests {
             // The 3-worker runs take the AVX-512 rows where this CPU has them: the same
             // bits as the 1-worker AVX2 runs.
             let wide = |threads: usize| threads == 3 && super::super::avx512::available();
-            for (rank, tiny) in [8, 16, 32, 64, 5]
+            for (rank, tiny) in [8, 16, 32, 64, 5, 10, 20, 40]
                 .into_iter()
                 .flat_map(|r| [(r, streams), (r, none), (r, mid), (r, small)])
             {
                 let f = Matrix::random_factors(&dims, &vec![rank; dims.len()], 3);
+                // A rank between the widths reads its factors padded to the next one
+                // (as the backend passes them; the output at the rank).
+                let w = super::super::padded::factor_width(rank, dims.len());
+                let mut held = super::super::padded::PaddedFactors::default();
+                held.refresh(&f, usize::MAX, w, None);
+                let read = if w == rank { &f[..] } else { held.factors() };
                 let mut rows = one.install(|| RowMttkrp::with_cache(&hls, tiny).unwrap().unwrap());
                 // In blocks of the long mode's rows, and through its groups.
                 let mut first: Vec<Matrix> = Vec::new();
@@ -502,18 +511,18 @@ mod tests {
                         .unwrap();
                     pool.install(|| {
                         for mode in 0..dims.len() {
-                            let long = streamed_by(&dims, mode, rank, tiny);
-                            if tiny == small && k == 0 && mode < 2 && rank <= 16 {
+                            let long = streamed_by(&dims, mode, w, tiny);
+                            if tiny == small && k == 0 && mode < 2 && w <= 16 {
                                 assert!(long.is_some(), "{dims:?} rank {rank} mode {mode}");
                             }
                             if tiny == streams || tiny == none {
                                 assert_eq!(long.is_some(), tiny == streams);
-                                assert!(larger_than_llc(&dims, mode, rank, tiny));
+                                assert!(larger_than_llc(&dims, mode, w, tiny));
                             } else if tiny == mid && mode == 0 && k != 1 {
                                 assert!(long.is_some(), "{dims:?} rank {rank}");
                             }
                             let mut out = Matrix::from_fn(dims[mode], rank, |_, _| f32::NAN);
-                            rows.run(mode, &f, &mut out, wide(threads));
+                            rows.run(mode, read, &mut out, wide(threads));
                             let want = crate::reference::mttkrp(&x, mode, &f).unwrap();
                             let acc = compare(&want, &out).unwrap();
                             assert!(
