@@ -187,6 +187,9 @@ pub fn cp_als(
     let mut fit_old = 0.0;
     let mut iters: Vec<IterStats> = Vec::new();
     let mut local = Matrix::zeros(0, 0);
+    // Which slabs changed since the last call, so a backend that keeps copies of the
+    // factors (a GPU's, or the CPU's padded ones) refreshes only the one just updated.
+    let mut versions = engine.factor_versions(order);
     for it in 0..opts.max_iters {
         let mut clock = IterClock::start();
         let mut inner = Vec::new();
@@ -199,6 +202,7 @@ pub fn cp_als(
                     let call = Call {
                         col_max: Some(&col_max),
                         check_finite: false,
+                        versions: Some(&versions),
                         ..Call::default()
                     };
                     clock.kernel(|| {
@@ -242,6 +246,7 @@ pub fn cp_als(
             //    members' owned pieces fill it in rank order).
             drop(m);
             layer.all_gather_into(a.data(), slabs[n].data_mut());
+            versions.changed(n);
             weights = update.norms;
             grams[n] = update.gram;
             col_max.max[n] = cmax.iter().map(|&x| x as f32).collect();
