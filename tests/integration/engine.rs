@@ -145,10 +145,10 @@ twin!(
 );
 
 // Every MTTKRP rank with a specialized walker (8, 16, 32, 64 at orders 3 and 4, one
-// instantiation per target mode), ranks the CPU pads up to one of them (3, 12, 20, 45)
-// and ranks above them (70, 100, 129: in column blocks, and by the generic walker on
-// the tensor with fewer nonzeros than twice its rows), on every mode, with tiles dense,
-// mixed and all sparse.
+// instantiation per target mode; 48 on the row kernels), ranks the CPU pads up to one
+// of them (3, 12, 20, 45) and ranks above them (70, 100, 129: in column blocks, and by
+// the generic walker on the tensor with fewer nonzeros than twice its rows), on every
+// mode, with tiles dense, mixed and all sparse.
 twin!(specialized_mttkrp_ranks_every_mode, |engine| {
     let seed = common::fresh_seed("specialized_mttkrp_ranks_every_mode");
     let cases: Vec<(Vec<usize>, usize, Pattern)> = vec![
@@ -175,7 +175,7 @@ twin!(specialized_mttkrp_ranks_every_mode, |engine| {
             let p = engine
                 .prepare_with_thresholds(&x, &[(Op::Mttkrp, t)])
                 .unwrap();
-            for rank in [8, 12, 16, 32, 64, 3, 20, 45, 70, 100, 129] {
+            for rank in [8, 12, 16, 32, 64, 3, 20, 45, 48, 70, 100, 129] {
                 let f =
                     Matrix::random_factors(x.dims(), &vec![rank; x.order()], seed ^ rank as u64);
                 for mode in 0..x.order() {

@@ -18,8 +18,9 @@ pub(super) unsafe fn row<const R: usize>(f: &[f32], i: usize) -> &[f32; R] {
     unsafe { &*f.as_ptr().add(i * R).cast::<[f32; R]>() }
 }
 
-/// The compiled width a rank `r` runs at: the next of 8, 16, 32 and 64 (0 for rank 0
-/// or above 64, which have none). A rank between them reads copies of the factors
+/// The compiled width a rank `r` runs at: the next of 8, 16, 32, 48 and 64 (0 for rank
+/// 0 or above 64, which have none). 48 is three AVX-512 vectors: ranks 33 to 48 read
+/// three cache lines a row where 64 would read four. A rank between them reads copies of the factors
 /// padded with zero columns to it (`super::padded`), and writes its output rows at
 /// their own length ([`store_row`]).
 pub(crate) fn lanes(r: usize) -> usize {
@@ -27,7 +28,8 @@ pub(crate) fn lanes(r: usize) -> usize {
         1..=8 => 8,
         9..=16 => 16,
         17..=32 => 32,
-        33..=64 => 64,
+        33..=48 => 48,
+        49..=64 => 64,
         _ => 0,
     }
 }
@@ -75,8 +77,8 @@ mod tests {
     #[test]
     fn widths_are_the_next_compiled_one_and_stores_keep_the_rank() {
         assert_eq!(
-            [1, 8, 9, 16, 17, 20, 32, 33, 63, 64].map(lanes),
-            [8, 8, 16, 16, 32, 32, 32, 64, 64, 64]
+            [1, 8, 9, 16, 17, 20, 32, 33, 48, 49, 63, 64].map(lanes),
+            [8, 8, 16, 16, 32, 32, 32, 48, 48, 64, 64, 64]
         );
         assert_eq!((lanes(0), lanes(65)), (0, 0));
         let src: [f32; 16] = std::array::from_fn(|k| k as f32 + 1.0);

@@ -210,9 +210,13 @@ impl CpuBackend {
             factors.unscale(op, mode, 1.0, out);
             return Ok(RunStats::default());
         }
-        // Other ranks between the specialized widths run in column blocks (`padded`).
+        // Other ranks between the specialized widths run in column blocks (`padded`),
+        // but for 48, which the row kernels (not the walk) are compiled for.
         let rows = hls.dims().iter().sum();
-        let blocks = (op == Op::Mttkrp)
+        let in_rows = op == Op::Mttkrp
+            && factor_rows::lanes(r) == r
+            && tensor.row_mttkrp(self.opts.mttkrp).is_some();
+        let blocks = (op == Op::Mttkrp && !in_rows)
             .then(|| padded::column_blocks(out.cols(), hls.nnz(), rows))
             .flatten();
         let scale = match blocks {

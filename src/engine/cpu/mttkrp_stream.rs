@@ -332,10 +332,12 @@ impl Chunk<'_> {
                     (8, false) => self.sum::<8, $d, false>(wide, &facs, out),
                     (16, false) => self.sum::<16, $d, false>(wide, &facs, out),
                     (32, false) => self.sum::<32, $d, false>(wide, &facs, out),
+                    (48, false) => self.sum::<48, $d, false>(wide, &facs, out),
                     (64, false) => self.sum::<64, $d, false>(wide, &facs, out),
                     (8, true) => self.sum::<8, $d, true>(wide, &facs, out),
                     (16, true) => self.sum::<16, $d, true>(wide, &facs, out),
                     (32, true) => self.sum::<32, $d, true>(wide, &facs, out),
+                    (48, true) => self.sum::<48, $d, true>(wide, &facs, out),
                     (64, true) => self.sum::<64, $d, true>(wide, &facs, out),
                     _ => return false,
                 }
@@ -367,7 +369,7 @@ impl Chunk<'_> {
         // The range's nonzeros end here: the lookahead stays inside them.
         let (ixs, _) = self.others[..self.ptr[self.rows.1] * D].as_chunks::<D>();
         #[cfg(target_arch = "x86_64")]
-        if wide && matches!(R, 16 | 32 | 64) {
+        if wide && matches!(R, 16 | 32 | 48 | 64) {
             use super::avx512::mttkrp_streamed_rows as rows;
             let (p, x, own, rs) = (self.ptr, self.values, self.own, self.rows);
             // SAFETY: `wide` is set only where the CPU has AVX-512F. The groups'
@@ -379,6 +381,7 @@ impl Chunk<'_> {
                 match R {
                     16 => rows::<1, D, LOOK>(p, ixs, x, own, facs, t, rs, LOOKAHEAD, out),
                     32 => rows::<2, D, LOOK>(p, ixs, x, own, facs, t, rs, LOOKAHEAD, out),
+                    48 => rows::<3, D, LOOK>(p, ixs, x, own, facs, t, rs, LOOKAHEAD, out),
                     _ => rows::<4, D, LOOK>(p, ixs, x, own, facs, t, rs, LOOKAHEAD, out),
                 }
             }

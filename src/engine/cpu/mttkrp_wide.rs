@@ -13,7 +13,7 @@ pub(super) type Groups<'a> = (&'a [usize], &'a [u32], &'a [f32]);
 /// Whether [`wide_task`] has a specialization for factor width `w` and `d` other
 /// modes.
 pub(super) fn wide_fits(w: usize, d: usize) -> bool {
-    cfg!(target_arch = "x86_64") && matches!(w, 16 | 32 | 64) && (1..=3).contains(&d)
+    cfg!(target_arch = "x86_64") && matches!(w, 16 | 32 | 48 | 64) && (1..=3).contains(&d)
 }
 
 /// Rows of fewer nonzeros than this, consecutive and uncut, go to [`wide_task`]
@@ -107,6 +107,9 @@ pub(super) fn wide_task(
                             ptr, others, values, $f, r, rows, LOOKAHEAD, dst,
                         ),
                         32 => mttkrp_rows::<32, 2, $d, $look, $past, $s>(
+                            ptr, others, values, $f, r, rows, LOOKAHEAD, dst,
+                        ),
+                        48 => mttkrp_rows::<48, 3, $d, $look, $past, $s>(
                             ptr, others, values, $f, r, rows, LOOKAHEAD, dst,
                         ),
                         64 => mttkrp_rows::<64, 4, $d, $look, $past, $s>(

@@ -350,6 +350,7 @@ mod tests {
         assert_eq!(factor_width(20, 5), 20);
         assert_eq!(factor_width(16, 3), 16);
         assert_eq!(factor_width(70, 3), 70);
+        assert_eq!(factor_width(40, 3), 48);
     }
 
     #[test]

@@ -41,14 +41,17 @@ fn by_shape(
                 (8, [a]) => sum.run::<8, 1, $past, $look, $s>(&[a]),
                 (16, [a]) => sum.run::<16, 1, $past, $look, $s>(&[a]),
                 (32, [a]) => sum.run::<32, 1, $past, $look, $s>(&[a]),
+                (48, [a]) => sum.run::<48, 1, $past, $look, $s>(&[a]),
                 (64, [a]) => sum.run::<64, 1, $past, $look, $s>(&[a]),
                 (8, [a, b]) => sum.run::<8, 2, $past, $look, $s>(&[a, b]),
                 (16, [a, b]) => sum.run::<16, 2, $past, $look, $s>(&[a, b]),
                 (32, [a, b]) => sum.run::<32, 2, $past, $look, $s>(&[a, b]),
+                (48, [a, b]) => sum.run::<48, 2, $past, $look, $s>(&[a, b]),
                 (64, [a, b]) => sum.run::<64, 2, $past, $look, $s>(&[a, b]),
                 (8, [a, b, c]) => sum.run::<8, 3, $past, $look, $s>(&[a, b, c]),
                 (16, [a, b, c]) => sum.run::<16, 3, $past, $look, $s>(&[a, b, c]),
                 (32, [a, b, c]) => sum.run::<32, 3, $past, $look, $s>(&[a, b, c]),
+                (48, [a, b, c]) => sum.run::<48, 3, $past, $look, $s>(&[a, b, c]),
                 (64, [a, b, c]) => sum.run::<64, 3, $past, $look, $s>(&[a, b, c]),
                 _ => return false,
             }
@@ -129,7 +132,7 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool, c
     out: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if wide && matches!(R, 16 | 32 | 64) {
+    if wide && matches!(R, 16 | 32 | 48 | 64) {
         use super::avx512::mttkrp_row;
         // Its own array: one borrowed by the call would keep the AVX2 loop's
         // accumulators in memory.
@@ -141,6 +144,7 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool, c
             match R {
                 16 => mttkrp_row::<1, D, LOOK>(o, x, f, LOOKAHEAD, a),
                 32 => mttkrp_row::<2, D, LOOK>(o, x, f, LOOKAHEAD, a),
+                48 => mttkrp_row::<3, D, LOOK>(o, x, f, LOOKAHEAD, a),
                 _ => mttkrp_row::<4, D, LOOK>(o, x, f, LOOKAHEAD, a),
             }
         }
@@ -211,7 +215,7 @@ pub(super) fn row_sum_any(others: &[u32], values: &[f32], facs: &[&[f32]], out: 
 /// Whether [`narrow_task`] has a specialization for factor width `w` and `d` other
 /// modes.
 pub(super) fn narrow_fits(w: usize, d: usize) -> bool {
-    matches!(w, 8 | 16 | 32 | 64) && (1..=3).contains(&d)
+    matches!(w, 8 | 16 | 32 | 48 | 64) && (1..=3).contains(&d)
 }
 
 /// Rows `rows` (whole, into `dst`, `r` floats each) of [`row_sum`] in one call where

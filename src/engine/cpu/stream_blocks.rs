@@ -267,10 +267,12 @@ impl StreamBlocks {
                     (8, false) => go!(8, false),
                     (16, false) => go!(16, false),
                     (32, false) => go!(32, false),
+                    (48, false) => go!(48, false),
                     (64, false) => go!(64, false),
                     (8, true) => go!(8, true),
                     (16, true) => go!(16, true),
                     (32, true) => go!(32, true),
+                    (48, true) => go!(48, true),
                     (64, true) => go!(64, true),
                     _ => return false,
                 }
