@@ -132,8 +132,8 @@ impl RowMttkrp {
     /// one per mode, each `R` columns, or padded with zero columns to the compiled
     /// width of `R` ([`super::padded::factor_width`]; the same for every one the call
     /// reads). The groups hold the values with the tensor's scale applied.
-    /// With `wide` (the CPU has AVX-512F, [`super::avx512::available`]) widths 16, 32
-    /// and 64 run 16 columns per instruction.
+    /// With `wide` (the CPU has AVX-512F, [`super::avx512::available`]) widths 16, 32,
+    /// 48 and 64 run 16 columns per instruction.
     pub(super) fn run(&self, mode: usize, factors: &[Matrix], out: &mut Matrix, wide: bool) {
         let (g, plan, r) = (&self.groups[mode], &self.plans[mode], out.cols());
         let w = (factors.iter().enumerate())

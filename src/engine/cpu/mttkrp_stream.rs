@@ -174,7 +174,7 @@ pub(super) fn chunk_bounds(ptr: &[usize]) -> Vec<usize> {
 /// zero columns to a compiled width (the copies are then rows of that width, of which
 /// `out` takes the first columns). With `look`, the rows of the remaining factors are
 /// prefetched [`LOOKAHEAD`] nonzeros ahead (for factors larger than the cache). With
-/// `wide` (the CPU has AVX-512F) ranks 16, 32 and 64 run 16 columns per instruction.
+/// `wide` (the CPU has AVX-512F) widths 16, 32, 48 and 64 run 16 columns per instruction.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     groups: &RowGroups,

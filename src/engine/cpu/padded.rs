@@ -1,8 +1,9 @@
-//! MTTKRP at ranks other than the specialized widths: run in column blocks, each at
-//! a specialized width.
+//! MTTKRP at ranks other than the specialized widths: on factors padded to the next
+//! width, or in column blocks, each at a specialized width.
 //!
 //! The CPU's MTTKRP kernels are compiled for ranks 8, 16, 32 and 64 (rows of whole
-//! 8-lane vectors, every loop of known length); any other rank takes the generic walker,
+//! 8-lane vectors, every loop of known length; the row kernels also for 48); any other
+//! rank takes the generic walker,
 //! which was 2.5–6× slower per call at ranks 20 and 24 than at 32 on a 2 M-nonzero
 //! tensor, and 5× slower at rank 128 than two calls at rank 64.
 //!
