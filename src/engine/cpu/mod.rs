@@ -197,9 +197,11 @@ impl CpuBackend {
         // factors padded to the next width, kept between calls (`padded`).
         let (r, order) = (out.cols(), hls.dims().len());
         let width = padded::factor_width(r, order);
-        if op == Op::Mttkrp
-            && width != r
-            && let Some(rows) = tensor.row_mttkrp(self.opts.mttkrp)
+        let row_kernels = (op == Op::Mttkrp)
+            .then(|| tensor.row_mttkrp(self.opts.mttkrp))
+            .flatten();
+        if width != r
+            && let Some(rows) = row_kernels
         {
             let mut held = self.padded.lock().unwrap_or_else(|e| e.into_inner());
             let keys = opts.versions.filter(|_| factors.as_given());
@@ -213,9 +215,7 @@ impl CpuBackend {
         // Other ranks between the specialized widths run in column blocks (`padded`),
         // but for 48, which the row kernels (not the walk) are compiled for.
         let rows = hls.dims().iter().sum();
-        let in_rows = op == Op::Mttkrp
-            && factor_rows::lanes(r) == r
-            && tensor.row_mttkrp(self.opts.mttkrp).is_some();
+        let in_rows = row_kernels.is_some() && factor_rows::lanes(r) == r;
         let blocks = (op == Op::Mttkrp && !in_rows)
             .then(|| padded::column_blocks(out.cols(), hls.nnz(), rows))
             .flatten();

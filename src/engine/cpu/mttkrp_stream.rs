@@ -243,15 +243,6 @@ pub(super) fn sum_in_copies(
         .enumerate()
         .for_each(|(k, o)| {
             let _flush = FlushSubnormals::new();
-            if width == r {
-                o.copy_from_slice(&on_lines(&copies[0], len)[k * chunk..k * chunk + o.len()]);
-                for c in &copies[1..] {
-                    for (x, &y) in o.iter_mut().zip(&on_lines(c, len)[k * chunk..]) {
-                        *x += y;
-                    }
-                }
-                return;
-            }
             for (c, copy) in copies.iter().enumerate() {
                 let rows = &on_lines(copy, len)[k * wide..];
                 for (x, y) in o.chunks_exact_mut(r).zip(rows.chunks_exact(width)) {

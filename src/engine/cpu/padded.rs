@@ -86,7 +86,7 @@ impl PaddedFactors {
             if copy.shape() != shape {
                 *copy = Matrix::zeros(f.rows(), width);
             }
-            pad_into(f, copy);
+            pad_into(f, 0..f.cols(), copy);
             *key = now;
         }
     }
@@ -98,26 +98,27 @@ impl PaddedFactors {
     }
 }
 
-/// `dst`'s first `f.cols()` columns = `f`, the rest zero (`dst` has `f`'s rows); past
-/// the cache where `dst` is larger than the last-level cache.
-fn pad_into(f: &Matrix, dst: &mut Matrix) {
+/// `dst`'s first `cols.len()` columns = columns `cols` of `f`, the rest zero (`dst`
+/// has `f`'s rows); past the cache where `dst` is larger than the last-level cache.
+fn pad_into(f: &Matrix, cols: Range<usize>, dst: &mut Matrix) {
     let llc = super::cache_sizes::CacheSizes::of_this_machine().llc;
-    pad_rows(f, dst, std::mem::size_of_val(dst.data()) > llc);
+    pad_rows(f, cols, dst, std::mem::size_of_val(dst.data()) > llc);
 }
 
 /// [`pad_into`], with non-temporal stores where `past` (and the rows are whole 8-float
 /// vectors, as every compiled width is): a copy larger than the cache is written
 /// without first reading each of its lines in. A 4 M-row factor at rank 20 padded to
 /// 32 writes 512 MB; read in first, they would be a third of the copy's traffic.
-fn pad_rows(f: &Matrix, dst: &mut Matrix, past: bool) {
-    let (c, w) = (f.cols(), dst.cols());
+fn pad_rows(f: &Matrix, cols: Range<usize>, dst: &mut Matrix, past: bool) {
+    let (fc, c, w) = (f.cols(), cols.len(), dst.cols());
     debug_assert!(c <= w && c <= 64, "{c} columns padded to {w}");
     let past = past && w.is_multiple_of(8) && w <= 64;
     dst.data_mut()
         .par_chunks_mut(w.max(1) * 1024)
-        .zip(f.data().par_chunks(c.max(1) * 1024))
+        .zip(f.data().par_chunks(fc.max(1) * 1024))
         .for_each(|(d, s)| {
-            for (d, s) in d.chunks_exact_mut(w.max(1)).zip(s.chunks_exact(c.max(1))) {
+            for (d, s) in d.chunks_exact_mut(w.max(1)).zip(s.chunks_exact(fc.max(1))) {
+                let s = &s[cols.clone()];
                 if past {
                     // Vector by vector, the one holding the row's end (and those past
                     // it) lane by lane: a copy of a run-time length per row (a call
@@ -258,7 +259,6 @@ pub(super) fn pad_factors(
     width: usize,
     scratch: &mut Scratch,
 ) -> Vec<Matrix> {
-    let n = cols.len();
     factors
         .iter()
         .enumerate()
@@ -266,17 +266,8 @@ pub(super) fn pad_factors(
             if m == mode {
                 return Matrix::zeros(f.rows(), width);
             }
-            let c = f.cols();
             let mut g = scratch.take(f.rows(), width);
-            g.data_mut()
-                .par_chunks_mut(width * 1024)
-                .zip(f.data().par_chunks(c.max(1) * 1024))
-                .for_each(|(dst, src)| {
-                    for (d, s) in dst.chunks_exact_mut(width).zip(src.chunks_exact(c.max(1))) {
-                        d[..n].copy_from_slice(&s[cols.clone()]);
-                        d[n..].fill(0.0);
-                    }
-                });
+            pad_into(f, cols.clone(), &mut g);
             g
         })
         .collect()
@@ -406,8 +397,8 @@ mod tests {
                 Matrix::from_fn(3001, w, |_, _| f32::NAN),
                 Matrix::from_fn(3001, w, |_, _| f32::NAN),
             );
-            pad_rows(&f, &mut a, false);
-            pad_rows(&f, &mut b, true);
+            pad_rows(&f, 0..c, &mut a, false);
+            pad_rows(&f, 0..c, &mut b, true);
             assert_eq!(a, b, "{c} columns at {w}");
             for i in [0, 1500, 3000] {
                 assert_eq!(&a.row(i)[..c], f.row(i));
