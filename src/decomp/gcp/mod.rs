@@ -468,7 +468,12 @@ pub fn memory_plan(x: &CooTensor, opts: &GcpOptions) -> crate::memplan::MemoryPl
 
 /// Seeded uniform factors scaled so that the model's norm is the tensor's (for
 /// poisson-log, that of `log(1 + X)`).
-fn initial_factors(x: &CooTensor, rank: usize, seed: u64, loss: &Loss) -> Vec<Matrix<f64>> {
+pub(super) fn initial_factors(
+    x: &CooTensor,
+    rank: usize,
+    seed: u64,
+    loss: &Loss,
+) -> Vec<Matrix<f64>> {
     let mut f: Vec<Matrix<f64>> = Matrix::random_factors(x.dims(), &vec![rank; x.order()], seed)
         .iter()
         .map(Matrix::to_f64)

@@ -119,10 +119,67 @@ pub(super) fn run(
     engine: &Engine,
     x: &CooTensor,
     opts: &GcpOptions,
-    mut factors: Vec<Matrix<f64>>,
+    factors: Vec<Matrix<f64>>,
     scale: Option<ValueScale>,
     progress: &mut dyn FnMut(&GcpIter) -> ControlFlow<()>,
 ) -> Result<Fitted> {
+    let rank = factors.first().map_or(0, |f| f.cols());
+    let width = engine.gcp_kernel_width(x.order(), rank);
+    let (_, grad_strata) = strata(x.dims(), x.nnz(), opts);
+    let rows: usize = factors.iter().map(|f| f.rows()).sum();
+    // Factors with zero columns up to the gradient kernel's width: the gradient skips
+    // its per-entry row copies, and the zero columns stay zero (their gradient and
+    // moments are 0), so the bits are those of the run at the rank. Adam then moves
+    // the zeros too, so only where the factors' rows are fewer than an iteration's
+    // entries (the long modes' runs are bound by Adam's pass over the factors).
+    let pad = width > rank && rows <= grad_strata.nonzeros + grad_strata.zeros;
+    run_at_width(
+        engine,
+        x,
+        opts,
+        factors,
+        scale,
+        progress,
+        if pad { width } else { rank },
+    )
+}
+
+/// `factors` with `cols` columns: their own, then zeros (or the first `cols`).
+fn with_columns(factors: &[Matrix<f64>], cols: usize) -> Vec<Matrix<f64>> {
+    factors
+        .iter()
+        .map(|f| {
+            let mut out = Matrix::zeros(f.rows(), cols);
+            let keep = cols.min(f.cols());
+            if keep > 0 {
+                for (o, a) in
+                    (out.data_mut().chunks_exact_mut(cols)).zip(f.data().chunks_exact(f.cols()))
+                {
+                    o[..keep].copy_from_slice(&a[..keep]);
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+/// [`run`] on factors widened with zero columns to `width` (at least their rank), the
+/// result narrowed back to the rank.
+fn run_at_width(
+    engine: &Engine,
+    x: &CooTensor,
+    opts: &GcpOptions,
+    factors: Vec<Matrix<f64>>,
+    scale: Option<ValueScale>,
+    progress: &mut dyn FnMut(&GcpIter) -> ControlFlow<()>,
+    width: usize,
+) -> Result<Fitted> {
+    let rank = factors.first().map_or(0, |f| f.cols());
+    let mut factors = if width > rank {
+        with_columns(&factors, width)
+    } else {
+        factors
+    };
     let start = Instant::now();
     let losses = Losses {
         fitted: scale.map_or(opts.loss, |s| s.loss(opts.loss)),
@@ -227,6 +284,9 @@ pub(super) fn run(
     if let Some(s) = scale {
         s.multiply_factors(&mut kept);
     }
+    if width > rank {
+        kept = with_columns(&kept, rank);
+    }
     Ok((kept, best_given, initial, iters, stopped))
 }
 
@@ -327,5 +387,90 @@ fn adam(
         pieces.into_iter().for_each(update);
     } else {
         pieces.into_par_iter().for_each(update);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::CpuOptions;
+    use crate::tensor::generate::{GenSpec, Pattern, generate};
+
+    /// SGD on factors widened with zero columns to the gradient kernels' width is the
+    /// run at the rank, bit for bit (losses, every epoch's estimate and the factors),
+    /// for orders 3 and 4, ranks between the widths, a loss bounded below by 0, one
+    /// without a bound and values run in other units; and [`run`] widens exactly where
+    /// the rows are fewer than an iteration's entries.
+    #[test]
+    fn zero_columns_to_the_kernel_width_change_no_bit() {
+        let engine = Engine::cpu_with(CpuOptions {
+            threads: Some(2),
+            ..CpuOptions::default()
+        })
+        .unwrap();
+        for (dims, rank, loss, times) in [
+            (vec![30, 20, 10], 5, Loss::Gaussian, 1.0),
+            (vec![30, 20, 10], 20, Loss::Poisson, 1.0),
+            (vec![12, 10, 8, 6], 11, Loss::Gaussian, 1.0),
+            (vec![30, 20, 10], 40, Loss::Gaussian, 1e6),
+        ] {
+            let g = generate(&GenSpec {
+                dims: dims.clone(),
+                nnz: 600,
+                pattern: Pattern::Uniform,
+                seed: rank as u64,
+            })
+            .unwrap();
+            // Counts (every loss here can model them), in the units `times` gives.
+            let values = g
+                .values()
+                .iter()
+                .map(|v| (v.abs() * 4.0).round().max(1.0) * times)
+                .collect();
+            let indices = (0..dims.len()).map(|m| g.indices(m).to_vec()).collect();
+            let x = CooTensor::new(dims.clone(), indices, values).unwrap();
+            let opts = GcpOptions {
+                epochs: 3,
+                epoch_iters: 20,
+                rate: 1e-2,
+                seed: 3,
+                ..GcpOptions::new(rank, loss)
+            };
+            let mut init = super::super::initial_factors(&x, rank, 9, &loss);
+            super::super::balance(&mut init);
+            let scale = super::super::value_scale(&x, &opts);
+            assert_eq!(scale.is_some(), times != 1.0, "{dims:?} rank {rank}");
+            let fit = |width| {
+                run_at_width(
+                    &engine,
+                    &x,
+                    &opts,
+                    init.clone(),
+                    scale,
+                    &mut |_| ControlFlow::Continue(()),
+                    width,
+                )
+                .unwrap()
+            };
+            let width = engine.gcp_kernel_width(dims.len(), rank);
+            assert!(width > rank, "rank {rank} is between the widths");
+            let (at_rank, wide) = (fit(rank), fit(width));
+            let what = format!("{dims:?} rank {rank} {loss}");
+            assert_eq!(wide.0.len(), dims.len());
+            for (a, b) in at_rank.0.iter().zip(&wide.0) {
+                assert_eq!((a.rows(), a.cols()), (b.rows(), b.cols()), "{what}");
+                assert_eq!(a.data(), b.data(), "{what}");
+            }
+            assert_eq!(at_rank.1.to_bits(), wide.1.to_bits(), "{what}");
+            let losses = |f: &Fitted| f.3.iter().map(|i| i.loss.to_bits()).collect::<Vec<_>>();
+            assert_eq!(losses(&at_rank), losses(&wide), "{what}");
+            // 600 nonzeros: a gradient sample of 1000 + 1000 entries outnumbers the
+            // rows, so `run` widens; its result is the same too.
+            let ran = run(&engine, &x, &opts, init.clone(), scale, &mut |_| {
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+            assert_eq!(ran.1.to_bits(), at_rank.1.to_bits(), "{what}");
+        }
     }
 }

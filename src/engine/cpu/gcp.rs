@@ -275,6 +275,18 @@ macro_rules! by_width {
 }
 pub(super) use by_width;
 
+/// The width [`by_width`] runs order `order` and rank `rank` at: the next of 4, 8, 16,
+/// 32 and 64 for orders 3 and 4 up to rank 64, else `rank` (the generic loops).
+pub(crate) fn kernel_width(order: usize, rank: usize) -> usize {
+    macro_rules! width {
+        ($n:expr, $w:expr, $pad:expr) => {
+            return $w
+        };
+    }
+    by_width!(order, rank, width);
+    rank
+}
+
 /// [`fused_part`]'s loop for order `N` and width `R` known at compile time (rows of
 /// `rank` values, `R` of them where not `PAD`, else zero-padded to `R`): the rows held
 /// in arrays, every loop unrolled. The model value is [`model_value`]'s (rows
