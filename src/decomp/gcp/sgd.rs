@@ -124,24 +124,13 @@ pub(super) fn run(
     progress: &mut dyn FnMut(&GcpIter) -> ControlFlow<()>,
 ) -> Result<Fitted> {
     let rank = factors.first().map_or(0, |f| f.cols());
-    let width = engine.gcp_kernel_width(x.order(), rank);
-    let (_, grad_strata) = strata(x.dims(), x.nnz(), opts);
     let rows: usize = factors.iter().map(|f| f.rows()).sum();
-    // Factors with zero columns up to the gradient kernel's width: the gradient skips
-    // its per-entry row copies, and the zero columns stay zero (their gradient and
-    // moments are 0), so the bits are those of the run at the rank. Adam then moves
-    // the zeros too, so only where the factors' rows are fewer than an iteration's
-    // entries (the long modes' runs are bound by Adam's pass over the factors).
-    let pad = width > rank && rows <= grad_strata.nonzeros + grad_strata.zeros;
-    run_at_width(
-        engine,
-        x,
-        opts,
-        factors,
-        scale,
-        progress,
-        if pad { width } else { rank },
-    )
+    // Factors with zero columns up to the gradient kernel's width where the engine
+    // finds that pays: the gradient skips its per-entry row copies, and the zero
+    // columns stay zero (their gradient and moments are 0), so the bits are those of
+    // the run at the rank.
+    let width = engine.gcp_sgd_width(x.order(), rank, rows);
+    run_at_width(engine, x, opts, factors, scale, progress, width)
 }
 
 /// `factors` with `cols` columns: their own, then zeros (or the first `cols`).
@@ -396,6 +385,20 @@ mod tests {
     use crate::engine::CpuOptions;
     use crate::tensor::generate::{GenSpec, Pattern, generate};
 
+    /// The engine widens SGD's factors only between its kernels' widths, for orders
+    /// with kernels, and where the rows are few enough for the widened factors to stay
+    /// in the cache beside Adam's moments.
+    #[test]
+    fn sgd_widens_only_small_factors_between_the_kernel_widths() {
+        let e = Engine::cpu();
+        assert_eq!(e.gcp_sgd_width(3, 24, 900), 32);
+        assert_eq!(e.gcp_sgd_width(4, 10, 900), 16);
+        assert_eq!(e.gcp_sgd_width(3, 32, 900), 32);
+        assert_eq!(e.gcp_sgd_width(3, 24, 100_000_000), 24, "102 GB widened");
+        assert_eq!(e.gcp_sgd_width(5, 24, 900), 24, "no order-5 kernel");
+        assert_eq!(e.gcp_sgd_width(3, 100, 900), 100, "above the widths");
+    }
+
     /// SGD on factors widened with zero columns to the gradient kernels' width is the
     /// run at the rank, bit for bit (losses, every epoch's estimate and the factors),
     /// for orders 3 and 4, ranks between the widths, a loss bounded below by 0, one
@@ -464,8 +467,7 @@ mod tests {
             assert_eq!(at_rank.1.to_bits(), wide.1.to_bits(), "{what}");
             let losses = |f: &Fitted| f.3.iter().map(|i| i.loss.to_bits()).collect::<Vec<_>>();
             assert_eq!(losses(&at_rank), losses(&wide), "{what}");
-            // 600 nonzeros: a gradient sample of 1000 + 1000 entries outnumbers the
-            // rows, so `run` widens; its result is the same too.
+            // A few dozen rows: `run` widens, and its result is the same too.
             let ran = run(&engine, &x, &opts, init.clone(), scale, &mut |_| {
                 ControlFlow::Continue(())
             })
