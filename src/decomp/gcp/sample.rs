@@ -7,6 +7,7 @@
 //! `(seed, stream, chunk)`: a sample is the same for any thread count.
 
 use crate::engine::GcpSample;
+use crate::engine::cpu::prefetch_line as prefetch;
 use crate::error::{Error, Result};
 use crate::tensor::CooTensor;
 use rand::{Rng, SeedableRng};
@@ -242,18 +243,6 @@ fn copy_coord(dst: &mut [u32], src: &[u32]) {
         5 => dst[..5].copy_from_slice(&src[..5]),
         _ => dst.copy_from_slice(src),
     }
-}
-
-/// Starts fetching the cache line of `x` (a hint: nothing is read).
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint; the pointer comes from a live reference.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch((x as *const T).cast(), std::arch::x86_64::_MM_HINT_T0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 /// A seed for chunk `chunk` of stream `stream` (splitmix64 of the three).

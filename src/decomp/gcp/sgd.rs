@@ -402,8 +402,8 @@ mod tests {
     /// SGD on factors widened with zero columns to the gradient kernels' width is the
     /// run at the rank, bit for bit (losses, every epoch's estimate and the factors),
     /// for orders 3 and 4, ranks between the widths, a loss bounded below by 0, one
-    /// without a bound and values run in other units; and [`run`] widens exactly where
-    /// the rows are fewer than an iteration's entries.
+    /// without a bound and values run in other units; and [`run`], which widens
+    /// factors this small, gives the same result.
     #[test]
     fn zero_columns_to_the_kernel_width_change_no_bit() {
         let engine = Engine::cpu_with(CpuOptions {

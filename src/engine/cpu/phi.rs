@@ -267,15 +267,9 @@ fn axpy(y: &mut [f64], a: f64, x: &[f32]) {
 /// [`prefetch_row`] for a row of f64.
 #[inline(always)]
 pub(crate) fn prefetch_row_f64(row: &[f64]) {
-    #[cfg(target_arch = "x86_64")]
     for line in row.chunks(8) {
-        // SAFETY: prefetching is a hint; the pointer comes from a live slice.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(line.as_ptr().cast(), std::arch::x86_64::_MM_HINT_T0)
-        };
+        super::walk::prefetch_line(&line[0]);
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = row;
 }
 
 #[inline(always)]

@@ -187,19 +187,25 @@ impl Walker<'_> {
     }
 }
 
-/// Asks the CPU to start loading the cache lines of `row` (a hint: no effect on
+/// Asks the CPU to start loading the cache line that holds `x` (a hint: no effect on
 /// results, never faults).
 #[inline(always)]
-pub(crate) fn prefetch_row(row: &[f32]) {
+pub(crate) fn prefetch_line<T>(x: &T) {
     #[cfg(target_arch = "x86_64")]
-    for line in row.chunks(16) {
-        // SAFETY: prefetching is a hint; the pointer comes from a live slice.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(line.as_ptr().cast(), std::arch::x86_64::_MM_HINT_T0)
-        };
-    }
+    // SAFETY: prefetching is a hint; the pointer comes from a live reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch((x as *const T).cast(), std::arch::x86_64::_MM_HINT_T0)
+    };
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = row;
+    let _ = x;
+}
+
+/// Asks the CPU to start loading the cache lines of `row` ([`prefetch_line`] of each).
+#[inline(always)]
+pub(crate) fn prefetch_row(row: &[f32]) {
+    for line in row.chunks(16) {
+        prefetch_line(&line[0]);
+    }
 }
 
 /// `y += a · x`.
