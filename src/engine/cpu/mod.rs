@@ -46,6 +46,7 @@ mod stream_blocks;
 mod subnormal;
 mod ttmc;
 mod ttmc_rows;
+mod ttmc_tree3;
 mod walk;
 
 pub use cache_sizes::CacheSizes;

@@ -17,9 +17,12 @@
 //!   written once.
 //!
 //! So a nonzero costs one row of its last mode's rank, a fiber one Kronecker product,
-//! and no lookups, private outputs or reductions. The Kronecker products come out in
-//! the levels' order; a 3rd-order tensor at leaf ranks 8–32 folds straight into the
-//! mode order, others go through a column permutation per row. Rows longer than a piece
+//! and no lookups, private outputs or reductions. A leaf rank that is not a multiple of
+//! 8 is read from a copy of its factor padded with zero columns to whole 8-lane
+//! vectors, so every row and fold is whole vectors. The Kronecker products come out in
+//! the levels' order; a 3rd-order tensor at leaf ranks up to 32 folds straight into the
+//! mode order (summed at the padded width and copied out once where padded), others go
+//! through a column map per row that also drops the padding. Rows longer than a piece
 //! ([`super::rows::PIECE`]) are cut, each piece summed into its own partial row and a
 //! row's pieces added in order ([`Plan`]), so results do not depend on the thread
 //! count. Memory: `N (N − 1) · 4 + N · 4` bytes per nonzero for all modes, built only
@@ -29,11 +32,11 @@ use super::row_groups::RowGroups;
 use super::rows::Plan;
 use super::subnormal::FlushSubnormals;
 use super::ttmc::{axpy, kron_add};
+use super::ttmc_tree3::tree3;
 use crate::error::Result;
 use crate::hls::HlsTensor;
 use crate::matrix::Matrix;
 use rayon::prelude::*;
-use wide::f32x8;
 
 /// Every mode's nonzeros grouped by row and ordered within it, and how each mode's
 /// rows are cut.
@@ -88,16 +91,42 @@ impl RowTtmc {
             .map(|(_, f)| f)
             .collect();
         let levels = &self.levels[mode];
-        let facs: Vec<&Matrix> = levels.iter().map(|&k| others[k]).collect();
-        let perm = if levels.iter().enumerate().all(|(k, &l)| k == l) {
+        let mut facs: Vec<&Matrix> = levels.iter().map(|&k| others[k]).collect();
+        let d = facs.len();
+        let rb = facs.last().map_or(0, |f| f.cols());
+        let width = leaf_width(rb, d);
+        let swap = levels.iter().enumerate().any(|(k, &l)| k != l);
+        let direct3 = d == 2 && width <= 32;
+        // Zero columns: the leaf's up to `width`; in [`tree3`]'s reversed levels, the
+        // upper level's to whole vectors too (its rows are then the vectors).
+        let ra = facs[0].cols();
+        let padded: Vec<(usize, Matrix)> = [
+            (width != rb).then(|| (d - 1, pad_columns(facs[d - 1], width))),
+            (direct3 && swap && !ra.is_multiple_of(8))
+                .then(|| (0, pad_columns(facs[0], ra.div_ceil(8) * 8))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        for (level, m) in &padded {
+            facs[*level] = m;
+        }
+        let map = if direct3 || (!swap && width == rb) {
             Vec::new()
         } else {
             let ranks: Vec<usize> = others.iter().map(|f| f.cols()).collect();
-            column_order(levels, &ranks)
+            column_map(levels, &ranks, width)
         };
-        let perm = &perm[..];
-        let (ptr, idx, x, d) = (g.ptr(), g.others(), g.values(), facs.len());
-        let nodes = || Nodes::new(&facs, !perm.is_empty());
+        let shape = Shape {
+            direct3,
+            swap,
+            ra,
+            rb,
+            map: &map,
+        };
+        let (ptr, idx, x) = (g.ptr(), g.others(), g.values());
+        let facs = &facs[..];
+        let nodes = || Nodes::new(facs, !map.is_empty() || !padded.is_empty());
         if !plan.cut {
             let jobs = plan.row_jobs(out.data_mut(), p);
             jobs.into_par_iter()
@@ -105,7 +134,7 @@ impl RowTtmc {
                     let _flush = FlushSubnormals::new();
                     for (i, o) in (r0..r1).zip(dst.chunks_exact_mut(p.max(1))) {
                         let (s, e) = (ptr[i], ptr[i + 1]);
-                        piece(&idx[s * d..e * d], &x[s..e], &facs, perm, nodes, o);
+                        piece(&idx[s * d..e * d], &x[s..e], facs, &shape, nodes, o);
                     }
                 });
             return;
@@ -117,11 +146,62 @@ impl RowTtmc {
         jobs.into_par_iter().for_each_init(nodes, |nodes, job| {
             let _flush = FlushSubnormals::new();
             job.run(plan, p, |&(_, s, e), dst, _| {
-                piece(&idx[s * d..e * d], &x[s..e], &facs, perm, nodes, dst);
+                piece(&idx[s * d..e * d], &x[s..e], facs, &shape, nodes, dst);
             });
         });
         plan.add_cut_rows(&partial, p, out.data_mut());
     }
+}
+
+/// How [`piece`] writes a row: which tree, and where its columns go.
+struct Shape<'a> {
+    /// Two levels with a leaf of at most 32 columns (padded): [`tree3`], which writes
+    /// the mode order itself.
+    direct3: bool,
+    /// The levels are not in mode order.
+    swap: bool,
+    /// The upper level's rank, with [`Shape::direct3`] (its factor may be padded with
+    /// zero columns past it).
+    ra: usize,
+    /// The leaf's rank (its factor may be padded with zero columns past it).
+    rb: usize,
+    /// Where [`tree_any`]'s columns (levels' order, leaf padded) go in the mode order
+    /// ([`SKIP`]: a padding column); empty where they are the mode order already.
+    map: &'a [u32],
+}
+
+/// The width the leaf level's rows are read at, in a tree of `levels` levels: `rank`
+/// rounded up to whole 8-lane vectors, or `rank` itself where it is a multiple of 8,
+/// or, above two levels, below [`PAD_FROM`]. Read at its own width a rank such as 5,
+/// 10 or 20 leaves a scalar tail in every leaf row and every fold: TTMc took 2–3.5
+/// times as long at ranks 5, 10 and 12 as at 8 and 16 on 3rd-order tensors of 200 to
+/// 300 000 rows per mode.
+fn leaf_width(rank: usize, levels: usize) -> usize {
+    if rank.is_multiple_of(8) || (levels > 2 && rank < PAD_FROM) {
+        rank
+    } else {
+        rank.div_ceil(8) * 8
+    }
+}
+
+/// Above two levels, the least leaf rank padded to whole vectors ([`leaf_width`]).
+const PAD_FROM: usize = 3;
+
+/// A padding column of [`Shape::map`].
+const SKIP: u32 = u32::MAX;
+
+/// `m` with zero columns appended up to `width`.
+fn pad_columns(m: &Matrix, width: usize) -> Matrix {
+    let c = m.cols();
+    let mut out = Matrix::zeros(m.rows(), width);
+    for (o, row) in out
+        .data_mut()
+        .chunks_exact_mut(width)
+        .zip(m.data().chunks_exact(c.max(1)))
+    {
+        o[..c].copy_from_slice(row);
+    }
+    out
 }
 
 /// A worker's sums of the open nodes of one row's tree.
@@ -131,7 +211,8 @@ struct Nodes {
     sums: Vec<Vec<f32>>,
     /// The last nonzero's other indices.
     prev: Vec<u32>,
-    /// A row in the levels' Kronecker order, where that is not the mode order.
+    /// A row in the levels' Kronecker order (the leaf padded), where that is not the
+    /// mode order, or [`tree3`]'s row at its padded width.
     row: Vec<f32>,
 }
 
@@ -175,128 +256,97 @@ impl Nodes {
 }
 
 /// Where each column of a row in the levels' Kronecker order goes in the mode order:
-/// `ranks` are the other modes' ranks in mode order, `levels` the tree's order of them.
-fn column_order(levels: &[usize], ranks: &[usize]) -> Vec<usize> {
+/// `ranks` are the other modes' ranks in mode order, `levels` the tree's order of them,
+/// and the leaf level (the last) is `leaf_width` wide, its columns from its rank on
+/// padding ([`SKIP`]).
+fn column_map(levels: &[usize], ranks: &[usize], leaf_width: usize) -> Vec<u32> {
     let d = ranks.len();
     let mut stride = vec![1usize; d];
     for k in (0..d.saturating_sub(1)).rev() {
         stride[k] = stride[k + 1] * ranks[k + 1];
     }
-    let width: usize = ranks.iter().product();
+    let widths: Vec<usize> = (0..d)
+        .map(|k| {
+            if k + 1 == d {
+                leaf_width
+            } else {
+                ranks[levels[k]]
+            }
+        })
+        .collect();
+    let width: usize = widths.iter().product();
     (0..width)
         .map(|mut t| {
             let mut at = 0;
-            for &l in levels.iter().rev() {
-                at += (t % ranks[l]) * stride[l];
-                t /= ranks[l];
+            for (k, &l) in levels.iter().enumerate().rev() {
+                let digit = t % widths[k];
+                if digit >= ranks[l] {
+                    return SKIP;
+                }
+                at += digit * stride[l];
+                t /= widths[k];
             }
-            at
+            u32::try_from(at).expect("a TTMc row's columns fit in u32")
         })
         .collect()
 }
 
 /// One row (or piece of a row) of TTMc into `dst` (overwritten, in mode order): its
 /// nonzeros' other indices (`facs.len()` each, in the levels' order, sorted) and
-/// values; `perm` maps the levels' column order to the mode order (empty: the same).
-/// A 3rd-order tensor at a leaf rank that is a multiple of 8 (up to 32) has its widths
-/// fixed at compile time and writes the mode order itself.
+/// values, written as `shape` says. A 3rd-order tensor at a leaf of at most 32 columns
+/// (padded to a multiple of 8) has its widths fixed at compile time and writes the
+/// mode order itself.
 fn piece(
     others: &[u32],
     values: &[f32],
     facs: &[&Matrix],
-    perm: &[usize],
+    shape: &Shape,
     nodes: &mut Nodes,
     dst: &mut [f32],
 ) {
-    if let [a, b] = facs
-        && (perm.is_empty() || a.cols() % 8 == 0)
+    if shape.direct3
+        && let [a, b] = facs
     {
-        let swap = !perm.is_empty();
-        match (b.cols(), swap) {
-            (8, false) => return tree3::<1, false>(others, values, a, b, dst),
-            (16, false) => return tree3::<2, false>(others, values, a, b, dst),
-            (24, false) => return tree3::<3, false>(others, values, a, b, dst),
-            (32, false) => return tree3::<4, false>(others, values, a, b, dst),
-            (8, true) => return tree3::<1, true>(others, values, a, b, dst),
-            (16, true) => return tree3::<2, true>(others, values, a, b, dst),
-            (24, true) => return tree3::<3, true>(others, values, a, b, dst),
-            (32, true) => return tree3::<4, true>(others, values, a, b, dst),
+        let (ra, rb) = (shape.ra, shape.rb);
+        match (b.cols(), shape.swap) {
+            (8, false) => {
+                return tree3::<1, false>(others, values, a, b, ra, rb, &mut nodes.row, dst);
+            }
+            (16, false) => {
+                return tree3::<2, false>(others, values, a, b, ra, rb, &mut nodes.row, dst);
+            }
+            (24, false) => {
+                return tree3::<3, false>(others, values, a, b, ra, rb, &mut nodes.row, dst);
+            }
+            (32, false) => {
+                return tree3::<4, false>(others, values, a, b, ra, rb, &mut nodes.row, dst);
+            }
+            (8, true) => {
+                return tree3::<1, true>(others, values, a, b, ra, rb, &mut nodes.row, dst);
+            }
+            (16, true) => {
+                return tree3::<2, true>(others, values, a, b, ra, rb, &mut nodes.row, dst);
+            }
+            (24, true) => {
+                return tree3::<3, true>(others, values, a, b, ra, rb, &mut nodes.row, dst);
+            }
+            (32, true) => {
+                return tree3::<4, true>(others, values, a, b, ra, rb, &mut nodes.row, dst);
+            }
             _ => {}
         }
     }
-    if perm.is_empty() {
+    if shape.map.is_empty() {
         return tree_any(others, values, facs, nodes, dst);
     }
     let mut row = std::mem::take(&mut nodes.row);
     tree_any(others, values, facs, nodes, &mut row);
-    for (&v, &at) in row.iter().zip(perm) {
-        dst[at] = v;
+    for (&v, &at) in row.iter().zip(shape.map) {
+        if at != SKIP {
+            dst[at as usize] = v;
+        }
     }
     nodes.row = row;
-}
-
-/// [`tree_any`] of two levels whose leaf rank is `8 · V`: per fiber (a run of one index of
-/// `a`'s mode) `s = Σ v · b[k]`, held in `V` vectors, then `dst += a[i] ⊗ s`, or with
-/// `SWAP` (the levels are the reverse of the mode order) `dst += s ⊗ a[i]`, so the row
-/// comes out in mode order either way (`a`'s rank a multiple of 8 then). Written with
-/// explicit vectors: left to itself, LLVM vectorized the fold across `a`'s rank with
-/// shuffles (a transpose per fiber).
-#[inline(always)]
-fn tree3<const V: usize, const SWAP: bool>(
-    others: &[u32],
-    values: &[f32],
-    a: &Matrix,
-    b: &Matrix,
-    dst: &mut [f32],
-) {
-    #[inline(always)]
-    fn load(s: &[f32]) -> f32x8 {
-        f32x8::from(<[f32; 8]>::try_from(s).expect("8 lanes"))
-    }
-    let rb = 8 * V;
-    dst.fill(0.0);
-    let (ad, bd, ra) = (a.data(), b.data(), a.cols());
-    let fold = |dst: &mut [f32], i: u32, s: &[f32x8; V]| {
-        let f = &ad[i as usize * ra..][..ra];
-        if SWAP {
-            // dst[k · ra + j] += s[k] · f[j]: the row of `a` in vectors, `s` broadcast.
-            // (Offsets rather than `chunks_exact_mut(ra)`, whose count is a division.)
-            let lanes: [[f32; 8]; V] = std::array::from_fn(|v| s[v].to_array());
-            for (k, &sk) in lanes.as_flattened().iter().enumerate() {
-                let sk = f32x8::splat(sk);
-                let d = &mut dst[k * ra..(k + 1) * ra];
-                for (dd, fv) in d.chunks_exact_mut(8).zip(f.chunks_exact(8)) {
-                    dd.copy_from_slice(&sk.mul_add(load(fv), load(dd)).to_array());
-                }
-            }
-        } else {
-            for (d, &fr) in dst.chunks_exact_mut(rb).zip(f) {
-                let fr = f32x8::splat(fr);
-                for (dd, &sv) in d.chunks_exact_mut(8).zip(s) {
-                    dd.copy_from_slice(&fr.mul_add(sv, load(dd)).to_array());
-                }
-            }
-        }
-    };
-    let mut s = [f32x8::ZERO; V];
-    let mut open: Option<u32> = None;
-    for (ix, &v) in others.chunks_exact(2).zip(values) {
-        if open != Some(ix[0]) {
-            if let Some(i) = open {
-                fold(dst, i, &s);
-                s = [f32x8::ZERO; V];
-            }
-            open = Some(ix[0]);
-        }
-        let row = &bd[ix[1] as usize * rb..][..rb];
-        let v = f32x8::splat(v);
-        for (sv, r) in s.iter_mut().zip(row.chunks_exact(8)) {
-            *sv = v.mul_add(load(r), *sv);
-        }
-    }
-    if let Some(i) = open {
-        fold(dst, i, &s);
-    }
 }
 
 /// [`piece`] at any order and ranks, in the levels' column order.
@@ -440,6 +490,37 @@ mod tests {
                 vec![2, 4, 3],
                 40_000,
                 Pattern::Uniform,
+                u32::MAX,
+            ),
+            // Leaves padded to whole vectors: 3rd order in and against mode order
+            // (mode 1's levels are reversed), a row narrower than one padded leaf
+            // (rank 1 above a leaf of 5), and 4th order through the column map.
+            (
+                vec![50, 70, 30],
+                vec![10, 5, 12],
+                6000,
+                Pattern::PowerLaw { alpha: 1.0 },
+                u32::MAX,
+            ),
+            (
+                vec![40, 90, 60],
+                vec![8, 20, 16],
+                6000,
+                Pattern::Uniform,
+                u32::MAX,
+            ),
+            (
+                vec![30, 20, 40],
+                vec![5, 1, 7],
+                3000,
+                Pattern::Uniform,
+                u32::MAX,
+            ),
+            (
+                vec![16, 22, 12, 19],
+                vec![6, 3, 10, 5],
+                3000,
+                Pattern::PowerLaw { alpha: 1.0 },
                 u32::MAX,
             ),
         ];
