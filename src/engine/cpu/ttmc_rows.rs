@@ -17,12 +17,12 @@
 //!   written once.
 //!
 //! So a nonzero costs one row of its last mode's rank, a fiber one Kronecker product,
-//! and no lookups, private outputs or reductions. A leaf rank that is not a multiple of
-//! 8 is read from a copy of its factor padded with zero columns to whole 8-lane
-//! vectors, so every row and fold is whole vectors. The Kronecker products come out in
-//! the levels' order; a 3rd-order tensor at leaf ranks up to 32 folds straight into the
-//! mode order (summed at the padded width and copied out once where padded), others go
-//! through a column map per row that also drops the padding. Rows longer than a piece
+//! and no lookups, private outputs or reductions. The Kronecker products come out in
+//! the levels' order. A 3rd-order tensor at leaf ranks up to 32 folds straight into
+//! the mode order in whole 8-lane vectors: a leaf rank that is not a multiple of 8 is
+//! read from a copy of its factor padded with zero columns (and the row summed at the
+//! padded width, then copied out once). Others go through a column permutation per
+//! row. Rows longer than a piece
 //! ([`super::rows::PIECE`]) are cut, each piece summed into its own partial row and a
 //! row's pieces added in order ([`Plan`]), so results do not depend on the thread
 //! count. Memory: `N (N − 1) · 4 + N · 4` bytes per nonzero for all modes, built only
@@ -111,11 +111,11 @@ impl RowTtmc {
         for (level, m) in &padded {
             facs[*level] = m;
         }
-        let map = if direct3 || (!swap && width == rb) {
+        let map = if direct3 || !swap {
             Vec::new()
         } else {
             let ranks: Vec<usize> = others.iter().map(|f| f.cols()).collect();
-            column_map(levels, &ranks, width)
+            column_order(levels, &ranks)
         };
         let shape = Shape {
             direct3,
@@ -165,30 +165,26 @@ struct Shape<'a> {
     ra: usize,
     /// The leaf's rank (its factor may be padded with zero columns past it).
     rb: usize,
-    /// Where [`tree_any`]'s columns (levels' order, leaf padded) go in the mode order
-    /// ([`SKIP`]: a padding column); empty where they are the mode order already.
-    map: &'a [u32],
+    /// Where [`tree_any`]'s columns (levels' order) go in the mode order; empty where
+    /// they are the mode order already.
+    map: &'a [usize],
 }
 
-/// The width the leaf level's rows are read at, in a tree of `levels` levels: `rank`
-/// rounded up to whole 8-lane vectors, or `rank` itself where it is a multiple of 8,
-/// or, above two levels, below [`PAD_FROM`]. Read at its own width a rank such as 5,
-/// 10 or 20 leaves a scalar tail in every leaf row and every fold: TTMc took 2–3.5
-/// times as long at ranks 5, 10 and 12 as at 8 and 16 on 3rd-order tensors of 200 to
-/// 300 000 rows per mode.
+/// The width the leaf level's rows are read at, in a tree of `levels` levels: for two
+/// levels (a 3rd-order tensor) and a rank up to 32, the rank rounded up to whole 8-lane
+/// vectors ([`tree3`]'s widths); else the rank. Read at its own width a rank such as
+/// 5, 10 or 20 left a scalar tail in every leaf row and every fold: TTMc took 2–5
+/// times as long at ranks 5, 10, 12 and 20 as padded, on 3rd-order tensors of 200 to
+/// 118 000 rows per mode. Deeper trees gain nothing from it (their folds above the
+/// leaf are wider by the padding): at ranks 3 to 10 on 4th- and 5th-order tensors
+/// the padded leaf ran from 0.8 to 1.3 times the unpadded one's speed.
 fn leaf_width(rank: usize, levels: usize) -> usize {
-    if rank.is_multiple_of(8) || (levels > 2 && rank < PAD_FROM) {
-        rank
-    } else {
+    if levels == 2 && rank <= 32 {
         rank.div_ceil(8) * 8
+    } else {
+        rank
     }
 }
-
-/// Above two levels, the least leaf rank padded to whole vectors ([`leaf_width`]).
-const PAD_FROM: usize = 3;
-
-/// A padding column of [`Shape::map`].
-const SKIP: u32 = u32::MAX;
 
 /// `m` with zero columns appended up to `width`.
 fn pad_columns(m: &Matrix, width: usize) -> Matrix {
@@ -211,8 +207,8 @@ struct Nodes {
     sums: Vec<Vec<f32>>,
     /// The last nonzero's other indices.
     prev: Vec<u32>,
-    /// A row in the levels' Kronecker order (the leaf padded), where that is not the
-    /// mode order, or [`tree3`]'s row at its padded width.
+    /// A row in the levels' Kronecker order, where that is not the mode order, or
+    /// [`tree3`]'s row at its padded width.
     row: Vec<f32>,
 }
 
@@ -256,37 +252,22 @@ impl Nodes {
 }
 
 /// Where each column of a row in the levels' Kronecker order goes in the mode order:
-/// `ranks` are the other modes' ranks in mode order, `levels` the tree's order of them,
-/// and the leaf level (the last) is `leaf_width` wide, its columns from its rank on
-/// padding ([`SKIP`]).
-fn column_map(levels: &[usize], ranks: &[usize], leaf_width: usize) -> Vec<u32> {
+/// `ranks` are the other modes' ranks in mode order, `levels` the tree's order of them.
+fn column_order(levels: &[usize], ranks: &[usize]) -> Vec<usize> {
     let d = ranks.len();
     let mut stride = vec![1usize; d];
     for k in (0..d.saturating_sub(1)).rev() {
         stride[k] = stride[k + 1] * ranks[k + 1];
     }
-    let widths: Vec<usize> = (0..d)
-        .map(|k| {
-            if k + 1 == d {
-                leaf_width
-            } else {
-                ranks[levels[k]]
-            }
-        })
-        .collect();
-    let width: usize = widths.iter().product();
+    let width: usize = ranks.iter().product();
     (0..width)
         .map(|mut t| {
             let mut at = 0;
-            for (k, &l) in levels.iter().enumerate().rev() {
-                let digit = t % widths[k];
-                if digit >= ranks[l] {
-                    return SKIP;
-                }
-                at += digit * stride[l];
-                t /= widths[k];
+            for &l in levels.iter().rev() {
+                at += (t % ranks[l]) * stride[l];
+                t /= ranks[l];
             }
-            u32::try_from(at).expect("a TTMc row's columns fit in u32")
+            at
         })
         .collect()
 }
@@ -342,9 +323,7 @@ fn piece(
     let mut row = std::mem::take(&mut nodes.row);
     tree_any(others, values, facs, nodes, &mut row);
     for (&v, &at) in row.iter().zip(shape.map) {
-        if at != SKIP {
-            dst[at as usize] = v;
-        }
+        dst[at] = v;
     }
     nodes.row = row;
 }
@@ -492,9 +471,9 @@ mod tests {
                 Pattern::Uniform,
                 u32::MAX,
             ),
-            // Leaves padded to whole vectors: 3rd order in and against mode order
-            // (mode 1's levels are reversed), a row narrower than one padded leaf
-            // (rank 1 above a leaf of 5), and 4th order through the column map.
+            // 3rd order at leaf ranks padded to whole vectors, in and against mode
+            // order (upper ranks padded too, or not: 8), a row narrower than one padded
+            // leaf (rank 1 above a leaf of 7); 4th order at ranks off the vectors.
             (
                 vec![50, 70, 30],
                 vec![10, 5, 12],
