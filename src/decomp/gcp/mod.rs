@@ -287,7 +287,16 @@ pub fn value_scale(x: &CooTensor, opts: &GcpOptions) -> Option<units::ValueScale
 
 /// The error of a start whose loss is `value`, not a finite number: no step from it
 /// is defined.
-fn start_not_finite(loss: &Loss, value: f64) -> Error {
+fn start_not_finite(loss: &Loss, fitted: f64, value: f64) -> Error {
+    if fitted.is_finite() {
+        // Finite on the values as run (divided by a power of two), not in the tensor's
+        // units: the values themselves are beyond what f64 holds the loss of.
+        return Error::NonFinite(format!(
+            "GCP with loss {loss}: the starting model's loss in the tensor's units is \
+             {value}: the values are too large for f64 to hold the loss (scale the tensor \
+             down)"
+        ));
+    }
     Error::NonFinite(format!(
         "GCP with loss {loss}: the starting model's loss is {value}; its model values \
          overflow the loss (give a start of smaller entries with init)"
@@ -346,6 +355,14 @@ pub fn check_data(x: &CooTensor, opts: &GcpOptions) -> Result<()> {
     }
     if let Some(f) = &opts.init {
         check_init(x.dims(), opts, f)?;
+    }
+    if !x.norm_sq().is_finite() {
+        // The start is scaled to ‖X‖ and every loss is reported in the tensor's units.
+        let largest = x.values().iter().fold(0f64, |m, v| m.max(v.abs()));
+        return Err(Error::Unsupported(format!(
+            "GCP: the values are too large for f64 to hold their sum of squares (the \
+             largest is {largest:e}), and so their losses; scale the tensor down"
+        )));
     }
     opts.loss.check_data(x.values(), |k| {
         let c: Vec<String> = x.coords(k).iter().map(|i| (i + 1).to_string()).collect();

@@ -216,7 +216,7 @@ pub(super) fn run(
     let (f0, g0) = objective.eval(&v)?;
     let initial = objective.in_given_units(&v, f0)?;
     if !(f0.is_finite() && initial.is_finite()) {
-        return Err(super::start_not_finite(&opts.loss, initial));
+        return Err(super::start_not_finite(&opts.loss, f0, initial));
     }
     let scale = if f0 != 0.0 && f0.abs() < 1.0 {
         1.0 / f0.abs()

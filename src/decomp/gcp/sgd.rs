@@ -187,7 +187,7 @@ fn run_at_width(
     let mut m = Vec::new();
     let (initial_fitted, initial) = estimate(engine, &value_sample, &factors, &losses, &mut m)?;
     if !(initial_fitted.is_finite() && initial.is_finite()) {
-        return Err(super::start_not_finite(&opts.loss, initial));
+        return Err(super::start_not_finite(&opts.loss, initial_fitted, initial));
     }
     let (mut best, mut best_given) = (initial_fitted, initial);
     let zeros = || -> Vec<Matrix<f64>> {

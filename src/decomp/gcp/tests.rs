@@ -392,3 +392,28 @@ fn poisson_log_starts_at_the_scale_of_log_counts_and_refuses_an_overflowing_star
         );
     }
 }
+
+/// Values whose squares are past f64's range: neither the start (scaled to ‖X‖) nor a
+/// loss in the tensor's units can be held. Both methods say that the values are too
+/// large, not that the start is.
+#[test]
+fn values_too_large_for_the_loss_are_named_as_such() {
+    let x = low_rank(&[6, 5, 4]);
+    let huge = CooTensor::new(
+        x.dims().to_vec(),
+        (0..3).map(|n| x.indices(n).to_vec()).collect(),
+        x.values().iter().map(|v| v * 1e300).collect(),
+    )
+    .unwrap();
+    for method in [Method::Sgd, Method::Lbfgs] {
+        let opts = GcpOptions {
+            method,
+            ..sgd_options(Loss::Gaussian)
+        };
+        let err = gcp(&engine(1), &huge, &opts, &mut |_| ControlFlow::Continue(())).unwrap_err();
+        assert!(
+            matches!(&err, Error::Unsupported(m) if m.contains("values are too large")),
+            "{method:?}: {err}"
+        );
+    }
+}
