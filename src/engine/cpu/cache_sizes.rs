@@ -42,6 +42,12 @@ impl CacheSizes {
         }
         sizes
     }
+
+    /// [`Self::of_this_machine`], read once per process (for callers in a loop).
+    pub fn cached() -> &'static Self {
+        static SIZES: std::sync::OnceLock<CacheSizes> = std::sync::OnceLock::new();
+        SIZES.get_or_init(Self::of_this_machine)
+    }
 }
 
 /// A sysfs cache size such as `32768K` or `1M`, in bytes.
