@@ -289,31 +289,21 @@ fn piece(
         && let [a, b] = facs
     {
         let (ra, rb) = (shape.ra, shape.rb);
+        let row = &mut nodes.row;
+        macro_rules! tree3 {
+            ($v:literal, $swap:literal) => {
+                return tree3::<$v, $swap>(others, values, a, b, ra, rb, row, dst)
+            };
+        }
         match (b.cols(), shape.swap) {
-            (8, false) => {
-                return tree3::<1, false>(others, values, a, b, ra, rb, &mut nodes.row, dst);
-            }
-            (16, false) => {
-                return tree3::<2, false>(others, values, a, b, ra, rb, &mut nodes.row, dst);
-            }
-            (24, false) => {
-                return tree3::<3, false>(others, values, a, b, ra, rb, &mut nodes.row, dst);
-            }
-            (32, false) => {
-                return tree3::<4, false>(others, values, a, b, ra, rb, &mut nodes.row, dst);
-            }
-            (8, true) => {
-                return tree3::<1, true>(others, values, a, b, ra, rb, &mut nodes.row, dst);
-            }
-            (16, true) => {
-                return tree3::<2, true>(others, values, a, b, ra, rb, &mut nodes.row, dst);
-            }
-            (24, true) => {
-                return tree3::<3, true>(others, values, a, b, ra, rb, &mut nodes.row, dst);
-            }
-            (32, true) => {
-                return tree3::<4, true>(others, values, a, b, ra, rb, &mut nodes.row, dst);
-            }
+            (8, false) => tree3!(1, false),
+            (16, false) => tree3!(2, false),
+            (24, false) => tree3!(3, false),
+            (32, false) => tree3!(4, false),
+            (8, true) => tree3!(1, true),
+            (16, true) => tree3!(2, true),
+            (24, true) => tree3!(3, true),
+            (32, true) => tree3!(4, true),
             _ => {}
         }
     }
