@@ -316,10 +316,14 @@ fn fused_entries<const N: usize, const R: usize, const PAD: bool, L: EntryLoss>(
     let len = if PAD { rank } else { R };
     let mut buf = [[0f64; R]; N];
     let mut value = 0.0;
+    // The entries whose rows are prefetched: none where `prefetch` is false (an empty
+    // slice rather than a test in the loop, so that where it does prefetch the loop is
+    // the one measured before the test was added).
+    let hinted = if prefetch { coords } else { &[] };
     for (e, ((c, &x), &w)) in coords.chunks_exact(N).zip(xs).zip(ws).enumerate() {
         // The rows of the entry AHEAD places on, factors and outputs: the sample's
         // rows are scattered over factors larger than the core's cache.
-        if prefetch && let Some(ahead) = coords.get((e + AHEAD) * N..(e + AHEAD + 1) * N) {
+        if let Some(ahead) = hinted.get((e + AHEAD) * N..(e + AHEAD + 1) * N) {
             for (j, &i) in ahead.iter().enumerate() {
                 let at = i as usize * len;
                 prefetch_row_f64(&f[j][at..at + len]);
