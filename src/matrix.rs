@@ -269,6 +269,20 @@ impl<T: Copy + Default> Matrix<T> {
         m
     }
 
+    /// This matrix with `cols` columns: its first `cols`, then zero columns up to
+    /// `cols` where it has fewer.
+    pub fn with_columns(&self, cols: usize) -> Self {
+        let mut out = Matrix::zeros(self.rows, cols);
+        let keep = cols.min(self.cols);
+        if keep > 0 {
+            let rows = out.data.as_mut_slice().chunks_exact_mut(cols);
+            for (o, a) in rows.zip(self.data().chunks_exact(self.cols)) {
+                o[..keep].copy_from_slice(&a[..keep]);
+            }
+        }
+        out
+    }
+
     /// Number of rows.
     pub fn rows(&self) -> usize {
         self.rows
@@ -434,6 +448,17 @@ mod tests {
             }
         }
         None
+    }
+
+    #[test]
+    fn with_columns_pads_with_zeros_and_keeps_the_first_columns() {
+        let m = Matrix::from_fn(3, 2, |i, j| (10 * i + j + 1) as f32);
+        let wide = m.with_columns(5);
+        assert_eq!(wide.shape(), (3, 5));
+        assert_eq!(wide.row(2), &[21.0, 22.0, 0.0, 0.0, 0.0]);
+        assert_eq!(wide.with_columns(2), m);
+        assert_eq!(m.with_columns(1).data(), &[1.0, 11.0, 21.0]);
+        assert_eq!(m.with_columns(0).shape(), (3, 0));
     }
 
     #[test]

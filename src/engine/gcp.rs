@@ -259,7 +259,7 @@ impl Engine {
             .saturating_mul(rows)
             .saturating_mul(width)
             .saturating_mul(8);
-        if width > rank && bytes <= super::cpu::CacheSizes::of_this_machine().llc / 4 {
+        if width > rank && bytes <= super::cpu::CacheSizes::cached().llc / 4 {
             width
         } else {
             rank

@@ -133,23 +133,9 @@ pub(super) fn run(
     run_at_width(engine, x, opts, factors, scale, progress, width)
 }
 
-/// `factors` with `cols` columns: their own, then zeros (or the first `cols`).
+/// `factors` with `cols` columns each ([`Matrix::with_columns`]).
 fn with_columns(factors: &[Matrix<f64>], cols: usize) -> Vec<Matrix<f64>> {
-    factors
-        .iter()
-        .map(|f| {
-            let mut out = Matrix::zeros(f.rows(), cols);
-            let keep = cols.min(f.cols());
-            if keep > 0 {
-                for (o, a) in
-                    (out.data_mut().chunks_exact_mut(cols)).zip(f.data().chunks_exact(f.cols()))
-                {
-                    o[..keep].copy_from_slice(&a[..keep]);
-                }
-            }
-            out
-        })
-        .collect()
+    factors.iter().map(|f| f.with_columns(cols)).collect()
 }
 
 /// [`run`] on factors widened with zero columns to `width` (at least their rank), the

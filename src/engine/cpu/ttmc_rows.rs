@@ -101,9 +101,9 @@ impl RowTtmc {
         // upper level's to whole vectors too (its rows are then the vectors).
         let ra = facs[0].cols();
         let padded: Vec<(usize, Matrix)> = [
-            (width != rb).then(|| (d - 1, pad_columns(facs[d - 1], width))),
+            (width != rb).then(|| (d - 1, facs[d - 1].with_columns(width))),
             (direct3 && swap && !ra.is_multiple_of(8))
-                .then(|| (0, pad_columns(facs[0], ra.div_ceil(8) * 8))),
+                .then(|| (0, facs[0].with_columns(ra.div_ceil(8) * 8))),
         ]
         .into_iter()
         .flatten()
@@ -184,20 +184,6 @@ fn leaf_width(rank: usize, levels: usize) -> usize {
     } else {
         rank
     }
-}
-
-/// `m` with zero columns appended up to `width`.
-fn pad_columns(m: &Matrix, width: usize) -> Matrix {
-    let c = m.cols();
-    let mut out = Matrix::zeros(m.rows(), width);
-    for (o, row) in out
-        .data_mut()
-        .chunks_exact_mut(width)
-        .zip(m.data().chunks_exact(c.max(1)))
-    {
-        o[..c].copy_from_slice(row);
-    }
-    out
 }
 
 /// A worker's sums of the open nodes of one row's tree.
