@@ -33,11 +33,14 @@ const MIN_SUB_BLOCK_ROWS: usize = 256;
 /// Element types the reductions over rows accept: widened to f64 block by block, so an
 /// f32 kernel output needs no full f64 copy.
 pub(crate) trait Real: Copy + Default + Send + Sync {
+    /// The type's unit roundoff (half the distance from 1 to the next value).
+    const ROUNDOFF: f64;
     /// The value as f64.
     fn wide(self) -> f64;
 }
 
 impl Real for f32 {
+    const ROUNDOFF: f64 = f32::EPSILON as f64 / 2.0;
     #[inline(always)]
     fn wide(self) -> f64 {
         self as f64
@@ -45,6 +48,7 @@ impl Real for f32 {
 }
 
 impl Real for f64 {
+    const ROUNDOFF: f64 = f64::EPSILON / 2.0;
     #[inline(always)]
     fn wide(self) -> f64 {
         self

@@ -20,6 +20,7 @@
 //! between steps, which on uboot-commitwords-3d (ranks 8) cost a third of a Tucker
 //! iteration's CPU time with the spinning threads competing with the work itself.
 
+use super::block_krylov;
 use super::dense::{gram, orthonormalize, row_blocks, row_times};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -71,29 +72,96 @@ pub(crate) fn leading_left_singular<T: super::dense::Real>(
 /// Gram, not the whole output's, for one scan that stops at a row's first nonzero.
 const EMPTY_SHARE: usize = 8;
 
-/// [`leading_left_singular`] over every row of `y`.
+/// [`leading_left_singular`] over every row of `y`: by block Krylov iteration on `Y`
+/// itself where that is expected to cost fewer operations than forming the Gram
+/// ([`krylov_on_y_is_cheaper`]), else from the Gram.
 fn leading_of_rows<T: super::dense::Real>(y: &Matrix<T>, k: usize) -> Result<Matrix<f64>> {
     let (n, p) = y.shape();
+    if krylov_on_y_is_cheaper(n, p, k) {
+        let wide: Vec<f64> = y.data().iter().map(|x| x.wide()).collect();
+        let yr = MatRef::from_row_major_slice(&wide, n, p);
+        // The Gram's order and the side it is on: `Y Yᵀ x = Y (Yᵀ x)` for the left
+        // vectors, `YᵀY x = Yᵀ (Y x)` for the right ones.
+        let (order, inner) = if n <= p { (n, p) } else { (p, n) };
+        let par = faer::get_global_parallelism();
+        let apply = |x: MatRef<'_, f64>, out: MatMut<'_, f64>| {
+            let mut t = Mat::<f64>::zeros(inner, x.ncols());
+            if n <= p {
+                matmul(t.as_mut(), Accum::Replace, yr.transpose(), x, 1.0, par);
+                matmul(out, Accum::Replace, yr, t.as_ref(), 1.0, par);
+            } else {
+                matmul(t.as_mut(), Accum::Replace, yr, x, 1.0, par);
+                matmul(out, Accum::Replace, yr.transpose(), t.as_ref(), 1.0, par);
+            }
+        };
+        let op = block_krylov::Operator {
+            n: order,
+            apply: &apply,
+            flops: 4.0 * n as f64 * p as f64,
+        };
+        let tol = krylov_tol::<T>(order);
+        let budget = gram_flops(n, p) + 2.0 * (order as f64).powi(3);
+        if let Some(u) = block_krylov::leading_eigenvectors(&op, k, tol, budget, KRYLOV_SEED) {
+            return Ok(if n <= p {
+                Matrix::from_fn(n, k, |i, j| u[(i, j)])
+            } else {
+                left_from_right(y, &Matrix::from_fn(p, k, |i, j| u[(i, j)]))
+            });
+        }
+    }
     if n <= p {
-        let g = outer_gram(y);
-        let u = leading_eigenvectors(g.as_ref(), k)?;
+        let wide: Vec<f64> = y.data().iter().map(|x| x.wide()).collect();
+        let g = outer_gram(MatRef::from_row_major_slice(&wide, n, p));
+        let u = leading_eigenvectors(g.as_ref(), k, krylov_tol::<T>(n))?;
         return Ok(Matrix::from_fn(n, k, |i, j| u[(i, j)]));
     }
-    let v = leading_eigenvectors(gram(y).as_ref(), k)?;
-    let vk = Matrix::from_fn(p, k, |i, j| v[(i, j)]);
-    let yv = row_times(y, &vk);
-    Ok(cholesky_qr(&yv)
-        .and_then(|q| cholesky_qr(&q))
-        .unwrap_or_else(|| orthonormalize(&yv)))
+    let v = leading_eigenvectors(gram(y).as_ref(), k, krylov_tol::<T>(p))?;
+    Ok(left_from_right(y, &Matrix::from_fn(p, k, |i, j| v[(i, j)])))
 }
 
-/// `Y Yᵀ` in f64 for a row-major `y` (`n × p`): each fixed block of output rows,
+/// The left singular vectors from the right ones `v` (`p × k`) of a tall `y`: `Y V`,
+/// made orthonormal (see the module docs).
+fn left_from_right<T: super::dense::Real>(y: &Matrix<T>, v: &Matrix<f64>) -> Matrix<f64> {
+    let yv = row_times(y, v);
+    cholesky_qr(&yv)
+        .and_then(|q| cholesky_qr(&q))
+        .unwrap_or_else(|| orthonormalize(&yv))
+}
+
+/// Floating-point operations of forming the Gram of an `n × p` output on the smaller
+/// side: `Y Yᵀ` as a whole product (`2n²p`), `YᵀY` into one triangle (`np²`).
+fn gram_flops(n: usize, p: usize) -> f64 {
+    let (nf, pf) = (n as f64, p as f64);
+    if n <= p {
+        2.0 * nf * nf * pf
+    } else {
+        nf * pf * pf
+    }
+}
+
+/// Whether block Krylov iteration applied to `Y` itself (each product two passes over
+/// `Y`, `4np` operations per column) is expected to cost less than forming the Gram
+/// and iterating on it, at [`block_krylov::EXPECTED_CYCLES`] cycles. Products with `Y`
+/// win where the Gram's order is large against the block: a 3000 × 4096 output at rank
+/// 16 (its Gram 3.7·10¹⁰ operations more than a whole solve on `Y`), not a
+/// 300 k × 1024 one at rank 32.
+fn krylov_on_y_is_cheaper(n: usize, p: usize, k: usize) -> bool {
+    let order = n.min(p);
+    if !block_krylov::worthwhile(order, k) {
+        return false;
+    }
+    let cycles = block_krylov::EXPECTED_CYCLES;
+    let on_y = cycles * block_krylov::cycle_flops(order, k, 4.0 * n as f64 * p as f64);
+    let on_gram = gram_flops(n, p)
+        + cycles * block_krylov::cycle_flops(order, k, 2.0 * (order as f64).powi(2));
+    on_y < on_gram
+}
+
+/// `Y Yᵀ` for `y` (`n × p`, an f64 view of a row-major matrix): each fixed block of output rows,
 /// `Y[a..b] Yᵀ`, computed on its own (deterministic; `Y Yᵀ` is symmetric, so the
 /// row-major result is also its column-major form).
-fn outer_gram<T: super::dense::Real>(y: &Matrix<T>) -> Mat<f64> {
-    let (n, p) = y.shape();
-    let wide: Vec<f64> = y.data().iter().map(|x| x.wide()).collect();
-    let yr = MatRef::from_row_major_slice(&wide, n, p);
+fn outer_gram(yr: MatRef<'_, f64>) -> Mat<f64> {
+    let n = yr.nrows();
     let mut out = vec![0f64; n * n];
     let block = row_blocks(n).clamp(1, 256);
     out.par_chunks_mut(block * n.max(1))
@@ -107,10 +175,44 @@ fn outer_gram<T: super::dense::Real>(y: &Matrix<T>) -> Mat<f64> {
     Mat::from_fn(n, n, |i, j| out[i * n + j])
 }
 
+/// Residual tolerance of the block Krylov eigenvectors of a Gram of order `n` made from
+/// `T` values, relative to the largest eigenvalue: 1/64 of `T`'s unit roundoff, and no
+/// tighter than `16 n` f64 roundoffs (about what rounding leaves of a product with the
+/// Gram, so also what a dense eigendecomposition's own error is). A Gram of f32 TTMc
+/// outputs already carries perturbations near 2⁻²⁴ `λ₁` from their rounding; the
+/// solver's error in the subspace, about this tolerance over the eigengap, stays 64
+/// times below what that rounding can move it by.
+fn krylov_tol<T: super::dense::Real>(n: usize) -> f64 {
+    (T::ROUNDOFF / 64.0).max(16.0 * n as f64 * f64::EPSILON)
+}
+
+/// Seed of the block Krylov start (any fixed value: the result does not depend on it
+/// beyond the tolerance).
+const KRYLOV_SEED: u64 = 0x5eed_b10c;
+
 /// The eigenvectors of the `k` largest eigenvalues of the symmetric `g`, largest first,
-/// as the columns of an `n × k` matrix.
-fn leading_eigenvectors(g: MatRef<'_, f64>, k: usize) -> Result<Mat<f64>> {
+/// as the columns of an `n × k` matrix: by block Krylov iteration where `g` is large
+/// and `k` few ([`block_krylov`]), else (or where that does not converge within its
+/// budget) by the dense eigendecomposition.
+fn leading_eigenvectors(g: MatRef<'_, f64>, k: usize, tol: f64) -> Result<Mat<f64>> {
     let n = g.nrows();
+    if block_krylov::worthwhile(n, k) {
+        let par = faer::get_global_parallelism();
+        let apply = |x: MatRef<'_, f64>, out: MatMut<'_, f64>| {
+            matmul(out, Accum::Replace, g, x, 1.0, par);
+        };
+        let nf = n as f64;
+        let op = block_krylov::Operator {
+            n,
+            apply: &apply,
+            flops: 2.0 * nf * nf,
+        };
+        // The dense eigendecomposition's cost, about.
+        let budget = 2.0 * nf * nf * nf;
+        if let Some(u) = block_krylov::leading_eigenvectors(&op, k, tol, budget, KRYLOV_SEED) {
+            return Ok(u);
+        }
+    }
     let par = if n < SEQ_BELOW {
         Par::Seq
     } else {
@@ -183,6 +285,10 @@ mod tests {
     use super::*;
     use crate::decomp::dense::{at_b, to_row_major};
 
+    fn view(a: &Matrix<f64>) -> MatRef<'_, f64> {
+        MatRef::from_row_major_slice(a.data(), a.rows(), a.cols())
+    }
+
     /// `n × p` with singular values `σ_j = 2^{-j}` (of `min(n, p)`), random singular
     /// vectors.
     fn spectrum(n: usize, p: usize, seed: u64) -> Matrix<f64> {
@@ -239,6 +345,44 @@ mod tests {
                 "f32 {n}×{p} k {k}: {sin:e} {off:e}"
             );
         }
+    }
+
+    /// Outputs where block Krylov on `Y` itself is the cheaper path, wide (`Y (Yᵀ x)`)
+    /// and tall (`Yᵀ (Y x)`, then `Y V` made orthonormal): the subspace is the SVD's
+    /// within the solver's own bound, `√k tol σ₁² / (σ_k² − σ_{k+1}²)` (Davis–Kahan on
+    /// the residuals), and for the f32 output within that output's rounding over the
+    /// gap, as on the dense path.
+    #[test]
+    fn outputs_on_the_krylov_path_span_the_svds_leading_subspace() {
+        for (n, p, k) in [(700, 2000, 8), (3000, 1500, 8)] {
+            assert!(krylov_on_y_is_cheaper(n, p, k), "{n}×{p}");
+            let m = n.min(p);
+            let a = orthonormalize(&Matrix::random(n, m, 21).to_f64());
+            let b = orthonormalize(&Matrix::random(p, m, 22).to_f64());
+            let a_s = Matrix::from_fn(n, m, |i, t| a.get(i, t) * 0.5f64.powi(t as i32));
+            let y = to_row_major((view(&a_s) * view(&b).transpose()).as_ref());
+            let want = Matrix::from_fn(n, k, |i, j| a.get(i, j));
+            let (sk, sk1) = (0.5f64.powi(k as i32 - 1), 0.5f64.powi(k as i32));
+            let u = leading_left_singular(&y, k).unwrap();
+            let (sin, off) = angle_and_orthogonality(&u, &want);
+            let tol = krylov_tol::<f64>(m);
+            let bound = 2.0 * (k as f64).sqrt() * tol / (sk * sk - sk1 * sk1);
+            assert!(
+                sin < bound && off < 1e-10,
+                "{n}×{p} f64: {sin:e} {off:e} (bound {bound:e})"
+            );
+            let u32 = leading_left_singular(&y.to_f32(), k).unwrap();
+            let (sin, off) = angle_and_orthogonality(&u32, &want);
+            let bound = 100.0 * f64::from(f32::EPSILON) / (sk - sk1)
+                + 2.0 * (k as f64).sqrt() * krylov_tol::<f32>(m) / (sk * sk - sk1 * sk1);
+            assert!(
+                sin < bound && off < 1e-10,
+                "{n}×{p} f32: {sin:e} {off:e} (bound {bound:e})"
+            );
+        }
+        // Small orders and a tall output of few columns keep the Gram.
+        assert!(!krylov_on_y_is_cheaper(300, 40, 8));
+        assert!(!krylov_on_y_is_cheaper(300_000, 1024, 32));
     }
 
     /// Zero rows among the others (two in three, a tall and a wide remainder): the

@@ -28,6 +28,7 @@
 //! or after the first iteration `k ≥ 1` whose fit changed by less than `tol` in
 //! absolute value. With `tol = 0` it always runs `max_iters` iterations.
 
+pub(crate) mod block_krylov;
 pub(crate) mod dense;
 pub(crate) mod leading;
 pub(crate) mod residual;
