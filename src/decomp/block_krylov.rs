@@ -55,6 +55,16 @@ pub(crate) fn cycle_flops(n: usize, k: usize, product: f64) -> f64 {
     product * bf * STEPS as f64 + 6.0 * nf * mf * mf + 4.0 * nf * mf * bf
 }
 
+/// f64 entries [`leading_eigenvectors`] holds at once for `k` vectors of an operator of
+/// order `n`: the basis and its products, the block and its product, the Ritz vectors
+/// and their products, the projected matrix and its eigenvectors.
+pub(crate) fn workspace_entries(n: usize, k: usize) -> usize {
+    let b = block_width(k);
+    let m = (STEPS + 1) * b;
+    n.saturating_mul(2 * m + 4 * b)
+        .saturating_add(m.saturating_mul(3 * m))
+}
+
 /// A symmetric positive semidefinite `n × n` operator: `apply(x, out)` writes `G x` into
 /// `out` for a block `x` of columns, at `flops` floating-point operations per column.
 pub(crate) struct Operator<'a> {

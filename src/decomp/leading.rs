@@ -145,7 +145,7 @@ fn gram_flops(n: usize, p: usize) -> f64 {
 /// win where the Gram's order is large against the block: a 3000 × 4096 output at rank
 /// 16 (its Gram 3.7·10¹⁰ operations more than a whole solve on `Y`), not a
 /// 300 k × 1024 one at rank 32.
-fn krylov_on_y_is_cheaper(n: usize, p: usize, k: usize) -> bool {
+pub(crate) fn krylov_on_y_is_cheaper(n: usize, p: usize, k: usize) -> bool {
     let order = n.min(p);
     if !block_krylov::worthwhile(order, k) {
         return false;

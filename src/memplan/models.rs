@@ -113,9 +113,23 @@ impl MemoryPlan {
                     .saturating_add(rows.saturating_mul(rows))
             } else {
                 // Per-block Grams, the Gram, its eigenvectors and workspace, Y·V and QR.
-                (blocks(dims[n]) + 4)
+                let gram = (blocks(dims[n]) + 4)
                     .saturating_mul(cols.saturating_mul(cols))
-                    .saturating_add(rows.saturating_mul(k).saturating_mul(3))
+                    .saturating_add(rows.saturating_mul(k).saturating_mul(3));
+                // Or, where block Krylov runs on the output itself, an f64 copy of it
+                // and the solver's workspace (freed before any fall back to the Gram).
+                let on_y = usize::try_from(cols).is_ok_and(|c| {
+                    crate::decomp::leading::krylov_on_y_is_cheaper(dims[n], c, ranks[n])
+                });
+                let krylov = if on_y {
+                    rows.saturating_mul(cols).saturating_add(
+                        crate::decomp::block_krylov::workspace_entries(cols as usize, ranks[n])
+                            as u128,
+                    )
+                } else {
+                    0
+                };
+                gram.max(krylov)
             };
             worst = worst.max(linalg);
         }
