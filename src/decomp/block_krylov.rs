@@ -19,9 +19,8 @@
 //! Deterministic: the start is seeded, and faer's products split the work the same way
 //! for the same thread count.
 
+use super::dense::top_eigenpairs;
 use crate::matrix::Matrix;
-use faer::dyn_stack::{MemBuffer, MemStack};
-use faer::linalg::evd::{self, ComputeEigenvectors};
 use faer::linalg::matmul::matmul;
 use faer::prelude::*;
 use faer::{Accum, Par};
@@ -128,7 +127,7 @@ pub(crate) fn leading_eigenvectors(
             par,
         );
         let t = Mat::<f64>::from_fn(m, m, |i, j| 0.5 * (t[(i, j)] + t[(j, i)]));
-        let (theta, s) = leading_pairs(t.as_ref(), b)?;
+        let (theta, s) = top_eigenpairs(t.as_ref(), b, Par::Seq).ok()?;
         let mut u = Mat::<f64>::zeros(n, b);
         matmul(
             u.as_mut(),
@@ -213,32 +212,6 @@ fn orthogonal_block(
 /// The share of a new column's size below which what is left after Gram–Schmidt is
 /// taken as rounding (see [`orthogonal_block`]).
 const DEPENDENT: f64 = 1e-12;
-
-/// The `b` largest eigenvalues of the small symmetric `t`, largest first, and their
-/// eigenvectors as columns; `None` where the decomposition fails.
-fn leading_pairs(t: MatRef<'_, f64>, b: usize) -> Option<(Vec<f64>, Mat<f64>)> {
-    let m = t.nrows();
-    let mut s = faer::diag::Diag::<f64>::zeros(m);
-    let mut q = Mat::<f64>::zeros(m, m);
-    let scratch = evd::self_adjoint_evd_scratch::<f64>(
-        m,
-        ComputeEigenvectors::Yes,
-        Par::Seq,
-        Default::default(),
-    );
-    evd::self_adjoint_evd(
-        t,
-        s.as_mut(),
-        Some(q.as_mut()),
-        Par::Seq,
-        MemStack::new(&mut MemBuffer::new(scratch)),
-        Default::default(),
-    )
-    .ok()?;
-    // Eigenvalues come in nondecreasing order.
-    let theta = (0..b).map(|j| s[m - 1 - j]).collect();
-    Some((theta, Mat::from_fn(m, b, |i, j| q[(i, m - 1 - j)])))
-}
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,9 @@
 
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
+use faer::diag::Diag;
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::evd::{self, ComputeEigenvectors, EvdError};
 use faer::linalg::matmul::matmul;
 use faer::prelude::*;
 use faer::{Accum, Par, Side};
@@ -53,6 +56,32 @@ impl Real for f64 {
     fn wide(self) -> f64 {
         self
     }
+}
+
+/// The `k` largest eigenvalues of the symmetric `g` (largest first) and their
+/// eigenvectors as the columns of an `n × k` matrix, from faer's dense decomposition
+/// with parallelism `par`.
+pub(crate) fn top_eigenpairs(
+    g: MatRef<'_, f64>,
+    k: usize,
+    par: Par,
+) -> std::result::Result<(Vec<f64>, Mat<f64>), EvdError> {
+    let n = g.nrows();
+    let mut s = Diag::<f64>::zeros(n);
+    let mut u = Mat::<f64>::zeros(n, n);
+    let scratch =
+        evd::self_adjoint_evd_scratch::<f64>(n, ComputeEigenvectors::Yes, par, Default::default());
+    evd::self_adjoint_evd(
+        g,
+        s.as_mut(),
+        Some(u.as_mut()),
+        par,
+        MemStack::new(&mut MemBuffer::new(scratch)),
+        Default::default(),
+    )?;
+    // Eigenvalues come in nondecreasing order: the leading k are the last k.
+    let values = (0..k).map(|j| s[n - 1 - j]).collect();
+    Ok((values, Mat::from_fn(n, k, |i, j| u[(i, n - 1 - j)])))
 }
 
 /// A row-major matrix as a faer view.

@@ -21,12 +21,9 @@
 //! iteration's CPU time with the spinning threads competing with the work itself.
 
 use super::block_krylov;
-use super::dense::{gram, orthonormalize, row_blocks, row_times};
+use super::dense::{gram, orthonormalize, row_blocks, row_times, top_eigenpairs};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
-use faer::diag::Diag;
-use faer::dyn_stack::{MemBuffer, MemStack};
-use faer::linalg::evd::{self, ComputeEigenvectors};
 use faer::linalg::matmul::matmul;
 use faer::prelude::*;
 use faer::{Accum, Par};
@@ -218,21 +215,9 @@ fn leading_eigenvectors(g: MatRef<'_, f64>, k: usize, tol: f64) -> Result<Mat<f6
     } else {
         faer::get_global_parallelism()
     };
-    let mut s = Diag::<f64>::zeros(n);
-    let mut u = Mat::<f64>::zeros(n, n);
-    let scratch =
-        evd::self_adjoint_evd_scratch::<f64>(n, ComputeEigenvectors::Yes, par, Default::default());
-    evd::self_adjoint_evd(
-        g,
-        s.as_mut(),
-        Some(u.as_mut()),
-        par,
-        MemStack::new(&mut MemBuffer::new(scratch)),
-        Default::default(),
-    )
-    .map_err(|e| Error::Numerical(format!("eigendecomposition of a {n}×{n} Gram: {e:?}")))?;
-    // Eigenvalues come in nondecreasing order: the leading k are the last k columns.
-    Ok(Mat::from_fn(n, k, |i, j| u[(i, n - 1 - j)]))
+    let (_, u) = top_eigenpairs(g, k, par)
+        .map_err(|e| Error::Numerical(format!("eigendecomposition of a {n}×{n} Gram: {e:?}")))?;
+    Ok(u)
 }
 
 /// `W R⁻¹` for the Cholesky factor `RᵀR = WᵀW` of the row-major `w` (`n × k`): an
