@@ -74,46 +74,52 @@ const EMPTY_SHARE: usize = 8;
 /// ([`krylov_on_y_is_cheaper`]), else from the Gram.
 fn leading_of_rows<T: super::dense::Real>(y: &Matrix<T>, k: usize) -> Result<Matrix<f64>> {
     let (n, p) = y.shape();
-    if krylov_on_y_is_cheaper(n, p, k) {
+    let on_y = krylov_on_y_is_cheaper(n, p, k);
+    if n <= p {
+        // One f64 copy, for the products with `Y` and, failing those, the Gram.
         let wide: Vec<f64> = y.data().iter().map(|x| x.wide()).collect();
         let yr = MatRef::from_row_major_slice(&wide, n, p);
-        // The Gram's order and the side it is on: `Y Yᵀ x = Y (Yᵀ x)` for the left
-        // vectors, `YᵀY x = Yᵀ (Y x)` for the right ones.
-        let (order, inner) = if n <= p { (n, p) } else { (p, n) };
-        let par = faer::get_global_parallelism();
-        let apply = |x: MatRef<'_, f64>, out: MatMut<'_, f64>| {
-            let mut t = Mat::<f64>::zeros(inner, x.ncols());
-            if n <= p {
-                matmul(t.as_mut(), Accum::Replace, yr.transpose(), x, 1.0, par);
-                matmul(out, Accum::Replace, yr, t.as_ref(), 1.0, par);
-            } else {
-                matmul(t.as_mut(), Accum::Replace, yr, x, 1.0, par);
-                matmul(out, Accum::Replace, yr.transpose(), t.as_ref(), 1.0, par);
-            }
-        };
-        let op = block_krylov::Operator {
-            n: order,
-            apply: &apply,
-            flops: 4.0 * n as f64 * p as f64,
-        };
-        let tol = krylov_tol::<T>(order);
-        let budget = gram_flops(n, p) + 2.0 * (order as f64).powi(3);
-        if let Some(u) = block_krylov::leading_eigenvectors(&op, k, tol, budget, KRYLOV_SEED) {
-            return Ok(if n <= p {
-                Matrix::from_fn(n, k, |i, j| u[(i, j)])
-            } else {
-                left_from_right(y, &Matrix::from_fn(p, k, |i, j| u[(i, j)]))
-            });
+        if on_y && let Some(u) = krylov_on_y::<T>(yr, k) {
+            return Ok(Matrix::from_fn(n, k, |i, j| u[(i, j)]));
         }
-    }
-    if n <= p {
-        let wide: Vec<f64> = y.data().iter().map(|x| x.wide()).collect();
-        let g = outer_gram(MatRef::from_row_major_slice(&wide, n, p));
+        let g = outer_gram(yr);
         let u = leading_eigenvectors(g.as_ref(), k, krylov_tol::<T>(n))?;
         return Ok(Matrix::from_fn(n, k, |i, j| u[(i, j)]));
     }
+    if on_y {
+        let wide: Vec<f64> = y.data().iter().map(|x| x.wide()).collect();
+        if let Some(v) = krylov_on_y::<T>(MatRef::from_row_major_slice(&wide, n, p), k) {
+            return Ok(left_from_right(y, &Matrix::from_fn(p, k, |i, j| v[(i, j)])));
+        }
+    }
     let v = leading_eigenvectors(gram(y).as_ref(), k, krylov_tol::<T>(p))?;
     Ok(left_from_right(y, &Matrix::from_fn(p, k, |i, j| v[(i, j)])))
+}
+
+/// Block Krylov on `yr` (`n × p`, f64) itself, never its Gram: the `k` leading
+/// eigenvectors of `Y Yᵀ = Y (Yᵀ x)` (`n ≤ p`: the left singular vectors) or of
+/// `YᵀY = Yᵀ (Y x)` (`n > p`: the right ones); `None` where the solver falls back.
+fn krylov_on_y<T: super::dense::Real>(yr: MatRef<'_, f64>, k: usize) -> Option<Mat<f64>> {
+    let (n, p) = (yr.nrows(), yr.ncols());
+    let (order, inner) = if n <= p { (n, p) } else { (p, n) };
+    let par = faer::get_global_parallelism();
+    let apply = |x: MatRef<'_, f64>, out: MatMut<'_, f64>| {
+        let mut t = Mat::<f64>::zeros(inner, x.ncols());
+        if n <= p {
+            matmul(t.as_mut(), Accum::Replace, yr.transpose(), x, 1.0, par);
+            matmul(out, Accum::Replace, yr, t.as_ref(), 1.0, par);
+        } else {
+            matmul(t.as_mut(), Accum::Replace, yr, x, 1.0, par);
+            matmul(out, Accum::Replace, yr.transpose(), t.as_ref(), 1.0, par);
+        }
+    };
+    let op = block_krylov::Operator {
+        n: order,
+        apply: &apply,
+        flops: 4.0 * n as f64 * p as f64,
+    };
+    let budget = gram_flops(n, p) + 2.0 * (order as f64).powi(3);
+    block_krylov::leading_eigenvectors(&op, k, krylov_tol::<T>(order), budget, KRYLOV_SEED)
 }
 
 /// The left singular vectors from the right ones `v` (`p × k`) of a tall `y`: `Y V`,
