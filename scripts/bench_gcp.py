@@ -55,12 +55,20 @@ np.savez(a["model"], weights=np.asarray(u.weights, dtype=np.float64).ravel(),
 
 
 def read_tns(path: Path):
-    """Coordinates (0-based) and values of a .tns(.gz) file."""
+    """Coordinates (0-based) and values of a .tns(.gz) file, duplicates summed as sptmc
+    sums them (pyttb's `sptensor`, which hands the tensor to GenTen, keeps them apart,
+    and the full loss below would count them apart too)."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as f:
         a = np.loadtxt(f, dtype=np.float64, ndmin=2)
     subs = a[:, :-1].astype(np.int64) - 1
-    return subs, a[:, -1], tuple(int(s) for s in subs.max(axis=0) + 1)
+    vals = a[:, -1]
+    unique, inverse = np.unique(subs, axis=0, return_inverse=True)
+    if len(unique) < len(subs):
+        print(f"{path.name}: {len(subs) - len(unique)} duplicate entries summed", file=sys.stderr)
+        vals = np.bincount(inverse.ravel(), weights=vals, minlength=len(unique))
+        subs = unique
+    return subs, vals, tuple(int(s) for s in subs.max(axis=0) + 1)
 
 
 def write_tns(path: Path, subs, vals):

@@ -303,8 +303,8 @@ pub struct TuckerArgs {
     /// Tensor file (.tns, .tns.gz, .sptb); omitted: a built-in generated tensor.
     pub file: Option<PathBuf>,
     /// Ranks per mode, e.g. 8,8,8, or one rank for every mode (default: 8 for every
-    /// mode, lowered where a mode is shorter).
-    #[arg(long, value_delimiter = ',')]
+    /// mode, lowered where a mode is shorter). `--rank` and `-r` are the same option.
+    #[arg(long, short = 'r', visible_alias = "rank", value_delimiter = ',')]
     pub ranks: Option<Vec<usize>>,
     /// Maximum iterations.
     #[arg(long, short = 'i', default_value_t = 20)]

@@ -155,6 +155,16 @@ fn tucker_ranks_default_to_every_mode_and_broadcast_one() {
     let mut one = base.to_vec();
     one.extend(["--ranks", "3"]);
     assert_eq!(core_dims(&one), serde_json::json!([3, 3, 3, 3]));
+    // `--rank` (as `cp` spells it) and `-r` are the same option.
+    for spelling in ["--rank", "-r"] {
+        let mut alias = base.to_vec();
+        alias.extend([spelling, "4,3,2,2"]);
+        assert_eq!(
+            core_dims(&alias),
+            serde_json::json!([4, 3, 2, 2]),
+            "{spelling}"
+        );
+    }
 }
 
 /// Six modes of 2^17 rows need 102 bits of key, more than the format's 96: cp, cp-apr
