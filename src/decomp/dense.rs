@@ -40,6 +40,8 @@ pub(crate) trait Real: Copy + Default + Send + Sync {
     const ROUNDOFF: f64;
     /// The value as f64.
     fn wide(self) -> f64;
+    /// Whether every entry of `row` is ±0 (one branch-free pass over the bits).
+    fn is_zero_row(row: &[Self]) -> bool;
 }
 
 impl Real for f32 {
@@ -48,6 +50,10 @@ impl Real for f32 {
     fn wide(self) -> f64 {
         self as f64
     }
+    #[inline(always)]
+    fn is_zero_row(row: &[Self]) -> bool {
+        row.iter().fold(0, |any, x| any | (x.to_bits() << 1)) == 0
+    }
 }
 
 impl Real for f64 {
@@ -55,6 +61,10 @@ impl Real for f64 {
     #[inline(always)]
     fn wide(self) -> f64 {
         self
+    }
+    #[inline(always)]
+    fn is_zero_row(row: &[Self]) -> bool {
+        row.iter().fold(0, |any, x| any | (x.to_bits() << 1)) == 0
     }
 }
 
@@ -321,10 +331,17 @@ pub(crate) fn gram_rows<T: Real>(rows: &[T], cols: usize) -> Mat<f64> {
         return sum;
     }
     let mut wide = Vec::with_capacity(sub_block_rows(cols) * cols);
+    let mut kept = Vec::new();
     for sub in rows.chunks(sub_block_rows(cols) * cols) {
         wide.clear();
-        wide.extend(sub.iter().map(|x| x.wide()));
-        let v = MatRef::from_row_major_slice(&wide, sub.len() / cols, cols);
+        if super::zero_rows::nonzero_rows(sub, cols, &mut kept) {
+            for &i in &kept {
+                wide.extend(sub[i * cols..(i + 1) * cols].iter().map(|x| x.wide()));
+            }
+        } else {
+            wide.extend(sub.iter().map(|x| x.wide()));
+        }
+        let v = MatRef::from_row_major_slice(&wide, wide.len() / cols, cols);
         add_lower_gram(sum.as_mut(), v);
     }
     mirror_lower(sum.as_mut());
@@ -534,13 +551,23 @@ mod tests {
 
     /// Over several row blocks of several sub-blocks each, against the sum taken row by
     /// row: two f64 sums of the same products, at most `n ε` times the sum of their
-    /// magnitudes apart (the bound is twice that).
+    /// magnitudes apart (the bound is twice that). Again with most rows zero, which the
+    /// sub-blocks leave out ([`super::super::zero_rows`]).
     #[test]
     fn gram_in_sub_blocks_matches_the_row_by_row_sum() {
         let (n, c) = (5000, 40);
         assert!(n > 2 * row_blocks(n) && row_blocks(n) > 2 * sub_block_rows(c));
-        let a = Matrix::random(n, c, 23);
-        let got = gram(&a);
+        let mut sparse = Matrix::random(n, c, 29);
+        (0..n)
+            .filter(|i| i % 9 != 4)
+            .for_each(|i| sparse.row_mut(i).fill(0.0));
+        for a in [Matrix::random(n, c, 23), sparse] {
+            check_gram(&a, n, c);
+        }
+    }
+
+    fn check_gram(a: &Matrix, n: usize, c: usize) {
+        let got = gram(a);
         for p in 0..c {
             for q in 0..c {
                 let terms = (0..n).map(|i| a.get(i, p) as f64 * a.get(i, q) as f64);

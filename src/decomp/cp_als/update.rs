@@ -5,6 +5,7 @@
 //! the rows held here. [`update_factor`] is both passes over a whole factor.
 
 use super::super::dense::{gram_seq, row_blocks, sub_block_rows};
+use super::super::zero_rows::nonzero_rows;
 use crate::engine::cp_max_norm;
 use crate::error::Result;
 use crate::matrix::Matrix;
@@ -118,28 +119,51 @@ pub(crate) fn solve_rows(
             let mut sums = RowSums::zero(r, two_norm, with_inner);
             // One sub-block at a time, so that its f64 copies stay in cache.
             let (mut wide, mut abuf) = (Vec::with_capacity(sub), vec![0f64; sub]);
+            let mut kept = Vec::with_capacity(sub / r);
             for (ac, mc) in ab.chunks_mut(sub).zip(mb.chunks(sub)) {
                 // Widened and checked in one pass; `&=` rather than `all` so the loop
                 // does not exit early (the early-exit check was a scalar loop that took
                 // about as long as the GEMM in the profile).
                 let mut finite = true;
                 wide.clear();
-                wide.extend(mc.iter().map(|&x| {
-                    finite &= x.is_finite();
-                    x as f64
-                }));
+                // A zero row of the MTTKRP (a slice with no nonzero) solves to a zero
+                // row and adds nothing to any sum: only the others are solved.
+                let compact = nonzero_rows(mc, r, &mut kept);
+                if compact {
+                    for &i in &kept {
+                        wide.extend(mc[i * r..(i + 1) * r].iter().map(|&x| {
+                            finite &= x.is_finite();
+                            x as f64
+                        }));
+                    }
+                } else {
+                    wide.extend(mc.iter().map(|&x| {
+                        finite &= x.is_finite();
+                        x as f64
+                    }));
+                }
                 if !finite {
                     return None;
                 }
-                let n = mc.len() / r;
+                let n = wide.len() / r;
                 let abuf = &mut abuf[..n * r];
                 let mv = MatRef::from_row_major_slice(&wide, n, r);
                 // Row-major destination, so the pass below walks memory in order.
                 let av = MatMut::from_row_major_slice_mut(abuf, n, r);
                 matmul(av, Accum::Replace, mv, w.as_ref(), 1.0, Par::Seq);
                 sums.gram += gram_seq(MatRef::from_row_major_slice(abuf, n, r));
-                for (o, &x) in ac.iter_mut().zip(abuf.iter()) {
-                    *o = x as f32;
+                if compact {
+                    // Zero rows solve to zero rows; the others go back to their places.
+                    ac.fill(0.0);
+                    for (&i, row) in kept.iter().zip(abuf.chunks_exact(r)) {
+                        for (o, &x) in ac[i * r..(i + 1) * r].iter_mut().zip(row) {
+                            *o = x as f32;
+                        }
+                    }
+                } else {
+                    for (o, &x) in ac.iter_mut().zip(abuf.iter()) {
+                        *o = x as f32;
+                    }
                 }
                 // Column by column (in blocks held in registers), each column's rows
                 // still in order. A row-by-row loop kept the accumulators in memory,
@@ -251,13 +275,30 @@ mod tests {
     /// `update_factor` over several row blocks, each of several sub-blocks (and a short
     /// last one), against the same sums taken row by row in f64. Both are f64 sums of
     /// the same products in other orders, so they differ by at most `n ε` times the sum
-    /// of the terms' magnitudes (`n` rows); the bound below is twice that.
+    /// of the terms' magnitudes (`n` rows); the bound below is twice that. Run on
+    /// outputs with no zero rows, with most rows zero (and one whole sub-block: the
+    /// sub-blocks are compacted), and with a few (under `zero_rows::ZERO_SHARE`: they are not);
+    /// the factor passed in holds other values, so zero rows must be written as zeros.
     #[test]
     fn sub_blocked_update_matches_row_by_row_sums() {
         // 43 columns: five blocks of `fold_columns` and three left over.
         let (n, r) = (5000, 43);
         assert!(n > 2 * row_blocks(n) && row_blocks(n) > 2 * sub_block_rows(r));
-        let m = Matrix::random(n, r, 17);
+        let zero_rows: [&dyn Fn(usize) -> bool; 3] = [
+            &|_| false,
+            &|i| i % 7 != 3 || (1000..1000 + 2 * sub_block_rows(r)).contains(&i),
+            &|i| i % 50 == 9,
+        ];
+        for zero in zero_rows {
+            let mut m = Matrix::random(n, r, 17);
+            for i in (0..n).filter(|&i| zero(i)) {
+                m.row_mut(i).fill(0.0);
+            }
+            check_update_against_rows(&m, n, r);
+        }
+    }
+
+    fn check_update_against_rows(m: &Matrix, n: usize, r: usize) {
         let w = Mat::from_fn(r, r, |i, j| {
             if i == j {
                 1.5
@@ -267,8 +308,8 @@ mod tests {
         });
         let bound = |mag: f64| 2.0 * n as f64 * f64::EPSILON * mag;
         for two_norm in [true, false] {
-            let mut a = Matrix::zeros(0, 0);
-            let sums = solve_rows(&m, &w, &mut a, two_norm, true).expect("finite");
+            let mut a = Matrix::random(n, r, 5);
+            let sums = solve_rows(m, &w, &mut a, two_norm, true).expect("finite");
             // The reference: every row solved, then summed in row order.
             let rows: Vec<Vec<f64>> = (0..n)
                 .map(|i| {
@@ -320,6 +361,12 @@ mod tests {
         let mut bad = m.clone();
         bad.set(n - 1, r - 1, f32::NAN);
         assert!(solve_rows(&bad, &w, &mut Matrix::zeros(0, 0), true, false).is_none());
+        // And in a zero row of a compacted sub-block.
+        if let Some(i) = (0..n).find(|&i| m.row(i).iter().all(|&x| x == 0.0)) {
+            let mut bad = m.clone();
+            bad.set(i, 0, f32::INFINITY);
+            assert!(solve_rows(&bad, &w, &mut Matrix::zeros(0, 0), true, false).is_none());
+        }
     }
 
     /// `finish` over several row blocks: each entry scaled by its column's inverse norm
