@@ -46,7 +46,7 @@ pub(crate) fn leading_left_singular<T: super::dense::Real>(
     debug_assert!(k <= n);
     let used: Vec<usize> = (0..n)
         .into_par_iter()
-        .filter(|&i| y.row(i).iter().any(|x| x.wide() != 0.0))
+        .filter(|&i| !T::is_zero_row(y.row(i)))
         .collect();
     if (n - used.len()) * EMPTY_SHARE < n || used.len() < k {
         return leading_of_rows(y, k);

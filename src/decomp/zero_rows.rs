@@ -9,10 +9,10 @@ use super::dense::Real;
 
 /// The rows of the row-major `block` (`cols` columns) that hold a nonzero entry, into
 /// `kept` in order, where at least one row in [`ZERO_SHARE`] is zero, both in an evenly
-/// spaced sample (every `rows / SAMPLE`-th row, or all) and in the whole block; returns whether it was
-/// (else `kept` is empty and the caller takes every row). One branch-free test per row
-/// (a test that stops at the first nonzero entry was a scalar loop that cost what the
-/// solves it saved did).
+/// spaced sample (every `rows / SAMPLE`-th row, or all) and in the whole block; returns
+/// whether it was (else `kept` is empty and the caller takes every row). One
+/// branch-free test per row, [`Real::is_zero_row`] (a test that stops at the first
+/// nonzero entry was a scalar loop that cost what the solves it saved did).
 pub(crate) fn nonzero_rows<T: Real>(block: &[T], cols: usize, kept: &mut Vec<usize>) -> bool {
     kept.clear();
     let rows = block.len() / cols.max(1);
