@@ -113,6 +113,9 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
     let init = read_init(a.model.init.as_deref(), x.order())?;
     request.init = init_rows(relabelled.as_ref(), init);
     let job = request.validate(x)?;
+    if let Some(rows) = &job.rows {
+        eprintln!("sptmc: note: {}", rows.note());
+    }
     let mut told = Told {
         quiet: a.model.common.json,
         header: &|p| {

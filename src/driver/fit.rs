@@ -3,6 +3,7 @@
 
 use super::options::{CompletionJob, CpAprJob, CpJob, TuckerJob};
 use super::{Events, Job, check_finite};
+use crate::decomp::cp_als::cp_als_on_rows;
 use crate::decomp::{
     CompletionModel, CpAprIter, CpAprModel, CpModel, EpochStats, IterStats, Solver, TuckerModel,
     complete_compacted, complete_with_control, cp_als_with_control, cp_apr_with_control,
@@ -147,10 +148,38 @@ impl Job for CpJob {
         }
     }
 
+    fn tensor<'x>(&'x self, x: &'x CooTensor) -> &'x CooTensor {
+        self.rows.as_ref().map_or(x, |r| r.tensor())
+    }
+
     fn memory(&self, engine: &Engine) -> MemoryPlan {
-        let mut plan = MemoryPlan::cp(&self.dims, self.options.rank);
+        // The run's extents: the renumbered ones, where modes are.
+        let dims: &[usize] = match &self.rows {
+            Some(r) => r.tensor().dims(),
+            None => &self.dims,
+        };
+        let rank = self.options.rank;
+        // Named by the tensor's own extents: those a user can act on.
+        let mut plan = MemoryPlan::cp(dims, rank).named(
+            format!("CP-ALS rank {rank}"),
+            crate::memplan::rank_hint(&[rank], &self.dims),
+        );
+        if let Some(r) = &self.rows {
+            // The given tensor beside the renumbered one the run is planned on, and the
+            // model put back on the tensor's rows (f32).
+            let rows: usize = self.dims.iter().sum();
+            plan.add(
+                "the tensor as given, beside its renumbered copy",
+                r.tensor().coo_bytes() as u128,
+                1,
+            )
+            .add(
+                "the model on the tensor's own rows",
+                rows as u128 * self.options.rank as u128,
+                4,
+            );
+        }
         if let Backend::Cpu(_) = engine.backend() {
-            let (dims, rank) = (&self.dims, self.options.rank);
             plan.add_padded_rank(dims, rank);
             let modes: Vec<usize> = (0..dims.len()).collect();
             add_streamed_to_plan(
@@ -171,8 +200,10 @@ impl Job for CpJob {
         prepared: &Prepared,
         events: &mut dyn Events<IterStats>,
     ) -> Result<CpReport> {
-        let r = timed(engine, prepared, self.workload().op, || {
-            cp_als_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
+        let (opts, mut step) = (&self.options, |s: &IterStats| events.step(s));
+        let r = timed(engine, prepared, self.workload().op, || match &self.rows {
+            Some(rows) => cp_als_on_rows(engine, prepared, rows, opts, &mut step),
+            None => cp_als_with_control(engine, prepared, opts, &mut step),
         })?;
         check_finite("CP weights", &r.model.weights)?;
         Ok(r)

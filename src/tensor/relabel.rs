@@ -47,6 +47,12 @@ impl Relabelled {
         Self::renumber(x, which, true)
     }
 
+    /// `x` with the modes `which` renumbered to their used indices, without a spare row
+    /// (the other modes keep their indices).
+    pub fn of_used_rows(x: &CooTensor, which: &[bool]) -> Result<Self> {
+        Self::renumber(x, which, false)
+    }
+
     fn renumber(x: &CooTensor, which: &[bool], spare: bool) -> Result<Self> {
         let mut used = Vec::with_capacity(x.order());
         let mut indices = Vec::with_capacity(x.order());
@@ -157,6 +163,21 @@ impl Relabelled {
             key_bits(self.tensor.dims())
         )
     }
+}
+
+/// Per mode of `x`, how many of its rows hold no nonzero. One bit per row while
+/// counting: an eighth of a byte per row of an extent the factors hold at least 4 R
+/// bytes of.
+pub fn empty_rows(x: &CooTensor) -> Vec<usize> {
+    (0..x.order())
+        .map(|m| {
+            let mut seen = bitvec::bitvec![0; x.dims()[m]];
+            for &i in x.indices(m) {
+                seen.set(i as usize, true);
+            }
+            seen.count_zeros()
+        })
+        .collect()
 }
 
 /// `x` renumbered where its coordinates need more key bits than the format holds;

@@ -27,6 +27,7 @@ mod completion_rows;
 mod completion_scale;
 mod completion_solvers;
 mod cp_apr;
+mod cp_rows;
 mod decomp;
 mod engine;
 mod exact_values;

@@ -8,8 +8,7 @@
 use crate::common;
 
 use common::mpi::{
-    assert_same_model_bytes, assert_same_model_form, assert_same_model_values, json, mpirun, ranks,
-    single, write,
+    assert_same_model_form, assert_same_model_values, json, mpirun, ranks, single, write,
 };
 
 use serde_json::Value;
@@ -260,11 +259,15 @@ fn model_files_have_the_single_process_form() {
     assert_same_model_form(&a, &b);
 }
 
-/// The model files written under mpirun are the single process's: byte for byte on one
-/// rank (the same arithmetic); on 2 to 4 ranks, where a row's partial sums add in
-/// another order, the same header lines and every row's values in its place, within
-/// 1e-3 of their column's largest. Mode 0 is longer than the rows rank 0 receives at
-/// once, so its rows arrive in several windows, each cut among several owners.
+/// The model files written under mpirun are the single process's: the same header
+/// lines and every row's values in its place. On one rank within 1e-5 of their
+/// column's largest: the single process runs mode 0, mostly empty, on its used rows
+/// (`decomp::cp_als::CpRows`), so only its f64 Gram sums add in another order, which
+/// moves an f32 entry by about its rounding (6e-8) per iteration (measured: below 1e-6
+/// of the column's largest after the run). On 2 to 4 ranks, where a row's f32 partial
+/// sums add in another order too, within 1e-3. Mode 0 is longer than the rows rank 0
+/// receives at once, so its rows arrive in several windows, each cut among several
+/// owners.
 #[test]
 fn model_files_are_the_single_process_files() {
     if mpirun().is_none() {
@@ -290,11 +293,8 @@ fn model_files_are_the_single_process_files() {
         let a = args(&many);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
         json(&ranks(p, &a), &format!("{p} ranks"));
-        if p == 1 {
-            assert_same_model_bytes(&one, &many);
-        } else {
-            assert_same_model_values(&one, &many, 1e-3);
-        }
+        let tol = if p == 1 { 1e-5 } else { 1e-3 };
+        assert_same_model_values(&one, &many, tol);
     }
 }
 

@@ -18,8 +18,7 @@
 use super::CompletionModel;
 use crate::error::Result;
 use crate::tensor::CooTensor;
-use crate::tensor::relabel::Relabelled;
-use bitvec::prelude::*;
+use crate::tensor::relabel::{Relabelled, empty_rows};
 
 /// A mode runs on its used rows when at least this share of its rows has no training
 /// entry: below it the saving is at most that share of the row-proportional work, and
@@ -40,18 +39,8 @@ impl Compaction {
     /// The compaction of `train` (with `validation`, of the same extents), `None` when
     /// no mode has [`EMPTY_SHARE`] of its rows without training entries.
     pub fn of(train: &CooTensor, validation: &CooTensor) -> Result<Option<Self>> {
-        let which: Vec<bool> = (0..train.order())
-            .map(|m| {
-                let dim = train.dims()[m];
-                // One bit per row: an eighth of a byte per row of an extent the
-                // factors hold at least 4 R bytes of.
-                let mut seen = bitvec![0; dim];
-                for &i in train.indices(m) {
-                    seen.set(i as usize, true);
-                }
-                let empty = seen.count_zeros();
-                empty as f64 >= EMPTY_SHARE * dim as f64 && empty > 0
-            })
+        let which: Vec<bool> = (empty_rows(train).iter().zip(train.dims()))
+            .map(|(&empty, &dim)| empty as f64 >= EMPTY_SHARE * dim as f64 && empty > 0)
             .collect();
         if !which.contains(&true) {
             return Ok(None);

@@ -43,12 +43,18 @@
 //! the MTTKRP do (factors scaled by 1e-30 made every product zero and the model zero,
 //! and random entries below 1 multiplied to zero over 100 modes).
 //!
+//! The driver runs a tensor whose modes are mostly empty rows on those modes' used
+//! rows ([`CpRows`], [`cp_als_on_rows`]), with the same start and the same
+//! iterates, and returns the model on every row.
+//!
 //! A model that collapsed to zero (every weight 0 for a nonzero tensor: products of
 //! factor entries that underflow f32, as over very many modes) is an error, never a
 //! model of fit 0 returned as a success.
 
+mod rows;
 mod update;
 
+pub use rows::{CpRows, EMPTY_SHARE, cp_als_on_rows};
 pub(crate) use update::{RowSums, Update, finish, solve_rows};
 
 use super::dense::{SolveKind, gram, inverse_spd};
@@ -202,20 +208,36 @@ pub fn cp_als_with_control(
     opts: &CpOptions,
     control: &mut dyn FnMut(&IterStats) -> ControlFlow<()>,
 ) -> Result<CpModel> {
-    let norm_sq = check_tensor(x, Op::Mttkrp)?;
-    run(engine, x, opts, control, norm_sq).map_err(|e| super::with_overflow_hint(e, norm_sq))
+    opts.validate(x.dims())?;
+    run_with(engine, x, opts, control, None)
 }
 
-/// [`cp_als_with_control`] once the tensor is checked (`norm_sq`: `‖X‖²`).
+/// [`cp_als_with_control`] once the options are checked, with `left_out` (where the
+/// run is on a tensor's used rows, [`rows`]) the Gram of each initial factor's rows
+/// left out, added to the Gram of the rows given before the first update; the initial
+/// factors are then taken as scaled already.
+fn run_with(
+    engine: &Engine,
+    x: &Prepared,
+    opts: &CpOptions,
+    control: &mut dyn FnMut(&IterStats) -> ControlFlow<()>,
+    left_out: Option<&[Mat<f64>]>,
+) -> Result<CpModel> {
+    let norm_sq = check_tensor(x, Op::Mttkrp)?;
+    run(engine, x, opts, control, norm_sq, left_out)
+        .map_err(|e| super::with_overflow_hint(e, norm_sq))
+}
+
+/// [`run_with`] once the tensor is checked (`norm_sq`: `‖X‖²`).
 fn run(
     engine: &Engine,
     x: &Prepared,
     opts: &CpOptions,
     control: &mut dyn FnMut(&IterStats) -> ControlFlow<()>,
     norm_sq: f64,
+    left_out: Option<&[Mat<f64>]>,
 ) -> Result<CpModel> {
     let dims = x.dims().to_vec();
-    opts.validate(&dims)?;
     let mut plan = crate::memplan::MemoryPlan::cp(&dims, opts.rank);
     if let crate::engine::Backend::Cpu(_) = engine.backend() {
         plan.add_padded_rank(&dims, opts.rank);
@@ -227,7 +249,7 @@ fn run(
     // The factors live in f32, as the engine takes them; everything reduced over rows
     // (Grams, column norms, the fit's inner product) is accumulated in f64.
     let mut factors = opts.initial_factors(&dims);
-    for f in &mut factors {
+    for f in factors.iter_mut().filter(|_| left_out.is_none()) {
         // Every initial factor, so that the entries of factors with one row each
         // (uniform in [0, 1)) do not multiply to an f32 underflow over many modes
         // (about e^-99 over 99), nor entries above 1 to an overflow: the first
@@ -236,6 +258,9 @@ fn run(
         rescale_to_unit(f, 0.0..0.0);
     }
     let mut grams: Vec<Mat<f64>> = factors.iter().map(gram).collect();
+    for (g, l) in grams.iter_mut().zip(left_out.unwrap_or_default()) {
+        *g += l;
+    }
     // Kept up to date by the updates, so the kernels need not scan the factors.
     let mut col_max = ColumnMax::of(&factors);
     // Which factors changed since the last call, so a device that keeps copies uploads

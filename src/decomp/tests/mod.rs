@@ -10,6 +10,7 @@ use crate::tensor::CooTensor;
 use crate::tensor::generate::{GenSpec, Pattern, generate};
 use std::ops::ControlFlow;
 
+mod cp_rows;
 mod tucker;
 
 /// A random matrix with integer entries in `lo..=hi`.

@@ -1,0 +1,121 @@
+//! CP-ALS on the used rows of mostly empty modes (`decomp/cp_als/rows.rs`): through
+//! the driver, as both front ends run it, the model is the run on all rows, on the
+//! tensor's own rows; the command line says so and writes every row.
+
+use crate::common::{self, twin};
+
+use rand::{Rng, SeedableRng};
+use sptmc::decomp::{CpOptions, cp_als};
+use sptmc::driver::{self, CpRequest, NoForms};
+use sptmc::engine::Workload;
+use sptmc::{CooTensor, Op};
+use std::collections::BTreeMap;
+
+/// `nnz` distinct entries with values in 1..=5 (exact in fp16) whose modes 0 and 1
+/// use `used` rows each, spread over extents of 20 000 and 30 000; mode 2 has 9 rows.
+fn mostly_empty(used: usize, nnz: usize, seed: u64) -> CooTensor {
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    let dims = vec![20_000, 30_000, 9];
+    let mut entries = BTreeMap::new();
+    while entries.len() < nnz {
+        let c: Vec<u32> = vec![
+            (rng.random_range(0..used) * (dims[0] / used)) as u32,
+            (rng.random_range(0..used) * (dims[1] / used)) as u32,
+            rng.random_range(0..9),
+        ];
+        entries.insert(c, f64::from(rng.random_range(1..=5u32)));
+    }
+    CooTensor::from_entries(dims, entries).unwrap()
+}
+
+twin!(
+    /// The driver runs the renumbered tensor and returns the all-rows run's model: the
+    /// fits and unit-norm factors within four times the backend's bound on an entry's
+    /// relative error (both runs form the same products, summed in another order),
+    /// every empty row exactly zero. Fresh seeds.
+    the_driver_runs_the_used_rows_and_returns_every_row,
+    |engine| {
+        let seed = common::fresh_seed("cp_rows");
+        let x = mostly_empty(300, 6000, seed);
+        let rank = 4;
+        let request = CpRequest {
+            rank,
+            iters: 12,
+            tol: 0.0,
+            seed,
+            init: None,
+        };
+        let job = request.validate(&x).unwrap();
+        let rows = job.rows.as_ref().expect("modes 0 and 1 are 98.5 % empty");
+        assert_eq!(rows.tensor().dims(), &[300, 300, 9]);
+        let report = driver::run(&job, engine, &x, &NoForms, &mut |_: &_| {
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        let all_rows = engine
+            .prepare(&x, &[Workload { op: Op::Mttkrp, rank }])
+            .unwrap();
+        let opts = CpOptions {
+            rank,
+            max_iters: 12,
+            tol: 0.0,
+            seed,
+            init: None,
+        };
+        let want = cp_als(engine, &all_rows, &opts).unwrap();
+        let got = &report.model;
+        let tol = 4.0 * engine.backend().relative_error();
+        for (it, (a, b)) in want.fits.iter().zip(&got.fits).enumerate() {
+            assert!((a - b).abs() <= tol, "iteration {it}: {b} vs {a} on all rows");
+        }
+        assert_eq!(want.fits.len(), got.fits.len());
+        for (m, (a, b)) in want.factors.iter().zip(&got.factors).enumerate() {
+            assert_eq!(a.shape(), b.shape(), "mode {m}");
+            for (k, (u, v)) in a.data().iter().zip(b.data()).enumerate() {
+                assert!((u - v).abs() <= tol as f32, "mode {m} entry {k}: {v} vs {u}");
+            }
+        }
+        for m in 0..2 {
+            let used: std::collections::BTreeSet<u32> = x.indices(m).iter().copied().collect();
+            for i in 0..x.dims()[m] {
+                let zero = got.factors[m].row(i).iter().all(|&v| v == 0.0);
+                assert_eq!(zero, !used.contains(&(i as u32)), "mode {m} row {i}");
+            }
+        }
+    }
+);
+
+/// `sptmc cp` says which modes run on their used rows and writes the factors on the
+/// tensor's own rows.
+#[test]
+fn the_command_line_says_so_and_writes_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = mostly_empty(200, 3000, 7);
+    let file = dir.path().join("sparse-rows.tns");
+    sptmc::tensor::tns::write(&file, &x).unwrap();
+    let out = dir.path().join("model");
+    let o = common::sptmc_command(dir.path())
+        .args(["cp", file.to_str().unwrap(), "--rank", "3", "--iters", "5"])
+        .args(["--backend", "cpu", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("CP-ALS runs on the rows with nonzeros (mode 0: 200 of 19901 rows"),
+        "{stderr}"
+    );
+    let rows = |m: usize| -> Vec<String> {
+        let t = std::fs::read_to_string(out.join(format!("factor-{m}.txt"))).unwrap();
+        t.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(String::from)
+            .collect()
+    };
+    let f0 = rows(0);
+    // The file's extent: the largest index used, 199 × 100, plus one.
+    assert_eq!(f0.len(), 19_901);
+    assert!(f0[100].split(' ').any(|v| v.parse::<f64>().unwrap() != 0.0));
+    assert!(f0[101].split(' ').all(|v| v.parse::<f64>().unwrap() == 0.0));
+    assert_eq!(rows(2).len(), 9);
+}
