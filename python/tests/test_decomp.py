@@ -267,3 +267,39 @@ def test_one_tucker_rank_is_lowered_where_a_mode_is_shorter():
     with pytest.raises(sptmc.InputError, match="mode 2"):
         sptmc.tucker_hooi(X, [4, 4, 4], iters=2, tol=0)
 
+
+
+def test_mostly_empty_modes_give_the_all_rows_fit_and_zero_empty_rows():
+    # Modes 0 and 1 use 30 and 25 of 3000 and 2000 rows: the driver runs CP-ALS on
+    # the used rows (src/decomp/cp_als/rows.rs). From a start that is random on every
+    # row, its fit is an FP64 ALS's on all rows (numpy, below), within the f32
+    # kernel's rounding, and the model is zero on the empty rows.
+    rng = np.random.default_rng(21)
+    shape = (3000, 2000, 6)
+    used = [np.sort(rng.choice(n, k, replace=False)) for n, k in [(3000, 30), (2000, 25), (6, 6)]]
+    subs = np.unique(np.stack([rng.choice(u, 700) for u in used], 1), axis=0)
+    vals = rng.integers(1, 6, len(subs)).astype(np.float64)
+    X = sptmc.from_coo(subs, vals, shape)
+    rank, iters = 3, 6
+    init = [rng.random((d, rank)).astype(np.float32).astype(np.float64) for d in shape]
+    m = sptmc.cp_als(X, rank, iters=iters, tol=0, init=[f.copy() for f in init])
+
+    fs = [f.copy() for f in init]
+    for it in range(iters):
+        for n in range(3):
+            prod = vals[:, None] * np.prod([fs[k][subs[:, k]] for k in range(3) if k != n], 0)
+            mt = np.zeros((shape[n], rank))
+            np.add.at(mt, subs[:, n], prod)
+            v = np.prod([fs[k].T @ fs[k] for k in range(3) if k != n], 0)
+            a = np.linalg.solve(v, mt.T).T
+            lam = np.linalg.norm(a, axis=0) if it == 0 else np.maximum(1, np.abs(a).max(0))
+            fs[n] = a / lam
+    gram = np.prod([f.T @ f for f in fs], 0)
+    resid = (vals @ vals) + lam @ gram @ lam - 2 * (lam * (mt * fs[2]).sum(0)).sum()
+    fit = 1 - np.sqrt(max(resid, 0)) / np.sqrt(vals @ vals)
+    assert abs(m.fit - fit) < 1e-5, (m.fit, fit)
+    for k, u in enumerate(used[:2]):
+        assert m.factors[k].shape == (shape[k], rank)
+        empty = np.setdiff1d(np.arange(shape[k]), u)
+        assert not m.factors[k][empty].any()
+        assert np.abs(m.factors[k][u]).sum(1).min() > 0

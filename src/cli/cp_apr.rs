@@ -63,6 +63,9 @@ pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
     let init = read_init(a.init.as_deref(), x.order())?;
     request.init = init_rows(relabelled.as_ref(), init);
     let job = request.validate(x)?;
+    if let Some(rows) = &job.rows {
+        eprintln!("sptmc: note: {}", rows.note("CP-APR"));
+    }
     let mut told = Told {
         quiet: a.common.json,
         header: &|p| {

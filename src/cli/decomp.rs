@@ -114,7 +114,7 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
     request.init = init_rows(relabelled.as_ref(), init);
     let job = request.validate(x)?;
     if let Some(rows) = &job.rows {
-        eprintln!("sptmc: note: {}", rows.note());
+        eprintln!("sptmc: note: {}", rows.note("CP-ALS"));
     }
     let mut told = Told {
         quiet: a.model.common.json,

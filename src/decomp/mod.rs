@@ -39,6 +39,7 @@ pub mod cp_als;
 pub mod cp_apr;
 pub mod gcp;
 pub mod tucker;
+pub mod used_rows;
 
 pub use completion::{
     Compaction, CompletionModel, CompletionOptions, EpochStats, Solver, complete,

@@ -4,6 +4,7 @@
 use super::options::{CompletionJob, CpAprJob, CpJob, TuckerJob};
 use super::{Events, Job, check_finite};
 use crate::decomp::cp_als::cp_als_on_rows;
+use crate::decomp::cp_apr::cp_apr_on_rows;
 use crate::decomp::{
     CompletionModel, CpAprIter, CpAprModel, CpModel, EpochStats, IterStats, Solver, TuckerModel,
     complete_compacted, complete_with_control, cp_als_with_control, cp_apr_with_control,
@@ -17,6 +18,7 @@ use crate::memplan::MemoryPlan;
 use crate::ops::Op;
 use crate::tensor::CooTensor;
 use serde_json::{Value, json};
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 /// A fitted model and how the run went: what every job reports.
@@ -264,7 +266,28 @@ impl Job for CpAprJob {
     }
 
     fn memory(&self, _: &Engine) -> MemoryPlan {
-        let mut plan = MemoryPlan::cp_apr(&self.dims, self.nnz, self.options.rank);
+        let rank = self.options.rank;
+        let mut plan = match &self.rows {
+            // The run's extents, named by the tensor's own.
+            Some(r) => MemoryPlan::cp_apr(r.tensor().dims(), self.nnz, rank).named(
+                format!("CP-APR rank {rank}"),
+                crate::memplan::rank_hint(&[rank], &self.dims),
+            ),
+            None => MemoryPlan::cp_apr(&self.dims, self.nnz, rank),
+        };
+        if let Some(r) = &self.rows {
+            let rows: usize = self.dims.iter().sum();
+            plan.add(
+                "the tensor as given, beside its renumbered copy",
+                r.tensor().coo_bytes() as u128,
+                1,
+            )
+            .add(
+                "the model on the tensor's own rows",
+                rows as u128 * rank as u128,
+                4,
+            );
+        }
         if let Some(run) = &self.scaled {
             plan.add(
                 "the entries with their values scaled (a copy)".to_string(),
@@ -276,7 +299,11 @@ impl Job for CpAprJob {
     }
 
     fn tensor<'x>(&'x self, x: &'x CooTensor) -> &'x CooTensor {
-        self.scaled.as_ref().map_or(x, |run| &run.tensor)
+        match (&self.rows, &self.scaled) {
+            (Some(r), _) => r.tensor(),
+            (None, Some(run)) => &run.tensor,
+            (None, None) => x,
+        }
     }
 
     fn fit(
@@ -285,20 +312,20 @@ impl Job for CpAprJob {
         prepared: &Prepared,
         events: &mut dyn Events<CpAprIter>,
     ) -> Result<CpAprReport> {
+        let fit = |control: &mut dyn FnMut(&CpAprIter) -> ControlFlow<()>| match &self.rows {
+            Some(rows) => cp_apr_on_rows(engine, prepared, rows, &self.options, control),
+            None => cp_apr_with_control(engine, prepared, &self.options, control),
+        };
         let r = timed(engine, prepared, self.workload().op, || {
             match &self.scaled {
                 Some(run) => {
                     let (scale, sum) = (run.scale, run.sum);
-                    let mut m = cp_apr_with_control(engine, prepared, &self.options, &mut |s| {
-                        events.step(&scale.iteration(s, sum))
-                    })?;
+                    let mut m = fit(&mut |s| events.step(&scale.iteration(s, sum)))?;
                     scale.model(&mut m, sum);
                     m.warnings.splice(0..0, run.warnings.iter().cloned());
                     Ok(m)
                 }
-                None => {
-                    cp_apr_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
-                }
+                None => fit(&mut |s| events.step(s)),
             }
         })?;
         check_finite("CP-APR weights", &r.model.weights)?;

@@ -1,12 +1,12 @@
-//! CP-ALS on the used rows of mostly empty modes (`decomp/cp_als/rows.rs`): through
-//! the driver, as both front ends run it, the model is the run on all rows, on the
-//! tensor's own rows; the command line says so and writes every row.
+//! CP-ALS and CP-APR on the used rows of mostly empty modes (`decomp/used_rows.rs`):
+//! through the driver, as both front ends run them, the model is the run on all rows,
+//! on the tensor's own rows; the command line says so and writes every row.
 
 use crate::common::{self, twin};
 
 use rand::{Rng, SeedableRng};
-use sptmc::decomp::{CpOptions, cp_als};
-use sptmc::driver::{self, CpRequest, NoForms};
+use sptmc::decomp::{CpAprOptions, CpOptions, cp_als, cp_apr};
+use sptmc::driver::{self, CpAprRequest, CpRequest, NoForms};
 use sptmc::engine::Workload;
 use sptmc::{CooTensor, Op};
 use std::collections::BTreeMap;
@@ -85,6 +85,59 @@ twin!(
     }
 );
 
+twin!(
+    /// CP-APR through the driver: the log-likelihoods and KKT violations of the run on
+    /// all rows within four times the backend's bound on an entry's relative error,
+    /// the factors (columns summing to 1) within it, every empty row exactly zero.
+    cp_apr_through_the_driver_is_the_all_rows_run,
+    |engine| {
+        let seed = common::fresh_seed("cp_apr_rows");
+        let x = mostly_empty(300, 6000, seed);
+        let request = CpAprRequest {
+            rank: 4,
+            iters: 6,
+            seed,
+            ..CpAprRequest::defaults()
+        };
+        let job = request.validate(&x).unwrap();
+        assert_eq!(job.rows.as_ref().unwrap().tensor().dims(), &[300, 300, 9]);
+        let report = driver::run(&job, engine, &x, &NoForms, &mut |_: &_| {
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        let all_rows = engine
+            .prepare(&x, &[Workload { op: Op::Mttkrp, rank: 4 }])
+            .unwrap();
+        let opts = CpAprOptions {
+            rank: 4,
+            max_iters: 6,
+            seed,
+            ..CpAprOptions::default()
+        };
+        let want = cp_apr(engine, &all_rows, &opts).unwrap();
+        let got = &report.model;
+        let tol = 4.0 * engine.backend().relative_error();
+        assert_eq!(want.iters.len(), got.iters.len());
+        for (a, b) in want.iters.iter().zip(&got.iters) {
+            let (la, lb) = (a.log_likelihood, b.log_likelihood);
+            assert!((la - lb).abs() <= tol * la.abs(), "iteration {}: {lb} vs {la}", a.iter);
+            let (ka, kb) = (a.kkt_violation, b.kkt_violation);
+            assert!((ka - kb).abs() <= tol * ka.abs(), "iteration {}: {kb} vs {ka}", a.iter);
+        }
+        for (m, (a, b)) in want.factors.iter().zip(&got.factors).enumerate() {
+            assert_eq!(a.shape(), b.shape(), "mode {m}");
+            for (k, (u, v)) in a.data().iter().zip(b.data()).enumerate() {
+                assert!((u - v).abs() <= tol as f32, "mode {m} entry {k}: {v} vs {u}");
+            }
+        }
+        let used: std::collections::BTreeSet<u32> = x.indices(1).iter().copied().collect();
+        for i in 0..x.dims()[1] {
+            let zero = got.factors[1].row(i).iter().all(|&v| v == 0.0);
+            assert_eq!(zero, !used.contains(&(i as u32)), "mode 1 row {i}");
+        }
+    }
+);
+
 /// `sptmc cp` says which modes run on their used rows and writes the factors on the
 /// tensor's own rows.
 #[test]
@@ -118,4 +171,22 @@ fn the_command_line_says_so_and_writes_every_row() {
     assert!(f0[100].split(' ').any(|v| v.parse::<f64>().unwrap() != 0.0));
     assert!(f0[101].split(' ').all(|v| v.parse::<f64>().unwrap() == 0.0));
     assert_eq!(rows(2).len(), 9);
+    let o = common::sptmc_command(dir.path())
+        .args([
+            "cp-apr",
+            file.to_str().unwrap(),
+            "--rank",
+            "3",
+            "--iters",
+            "2",
+        ])
+        .args(["--backend", "cpu"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("CP-APR runs on the rows with nonzeros (mode 0: 200 of 19901 rows"),
+        "{stderr}"
+    );
 }

@@ -8,7 +8,8 @@
 use crate::common;
 
 use common::mpi::{
-    assert_same_model_form, assert_same_model_values, json, mpirun, ranks, single, write,
+    assert_same_model_bytes, assert_same_model_form, assert_same_model_values, json, mpirun, ranks,
+    single, write,
 };
 
 use serde_json::Value;
@@ -259,10 +260,31 @@ fn model_files_have_the_single_process_form() {
     assert_same_model_form(&a, &b);
 }
 
+/// On one rank, where no mode runs on its used rows only, the model files are the
+/// single process's byte for byte: the same arithmetic.
+#[test]
+fn model_files_on_one_rank_are_the_single_process_bytes() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "u.tns", &uniform(vec![300, 30, 20], 20_000, 6));
+    let run = |out: &str, many: bool| {
+        let out = dir.path().join(out);
+        let mut a = vec!["cp", f.as_str(), "--out", out.to_str().unwrap()];
+        a.extend(CP);
+        let o = if many { ranks(1, &a) } else { single(&a) };
+        json(&o, out.to_str().unwrap());
+        out
+    };
+    let (one, many) = (run("one", false), run("ranks-1", true));
+    assert_same_model_bytes(&one, &many);
+}
+
 /// The model files written under mpirun are the single process's: the same header
 /// lines and every row's values in its place. On one rank within 1e-5 of their
 /// column's largest: the single process runs mode 0, mostly empty, on its used rows
-/// (`decomp::cp_als::CpRows`), so only its f64 Gram sums add in another order, which
+/// (`decomp::used_rows::UsedRows`), so only its f64 Gram sums add in another order, which
 /// moves an f32 entry by about its rounding (6e-8) per iteration (measured: below 1e-6
 /// of the column's largest after the run). On 2 to 4 ranks, where a row's f32 partial
 /// sums add in another order too, within 1e-3. Mode 0 is longer than the rows rank 0

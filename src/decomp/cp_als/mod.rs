@@ -44,7 +44,7 @@
 //! and random entries below 1 multiplied to zero over 100 modes).
 //!
 //! The driver runs a tensor whose modes are mostly empty rows on those modes' used
-//! rows ([`CpRows`], [`cp_als_on_rows`]), with the same start and the same
+//! rows ([`UsedRows`](super::used_rows::UsedRows), [`cp_als_on_rows`]), with the same start and the same
 //! iterates, and returns the model on every row.
 //!
 //! A model that collapsed to zero (every weight 0 for a nonzero tensor: products of
@@ -54,7 +54,7 @@
 mod rows;
 mod update;
 
-pub use rows::{CpRows, EMPTY_SHARE, cp_als_on_rows};
+pub use rows::cp_als_on_rows;
 pub(crate) use update::{RowSums, Update, finish, solve_rows};
 
 use super::dense::{SolveKind, gram, inverse_spd};

@@ -62,7 +62,9 @@
 //! none of the tensor's nonzeros, where every `Φ` is 0.
 //!
 //! The tolerances are pyttb's, absolute: values far below 1 meet them before the model
-//! moves. The driver runs such values multiplied by a power of two ([`units`]).
+//! moves. The driver runs such values multiplied by a power of two ([`units`]), and a
+//! tensor whose modes are mostly empty rows on those modes' used rows
+//! ([`cp_apr_on_rows`]: the same run, and the model on every row).
 
 use crate::engine::{Call, Engine, PhiParams, Prepared, RunStats, ValueCensus};
 use crate::error::{Error, Result};
@@ -74,6 +76,7 @@ use std::time::Instant;
 
 mod mu;
 mod options;
+mod rows;
 pub mod units;
 
 use mu::{log_likelihood, mark_support, mu_inner_seq};
@@ -82,6 +85,7 @@ pub(crate) use mu::{
     column_sums, fill_patterns, fix_inadmissible, has_unsure_zero, normalize, scale_columns, to_f32,
 };
 pub use options::{CpAprOptions, NonInteger};
+pub use rows::cp_apr_on_rows;
 pub use units::{AprScale, ScaledRun};
 
 /// What one outer iteration did and cost.
@@ -243,6 +247,21 @@ pub fn cp_apr_with_control(
     opts: &CpAprOptions,
     control: &mut dyn FnMut(&CpAprIter) -> ControlFlow<()>,
 ) -> Result<CpAprModel> {
+    let model = run(engine, x, opts, control, None)?;
+    Ok(model.expect("a run on all rows always ends in a model"))
+}
+
+/// [`cp_apr_with_control`], with `left` (where the run is on a tensor's used rows,
+/// [`rows`]) the initial factors' column sums over all rows and the rows left out;
+/// `None` where a mode renumbered there did not update in the first iteration, so the
+/// run on all rows would have gone otherwise ([`rows::LeftOut`]).
+fn run(
+    engine: &Engine,
+    x: &Prepared,
+    opts: &CpAprOptions,
+    control: &mut dyn FnMut(&CpAprIter) -> ControlFlow<()>,
+    left: Option<&rows::LeftOut>,
+) -> Result<Option<CpAprModel>> {
     if x.order() < 2 {
         return Err(Error::InvalidTensor(format!(
             "a decomposition needs a tensor of order ≥ 2, got order {}",
@@ -269,8 +288,9 @@ pub fn cp_apr_with_control(
         .map(|f| f.data().iter().map(|&v| f64::from(v)).collect())
         .collect();
     let mut lambda = vec![1.0f64; rank];
-    for f in &mut a {
-        let sums = column_sums(f, rank);
+    for (m, f) in a.iter_mut().enumerate() {
+        // Over all of the tensor's rows, where some are left out.
+        let sums = left.map_or_else(|| column_sums(f, rank), |l| l.sums[m].clone());
         normalize(f, &sums);
         for (l, s) in lambda.iter_mut().zip(&sums) {
             *l *= s;
@@ -337,6 +357,11 @@ pub fn cp_apr_with_control(
             if it > 0 && fix_inadmissible(&mut a[n], &phis[n], opts.kappa_tol, opts.kappa) {
                 violations += 1;
             }
+            // The violation of the rows left out, in the first iteration (the only
+            // one they are not zero in).
+            let left_violation = left
+                .filter(|_| it == 0)
+                .and_then(|l| l.violation(n, &lambda));
             // 2. The weights into this mode.
             scale_columns(&mut a[n], &lambda);
             lambda.fill(1.0);
@@ -378,6 +403,15 @@ pub fn cp_apr_with_control(
             inner_iters += inner.evaluations;
             if inner.evaluations > 0 {
                 kkt[n] = inner.violation;
+            }
+            if let Some(v) = left_violation {
+                if !inner.updated {
+                    return Ok(None);
+                }
+                // The first evaluation's violation counted them; an update zeroed them.
+                if inner.evaluations == 1 {
+                    kkt[n] = crate::math::mu::nan_max(kkt[n], v);
+                }
             }
             if inner.updated {
                 all_met = false;
@@ -450,14 +484,14 @@ pub fn cp_apr_with_control(
         .zip(&dims)
         .map(|(f, &d)| Matrix::from_fn(d, rank, |i, j| f[i * rank + perm[j]] as f32))
         .collect();
-    Ok(CpAprModel {
+    Ok(Some(CpAprModel {
         weights,
         factors,
         log_likelihood: iters.last().map_or(0.0, |s| s.log_likelihood),
         iters,
         converged,
         warnings,
-    })
+    }))
 }
 
 /// [`Error::Numerical`] when the model collapsed for a tensor with a positive value:

@@ -190,16 +190,17 @@ type LlScratch<'s> = (
 /// Rows per parallel chunk of the element-wise passes.
 const CHUNK_ROWS: usize = 4096;
 
-/// Column sums of a row-major `rows × rank` matrix, over fixed row blocks added in
-/// order (the same result whatever the thread count).
-pub(crate) fn column_sums(a: &[f64], rank: usize) -> Vec<f64> {
+/// Column sums in f64 of a row-major `rows × rank` matrix, over fixed row blocks added
+/// in order (the same result whatever the thread count, and for f32 entries the same
+/// as for their f64 copies).
+pub(crate) fn column_sums<T: Copy + Into<f64> + Sync>(a: &[T], rank: usize) -> Vec<f64> {
     let parts: Vec<Vec<f64>> = a
         .par_chunks(rank * CHUNK_ROWS)
         .map(|block| {
             let mut s = vec![0.0; rank];
             for row in block.chunks_exact(rank) {
                 for (s, &v) in s.iter_mut().zip(row) {
-                    *s += v;
+                    *s += v.into();
                 }
             }
             s

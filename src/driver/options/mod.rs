@@ -4,7 +4,7 @@
 //! ends print the message as it is.
 
 use crate::decomp::completion::{Baselines, Compaction, ValueScale};
-use crate::decomp::cp_als::CpRows;
+use crate::decomp::used_rows::UsedRows;
 use crate::decomp::{
     AprScale, CompletionOptions, CpAprOptions, CpOptions, NonInteger, ScaledRun, Solver,
     TuckerOptions,
@@ -75,8 +75,8 @@ pub struct CpJob {
     /// The tensor's nonzeros (the whole tensor's, where it is split over processes).
     pub(super) nnz: usize,
     /// The tensor with its mostly empty modes renumbered to their used rows, where
-    /// that pays ([`CpRows`]): what the run prepares and fits.
-    pub rows: Option<CpRows>,
+    /// that pays ([`UsedRows`]): what the run prepares and fits.
+    pub rows: Option<UsedRows>,
 }
 
 impl CpRequest {
@@ -92,7 +92,7 @@ impl CpRequest {
     pub fn validate(self, x: &CooTensor) -> Result<CpJob> {
         let rank = self.rank;
         let mut job = self.validate_shape(x.dims(), x.nnz() as u64)?;
-        job.rows = CpRows::of(x, rank)?;
+        job.rows = UsedRows::of(x, rank)?;
         Ok(job)
     }
 
@@ -253,6 +253,9 @@ pub struct CpAprJob {
     pub(super) nnz: usize,
     /// The run's tensor and what the given values' checks said, where scaled.
     pub(super) scaled: Option<ScaledRun>,
+    /// The run's tensor with its mostly empty modes renumbered to their used rows,
+    /// where that pays ([`UsedRows`]): what the run prepares and fits.
+    pub rows: Option<UsedRows>,
 }
 
 impl CpAprRequest {
@@ -298,6 +301,8 @@ impl CpAprRequest {
             job.scale = Some(run.scale);
             job.scaled = Some(run);
         }
+        let run_on = job.scaled.as_ref().map_or(x, |run| &run.tensor);
+        job.rows = UsedRows::of(run_on, job.options.rank)?;
         Ok(job)
     }
 
@@ -325,6 +330,7 @@ impl CpAprRequest {
             dims: dims.to_vec(),
             nnz: nnz as usize,
             scaled: None,
+            rows: None,
         })
     }
 }
