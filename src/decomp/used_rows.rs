@@ -18,6 +18,7 @@
 
 use crate::error::Result;
 use crate::matrix::Matrix;
+use crate::memplan::MemoryPlan;
 use crate::tensor::CooTensor;
 use crate::tensor::relabel::{Relabelled, empty_rows};
 
@@ -99,6 +100,23 @@ impl UsedRows {
             })
             .collect();
         CooTensor::new(self.rows.dims.clone(), indices, t.values().to_vec())
+    }
+
+    /// Adds to `plan` (the run's, on the renumbered extents) what running on the used
+    /// rows holds besides: the given tensor beside its renumbered copy, and the model
+    /// of rank `rank` put back on the tensor's rows (f32).
+    pub fn add_to_plan(&self, plan: &mut MemoryPlan, rank: usize) {
+        let rows: usize = self.rows.dims.iter().sum();
+        plan.add(
+            "the tensor as given, beside its renumbered copy",
+            self.tensor().coo_bytes() as u128,
+            1,
+        )
+        .add(
+            "the model on the tensor's own rows",
+            rows as u128 * rank as u128,
+            4,
+        );
     }
 
     /// A factor on the tensor's rows of mode `m` cut to the run's.

@@ -167,19 +167,7 @@ impl Job for CpJob {
             crate::memplan::rank_hint(&[rank], &self.dims),
         );
         if let Some(r) = &self.rows {
-            // The given tensor beside the renumbered one the run is planned on, and the
-            // model put back on the tensor's rows (f32).
-            let rows: usize = self.dims.iter().sum();
-            plan.add(
-                "the tensor as given, beside its renumbered copy",
-                r.tensor().coo_bytes() as u128,
-                1,
-            )
-            .add(
-                "the model on the tensor's own rows",
-                rows as u128 * self.options.rank as u128,
-                4,
-            );
+            r.add_to_plan(&mut plan, rank);
         }
         if let Backend::Cpu(_) = engine.backend() {
             plan.add_padded_rank(dims, rank);
@@ -276,17 +264,7 @@ impl Job for CpAprJob {
             None => MemoryPlan::cp_apr(&self.dims, self.nnz, rank),
         };
         if let Some(r) = &self.rows {
-            let rows: usize = self.dims.iter().sum();
-            plan.add(
-                "the tensor as given, beside its renumbered copy",
-                r.tensor().coo_bytes() as u128,
-                1,
-            )
-            .add(
-                "the model on the tensor's own rows",
-                rows as u128 * rank as u128,
-                4,
-            );
+            r.add_to_plan(&mut plan, rank);
         }
         if let Some(run) = &self.scaled {
             plan.add(
