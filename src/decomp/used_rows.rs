@@ -122,9 +122,14 @@ impl UsedRows {
     /// A factor on the tensor's rows of mode `m` cut to the run's.
     pub fn cut(&self, m: usize, full: Matrix) -> Matrix {
         match self.which[m] {
-            true => self.rows.compress(m, &full),
+            true => self.copy_used(m, &full),
             false => full,
         }
+    }
+
+    /// A copy of the rows of mode `m` the run holds, of a factor on the tensor's rows.
+    pub fn copy_used(&self, m: usize, full: &Matrix) -> Matrix {
+        self.rows.compress(m, full)
     }
 
     /// The run's factors on the tensor's own rows: zero where a row's slice is empty.

@@ -31,7 +31,7 @@ fn start(rows: &UsedRows, opts: &CpOptions) -> (Vec<Matrix>, Vec<Mat<f64>>) {
             factors.push(rows.cut(m, full));
             continue;
         }
-        factors.push(rows.cut(m, full.clone()));
+        factors.push(rows.copy_used(m, &full));
         // The used rows zeroed: the Gram of the rest (which skips zero rows).
         for &u in rows.used(m) {
             let u = u as usize * rank;
