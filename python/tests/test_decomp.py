@@ -303,3 +303,39 @@ def test_mostly_empty_modes_give_the_all_rows_fit_and_zero_empty_rows():
         empty = np.setdiff1d(np.arange(shape[k]), u)
         assert not m.factors[k][empty].any()
         assert np.abs(m.factors[k][u]).sum(1).min() > 0
+
+
+def test_tucker_on_mostly_empty_modes_is_an_fp64_hooi_on_every_row():
+    # Modes 0 and 1 use 40 and 30 of 4000 and 3000 rows: the driver runs Tucker-HOOI
+    # on the used rows (src/decomp/tucker/rows.rs). From a start given on every row,
+    # the fits are an FP64 HOOI's on all rows (numpy, below) within the f32 TTMc's
+    # rounding, the factors span its subspaces, and they are zero on the empty rows.
+    rng = np.random.default_rng(23)
+    shape = (4000, 3000, 6)
+    used = [np.sort(rng.choice(n, k, replace=False)) for n, k in [(4000, 40), (3000, 30), (6, 6)]]
+    subs = np.unique(np.stack([rng.choice(u, 900) for u in used], 1), axis=0)
+    vals = rng.integers(1, 6, len(subs)).astype(np.float64)
+    X = sptmc.from_coo(subs, vals, shape)
+    ranks, iters = (3, 3, 2), 5
+    init = [rng.random((d, r)).astype(np.float32).astype(np.float64) for d, r in zip(shape, ranks)]
+    m = sptmc.tucker_hooi(X, list(ranks), iters=iters, tol=0, init=[f.copy() for f in init])
+
+    fs = [f.copy() for f in init]
+    fits = []
+    for _ in range(iters):
+        for n in range(3):
+            a, b = [k for k in range(3) if k != n]
+            prod = vals[:, None, None] * fs[a][subs[:, a]][:, :, None] * fs[b][subs[:, b]][:, None, :]
+            y = np.zeros((shape[n], ranks[a] * ranks[b]))
+            np.add.at(y, subs[:, n], prod.reshape(len(vals), -1))
+            fs[n] = np.linalg.svd(y, full_matrices=False)[0][:, : ranks[n]]
+        core_sq = np.sum((fs[2].T @ y) ** 2)
+        fits.append(1 - np.sqrt(max(vals @ vals - core_sq, 0)) / np.sqrt(vals @ vals))
+    np.testing.assert_allclose(m.fits, fits, atol=1e-5)
+    for k in range(3):
+        assert m.factors[k].shape == (shape[k], ranks[k])
+        overlap = np.sum((m.factors[k].T @ fs[k]) ** 2)
+        assert abs(overlap - ranks[k]) < 1e-4, (k, overlap)
+    for k, u in enumerate(used[:2]):
+        empty = np.setdiff1d(np.arange(shape[k]), u)
+        assert not m.factors[k][empty].any()

@@ -172,6 +172,9 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
     let job = request.validate(x)?;
     let engine = engine(&a.model.common)?;
     eprintln!("sptmc: {}", loaded.note);
+    if let Some(rows) = &job.rows {
+        eprintln!("sptmc: note: {}", rows.note("Tucker-HOOI"));
+    }
     let mut told = Told {
         quiet: a.model.common.json,
         header: &|_| {

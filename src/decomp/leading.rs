@@ -229,7 +229,7 @@ fn leading_eigenvectors(g: MatRef<'_, f64>, k: usize, tol: f64) -> Result<Mat<f6
 /// `W R⁻¹` for the Cholesky factor `RᵀR = WᵀW` of the row-major `w` (`n × k`): an
 /// orthonormal basis of its columns' span when they are well conditioned; `None` where
 /// a pivot is not safely positive (dependent columns).
-fn cholesky_qr(w: &Matrix<f64>) -> Option<Matrix<f64>> {
+pub(crate) fn cholesky_qr(w: &Matrix<f64>) -> Option<Matrix<f64>> {
     let k = w.cols();
     let c = gram(w);
     // Lower-triangular L with L Lᵀ = C (so R = Lᵀ).

@@ -5,6 +5,7 @@ use super::options::{CompletionJob, CpAprJob, CpJob, TuckerJob};
 use super::{Events, Job, check_finite};
 use crate::decomp::cp_als::cp_als_on_rows;
 use crate::decomp::cp_apr::cp_apr_on_rows;
+use crate::decomp::tucker::tucker_hooi_on_rows;
 use crate::decomp::{
     CompletionModel, CpAprIter, CpAprModel, CpModel, EpochStats, IterStats, Solver, TuckerModel,
     complete_compacted, complete_with_control, cp_als_with_control, cp_apr_with_control,
@@ -167,7 +168,7 @@ impl Job for CpJob {
             crate::memplan::rank_hint(&[rank], &self.dims),
         );
         if let Some(r) = &self.rows {
-            r.add_to_plan(&mut plan, rank);
+            r.add_to_plan(&mut plan, &[rank].repeat(self.dims.len()), 4);
         }
         if let Backend::Cpu(_) = engine.backend() {
             plan.add_padded_rank(dims, rank);
@@ -210,16 +211,33 @@ impl Job for TuckerJob {
         Workload { op: Op::Ttmc, rank }
     }
 
+    fn tensor<'x>(&'x self, x: &'x CooTensor) -> &'x CooTensor {
+        self.rows.as_ref().map_or(x, |r| r.tensor())
+    }
+
     fn memory(&self, engine: &Engine) -> MemoryPlan {
-        let mut plan = MemoryPlan::tucker(&self.dims, &self.options.ranks);
+        // The run's extents: the renumbered ones, where modes are.
+        let dims: &[usize] = match &self.rows {
+            Some(r) => r.tensor().dims(),
+            None => &self.dims,
+        };
+        let ranks = &self.options.ranks;
+        // Named by the tensor's own extents: those a user can act on.
+        let mut plan = MemoryPlan::tucker(dims, ranks).named(
+            format!("Tucker-HOOI ranks {ranks:?}"),
+            crate::memplan::rank_hint(ranks, &self.dims),
+        );
+        if let Some(r) = &self.rows {
+            // The start is orthonormalized in f64 on the tensor's rows.
+            r.add_to_plan(&mut plan, ranks, 12);
+        }
         if let Backend::Cpu(cpu) = engine.backend() {
             // The walk's private copies of the widest TTMc output it does not cut by rows.
-            let ranks = &self.options.ranks;
-            let floats = (0..self.dims.len())
+            let floats = (0..dims.len())
                 .map(|n| {
                     let cols = (0..ranks.len()).filter(|&m| m != n).map(|m| ranks[m]);
                     let cols = cols.fold(1usize, usize::saturating_mul);
-                    private_output_floats(Op::Ttmc, self.nnz, cpu.threads(), self.dims[n], cols)
+                    private_output_floats(Op::Ttmc, self.nnz, cpu.threads(), dims[n], cols)
                 })
                 .max()
                 .unwrap_or(0);
@@ -234,8 +252,10 @@ impl Job for TuckerJob {
         prepared: &Prepared,
         events: &mut dyn Events<IterStats>,
     ) -> Result<TuckerReport> {
-        let r = timed(engine, prepared, self.workload().op, || {
-            tucker_hooi_with_control(engine, prepared, &self.options, &mut |s| events.step(s))
+        let (opts, mut step) = (&self.options, |s: &IterStats| events.step(s));
+        let r = timed(engine, prepared, self.workload().op, || match &self.rows {
+            Some(rows) => tucker_hooi_on_rows(engine, prepared, rows, opts, &mut step),
+            None => tucker_hooi_with_control(engine, prepared, opts, &mut step),
         })?;
         check_finite("the Tucker core", &r.model.core)?;
         Ok(r)
@@ -264,7 +284,7 @@ impl Job for CpAprJob {
             None => MemoryPlan::cp_apr(&self.dims, self.nnz, rank),
         };
         if let Some(r) = &self.rows {
-            r.add_to_plan(&mut plan, rank);
+            r.add_to_plan(&mut plan, &[rank].repeat(self.dims.len()), 4);
         }
         if let Some(run) = &self.scaled {
             plan.add(

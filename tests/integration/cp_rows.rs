@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 /// `nnz` distinct entries with values in 1..=5 (exact in fp16) whose modes 0 and 1
 /// use `used` rows each, spread over extents of 20 000 and 30 000; mode 2 has 9 rows.
-fn mostly_empty(used: usize, nnz: usize, seed: u64) -> CooTensor {
+pub(crate) fn mostly_empty(used: usize, nnz: usize, seed: u64) -> CooTensor {
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
     let dims = vec![20_000, 30_000, 9];
     let mut entries = BTreeMap::new();

@@ -59,5 +59,6 @@ mod seam;
 mod selftest_skips;
 mod special_files;
 mod tns_io;
+mod tucker_rows;
 mod tuning;
 mod values;

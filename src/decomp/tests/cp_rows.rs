@@ -8,7 +8,7 @@ use crate::decomp::used_rows::UsedRows;
 
 /// `nnz` distinct nonzeros with values in 1..=5 whose modes 0 and 1 use only `used0`
 /// and `used1` rows (spread over extents 500 and 400); mode 2 (7 rows) uses every row.
-fn mostly_empty(used0: usize, used1: usize, nnz: usize, seed: u64) -> CooTensor {
+pub(super) fn mostly_empty(used0: usize, used1: usize, nnz: usize, seed: u64) -> CooTensor {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = |n: usize| {
         state ^= state << 13;

@@ -12,6 +12,7 @@ use std::ops::ControlFlow;
 
 mod cp_rows;
 mod tucker;
+mod tucker_rows;
 
 /// A random matrix with integer entries in `lo..=hi`.
 fn int_matrix(rows: usize, cols: usize, lo: u32, hi: u32, seed: u64) -> Matrix<f64> {

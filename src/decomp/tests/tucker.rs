@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn tk_opts(ranks: &[usize], iters: usize, tol: f64, seed: u64) -> TuckerOptions {
+pub(super) fn tk_opts(ranks: &[usize], iters: usize, tol: f64, seed: u64) -> TuckerOptions {
     TuckerOptions {
         ranks: ranks.to_vec(),
         max_iters: iters,
@@ -12,7 +12,7 @@ fn tk_opts(ranks: &[usize], iters: usize, tol: f64, seed: u64) -> TuckerOptions 
     }
 }
 
-fn max_orthonormality_error(u: &Matrix) -> f64 {
+pub(super) fn max_orthonormality_error(u: &Matrix) -> f64 {
     let r = u.cols();
     let mut worst = 0.0f64;
     for a in 0..r {

@@ -145,6 +145,9 @@ pub struct TuckerJob {
     pub options: TuckerOptions,
     pub(super) dims: Vec<usize>,
     pub(super) nnz: usize,
+    /// The tensor with its mostly empty modes renumbered to their used rows, where
+    /// that pays ([`UsedRows::of_tucker`]): what the run prepares and fits.
+    pub rows: Option<UsedRows>,
 }
 
 /// The Tucker rank of every mode when none is given: at most this.
@@ -206,10 +209,12 @@ impl TuckerRequest {
             init: self.init,
         };
         options.validate(x.dims())?;
+        let rows = UsedRows::of_tucker(x, &options.ranks)?;
         Ok(TuckerJob {
             options,
             dims: x.dims().to_vec(),
             nnz: x.nnz(),
+            rows,
         })
     }
 }

@@ -17,8 +17,9 @@
 //! it is taken again in f64 from the stored values (one pass over the nonzeros, about
 //! one TTMc's work; see `residual`).
 //!
-//! Initial factors, unless given: mode `m` is the orthonormal `Q` of a Householder QR
-//! of `Matrix::random(I_m, R_m, seed + m)` (uniform in `[0, 1)`; wrapping add). Given
+//! Initial factors, unless given: mode `m` is the orthonormal `Q` of a QR (Cholesky QR
+//! twice: `R` with a positive diagonal) of `Matrix::random(I_m, R_m, seed + m)`
+//! (uniform in `[0, 1)`; wrapping add). Given
 //! initial factors are used as they are, not orthonormalized (as pyttb's `tucker_als`
 //! does), so a peer fed the same matrices takes the same path — scaled by a power of
 //! two where their largest entry is below 2⁻¹⁶ or above 2¹⁶, as CP-ALS scales its own
@@ -30,7 +31,7 @@
 //! fit 0 returned as a success.
 
 use super::dense::{at_b, orthonormalize};
-use super::leading::leading_left_singular;
+use super::leading::{cholesky_qr, leading_left_singular};
 use super::{
     IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from, residual,
     residual_rounding,
@@ -40,6 +41,9 @@ use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::ops::Op;
 use std::ops::ControlFlow;
+
+mod rows;
+pub use rows::tucker_hooi_on_rows;
 
 /// Options of [`tucker_hooi`].
 #[derive(Debug, Clone, PartialEq)]
@@ -133,10 +137,27 @@ impl TuckerOptions {
             Some(f) => f.clone(),
             None => Matrix::random_factors(dims, &self.ranks, self.seed)
                 .iter()
-                .map(|a| orthonormalize(&a.to_f64()).to_f32())
+                .map(|a| orthonormal_start(&a.to_f64()).to_f32())
                 .collect(),
         }
     }
+}
+
+/// An orthonormal basis of the columns of the random `a`: Cholesky QR twice (the second
+/// pass brings the columns orthonormal to rounding), two passes over the rows in
+/// parallel, or a Householder QR where a column is (numerically) dependent. The
+/// Householder QR alone, sequential over the rows, took 2.9 s of a run on a tensor
+/// with modes of 3 M and 2.5 M rows whose iterations took 0.5 s.
+fn orthonormal_start(a: &Matrix<f64>) -> Matrix<f64> {
+    cholesky_qr(a)
+        .and_then(|q| cholesky_qr(&q))
+        .unwrap_or_else(|| orthonormalize(a))
+}
+
+/// Scales an initial factor by a power of two where its largest entry is below 2⁻¹⁶
+/// or above 2¹⁶ (module docs).
+fn scale_start(f: &mut Matrix) {
+    super::cp_als::rescale_to_unit(f, 2f32.powi(-16)..2f32.powi(16));
 }
 
 /// A Tucker model and how it was reached.
@@ -226,9 +247,7 @@ pub fn tucker_hooi_with_control(
     let order = dims.len();
 
     let mut factors = opts.initial_factors(&dims);
-    for f in &mut factors {
-        super::cp_als::rescale_to_unit(f, 2f32.powi(-16)..2f32.powi(16));
-    }
+    factors.iter_mut().for_each(scale_start);
     let mut core = Vec::new();
     let mut fits = Vec::new();
     let mut iters = Vec::new();
