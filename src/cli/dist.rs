@@ -209,11 +209,13 @@ mod with_mpi {
     }
 
     /// Reads the tensor `file` (the built-in one when `None`) across the ranks and gives
-    /// each its block of the partition by `scheme`; with the tensor's name.
+    /// each its block of the partition by `scheme` (for a CP model of rank `cp_rank`,
+    /// on the used rows of the modes where that pays); with the tensor's name.
     fn read_block(
         ch: &Channel,
         file: Option<&Path>,
         scheme: Scheme,
+        cp_rank: Option<usize>,
     ) -> DistResult<(Block, String)> {
         let (share, name, path) = match file {
             None => (
@@ -230,12 +232,12 @@ mod with_mpi {
             }
         };
         let start = Instant::now();
-        let block = distribute(ch, share, scheme, path)?;
+        let block = distribute(ch, share, scheme, path, cp_rank)?;
         say(
             ch,
             &format!(
                 "{name}: {:?}, {} nonzeros over {} ranks ({:?} grid {:?}), read and distributed in {:.3}s",
-                block.dims,
+                block.tensor_dims(),
                 block.nnz,
                 ch.size(),
                 scheme,
@@ -262,9 +264,12 @@ mod with_mpi {
         ch.agree(dir_ok)?;
         let engine = ch.agree(engine(ch, &a.model.common))?;
         let scheme = scheme(a.grain);
-        let (block, name) = read_block(ch, a.file.as_deref(), scheme)?;
+        let (block, name) = read_block(ch, a.file.as_deref(), scheme, Some(a.rank))?;
+        if let Some(rows) = &block.rows {
+            say(ch, &format!("note: {}", rows.note("CP-ALS")));
+        }
         request.init = ch.agree(read_init(a.model.init.as_deref(), block.dims.len()))?;
-        let job = ch.agree(request.validate_shape(&block.dims, block.nnz))?;
+        let job = ch.agree(request.validate_shape(block.tensor_dims(), block.nnz))?;
         let quiet = a.model.common.json || ch.rank() != 0;
         let mut control = |s: &IterStats| {
             if !quiet {
@@ -276,7 +281,7 @@ mod with_mpi {
         let out = sptmc::dist::cp_als::cp_als(ch, &engine, &block, &job.options, &mut control)?;
         let seconds = start.elapsed().as_secs_f64();
         let staged = match &a.model.out {
-            Some(dir) => ch.agree(write_factors(ch, dir, &out.factors(&block.partition)))?,
+            Some(dir) => ch.agree(write_factors(ch, dir, &out.factors(&block)))?,
             None => None,
         };
         // Every rank's peak memory, the writing of the factors included.
@@ -288,7 +293,7 @@ mod with_mpi {
             // Each rank chooses the type of its own block's values under --values.
             values: None,
         };
-        let mut summary = report.summary(&name, &block.dims, block.nnz as usize);
+        let mut summary = report.summary(&name, block.tensor_dims(), block.nnz as usize);
         let (p, n, r) = (&block.partition, block.dims.len(), a.rank);
         let model = |p: &Partition, k: usize| {
             volume::rows_bytes(p, k, r).iter().sum::<u64>() + volume::scalars_bytes(p.ranks(), n, r)
@@ -374,9 +379,12 @@ mod with_mpi {
                 })
             })
             .collect();
+        // The run's rows of each mode: the used ones where it holds only those.
+        let rows_held: Vec<usize> = block.dims.clone();
         json!({
             "ranks": p.ranks(),
             "scheme": scheme,
+            "rows_held": rows_held,
             "grid": p.grid().shape,
             "bounds": (0..n).map(|m| p.bounds(m).to_vec()).collect::<Vec<_>>(),
             "rough_bytes_per_iter": rough,
@@ -394,7 +402,7 @@ mod with_mpi {
         ch.agree(dir_ok)?;
         let engine = ch.agree(engine(ch, &a.common))?;
         let scheme = scheme(a.grain);
-        let (mut block, name) = read_block(ch, a.file.as_deref(), scheme)?;
+        let (mut block, name) = read_block(ch, a.file.as_deref(), scheme, None)?;
         request.init = ch.agree(read_init(a.init.as_deref(), block.dims.len()))?;
         let mut job = ch.agree(request.validate_shape(&block.dims, block.nnz))?;
         let quiet = a.common.json || ch.rank() != 0;

@@ -33,6 +33,29 @@ use crate::tensor::relabel::{Relabelled, empty_rows};
 /// 30–40 % of the long modes' rows empty ran as fast either way).
 pub const EMPTY_SHARE: f64 = 0.5;
 
+/// The modes of a tensor of extents `dims` with `nnz` nonzeros and `empty[m]` empty
+/// rows in mode `m` that a run holds on their used rows, `None` where none pays: those
+/// with at least [`EMPTY_SHARE`] of their rows empty and at least `least(m)` used, where
+/// their empty rows, `width(m)` entries each, hold at least as many entries as the
+/// tensor has nonzeros.
+pub fn modes_to_renumber(
+    empty: &[usize],
+    dims: &[usize],
+    nnz: usize,
+    width: impl Fn(usize) -> usize,
+    least: impl Fn(usize) -> usize,
+) -> Option<Vec<bool>> {
+    let which: Vec<bool> = (empty.iter().zip(dims).enumerate())
+        .map(|(m, (&e, &dim))| e > 0 && e as f64 >= EMPTY_SHARE * dim as f64 && dim - e >= least(m))
+        .collect();
+    let saved = (empty.iter().zip(&which).enumerate())
+        .filter(|(_, (_, w))| **w)
+        .fold(0usize, |s, (m, (&e, _))| {
+            s.saturating_add(e.saturating_mul(width(m)))
+        });
+    (which.contains(&true) && saved >= nnz).then_some(which)
+}
+
 /// A tensor with its mostly empty modes renumbered to their used rows.
 #[derive(Debug, Clone)]
 pub struct UsedRows {
@@ -60,28 +83,16 @@ impl UsedRows {
         Self::choose(x, |n| others(n).saturating_add(ranks[n]), |n| ranks[n])
     }
 
-    /// Renumbers the modes with at least [`EMPTY_SHARE`] of their rows empty and at
-    /// least `least(m)` used, where their empty rows, `width(m)` entries each, hold at
-    /// least as many entries as the tensor has nonzeros.
+    /// Renumbers the modes [`modes_to_renumber`] picks.
     fn choose(
         x: &CooTensor,
         width: impl Fn(usize) -> usize,
         least: impl Fn(usize) -> usize,
     ) -> Result<Option<Self>> {
         let empty = empty_rows(x);
-        let which: Vec<bool> = (empty.iter().zip(x.dims()).enumerate())
-            .map(|(m, (&e, &dim))| {
-                e > 0 && e as f64 >= EMPTY_SHARE * dim as f64 && dim - e >= least(m)
-            })
-            .collect();
-        let saved = (empty.iter().zip(&which).enumerate())
-            .filter(|(_, (_, w))| **w)
-            .fold(0usize, |s, (m, (&e, _))| {
-                s.saturating_add(e.saturating_mul(width(m)))
-            });
-        if !which.contains(&true) || saved < x.nnz() {
+        let Some(which) = modes_to_renumber(&empty, x.dims(), x.nnz(), width, least) else {
             return Ok(None);
-        }
+        };
         let rows = Relabelled::of_used_rows(x, &which)?;
         Ok(Some(UsedRows { rows, which }))
     }

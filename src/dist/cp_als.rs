@@ -19,7 +19,7 @@
 
 use super::comm::{Channel, DistResult, Failure, Reduce};
 use super::exchange::Block;
-use super::init::{initial_rows, rows_of};
+use super::init::{rows_of, start_rows};
 use super::output::{Arrangement, SpreadFactors, by_weight, ordered_column_sums};
 use super::partition::Partition;
 use crate::decomp::cp_als::{
@@ -70,12 +70,14 @@ pub struct DistCp {
 }
 
 impl DistCp {
-    /// The factors, spread over the ranks as `partition` says (the one of the run).
-    pub fn factors<'a>(&'a self, partition: &'a Partition) -> SpreadFactors<'a, f32> {
+    /// The factors, spread over the ranks as `block`'s partition says (the one of the
+    /// run), on the tensor's rows.
+    pub fn factors<'a>(&'a self, block: &'a Block) -> SpreadFactors<'a, f32> {
         SpreadFactors {
-            partition,
+            partition: &block.partition,
             rows: self.owned.iter().map(Matrix::data).collect(),
             arrangement: self.arrangement.clone(),
+            tensor_rows: block.rows.as_ref(),
         }
     }
 }
@@ -114,7 +116,7 @@ pub fn cp_als(
     let rank = opts.rank;
     let me = ch.rank();
     let part = &block.partition;
-    ch.agree(opts.validate(dims).and_then(|()| {
+    ch.agree(opts.validate(block.tensor_dims()).and_then(|()| {
         if order < 2 {
             return Err(Error::InvalidTensor(format!(
                 "a decomposition needs a tensor of order ≥ 2, got order {order}"
@@ -126,7 +128,29 @@ pub fn cp_als(
         op: Op::Mttkrp,
         rank,
     };
-    let model = super::plan::cp_als_model(part, order, rank, me);
+    let mut model = super::plan::cp_als_model(part, order, rank, me);
+    if let Some(rows) = &block.rows {
+        // The start of a mode held on its used rows is drawn on the tensor's rows: the
+        // slab's, then (the first dropped) those its owned rows stand for.
+        let drawn = (0..order)
+            .map(|m| {
+                let (slab, owned) = (part.slab(m, me), part.owned(m, me));
+                match &rows.used[m] {
+                    Some(u) if !slab.is_empty() => {
+                        let range = (u[slab.end - 1] - u[slab.start]) as usize + 1;
+                        range.max(rows.span(m, owned).len())
+                    }
+                    _ => slab.len(),
+                }
+            })
+            .max()
+            .unwrap_or(0);
+        model.add(
+            format!("a mode's start drawn on the tensor's rows ({drawn} rows × {rank}, f32)"),
+            drawn as u128 * rank as u128,
+            4,
+        );
+    }
     ch.agree(super::plan::block_plan(engine, block, w, ("CP-ALS", &model), true, me).check())?;
     let prepared: Option<Prepared> = ch.agree(if block.tensor.nnz() > 0 {
         engine.prepare(&block.tensor, &[w]).map(Some)
@@ -152,24 +176,35 @@ pub fn cp_als(
 
     // The single process's initial factors, rescaled as it does, each rank drawing only
     // its slabs' rows. The rescaling, the Grams and the column maxima are those of the
-    // whole factors: from every rank's owned rows, combined over the ranks.
+    // whole factors: from the rows of the tensor every rank's owned rows stand for (the
+    // empty rows of a mode held on its used rows included), combined over the ranks.
     let mut slabs = Vec::with_capacity(order);
     let mut grams: Vec<Mat<f64>> = Vec::with_capacity(order);
     let mut col_max = ColumnMax::default();
     for m in 0..order {
-        let slab = part.slab(m, me);
-        let mut f = initial_rows(opts.init.as_deref(), opts.seed, m, slab.clone(), rank);
-        let own = rows_of(&f, rel(part.owned(m, me), slab.start));
+        let rows = (part.slab(m, me), part.owned(m, me));
+        let (mut f, mut spanned) = start_rows(
+            opts.init.as_deref(),
+            opts.seed,
+            m,
+            rank,
+            rows,
+            block.rows.as_ref(),
+        );
         let mut largest = [f64::from(
-            own.data().iter().fold(0.0f32, |a, v| a.max(v.abs())),
+            spanned.data().iter().fold(0.0f32, |a, v| a.max(v.abs())),
         )];
         ch.reduce_f64(&mut largest, Reduce::Max);
         rescale_by_max(&mut f, largest[0] as f32, 0.0..0.0);
-        let own = rows_of(&f, rel(part.owned(m, me), slab.start));
-        let mut g = gram_of(&own);
+        rescale_by_max(&mut spanned, largest[0] as f32, 0.0..0.0);
+        let mut g = gram_of(&spanned);
         ch.reduce_f64(&mut g, Reduce::Sum);
         grams.push(Mat::from_fn(rank, rank, |i, j| g[i * rank + j]));
-        let mut cmax: Vec<f64> = own.column_max_abs().iter().map(|&x| f64::from(x)).collect();
+        let mut cmax: Vec<f64> = spanned
+            .column_max_abs()
+            .iter()
+            .map(|&x| f64::from(x))
+            .collect();
         ch.reduce_f64(&mut cmax, Reduce::Max);
         col_max.max.push(cmax.iter().map(|&x| x as f32).collect());
         slabs.push(f);

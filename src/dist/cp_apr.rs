@@ -77,6 +77,7 @@ impl DistCpApr {
             partition,
             rows: self.owned.iter().map(Vec::as_slice).collect(),
             arrangement: self.arrangement.clone(),
+            tensor_rows: None,
         }
     }
 }
@@ -201,6 +202,11 @@ pub fn cp_apr(
         Err(Error::InvalidTensor(format!(
             "a decomposition needs a tensor of order ≥ 2, got order {order}"
         )))
+    } else if block.rows.is_some() {
+        // Its start's column sums and first KKT violation would need the rows left out.
+        Err(Error::Unsupported(
+            "distributed CP-APR runs on every row: distribute its tensor without a CP rank".into(),
+        ))
     } else {
         opts.validate(dims)
     })?;

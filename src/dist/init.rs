@@ -9,6 +9,7 @@
 //! before it within that block (at most one block's, a few milliseconds); nothing
 //! else is drawn or stored.
 
+use super::exchange::UsedIndices;
 use crate::matrix::{Matrix, fill_random};
 use std::ops::Range;
 
@@ -45,6 +46,38 @@ pub fn initial_rows(
         Some(f) => rows_of(&f[m], rows),
         None => random_rows(rows, rank, seed.wrapping_add(m as u64)),
     }
+}
+
+/// Mode `m`'s initial rows on this rank where the run holds the rows `rows` says
+/// (every row without it): its slab's rows `slab` (of the run's rows), and the rows of
+/// the tensor its owned rows `owned` stand for ([`UsedIndices::span`]: with the empty
+/// rows after them), over which the start's scale, Grams and column maxima are taken,
+/// as one process takes them over every row.
+pub(crate) fn start_rows(
+    init: Option<&[Matrix]>,
+    seed: u64,
+    m: usize,
+    rank: usize,
+    (slab, owned): (Range<usize>, Range<usize>),
+    rows: Option<&UsedIndices>,
+) -> (Matrix, Matrix) {
+    let Some((rows, used)) = rows.and_then(|r| r.used[m].as_deref().map(|u| (r, u))) else {
+        let f = initial_rows(init, seed, m, slab.clone(), rank);
+        let spanned = rows_of(&f, owned.start - slab.start..owned.end - slab.start);
+        return (f, spanned);
+    };
+    let mut f = Matrix::zeros(slab.len(), rank);
+    if !slab.is_empty() {
+        // The tensor's rows from the slab's first used one to its last; its used ones.
+        let first = used[slab.start] as usize;
+        let last = used[slab.end - 1] as usize;
+        let drawn = initial_rows(init, seed, m, first..last + 1, rank);
+        for (k, &i) in used[slab].iter().enumerate() {
+            f.row_mut(k).copy_from_slice(drawn.row(i as usize - first));
+        }
+    }
+    let spanned = initial_rows(init, seed, m, rows.span(m, owned), rank);
+    (f, spanned)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! its model stores them.
 
 use super::comm::{Channel, Plain, Reduce};
+use super::exchange::UsedIndices;
 use super::partition::Partition;
 use crate::error::{Error, Result};
 use crate::model_io::{StagedDir, write_matrix_header, write_matrix_rows};
@@ -97,17 +98,19 @@ fn owners_in_row_order(part: &Partition, m: usize) -> Vec<(usize, Range<usize>)>
 /// rows it owns, `R` values each); rank 0 writes them, arranged, after a header, to
 /// `sink` (when it has one). Collective. On rank 0 a write that fails leaves the rest
 /// of the rows received and dropped, so that every rank finishes the exchange, and
-/// gives that error.
+/// gives that error. With `tensor_rows` (the tensor's row of each of the run's, and
+/// its extent), the file has the tensor's rows, zero where the run holds none.
 pub fn stream_factor<T: Plain + Into<f64>>(
     ch: &Channel,
     part: &Partition,
     m: usize,
     rows: &[T],
     arr: &Arrangement,
+    tensor_rows: Option<(&[u32], usize)>,
     sink: Option<&mut dyn Write>,
 ) -> io::Result<()> {
     let window = (WINDOW_BYTES / (8 * arr.perm.len().max(1))).max(1);
-    stream_rows(ch, part, m, rows, arr, sink, window)
+    stream_rows(ch, part, m, (rows, tensor_rows), arr, sink, window)
 }
 
 /// [`stream_factor`] with windows of `window` rows.
@@ -115,13 +118,15 @@ fn stream_rows<T: Plain + Into<f64>>(
     ch: &Channel,
     part: &Partition,
     m: usize,
-    rows: &[T],
+    (rows, tensor_rows): (&[T], Option<(&[u32], usize)>),
     arr: &Arrangement,
     mut sink: Option<&mut dyn Write>,
     window: usize,
 ) -> io::Result<()> {
     let r = arr.perm.len();
     let dim = part.bounds(m).last().copied().unwrap_or(0) as usize;
+    // The tensor's rows the file has, and the next of them to write.
+    let (extent, mut next) = (tensor_rows.map_or(dim, |(_, d)| d), 0usize);
     let me = ch.rank();
     let mine = part.owned(m, me);
     debug_assert_eq!(rows.len(), mine.len() * r);
@@ -137,9 +142,11 @@ fn stream_rows<T: Plain + Into<f64>>(
     };
     if me == 0 {
         write(&mut sink, &mut |w| {
-            write_matrix_header(w, &format!("factor of mode {m}"), dim, r)
+            write_matrix_header(w, &format!("factor of mode {m}"), extent, r)
         });
     }
+    // Zero rows (the tensor's rows the run holds none of), a window's worth at a time.
+    let zeros = vec![0.0f64; window.min(extent).max(1) * r];
     let owners = owners_in_row_order(part, m);
     let mut text = Vec::with_capacity(window.min(dim) * r);
     for lo in (0..dim).step_by(window) {
@@ -170,16 +177,45 @@ fn stream_rows<T: Plain + Into<f64>>(
             k += n as usize;
         }
         text.clear();
+        let mut k = win.start;
         for (j, o) in &owners {
             let piece = cut(o);
             let vals = &got[at[*j]..at[*j] + piece.len() * r];
             for row in vals.chunks_exact(r.max(1)) {
+                if let Some((used, _)) = tensor_rows {
+                    // The zero rows before this one, after the rows so far.
+                    let to = used[k] as usize;
+                    if to > next {
+                        write(&mut sink, &mut |w| write_matrix_rows(w, &text, r));
+                        text.clear();
+                        zeros_up_to(&mut next, to, window, |n| {
+                            write(&mut sink, &mut |w| write_matrix_rows(w, &zeros[..n * r], r))
+                        });
+                    }
+                    next = to + 1;
+                }
                 arr.push_row(m, row, &mut text);
+                k += 1;
             }
         }
         write(&mut sink, &mut |w| write_matrix_rows(w, &text, r));
     }
+    if me == 0 && tensor_rows.is_some() {
+        zeros_up_to(&mut next, extent, window, |n| {
+            write(&mut sink, &mut |w| write_matrix_rows(w, &zeros[..n * r], r))
+        });
+    }
     failed.map_or(Ok(()), Err)
+}
+
+/// Calls `emit(n)` for runs of at most `window` rows from `next` up to `to`, moving
+/// `next` there.
+fn zeros_up_to(next: &mut usize, to: usize, window: usize, mut emit: impl FnMut(usize)) {
+    while *next < to {
+        let n = (to - *next).min(window.max(1));
+        emit(n);
+        *next += n;
+    }
 }
 
 /// The factors of a model spread over the ranks, and their arrangement.
@@ -190,6 +226,9 @@ pub struct SpreadFactors<'a, T> {
     pub rows: Vec<&'a [T]>,
     /// The single process's arrangement.
     pub arrangement: Arrangement,
+    /// The modes held on their used rows, where some are: their files have every row
+    /// of the tensor.
+    pub tensor_rows: Option<&'a UsedIndices>,
 }
 
 /// Writes the factor files of `factors` into a new model folder `dir` (on rank 0 only;
@@ -209,23 +248,25 @@ pub fn write_factors<T: Plain + Into<f64>>(
     let mut failed: Option<Error> = None;
     for (m, rows) in factors.rows.iter().enumerate() {
         let (p, a) = (factors.partition, &factors.arrangement);
+        let t =
+            (factors.tensor_rows).and_then(|u| u.used[m].as_deref().map(|used| (used, u.dims[m])));
         match staged.as_ref() {
             Some(Ok(s)) if failed.is_none() => {
                 let mut streamed = false;
                 let done = s.write(&format!("factor-{m}.txt"), |w| {
                     streamed = true;
-                    stream_factor(ch, p, m, rows, a, Some(w))
+                    stream_factor(ch, p, m, rows, a, t, Some(w))
                 });
                 if !streamed {
                     // The file could not be created: the rows still go through.
-                    let _ = stream_factor(ch, p, m, rows, a, None);
+                    let _ = stream_factor(ch, p, m, rows, a, t, None);
                 }
                 if let Err(e) = done {
                     failed = Some(e);
                 }
             }
             _ => {
-                let _ = stream_factor(ch, p, m, rows, a, None);
+                let _ = stream_factor(ch, p, m, rows, a, t, None);
             }
         }
     }
@@ -257,7 +298,7 @@ mod tests {
             scale: vec![Some(scale.clone()), None, None],
         };
         let mut got = Vec::new();
-        stream_rows(&ch, &part, 0, f.data(), &arr, Some(&mut got), 5).unwrap();
+        stream_rows(&ch, &part, 0, (f.data(), None), &arr, Some(&mut got), 5).unwrap();
         let want = Matrix::<f64>::from_fn(dims[0], 3, |i, j| {
             let c = arr.perm[j];
             f64::from((f64::from(f.get(i, c)) * scale[c]) as f32)
@@ -302,6 +343,7 @@ mod tests {
                 perm: vec![0, 1],
                 scale: vec![None, None],
             },
+            tensor_rows: None,
         };
         // A file where the folder would be created: refused before any row is sent.
         std::fs::write(&dir, "x").unwrap();

@@ -283,10 +283,11 @@ fn model_files_on_one_rank_are_the_single_process_bytes() {
 
 /// The model files written under mpirun are the single process's: the same header
 /// lines and every row's values in its place. On one rank within 1e-5 of their
-/// column's largest: the single process runs mode 0, mostly empty, on its used rows
-/// (`decomp::used_rows::UsedRows`), so only its f64 Gram sums add in another order, which
-/// moves an f32 entry by about its rounding (6e-8) per iteration (measured: below 1e-6
-/// of the column's largest after the run). On 2 to 4 ranks, where a row's f32 partial
+/// column's largest: both run mode 0, mostly empty, on its used rows
+/// (`decomp::used_rows::UsedRows`, `dist::exchange::UsedIndices`), but the single
+/// process adds the Gram of the rows left out to its start's apart, so only f64 Gram
+/// sums add in another order, which moves an f32 entry by about its rounding (6e-8) per
+/// iteration (measured: below 1e-6 of the column's largest after the run). On 2 to 4 ranks, where a row's f32 partial
 /// sums add in another order too, within 1e-3. Mode 0 is longer than the rows rank 0
 /// receives at once, so its rows arrive in several windows, each cut among several
 /// owners.
@@ -385,5 +386,51 @@ fn the_built_in_tensor_is_the_single_process_one_drawn_in_parts() {
             alone >> 20,
             entries >> 20
         );
+    }
+}
+
+/// Modes mostly empty run on their used rows under mpirun as in one process: the note
+/// says so, `--json` reports the rows held, the fits match the single process's on 1 to
+/// 4 ranks (as [`same_fits`] asks), and the model files have every row of the tensor,
+/// zero where the single process's are, the others within 1e-3 of their column's
+/// largest (as in [`model_files_are_the_single_process_files`]).
+#[test]
+fn mostly_empty_modes_run_on_their_used_rows_on_1_to_4_ranks() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let x = crate::cp_rows::mostly_empty(300, 6000, 31);
+    let f = write(dir.path(), "sparse-rows.tns", &x);
+    same_fits(&f, &[1, 2, 3, 4]);
+    let one = dir.path().join("one");
+    let mut a = vec!["cp", f.as_str(), "--out", one.to_str().unwrap()];
+    a.extend(CP);
+    json(&single(&a), "one process");
+    for p in [1, 3] {
+        let many = dir.path().join(format!("ranks-{p}"));
+        let mut a = vec!["cp", f.as_str(), "--out", many.to_str().unwrap()];
+        a.extend(CP);
+        let o = ranks(p, &a);
+        let got = json(&o, &format!("{p} ranks"));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains("CP-ALS runs on the rows with nonzeros (mode 0: 300 of "),
+            "{stderr}"
+        );
+        assert_eq!(
+            got["distributed"]["rows_held"],
+            serde_json::json!([300, 300, 9])
+        );
+        assert_same_model_values(&one, &many, 1e-3);
+        let zero_rows = |dir: &std::path::Path| -> Vec<bool> {
+            let t = std::fs::read_to_string(dir.join("factor-0.txt")).unwrap();
+            (t.lines().filter(|l| !l.starts_with('#')))
+                .map(|l| l.split(' ').all(|v| v.parse::<f64>().unwrap() == 0.0))
+                .collect()
+        };
+        let want = zero_rows(&one);
+        assert_eq!(want.iter().filter(|&&z| !z).count(), 300);
+        assert_eq!(zero_rows(&many), want, "{p} ranks: the empty rows");
     }
 }

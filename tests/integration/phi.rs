@@ -536,7 +536,7 @@ twin!(
         let want = sptmc::decomp::cp_apr(engine, &prepared, &opts).unwrap();
         let ch = Channel::single();
         let share = sptmc::dist::read::read_share(&ch, &p).unwrap();
-        let mut block = distribute(&ch, share, Scheme::Medium, &p).unwrap();
+        let mut block = distribute(&ch, share, Scheme::Medium, &p, None).unwrap();
         let got = sptmc::dist::cp_apr::cp_apr(&ch, engine, &mut block, &opts, &mut |_| {}).unwrap();
         let (a, b) = (got.model.log_likelihoods(), want.log_likelihoods());
         assert_eq!(a.len(), b.len());
