@@ -402,9 +402,12 @@ mod with_mpi {
         ch.agree(dir_ok)?;
         let engine = ch.agree(engine(ch, &a.common))?;
         let scheme = scheme(a.grain);
-        let (mut block, name) = read_block(ch, a.file.as_deref(), scheme, None)?;
+        let (mut block, name) = read_block(ch, a.file.as_deref(), scheme, Some(a.rank))?;
+        if let Some(rows) = &block.rows {
+            say(ch, &format!("note: {}", rows.note("CP-APR")));
+        }
         request.init = ch.agree(read_init(a.init.as_deref(), block.dims.len()))?;
-        let mut job = ch.agree(request.validate_shape(&block.dims, block.nnz))?;
+        let mut job = ch.agree(request.validate_shape(block.tensor_dims(), block.nnz))?;
         let quiet = a.common.json || ch.rank() != 0;
         let mut progress = |s: &CpAprIter| {
             if !quiet {
@@ -412,12 +415,26 @@ mod with_mpi {
             }
         };
         let start = Instant::now();
-        let out =
+        let mut out =
             sptmc::dist::cp_apr::cp_apr(ch, &engine, &mut block, &job.options, &mut progress)?;
+        if out.is_none() {
+            // A mode held on its used rows did not update in the first iteration: the
+            // single process's run on every row, as it does then.
+            say(
+                ch,
+                "note: a mode met the tolerance at the start; CP-APR runs on every row",
+            );
+            block = read_block(ch, a.file.as_deref(), scheme, None)?.0;
+            out =
+                sptmc::dist::cp_apr::cp_apr(ch, &engine, &mut block, &job.options, &mut progress)?;
+        }
+        let out = ch.agree(
+            out.ok_or_else(|| Error::Numerical("CP-APR on every row gave way to itself".into())),
+        )?;
         job.scale = out.scale;
         let seconds = start.elapsed().as_secs_f64();
         let staged = match &a.out {
-            Some(dir) => ch.agree(write_factors(ch, dir, &out.factors(&block.partition)))?,
+            Some(dir) => ch.agree(write_factors(ch, dir, &out.factors(&block)))?,
             None => None,
         };
         // Every rank's peak memory, the writing of the factors included.
@@ -432,7 +449,7 @@ mod with_mpi {
             // Each rank chooses the type of its own block's values under --values.
             values: None,
         };
-        let mut summary = report.summary(&job, &name, &block.dims, block.nnz as usize);
+        let mut summary = report.summary(&job, &name, block.tensor_dims(), block.nnz as usize);
         let (n, r) = (block.dims.len(), a.rank);
         let model = |p: &Partition, k: usize| {
             volume::apr_rows_bytes(p, k, r, &evals).iter().sum::<u64>()

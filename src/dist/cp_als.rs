@@ -130,26 +130,7 @@ pub fn cp_als(
     };
     let mut model = super::plan::cp_als_model(part, order, rank, me);
     if let Some(rows) = &block.rows {
-        // The start of a mode held on its used rows is drawn on the tensor's rows: the
-        // slab's, then (the first dropped) those its owned rows stand for.
-        let drawn = (0..order)
-            .map(|m| {
-                let (slab, owned) = (part.slab(m, me), part.owned(m, me));
-                match &rows.used[m] {
-                    Some(u) if !slab.is_empty() => {
-                        let range = (u[slab.end - 1] - u[slab.start]) as usize + 1;
-                        range.max(rows.span(m, owned).len())
-                    }
-                    _ => slab.len(),
-                }
-            })
-            .max()
-            .unwrap_or(0);
-        model.add(
-            format!("a mode's start drawn on the tensor's rows ({drawn} rows × {rank}, f32)"),
-            drawn as u128 * rank as u128,
-            4,
-        );
+        super::plan::add_start_draw(&mut model, part, rows, rank, me);
     }
     ch.agree(super::plan::block_plan(engine, block, w, ("CP-ALS", &model), true, me).check())?;
     let prepared: Option<Prepared> = ch.agree(if block.tensor.nnz() > 0 {

@@ -20,6 +20,11 @@
 //! 4. the column sums all-reduced into `λ`, the owners normalize, and the layer gathers
 //!    the normalized rows.
 //!
+//! A mode held on its used rows ([`super::exchange::UsedIndices`]) runs as the single
+//! process runs it on those rows: the start's column sums are over the tensor's rows
+//! (each rank's owned rows standing for the empty rows after them), and the mode's
+//! first KKT violation counts the rows left out.
+//!
 //! The log-likelihood: each rank's log term from its session (fixed on the last mode),
 //! summed, minus `Σ_r λ_r Π_n Σ_i A_n[i, r]` from the all-reduced column sums. At the
 //! end the components are ordered as the single process orders them; the factors stay
@@ -32,17 +37,16 @@ use super::block_phi::BlockPhi;
 use super::comm::{Channel, DistResult, Failure, Reduce};
 use super::cp_als::{RankStats, peak_memory};
 use super::exchange::Block;
-use super::init::initial_rows;
+use super::init::start_rows;
 use super::output::{Arrangement, SpreadFactors, by_weight};
-use super::partition::Partition;
 use crate::decomp::cp_apr::{
-    AprScale, check_not_collapsed, column_sums, fix_inadmissible, has_unsure_zero, negative_values,
-    non_integer_values, normalize, scale_columns,
+    AprScale, LeftOut, check_not_collapsed, column_sums, fix_inadmissible, has_unsure_zero,
+    largest_left_out, negative_values, non_integer_values, normalize, scale_columns,
 };
 use crate::decomp::{CpAprIter, CpAprModel, CpAprOptions, NonInteger};
 use crate::engine::{Engine, PhiParams, Prepared, ValueCensus, Workload};
 use crate::error::{Error, Result};
-use crate::math::mu::inner_iterations_combined;
+use crate::math::mu::{inner_iterations_combined, nan_max};
 use crate::ops::Op;
 use std::cell::RefCell;
 use std::ops::Range;
@@ -71,13 +75,14 @@ pub struct DistCpApr {
 }
 
 impl DistCpApr {
-    /// The factors, spread over the ranks as `partition` says (the one of the run).
-    pub fn factors<'a>(&'a self, partition: &'a Partition) -> SpreadFactors<'a, f64> {
+    /// The factors, spread over the ranks as `block`'s partition says (the one of the
+    /// run), on the tensor's rows.
+    pub fn factors<'a>(&'a self, block: &'a Block) -> SpreadFactors<'a, f64> {
         SpreadFactors {
-            partition,
+            partition: &block.partition,
             rows: self.owned.iter().map(Vec::as_slice).collect(),
             arrangement: self.arrangement.clone(),
-            tensor_rows: None,
+            tensor_rows: block.rows.as_ref(),
         }
     }
 }
@@ -179,6 +184,13 @@ fn reduce_to_owners(layer: &Channel, counts: &[u64], local: &[f64], out: &mut [f
 /// `engine` (see the [module documentation](self)); `progress` is called after every
 /// outer iteration on every rank.
 ///
+/// Where `block` holds the used rows of some modes ([`Block::rows`]), the run is the
+/// single process's on those rows ([`crate::decomp::cp_apr::cp_apr_on_rows`]): the
+/// start's column sums and the first KKT violation of such a mode take in the rows
+/// left out. Where such a mode does not update in the first iteration, the run stops
+/// there with `None`, on every rank: the single process then runs on every row, and
+/// so must the caller (distributing the tensor without a CP rank).
+///
 /// Values whose RMS (over every rank) is far below 1 run multiplied by a power of two,
 /// as the single process runs them ([`crate::decomp::cp_apr::units`]): `block`'s values
 /// are multiplied in place for the run (and left so); the model, its log-likelihoods
@@ -189,7 +201,7 @@ pub fn cp_apr(
     block: &mut Block,
     opts: &CpAprOptions,
     progress: &mut dyn FnMut(&CpAprIter),
-) -> DistResult<DistCpApr> {
+) -> DistResult<Option<DistCpApr>> {
     // The values' checks read them as given, before any change of units.
     let given = ValueCensus::of_values(block.tensor.values().iter().copied());
     let scale = run_units(ch, block);
@@ -202,13 +214,8 @@ pub fn cp_apr(
         Err(Error::InvalidTensor(format!(
             "a decomposition needs a tensor of order ≥ 2, got order {order}"
         )))
-    } else if block.rows.is_some() {
-        // Its start's column sums and first KKT violation would need the rows left out.
-        Err(Error::Unsupported(
-            "distributed CP-APR runs on every row: distribute its tensor without a CP rank".into(),
-        ))
     } else {
-        opts.validate(dims)
+        opts.validate(block.tensor_dims())
     })?;
     let divided;
     let opts = match (scale, &opts.init) {
@@ -233,8 +240,11 @@ pub fn cp_apr(
         op: Op::Mttkrp,
         rank,
     };
-    let model =
+    let mut model =
         super::plan::cp_apr_model(part, order, (local_nnz, rank), me, engine.offers_phi_runs());
+    if let Some(rows) = &block.rows {
+        super::plan::add_start_draw(&mut model, part, rows, rank, me);
+    }
     ch.agree(super::plan::block_plan(engine, block, w, ("CP-APR", &model), false, me).check())?;
     let prepared: Option<Prepared> = ch.agree(if local_nnz > 0 {
         engine.prepare(&block.tensor, &[w]).map(Some)
@@ -261,31 +271,47 @@ pub fn cp_apr(
     );
 
     // Each rank's slab rows of the single process's initial factors, in f64, divided
-    // by the whole columns' sums (all-reduced from the owned rows) into λ.
+    // by the whole columns' sums into λ: the sums over the tensor's rows every rank's
+    // owned rows stand for (a mode held on its used rows has its empty rows there too),
+    // all-reduced. For such a mode, each column's largest entry over the rows left out
+    // besides, which the single process's first KKT violation of the mode reads.
     let slab_rows: Vec<Range<usize>> = (0..order).map(|m| part.slab(m, me)).collect();
     let own: Vec<Range<usize>> = (0..order)
         .map(|m| entries(part.owned(m, me), slab_rows[m].start, rank))
         .collect();
-    let mut slabs: Vec<Vec<f64>> = (0..order)
-        .map(|m| {
-            let f = initial_rows(
-                opts.init.as_deref(),
-                opts.seed,
-                m,
-                slab_rows[m].clone(),
-                rank,
-            );
-            f.data().iter().map(|&v| f64::from(v)).collect()
-        })
-        .collect();
+    let mut slabs: Vec<Vec<f64>> = Vec::with_capacity(order);
+    let mut left = LeftOut {
+        sums: Vec::with_capacity(order),
+        largest: Vec::with_capacity(order),
+    };
     let mut lambda = vec![1.0f64; rank];
-    for m in 0..order {
-        let mut sums = column_sums(&slabs[m][own[m].clone()], rank);
+    for (m, slab) in slab_rows.iter().enumerate() {
+        let owned = part.owned(m, me);
+        let (f, spanned) = start_rows(
+            opts.init.as_deref(),
+            opts.seed,
+            m,
+            rank,
+            (slab.clone(), owned.clone()),
+            block.rows.as_ref(),
+        );
+        let mut sums = column_sums(spanned.data(), rank);
         ch.reduce_f64(&mut sums, Reduce::Sum);
-        normalize(&mut slabs[m], &sums);
+        let used = (block.rows.as_ref())
+            .and_then(|r| r.used[m].as_deref().map(|u| (r.span(m, owned.clone()), u)));
+        left.largest.push(used.map(|(span, u)| {
+            let mut top = largest_left_out(spanned.data(), rank, span.start, &u[owned], &sums);
+            ch.reduce_f64(&mut top, Reduce::Max);
+            top
+        }));
+        drop(spanned);
+        let mut slab: Vec<f64> = f.data().iter().map(|&v| f64::from(v)).collect();
+        normalize(&mut slab, &sums);
         for (l, s) in lambda.iter_mut().zip(&sums) {
             *l *= s;
         }
+        slabs.push(slab);
+        left.sums.push(sums);
     }
     let layers: Vec<Channel> = (0..order).map(|m| ch.split(part.layer(m, me))).collect();
     let counts: Vec<Vec<u64>> = (0..order)
@@ -335,6 +361,9 @@ pub fn cp_apr(
             {
                 moved[n] = 1.0;
             }
+            // The violation of the rows left out, in the first iteration (the only one
+            // they are not zero in).
+            let left_violation = left.violation(n, &lambda).filter(|_| it == 0);
             scale_columns(&mut slabs[n][o.clone()], &lambda);
             lambda.fill(1.0);
             // 2. The session on this mode, the other slabs fixed.
@@ -378,6 +407,18 @@ pub fn cp_apr(
             inner_iters += inner.evaluations;
             if inner.evaluations > 0 {
                 kkt[n] = inner.violation;
+            }
+            if let Some(v) = left_violation {
+                if !inner.updated {
+                    // The single process's rows left out would have kept their
+                    // start: the run gives way to one on every row (on every rank:
+                    // `updated` is the same on all).
+                    return Ok(None);
+                }
+                // The first evaluation's violation counted them; an update zeroed them.
+                if inner.evaluations == 1 {
+                    kkt[n] = nan_max(kkt[n], v);
+                }
             }
             if inner.updated {
                 all_met = false;
@@ -498,7 +539,7 @@ pub fn cp_apr(
         // `iters` holds the run's log-likelihoods (`progress` heard them converted).
         scale.model(&mut model, sum);
     }
-    Ok(DistCpApr {
+    Ok(Some(DistCpApr {
         model,
         scale: scale.map(|(s, _)| s),
         owned,
@@ -512,5 +553,5 @@ pub fn cp_apr(
             planned_bytes: crate::memplan::largest_checked(),
             ..stats
         },
-    })
+    }))
 }

@@ -6,7 +6,7 @@
 //! [`super::comm::Channel::agree`] then stops every rank with the lowest failing rank's
 //! error, before any rank draws its factors or prepares its block.
 
-use super::exchange::Block;
+use super::exchange::{Block, UsedIndices};
 use super::partition::Partition;
 use crate::engine::cpu::{CacheSizes, add_streamed_to_plan, phi_width};
 use crate::engine::{Backend, Engine, Workload};
@@ -150,6 +150,36 @@ pub(super) fn cp_apr_model(
         );
     }
     p
+}
+
+/// Adds to `model` the tensor's rows rank `me` draws for one mode's start where the
+/// run holds only the used rows `rows` ([`super::init::start_rows`]): the most of any
+/// mode's, its slab's first to last used row or the rows its owned ones stand for.
+pub(super) fn add_start_draw(
+    model: &mut MemoryPlan,
+    part: &Partition,
+    rows: &UsedIndices,
+    rank: usize,
+    me: usize,
+) {
+    let drawn = (0..rows.used.len())
+        .map(|m| {
+            let (slab, owned) = (part.slab(m, me), part.owned(m, me));
+            match &rows.used[m] {
+                Some(u) if !slab.is_empty() => {
+                    let range = (u[slab.end - 1] - u[slab.start]) as usize + 1;
+                    range.max(rows.span(m, owned).len())
+                }
+                _ => slab.len(),
+            }
+        })
+        .max()
+        .unwrap_or(0);
+    model.add(
+        format!("a mode's start drawn on the tensor's rows ({drawn} rows × {rank}, f32)"),
+        drawn as u128 * rank as u128,
+        4,
+    );
 }
 
 /// The plan of rank `me` for `block` prepared for `workload`, with `model` the plan of

@@ -125,25 +125,8 @@ fn one_rank_reproduces_the_single_process_exactly() {
 /// process's and zero where its are (the text compared number by number).
 #[test]
 fn one_rank_runs_mostly_empty_modes_on_their_used_rows() {
-    let dims = [3000u32, 2000, 7];
-    let mut entries = std::collections::BTreeMap::new();
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    while entries.len() < 900 {
-        let mut next = |n: u32| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % u64::from(n)) as u32
-        };
-        let c = vec![next(60) * 50, next(40) * 50 + 1, next(dims[2])];
-        entries.insert(c, f64::from(next(5) + 1));
-    }
-    let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
-    let x = crate::CooTensor::from_entries(dims, entries).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("x.tns");
-    tns::write(&p, &x).unwrap();
-    let (x, _) = tns::read(&p).unwrap();
+    let (p, x) = mostly_empty_file(dir.path());
     let engine = Engine::cpu();
     let opts = CpOptions {
         rank: 3,
@@ -176,6 +159,39 @@ fn one_rank_runs_mostly_empty_modes_on_their_used_rows() {
     for (a, b) in got.model.fits.iter().zip(&want.fits) {
         assert!((a - b).abs() <= 1e-9 * b.abs(), "{a} vs {b}");
     }
+    same_numbers(
+        &streamed(&ch, &got.factors(&block)),
+        &written(&want.factors),
+    );
+}
+
+/// A 3000 × 2000 × 7 tensor of 900 counts 1 … 5 whose first two modes use 60 and 40 of
+/// their rows, written to `dir` as `x.tns`; as read back.
+fn mostly_empty_file(dir: &std::path::Path) -> (std::path::PathBuf, crate::CooTensor) {
+    let dims = [3000u32, 2000, 7];
+    let mut entries = std::collections::BTreeMap::new();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    while entries.len() < 900 {
+        let mut next = |n: u32| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % u64::from(n)) as u32
+        };
+        let c = vec![next(60) * 50, next(40) * 50 + 1, next(dims[2])];
+        entries.insert(c, f64::from(next(5) + 1));
+    }
+    let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+    let x = crate::CooTensor::from_entries(dims, entries).unwrap();
+    let p = dir.join("x.tns");
+    tns::write(&p, &x).unwrap();
+    let (x, _) = tns::read(&p).unwrap();
+    (p, x)
+}
+
+/// Checks factor files `a` against `b` number by number: the same count, within 1e-6,
+/// and zero exactly where `b` is.
+fn same_numbers(a: &[String], b: &[String]) {
     let numbers = |t: &[String]| -> Vec<Vec<f64>> {
         t.iter()
             .map(|f| {
@@ -185,17 +201,116 @@ fn one_rank_runs_mostly_empty_modes_on_their_used_rows() {
             })
             .collect()
     };
-    let (a, b) = (
-        numbers(&streamed(&ch, &got.factors(&block))),
-        numbers(&written(&want.factors)),
-    );
-    for (m, (fa, fb)) in a.iter().zip(&b).enumerate() {
+    for (m, (fa, fb)) in numbers(a).iter().zip(&numbers(b)).enumerate() {
         assert_eq!(fa.len(), fb.len(), "mode {m}");
         for (u, v) in fa.iter().zip(fb) {
             assert!((u - v).abs() <= 1e-6, "mode {m}: {u} vs {v}");
             assert_eq!(*u == 0.0, *v == 0.0, "mode {m}: {u} vs {v}");
         }
     }
+}
+
+/// CP-APR of modes mostly empty runs on their used rows on one rank as in the single
+/// process (`cp_apr_on_rows`): log-likelihoods and KKT violations within 1e-9 relative
+/// (the start's column sums are added in another order), the same inner iterations,
+/// and the factor files as [`same_numbers`] checks them; from a start near a fit, with
+/// one inner iteration, a renumbered mode's first violation is that of its rows left
+/// out.
+#[test]
+fn one_rank_runs_cp_apr_of_mostly_empty_modes_on_their_used_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, x) = mostly_empty_file(dir.path());
+    let engine = Engine::cpu();
+    let rows = crate::decomp::used_rows::UsedRows::of(&x, 3)
+        .unwrap()
+        .unwrap();
+    let w = [crate::engine::Workload {
+        op: crate::Op::Mttkrp,
+        rank: 3,
+    }];
+    let prepared = engine.prepare(rows.tensor(), &w).unwrap();
+    // A start near a fitted model (weights in mode 0) whose mode 1 has its empty row 0
+    // not zero: with one inner iteration, mode 1's first violation is that row's.
+    let fitted = crate::decomp::cp_apr(
+        &engine,
+        &engine.prepare(&x, &w).unwrap(),
+        &crate::decomp::CpAprOptions {
+            rank: 3,
+            max_iters: 40,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut near = fitted.factors.clone();
+    for row in near[0].data_mut().chunks_exact_mut(3) {
+        for (v, w) in row.iter_mut().zip(&fitted.weights) {
+            *v *= *w as f32;
+        }
+    }
+    near[1].data_mut()[..3].fill(0.01);
+    let ch = Channel::single();
+    for (init, max_inner) in [(None, 10), (None, 1), (Some(near), 1)] {
+        let opts = crate::decomp::CpAprOptions {
+            rank: 3,
+            max_iters: 6,
+            max_inner,
+            tol: 0.0,
+            seed: 5,
+            init,
+            ..Default::default()
+        };
+        let want =
+            crate::decomp::cp_apr::cp_apr_on_rows(&engine, &prepared, &rows, &opts, &mut |_| {
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+        let share = read_share(&ch, &p).unwrap();
+        let mut block = distribute(&ch, share, Scheme::Medium, &p, Some(3)).unwrap();
+        assert_eq!(block.dims, rows.tensor().dims());
+        let got = super::cp_apr::cp_apr(&ch, &engine, &mut block, &opts, &mut |_| {})
+            .unwrap()
+            .expect("every mode updates");
+        assert_eq!(got.model.iters.len(), want.iters.len());
+        for (a, b) in got.model.iters.iter().zip(&want.iters) {
+            for (u, v) in [
+                (a.log_likelihood, b.log_likelihood),
+                (a.kkt_violation, b.kkt_violation),
+            ] {
+                assert!((u - v).abs() <= 1e-9 * v.abs(), "{max_inner}: {u} vs {v}");
+            }
+            assert_eq!(a.inner_iters, b.inner_iters);
+        }
+        same_numbers(
+            &streamed(&ch, &got.factors(&block)),
+            &written(&want.factors),
+        );
+    }
+}
+
+/// Where a mode held on its used rows meets the tolerance at the start, the run on
+/// its used rows stops with `None` (the single process then runs on every row); on
+/// every row it runs to the end.
+#[test]
+fn cp_apr_on_used_rows_gives_way_where_a_mode_does_not_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, _) = mostly_empty_file(dir.path());
+    let engine = Engine::cpu();
+    let ch = Channel::single();
+    let opts = crate::decomp::CpAprOptions {
+        rank: 3,
+        max_iters: 3,
+        tol: 1e6,
+        ..Default::default()
+    };
+    let run = |cp_rank| {
+        let share = read_share(&ch, &p).unwrap();
+        let mut block = distribute(&ch, share, Scheme::Medium, &p, cp_rank).unwrap();
+        assert_eq!(block.rows.is_some(), cp_rank.is_some());
+        super::cp_apr::cp_apr(&ch, &engine, &mut block, &opts, &mut |_| {}).unwrap()
+    };
+    assert!(run(Some(3)).is_none());
+    let all = run(None).expect("on every row");
+    assert!(all.model.converged && all.model.iters.len() == 1);
 }
 
 /// Consecutive ranges of a run's rows stand for consecutive ranges of the tensor's
@@ -376,7 +491,9 @@ fn cp_apr_alone_and_on_one_rank(
     let ch = Channel::single();
     let share = read_share(&ch, &p).unwrap();
     let mut block = distribute(&ch, share, Scheme::Medium, &p, None).unwrap();
-    let got = super::cp_apr::cp_apr(&ch, &engine, &mut block, opts, &mut |_| {}).unwrap();
+    let got = super::cp_apr::cp_apr(&ch, &engine, &mut block, opts, &mut |_| {})
+        .unwrap()
+        .expect("a run on every row is never redone");
     assert_eq!(
         got.model.log_likelihoods(),
         want.log_likelihoods(),
@@ -384,7 +501,7 @@ fn cp_apr_alone_and_on_one_rank(
     );
     assert_eq!(got.model.weights, want.weights, "{phi:?}");
     assert_eq!(
-        streamed(&ch, &got.factors(&block.partition)),
+        streamed(&ch, &got.factors(&block)),
         written(&want.factors),
         "{phi:?}"
     );

@@ -1,7 +1,7 @@
 //! CP-APR across MPI ranks: `mpirun -np P sptmc cp-apr` against the single process, on
 //! a generated count tensor and a shared one, with P = 1 … 4, a grid where a rank holds
-//! no nonzeros, the per-rank bytes of `--json` against the model, the model files, and
-//! bad input.
+//! no nonzeros, the per-rank bytes of `--json` against the model, the model files,
+//! modes mostly empty run on their used rows, and bad input.
 //!
 //! Needs a build with `--features mpi` and `mpirun` on the PATH; skipped visibly
 //! otherwise (a failure under `SPTMC_REQUIRE_MPI=1`, as CI sets it).
@@ -366,10 +366,10 @@ fn negative_counts_are_one_error_line_from_one_rank() {
 
 /// The model files written under mpirun are the single process's: the same header
 /// lines and every row's values within 1e-6 of their column's largest. f64 throughout,
-/// only the order of sums differs: on 2 to 4 ranks the order in which a row's partial
-/// Φ adds; on one rank the column sums', as the single process runs mode 0, mostly
-/// empty, on its used rows (`decomp::used_rows::UsedRows`). Mode 0 is longer than the
-/// rows rank 0 receives at once.
+/// only the order of sums differs: that in which a row's partial Φ from several ranks
+/// adds, and that of the start's column sums (mode 0, mostly empty, runs on its used
+/// rows, `decomp::used_rows::UsedRows`, each rank summing its own rows' span). Mode 0
+/// is longer than the rows rank 0 receives at once.
 #[test]
 fn model_files_are_the_single_process_files() {
     if mpirun().is_none() {
@@ -458,4 +458,102 @@ fn values_far_below_one_run_scaled_on_every_rank_count() {
             );
         }
     }
+}
+
+/// Modes mostly empty run on their used rows under mpirun as in one process: the note
+/// says so, `--json` reports the rows held, the log-likelihoods match on 1 to 4 ranks
+/// (as [`same_lls`] asks), and the model files have every row of the tensor, zero
+/// where the single process's are, the others as in
+/// [`model_files_are_the_single_process_files`].
+#[test]
+fn mostly_empty_modes_run_on_their_used_rows_on_1_to_4_ranks() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "sparse-rows.tns",
+        &crate::cp_rows::mostly_empty(300, 6000, 32),
+    );
+    same_lls(&f, &[1, 2, 3, 4]);
+    let run = |out: &std::path::Path, p: Option<usize>| {
+        let mut a = vec!["cp-apr", f.as_str(), "--out", out.to_str().unwrap()];
+        a.extend(APR);
+        match p {
+            None => single(&a),
+            Some(p) => ranks(p, &a),
+        }
+    };
+    let one = dir.path().join("one");
+    json(&run(&one, None), "one process");
+    let zero_rows = |dir: &std::path::Path| -> Vec<bool> {
+        let t = std::fs::read_to_string(dir.join("factor-1.txt")).unwrap();
+        (t.lines().filter(|l| !l.starts_with('#')))
+            .map(|l| l.split(' ').all(|v| v.parse::<f64>().unwrap() == 0.0))
+            .collect()
+    };
+    let want = zero_rows(&one);
+    assert_eq!(want.iter().filter(|&&z| !z).count(), 300);
+    for p in [1, 3] {
+        let many = dir.path().join(format!("ranks-{p}"));
+        let o = run(&many, Some(p));
+        let got = json(&o, &format!("{p} ranks"));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains("CP-APR runs on the rows with nonzeros (mode 0: 300 of "),
+            "{stderr}"
+        );
+        assert_eq!(
+            got["distributed"]["rows_held"],
+            serde_json::json!([300, 300, 9])
+        );
+        assert_same_model_values(&one, &many, 1e-6);
+        assert_eq!(zero_rows(&many), want, "{p} ranks: the empty rows");
+    }
+}
+
+/// Where a mode held on its used rows meets the tolerance at the start, the ranks run
+/// on every row, as the single process does then: the note says so, and the one
+/// iteration's log-likelihood and the model files are the single process's.
+#[test]
+fn a_mode_that_does_not_update_puts_the_ranks_on_every_row() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "sparse-rows.tns",
+        &crate::cp_rows::mostly_empty(300, 6000, 33),
+    );
+    let run = |out: &std::path::Path, p: Option<usize>| {
+        let a = [
+            "cp-apr",
+            f.as_str(),
+            "--out",
+            out.to_str().unwrap(),
+            "--rank",
+            "3",
+            "--tol",
+            "1e6",
+            "--json",
+        ];
+        match p {
+            None => single(&a),
+            Some(p) => ranks(p, &a),
+        }
+    };
+    let one = dir.path().join("one");
+    let want = json(&run(&one, None), "one process");
+    let many = dir.path().join("ranks-2");
+    let o = run(&many, Some(2));
+    let got = json(&o, "2 ranks");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("CP-APR runs on every row"), "{stderr}");
+    let (a, b) = (lls(&got), lls(&want));
+    assert_eq!(a.len(), 1);
+    assert_eq!(b.len(), 1);
+    assert!((a[0] - b[0]).abs() <= 1e-9 * b[0].abs(), "{a:?} vs {b:?}");
+    assert_same_model_values(&one, &many, 1e-6);
 }

@@ -112,10 +112,12 @@ fn rank_0_writes_the_model_without_holding_a_whole_factor() {
             .min()
             .unwrap()
     };
+    // A million nonzeros, so that about 63 % of mode 0's rows hold some: the runs hold
+    // every row (a mode mostly empty would run on its used rows alone).
     let dims = vec![1_000_000, 6, 5];
     let x = generate(&GenSpec {
         dims: dims.clone(),
-        nnz: 100_000,
+        nnz: 1_000_000,
         pattern: Pattern::Uniform,
         seed: 3,
     })
@@ -137,6 +139,7 @@ fn rank_0_writes_the_model_without_holding_a_whole_factor() {
             out.to_str().unwrap(),
         ];
         let got = common::mpi::json(&common::mpi::ranks(4, &args), cmd);
+        assert_eq!(got["distributed"]["rows_held"], serde_json::json!(dims));
         let peaks: Vec<u64> = got["distributed"]["per_rank"]
             .as_array()
             .unwrap()

@@ -537,7 +537,9 @@ twin!(
         let ch = Channel::single();
         let share = sptmc::dist::read::read_share(&ch, &p).unwrap();
         let mut block = distribute(&ch, share, Scheme::Medium, &p, None).unwrap();
-        let got = sptmc::dist::cp_apr::cp_apr(&ch, engine, &mut block, &opts, &mut |_| {}).unwrap();
+        let got = sptmc::dist::cp_apr::cp_apr(&ch, engine, &mut block, &opts, &mut |_| {})
+            .unwrap()
+            .expect("a run on every row is never redone");
         let (a, b) = (got.model.log_likelihoods(), want.log_likelihoods());
         assert_eq!(a.len(), b.len());
         if engine.kind() == sptmc::engine::BackendKind::Cpu {

@@ -86,6 +86,7 @@ pub(crate) use mu::{
 };
 pub use options::{CpAprOptions, NonInteger};
 pub use rows::cp_apr_on_rows;
+pub(crate) use rows::{LeftOut, largest_left_out};
 pub use units::{AprScale, ScaledRun};
 
 /// What one outer iteration did and cost.

@@ -22,20 +22,45 @@ use std::ops::ControlFlow;
 /// What the run on the used rows needs of the rows it leaves out: per mode, the
 /// initial factor's column sums over all rows, and (renumbered modes only) each
 /// column's largest entry over the rows left out, divided by that sum.
-pub(super) struct LeftOut {
-    pub(super) sums: Vec<Vec<f64>>,
-    largest: Vec<Option<Vec<f64>>>,
+pub(crate) struct LeftOut {
+    pub(crate) sums: Vec<Vec<f64>>,
+    pub(crate) largest: Vec<Option<Vec<f64>>>,
 }
 
 impl LeftOut {
     /// The KKT violation `max |min(B, 1 − Φ)|` of mode `n`'s rows left out when its
     /// weights `lambda` move in (`B = A diag(λ)`, `Φ = 0` there): `min(max B, 1)`;
     /// `None` for a mode kept whole.
-    pub(super) fn violation(&self, n: usize, lambda: &[f64]) -> Option<f64> {
+    pub(crate) fn violation(&self, n: usize, lambda: &[f64]) -> Option<f64> {
         let largest = self.largest[n].as_ref()?;
         let b = (largest.iter().zip(lambda)).fold(0.0f64, |m, (a, l)| m.max(a * l));
         Some(b.min(1.0))
     }
+}
+
+/// Each column's largest entry of the initial rows `factor` (`rank` values each, the
+/// first the tensor's row `first`) that are not among the rows `used` (ascending, all
+/// within them), divided by the column's sum over all rows, `sums` (not where that is
+/// 0).
+pub(crate) fn largest_left_out(
+    factor: &[f32],
+    rank: usize,
+    first: usize,
+    used: &[u32],
+    sums: &[f64],
+) -> Vec<f64> {
+    let mut top = vec![0.0f64; rank];
+    let mut used = used.iter().peekable();
+    for (i, row) in factor.chunks_exact(rank).enumerate() {
+        if used.next_if(|&&u| u as usize == first + i).is_some() {
+            continue;
+        }
+        for ((t, &v), &s) in top.iter_mut().zip(row).zip(sums) {
+            let v = f64::from(v);
+            *t = t.max(if s > 0.0 { v / s } else { v });
+        }
+    }
+    top
 }
 
 /// The initial factors of `opts` on the tensor's rows cut to the run's, and what the
@@ -46,20 +71,10 @@ fn start(rows: &UsedRows, opts: &CpAprOptions) -> (Vec<crate::matrix::Matrix>, L
     for (m, full) in opts.initial_factors(rows.dims()).into_iter().enumerate() {
         // The sums the run on all rows takes of the f64 copy, to the bit.
         let s = column_sums(full.data(), rank);
-        largest.push(rows.renumbered(m).then(|| {
-            let mut top = vec![0.0f64; rank];
-            let mut used = rows.used(m).iter().peekable();
-            for (i, row) in full.data().chunks_exact(rank).enumerate() {
-                if used.next_if(|&&u| u as usize == i).is_some() {
-                    continue;
-                }
-                for ((t, &v), &s) in top.iter_mut().zip(row).zip(&s) {
-                    let v = f64::from(v);
-                    *t = t.max(if s > 0.0 { v / s } else { v });
-                }
-            }
-            top
-        }));
+        largest.push(
+            rows.renumbered(m)
+                .then(|| largest_left_out(full.data(), rank, 0, rows.used(m), &s)),
+        );
         sums.push(s);
         factors.push(rows.cut(m, full));
     }
