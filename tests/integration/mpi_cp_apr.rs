@@ -114,6 +114,44 @@ fn generated_counts_log_likelihoods_match_one_process_on_1_to_4_ranks() {
     same_lls(&f, &[1, 2, 3, 4]);
 }
 
+/// With a loose tolerance the inner iterations stop early, where the violation
+/// over every rank's rows falls below it: the same inner iterations and
+/// log-likelihoods as the single process on 2 to 4 ranks, whose grids leave mode 0's
+/// slabs to one rank each (so that a rank's own rows alone would stop elsewhere).
+#[test]
+fn inner_iterations_stop_where_the_single_process_stops() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "c.tns", &counts(vec![900, 40, 30], 20_000, 12));
+    let args = [
+        "cp-apr", &f, "--rank", "4", "--iters", "12", "--tol", "0.2", "--json", "--seed=5",
+    ];
+    let one = json(&single(&args), "the single process");
+    let inner = |v: &Value| -> Vec<u64> {
+        (v["iterations"].as_array().unwrap().iter())
+            .map(|s| s["inner_iters"].as_u64().unwrap())
+            .collect()
+    };
+    let want = inner(&one);
+    assert!(
+        want.iter().any(|&k| k < 30),
+        "no inner iterations stopped early: {want:?}"
+    );
+    for p in 2..=4 {
+        let got = json(&ranks(p, &args), &format!("{p} ranks"));
+        assert_eq!(got["distributed"]["grid"][0], p, "{p} ranks: mode 0 cut");
+        assert_eq!(inner(&got), want, "{p} ranks: inner iterations");
+        for (k, (a, b)) in lls(&got).iter().zip(&lls(&one)).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs(),
+                "{p} ranks, iteration {k}: {a} vs {b}"
+            );
+        }
+    }
+}
+
 #[test]
 fn shared_tensor_log_likelihoods_match_one_process() {
     if mpirun().is_none() {
