@@ -135,14 +135,7 @@ fn one_rank_runs_mostly_empty_modes_on_their_used_rows() {
         seed: 5,
         init: None,
     };
-    let rows = crate::decomp::used_rows::UsedRows::of(&x, 3)
-        .unwrap()
-        .unwrap();
-    let w = [crate::engine::Workload {
-        op: crate::Op::Mttkrp,
-        rank: 3,
-    }];
-    let prepared = engine.prepare(rows.tensor(), &w).unwrap();
+    let (rows, prepared) = used_rows_prepared(&engine, &x);
     let want = crate::decomp::cp_als::cp_als_on_rows(&engine, &prepared, &rows, &opts, &mut |_| {
         ControlFlow::Continue(())
     })
@@ -189,6 +182,26 @@ fn mostly_empty_file(dir: &std::path::Path) -> (std::path::PathBuf, crate::CooTe
     (p, x)
 }
 
+/// `x` on its used rows at rank 3, and that prepared on `engine` for MTTKRP.
+fn used_rows_prepared(
+    engine: &Engine,
+    x: &crate::CooTensor,
+) -> (crate::decomp::used_rows::UsedRows, crate::engine::Prepared) {
+    let rows = crate::decomp::used_rows::UsedRows::of(x, 3)
+        .unwrap()
+        .expect("modes 0 and 1 mostly empty");
+    let prepared = engine.prepare(rows.tensor(), &[mttkrp(3)]).unwrap();
+    (rows, prepared)
+}
+
+/// MTTKRP at rank `rank`.
+fn mttkrp(rank: usize) -> crate::engine::Workload {
+    crate::engine::Workload {
+        op: crate::Op::Mttkrp,
+        rank,
+    }
+}
+
 /// Checks factor files `a` against `b` number by number: the same count, within 1e-6,
 /// and zero exactly where `b` is.
 fn same_numbers(a: &[String], b: &[String]) {
@@ -221,19 +234,12 @@ fn one_rank_runs_cp_apr_of_mostly_empty_modes_on_their_used_rows() {
     let dir = tempfile::tempdir().unwrap();
     let (p, x) = mostly_empty_file(dir.path());
     let engine = Engine::cpu();
-    let rows = crate::decomp::used_rows::UsedRows::of(&x, 3)
-        .unwrap()
-        .unwrap();
-    let w = [crate::engine::Workload {
-        op: crate::Op::Mttkrp,
-        rank: 3,
-    }];
-    let prepared = engine.prepare(rows.tensor(), &w).unwrap();
+    let (rows, prepared) = used_rows_prepared(&engine, &x);
     // A start near a fitted model (weights in mode 0) whose mode 1 has its empty row 0
     // not zero: with one inner iteration, mode 1's first violation is that row's.
     let fitted = crate::decomp::cp_apr(
         &engine,
-        &engine.prepare(&x, &w).unwrap(),
+        &engine.prepare(&x, &[mttkrp(3)]).unwrap(),
         &crate::decomp::CpAprOptions {
             rank: 3,
             max_iters: 40,

@@ -16,6 +16,8 @@ use common::mpi::{
 use serde_json::Value;
 use sptmc::tensor::CooTensor;
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
+use std::path::PathBuf;
+use std::process::Output;
 
 fn lls(v: &Value) -> Vec<f64> {
     v["iterations"]
@@ -498,6 +500,35 @@ fn values_far_below_one_run_scaled_on_every_rank_count() {
     }
 }
 
+/// `sptmc cp-apr` of a mostly empty tensor (`crate::cp_rows::mostly_empty`, 300 rows
+/// used in modes 0 and 1, of seed `seed`, written in `dir`) with `args` and `--out`
+/// into `dir/NAME`, in one process (`ranks` `None`) or under mpirun; the output and
+/// the model's folder, named for the run.
+struct SparseRows {
+    dir: tempfile::TempDir,
+    file: String,
+}
+
+impl SparseRows {
+    fn new(seed: u64) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let x = crate::cp_rows::mostly_empty(300, 6000, seed);
+        let file = write(dir.path(), "sparse-rows.tns", &x);
+        SparseRows { dir, file }
+    }
+
+    fn run(&self, args: &[&str], ranks_of: Option<usize>) -> (Output, PathBuf) {
+        let out = (self.dir.path()).join(ranks_of.map_or("one".into(), |p| format!("ranks-{p}")));
+        let mut a = vec!["cp-apr", self.file.as_str(), "--out", out.to_str().unwrap()];
+        a.extend(args);
+        let o = match ranks_of {
+            None => single(&a),
+            Some(p) => ranks(p, &a),
+        };
+        (o, out)
+    }
+}
+
 /// Modes mostly empty run on their used rows under mpirun as in one process: the note
 /// says so, `--json` reports the rows held, the log-likelihoods match on 1 to 4 ranks
 /// (as [`same_lls`] asks), and the model files have every row of the tensor, zero
@@ -508,23 +539,10 @@ fn mostly_empty_modes_run_on_their_used_rows_on_1_to_4_ranks() {
     if mpirun().is_none() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let f = write(
-        dir.path(),
-        "sparse-rows.tns",
-        &crate::cp_rows::mostly_empty(300, 6000, 32),
-    );
-    same_lls(&f, &[1, 2, 3, 4]);
-    let run = |out: &std::path::Path, p: Option<usize>| {
-        let mut a = vec!["cp-apr", f.as_str(), "--out", out.to_str().unwrap()];
-        a.extend(APR);
-        match p {
-            None => single(&a),
-            Some(p) => ranks(p, &a),
-        }
-    };
-    let one = dir.path().join("one");
-    json(&run(&one, None), "one process");
+    let t = SparseRows::new(32);
+    same_lls(&t.file, &[1, 2, 3, 4]);
+    let (o, one) = t.run(&APR, None);
+    json(&o, "one process");
     let zero_rows = |dir: &std::path::Path| -> Vec<bool> {
         let t = std::fs::read_to_string(dir.join("factor-1.txt")).unwrap();
         (t.lines().filter(|l| !l.starts_with('#')))
@@ -534,8 +552,7 @@ fn mostly_empty_modes_run_on_their_used_rows_on_1_to_4_ranks() {
     let want = zero_rows(&one);
     assert_eq!(want.iter().filter(|&&z| !z).count(), 300);
     for p in [1, 3] {
-        let many = dir.path().join(format!("ranks-{p}"));
-        let o = run(&many, Some(p));
+        let (o, many) = t.run(&APR, Some(p));
         let got = json(&o, &format!("{p} ranks"));
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(
@@ -559,33 +576,11 @@ fn a_mode_that_does_not_update_puts_the_ranks_on_every_row() {
     if mpirun().is_none() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let f = write(
-        dir.path(),
-        "sparse-rows.tns",
-        &crate::cp_rows::mostly_empty(300, 6000, 33),
-    );
-    let run = |out: &std::path::Path, p: Option<usize>| {
-        let a = [
-            "cp-apr",
-            f.as_str(),
-            "--out",
-            out.to_str().unwrap(),
-            "--rank",
-            "3",
-            "--tol",
-            "1e6",
-            "--json",
-        ];
-        match p {
-            None => single(&a),
-            Some(p) => ranks(p, &a),
-        }
-    };
-    let one = dir.path().join("one");
-    let want = json(&run(&one, None), "one process");
-    let many = dir.path().join("ranks-2");
-    let o = run(&many, Some(2));
+    let t = SparseRows::new(33);
+    let args = ["--rank", "3", "--tol", "1e6", "--json"];
+    let (o, one) = t.run(&args, None);
+    let want = json(&o, "one process");
+    let (o, many) = t.run(&args, Some(2));
     let got = json(&o, "2 ranks");
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("CP-APR runs on every row"), "{stderr}");
