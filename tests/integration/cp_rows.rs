@@ -138,24 +138,32 @@ twin!(
     }
 );
 
-/// `sptmc cp` says which modes run on their used rows and writes the factors on the
-/// tensor's own rows.
-#[test]
-fn the_command_line_says_so_and_writes_every_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let x = mostly_empty(200, 3000, 7);
-    let file = dir.path().join("sparse-rows.tns");
+/// Runs `sptmc COMMAND FILE ARGS --backend cpu --out DIR` on a mostly empty tensor
+/// (mode 0: 200 of its 19 901 rows used; of seed `seed`, written in `dir`) and checks
+/// that it says `what` runs on the used rows and writes every row of the tensor, zero
+/// where a row is empty. The tensor's file.
+pub(crate) fn says_so_and_writes_every_row(
+    dir: &std::path::Path,
+    seed: u64,
+    (command, args): (&str, &[&str]),
+    what: &str,
+) -> std::path::PathBuf {
+    let x = mostly_empty(200, 3000, seed);
+    let file = dir.join("sparse-rows.tns");
     sptmc::tensor::tns::write(&file, &x).unwrap();
-    let out = dir.path().join("model");
-    let o = common::sptmc_command(dir.path())
-        .args(["cp", file.to_str().unwrap(), "--rank", "3", "--iters", "5"])
+    let out = dir.join("model");
+    let o = common::sptmc_command(dir)
+        .args([command, file.to_str().unwrap()])
+        .args(args)
         .args(["--backend", "cpu", "--out", out.to_str().unwrap()])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
     assert!(
-        stderr.contains("CP-ALS runs on the rows with nonzeros (mode 0: 200 of 19901 rows"),
+        stderr.contains(&format!(
+            "{what} runs on the rows with nonzeros (mode 0: 200 of 19901 rows"
+        )),
         "{stderr}"
     );
     let rows = |m: usize| -> Vec<String> {
@@ -171,6 +179,16 @@ fn the_command_line_says_so_and_writes_every_row() {
     assert!(f0[100].split(' ').any(|v| v.parse::<f64>().unwrap() != 0.0));
     assert!(f0[101].split(' ').all(|v| v.parse::<f64>().unwrap() == 0.0));
     assert_eq!(rows(2).len(), 9);
+    file
+}
+
+/// `sptmc cp` says which modes run on their used rows and writes the factors on the
+/// tensor's own rows; `sptmc cp-apr` says so too.
+#[test]
+fn the_command_line_says_so_and_writes_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ("cp", &["--rank", "3", "--iters", "5"][..]);
+    let file = says_so_and_writes_every_row(dir.path(), 7, cp, "CP-ALS");
     let o = common::sptmc_command(dir.path())
         .args([
             "cp-apr",

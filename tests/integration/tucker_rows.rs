@@ -94,38 +94,6 @@ twin!(
 #[test]
 fn the_command_line_says_so_and_writes_every_row() {
     let dir = tempfile::tempdir().unwrap();
-    let x = mostly_empty(200, 3000, 8);
-    let file = dir.path().join("sparse-rows.tns");
-    sptmc::tensor::tns::write(&file, &x).unwrap();
-    let out = dir.path().join("model");
-    let o = common::sptmc_command(dir.path())
-        .args([
-            "tucker",
-            file.to_str().unwrap(),
-            "--ranks",
-            "3",
-            "--iters",
-            "4",
-        ])
-        .args(["--backend", "cpu", "--out", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("Tucker-HOOI runs on the rows with nonzeros (mode 0: 200 of 19901 rows"),
-        "{stderr}"
-    );
-    let rows = |m: usize| -> Vec<String> {
-        let t = std::fs::read_to_string(out.join(format!("factor-{m}.txt"))).unwrap();
-        t.lines()
-            .filter(|l| !l.starts_with('#'))
-            .map(String::from)
-            .collect()
-    };
-    let f0 = rows(0);
-    assert_eq!(f0.len(), 19_901);
-    assert!(f0[100].split(' ').any(|v| v.parse::<f64>().unwrap() != 0.0));
-    assert!(f0[101].split(' ').all(|v| v.parse::<f64>().unwrap() == 0.0));
-    assert_eq!(rows(2).len(), 9);
+    let tucker = ("tucker", &["--ranks", "3", "--iters", "4"][..]);
+    crate::cp_rows::says_so_and_writes_every_row(dir.path(), 8, tucker, "Tucker-HOOI");
 }
