@@ -1,6 +1,7 @@
 //! CP-ALS and CP-APR on the used rows of mostly empty modes (`decomp/used_rows.rs`):
 //! through the driver, as both front ends run them, the model is the run on all rows,
-//! on the tensor's own rows; the command line says so and writes every row.
+//! on the tensor's own rows; the command line says so and writes every row; one
+//! rank of the distributed CP-APR runs them as the single process does.
 
 use crate::common::{self, twin};
 
@@ -208,3 +209,71 @@ fn the_command_line_says_so_and_writes_every_row() {
         "{stderr}"
     );
 }
+
+twin!(
+    /// CP-APR on one rank's distributed path (`sptmc::dist`, the process its own
+    /// communicator) runs mostly empty modes on their used rows as the single process
+    /// does on the same engine (`cp_apr_on_rows`): the rows held, every iteration's
+    /// log-likelihood within 1e-9 relative on the CPU's f64 sessions (only the order of
+    /// the start's column sums differs) and within the 1e-6 that runs across ranks
+    /// must meet where Φ runs per call in f32 (CUDA, and the CPU so, here). Fresh
+    /// seeds.
+    cp_apr_on_one_rank_runs_the_used_rows,
+    |engine| {
+        use sptmc::dist::{comm::Channel, exchange::distribute, partition::Scheme};
+        use sptmc::engine::{CpuOptions, Engine, PhiKernel};
+        let seed = common::fresh_seed("cp_apr_on_one_rank_runs_the_used_rows");
+        let x = mostly_empty(300, 6000, seed);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.tns");
+        sptmc::tensor::tns::write(&p, &x).unwrap();
+        // As read back: the file's extents are the largest indices used, plus one.
+        let (x, _) = sptmc::tensor::tns::read(&p).unwrap();
+        let opts = CpAprOptions {
+            rank: 3,
+            max_iters: 8,
+            tol: 0.0,
+            seed,
+            ..Default::default()
+        };
+        let per_call = Engine::cpu_with(CpuOptions {
+            phi: PhiKernel::PerCall,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut engines = vec![(engine, 1e-9)];
+        match engine.kind() {
+            sptmc::engine::BackendKind::Cpu => engines.push((&per_call, 1e-6)),
+            _ => engines[0].1 = 1e-6,
+        }
+        for (engine, within) in engines {
+            let rows = sptmc::decomp::used_rows::UsedRows::of(&x, 3)
+                .unwrap()
+                .expect("modes 0 and 1 mostly empty");
+            let w = Workload {
+                op: Op::Mttkrp,
+                rank: 3,
+            };
+            let prepared = engine.prepare(rows.tensor(), &[w]).unwrap();
+            let want = sptmc::decomp::cp_apr::cp_apr_on_rows(engine, &prepared, &rows, &opts, &mut |_| {
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+            let ch = Channel::single();
+            let share = sptmc::dist::read::read_share(&ch, &p).unwrap();
+            let mut block = distribute(&ch, share, Scheme::Medium, &p, Some(3)).unwrap();
+            assert_eq!(block.dims, rows.tensor().dims());
+            let got = sptmc::dist::cp_apr::cp_apr(&ch, engine, &mut block, &opts, &mut |_| {})
+                .unwrap()
+                .expect("every mode updates");
+            let (a, b) = (got.model.log_likelihoods(), want.log_likelihoods());
+            assert_eq!(a.len(), b.len());
+            for (k, (a, b)) in a.iter().zip(&b).enumerate() {
+                assert!(
+                    a.is_finite() && (a - b).abs() <= within * b.abs(),
+                    "seed {seed}, iteration {k}: {a} on one rank, {b} alone"
+                );
+            }
+        }
+    }
+);
