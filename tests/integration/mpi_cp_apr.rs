@@ -28,6 +28,13 @@ fn lls(v: &Value) -> Vec<f64> {
         .collect()
 }
 
+/// Every iteration's inner iterations (Φ evaluations, over the modes) in `--json`.
+fn inner_iters(v: &Value) -> Vec<u64> {
+    (v["iterations"].as_array().expect("iterations").iter())
+        .map(|s| s["inner_iters"].as_u64().expect("inner iterations"))
+        .collect()
+}
+
 /// A uniform tensor of counts 1 … 5.
 fn counts(dims: Vec<usize>, nnz: usize, seed: u64) -> CooTensor {
     let x = generate(&GenSpec {
@@ -72,15 +79,11 @@ fn same_lls_with(file: &str, rank_counts: &[usize], env: &[(&str, &str)]) {
                 "{p} ranks, iteration {k}: log-likelihood {a} vs {b} of one process"
             );
         }
-        let inner = |v: &Value| -> Vec<u64> {
-            v["iterations"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s["inner_iters"].as_u64().unwrap())
-                .collect()
-        };
-        assert_eq!(inner(&got), inner(&one), "{p} ranks: inner iterations");
+        assert_eq!(
+            inner_iters(&got),
+            inner_iters(&one),
+            "{p} ranks: inner iterations"
+        );
         assert_eq!(got["nnz"], one["nnz"], "{p} ranks");
         assert_eq!(got["dims"], one["dims"], "{p} ranks");
         assert_eq!(got["kind"], "cp-apr");
@@ -131,12 +134,7 @@ fn inner_iterations_stop_where_the_single_process_stops() {
         "cp-apr", &f, "--rank", "4", "--iters", "12", "--tol", "0.2", "--json", "--seed=5",
     ];
     let one = json(&single(&args), "the single process");
-    let inner = |v: &Value| -> Vec<u64> {
-        (v["iterations"].as_array().unwrap().iter())
-            .map(|s| s["inner_iters"].as_u64().unwrap())
-            .collect()
-    };
-    let want = inner(&one);
+    let want = inner_iters(&one);
     assert!(
         want.iter().any(|&k| k < 30),
         "no inner iterations stopped early: {want:?}"
@@ -144,7 +142,7 @@ fn inner_iterations_stop_where_the_single_process_stops() {
     for p in 2..=4 {
         let got = json(&ranks(p, &args), &format!("{p} ranks"));
         assert_eq!(got["distributed"]["grid"][0], p, "{p} ranks: mode 0 cut");
-        assert_eq!(inner(&got), want, "{p} ranks: inner iterations");
+        assert_eq!(inner_iters(&got), want, "{p} ranks: inner iterations");
         for (k, (a, b)) in lls(&got).iter().zip(&lls(&one)).enumerate() {
             assert!(
                 (a - b).abs() <= 1e-6 * b.abs(),
