@@ -12,8 +12,11 @@ use sptmc::{Error, Result};
 /// How a run under mpirun splits the work (`--grain`).
 #[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
 pub enum GrainArg {
-    /// A grid of ranks over the modes; factor rows exchanged within slabs.
+    /// A grid of ranks over the modes; within a slab, the factor rows each rank's
+    /// block uses exchanged.
     Medium,
+    /// The same grid, every row of the slabs exchanged (for comparison).
+    MediumSlabs,
     /// Every rank over whole modes; whole factors exchanged (for comparison).
     Coarse,
 }
@@ -63,7 +66,7 @@ mod with_mpi {
     use sptmc::decomp::{CpAprIter, IterStats};
     use sptmc::dist::comm::{Channel, DistResult, Failure};
     use sptmc::dist::cp_als::{RankStats, peak_memory};
-    use sptmc::dist::exchange::{Block, distribute};
+    use sptmc::dist::exchange::{Block, Exchange, distribute};
     use sptmc::dist::mpi::Mpi;
     use sptmc::dist::output::write_factors;
     use sptmc::dist::partition::{Partition, Scheme};
@@ -214,7 +217,7 @@ mod with_mpi {
     fn read_block(
         ch: &Channel,
         file: Option<&Path>,
-        scheme: Scheme,
+        (scheme, exchange): (Scheme, Exchange),
         cp_rank: Option<usize>,
     ) -> DistResult<(Block, String)> {
         let (share, name, path) = match file {
@@ -232,7 +235,8 @@ mod with_mpi {
             }
         };
         let start = Instant::now();
-        let block = distribute(ch, share, scheme, path, cp_rank)?;
+        let mut block = distribute(ch, share, scheme, path, cp_rank)?;
+        block.exchange = exchange;
         say(
             ch,
             &format!(
@@ -263,8 +267,9 @@ mod with_mpi {
         };
         ch.agree(dir_ok)?;
         let engine = ch.agree(engine(ch, &a.model.common))?;
-        let scheme = scheme(a.grain);
-        let (block, name) = read_block(ch, a.file.as_deref(), scheme, Some(a.rank))?;
+        let grain = scheme(a.grain);
+        let scheme = grain.0;
+        let (block, name) = read_block(ch, a.file.as_deref(), grain, Some(a.rank))?;
         if let Some(rows) = &block.rows {
             say(ch, &format!("note: {}", rows.note("CP-ALS")));
         }
@@ -295,13 +300,12 @@ mod with_mpi {
         };
         let mut summary = report.summary(&name, block.tensor_dims(), block.nnz as usize);
         let (p, n, r) = (&block.partition, block.dims.len(), a.rank);
-        let model = |p: &Partition, k: usize| {
-            volume::rows_bytes(p, k, r).iter().sum::<u64>() + volume::scalars_bytes(p.ranks(), n, r)
-        };
+        let slabs = |p: &Partition, k: usize| volume::rows_bytes(p, k, r).iter().sum::<u64>();
+        let scalars = volume::scalars_bytes(p.ranks(), n, r);
         let rough = volume::rough_bytes(&block.dims, p.ranks(), r)
             .iter()
             .sum::<u64>();
-        summary["distributed"] = distributed_json(&block, scheme, &ranks, &model, rough);
+        summary["distributed"] = distributed_json(&block, scheme, &ranks, (&slabs, scalars), rough);
         let weights = &report.model.weights;
         let written = match staged {
             Some(staged) => Matrix::new(weights.len(), 1, weights.clone())
@@ -324,11 +328,12 @@ mod with_mpi {
         Ok(())
     }
 
-    /// The partition scheme of `--grain`.
-    fn scheme(grain: Option<GrainArg>) -> Scheme {
+    /// The partition scheme and exchange of `--grain`.
+    fn scheme(grain: Option<GrainArg>) -> (Scheme, Exchange) {
         match grain {
-            Some(GrainArg::Coarse) => Scheme::Coarse,
-            Some(GrainArg::Medium) | None => Scheme::Medium,
+            Some(GrainArg::Coarse) => (Scheme::Coarse, Exchange::Slabs),
+            Some(GrainArg::MediumSlabs) => (Scheme::Medium, Exchange::Slabs),
+            Some(GrainArg::Medium) | None => (Scheme::Medium, Exchange::UsedRows),
         }
     }
 
@@ -340,6 +345,7 @@ mod with_mpi {
         let compute = ch.gather_u64(s.compute_seconds.to_bits());
         let comm = ch.gather_u64(s.comm_seconds.to_bits());
         let bytes = ch.gather_u64(s.bytes_per_iter);
+        let model = ch.gather_u64(s.model_rows_bytes);
         (0..ch.size())
             .map(|r| RankStats {
                 rank: r,
@@ -349,18 +355,25 @@ mod with_mpi {
                 compute_seconds: f64::from_bits(compute[r]),
                 comm_seconds: f64::from_bits(comm[r]),
                 bytes_per_iter: bytes[r],
+                model_rows_bytes: model[r],
             })
             .collect()
     }
 
+    /// The bytes of factor rows a rank of a partition sends per iteration when every
+    /// row of its slabs travels (`volume`'s models).
+    type SlabModel<'a> = dyn Fn(&Partition, usize) -> u64 + 'a;
+
     /// The `distributed` object of `--json`: the partition, every rank's figures, and
-    /// the bytes per iteration against the models (`model` of a partition and a rank:
-    /// this grid's and the coarse-grained variant's; the rough `I·R/P^(1/N)` figure).
+    /// the bytes per iteration against the models: the rows the run's routes move
+    /// (each rank's `model_rows_bytes`), every row of the slabs (`slabs` of a partition
+    /// and a rank: this grid's and the coarse-grained variant's whole factors), each
+    /// with the small all-reduces' `scalars`; the rough `I·R/P^(1/N)` figure.
     fn distributed_json(
         block: &Block,
         scheme: Scheme,
         ranks: &[RankStats],
-        model: &dyn Fn(&Partition, usize) -> u64,
+        (slabs, scalars): (&SlabModel, u64),
         rough: u64,
     ) -> serde_json::Value {
         let p = &block.partition;
@@ -374,8 +387,9 @@ mod with_mpi {
                     "planned_bytes": s.planned_bytes,
                     "compute_seconds": s.compute_seconds, "comm_seconds": s.comm_seconds,
                     "bytes_per_iter": s.bytes_per_iter,
-                    "model_bytes_per_iter": model(p, s.rank),
-                    "coarse_model_bytes_per_iter": model(&coarse, s.rank),
+                    "model_bytes_per_iter": s.model_rows_bytes + scalars,
+                    "slab_model_bytes_per_iter": slabs(p, s.rank) + scalars,
+                    "coarse_model_bytes_per_iter": slabs(&coarse, s.rank) + scalars,
                 })
             })
             .collect();
@@ -384,6 +398,10 @@ mod with_mpi {
         json!({
             "ranks": p.ranks(),
             "scheme": scheme,
+            "exchange": match scheme {
+                Scheme::Coarse => None,
+                Scheme::Medium => Some(block.exchange),
+            },
             "rows_held": rows_held,
             "grid": p.grid().shape,
             "bounds": (0..n).map(|m| p.bounds(m).to_vec()).collect::<Vec<_>>(),
@@ -401,8 +419,9 @@ mod with_mpi {
         };
         ch.agree(dir_ok)?;
         let engine = ch.agree(engine(ch, &a.common))?;
-        let scheme = scheme(a.grain);
-        let (mut block, name) = read_block(ch, a.file.as_deref(), scheme, Some(a.rank))?;
+        let grain = scheme(a.grain);
+        let scheme = grain.0;
+        let (mut block, name) = read_block(ch, a.file.as_deref(), grain, Some(a.rank))?;
         if let Some(rows) = &block.rows {
             say(ch, &format!("note: {}", rows.note("CP-APR")));
         }
@@ -424,7 +443,7 @@ mod with_mpi {
                 ch,
                 "note: a mode met the tolerance at the start; CP-APR runs on every row",
             );
-            block = read_block(ch, a.file.as_deref(), scheme, None)?.0;
+            block = read_block(ch, a.file.as_deref(), grain, None)?.0;
             out =
                 sptmc::dist::cp_apr::cp_apr(ch, &engine, &mut block, &job.options, &mut progress)?;
         }
@@ -451,12 +470,11 @@ mod with_mpi {
         };
         let mut summary = report.summary(&job, &name, block.tensor_dims(), block.nnz as usize);
         let (n, r) = (block.dims.len(), a.rank);
-        let model = |p: &Partition, k: usize| {
-            volume::apr_rows_bytes(p, k, r, &evals).iter().sum::<u64>()
-                + volume::apr_scalars_bytes(p.ranks(), n, r, evals.iter().sum())
-        };
-        let rough = volume::apr_rough_bytes(&block.dims, block.partition.ranks(), r, &evals);
-        summary["distributed"] = distributed_json(&block, scheme, &ranks, &model, rough);
+        let slabs = |p: &Partition, k: usize| volume::apr_rows_bytes(p, k, r, &evals).iter().sum();
+        let ranks_n = block.partition.ranks();
+        let scalars = volume::apr_scalars_bytes(ranks_n, n, r, evals.iter().sum());
+        let rough = volume::apr_rough_bytes(&block.dims, ranks_n, r, &evals);
+        summary["distributed"] = distributed_json(&block, scheme, &ranks, (&slabs, scalars), rough);
         let model = &report.model;
         if ch.rank() == 0 {
             say_warnings(model);

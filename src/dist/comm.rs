@@ -283,6 +283,48 @@ impl Channel {
         self.reduce_u64(&mut rounds, Reduce::Max);
         let total: u64 = recv_counts.iter().sum();
         let mut out = vec![T::default(); total as usize];
+        self.exchange(send, counts, &recv_counts, rounds[0], &mut out);
+        (out, recv_counts)
+    }
+
+    /// [`Channel::all_to_all`] between ranks that already know what they receive:
+    /// `counts[j]` elements of `send` go to rank `j`, and `recv_counts[j]` come from it
+    /// into `out` (in rank order, exactly filling it). `most` is the largest count any
+    /// rank of the communicator sends to or receives from one peer, the same on every
+    /// rank: it sets the rounds. No collective is made besides the exchange itself.
+    pub fn all_to_all_known<T: Plain>(
+        &self,
+        send: &[T],
+        counts: &[u64],
+        recv_counts: &[u64],
+        most: u64,
+        out: &mut [T],
+    ) {
+        let p = self.size();
+        assert_eq!(counts.len(), p, "one count per rank");
+        assert_eq!(recv_counts.len(), p, "one count per rank");
+        assert_eq!(
+            recv_counts.iter().sum::<u64>(),
+            out.len() as u64,
+            "room for exactly what arrives"
+        );
+        let per_peer = (self.round_bytes / p / std::mem::size_of::<T>()).max(1) as u64;
+        self.exchange(send, counts, recv_counts, most.div_ceil(per_peer), out);
+    }
+
+    /// The all-to-all of [`Channel::all_to_all`] in `rounds` rounds (the same on every
+    /// rank), counts known on both sides.
+    fn exchange<T: Plain>(
+        &self,
+        send: &[T],
+        counts: &[u64],
+        recv_counts: &[u64],
+        rounds: u64,
+        out: &mut [T],
+    ) {
+        let p = self.size();
+        let elem = std::mem::size_of::<T>();
+        let per_peer = (self.round_bytes / p / elem).max(1) as u64;
         let starts = |c: &[u64]| -> Vec<u64> {
             c.iter()
                 .scan(0u64, |s, &x| {
@@ -292,9 +334,9 @@ impl Channel {
                 })
                 .collect()
         };
-        let (send_at, recv_at) = (starts(counts), starts(&recv_counts));
+        let (send_at, recv_at) = (starts(counts), starts(recv_counts));
         let me = self.rank();
-        for round in 0..rounds[0] {
+        for round in 0..rounds {
             let lo = round * per_peer;
             let take = |c: u64| c.saturating_sub(lo).min(per_peer);
             let mut sc = vec![0i32; p];
@@ -308,17 +350,12 @@ impl Channel {
                     sent += n * elem as u64;
                 }
             }
-            if rounds[0] == 1 {
+            if rounds == 1 {
                 // One round: `send` and `out` are laid out as the collective's buffers
                 // already, so no staging copy of either is made.
                 let n = counts.iter().sum::<u64>() as usize;
                 self.timed(sent, || {
-                    (self.comm).all_to_all_bytes(
-                        as_bytes(&send[..n]),
-                        &sc,
-                        as_bytes_mut(&mut out),
-                        &rc,
-                    )
+                    (self.comm).all_to_all_bytes(as_bytes(&send[..n]), &sc, as_bytes_mut(out), &rc)
                 });
                 continue;
             }
@@ -339,7 +376,6 @@ impl Channel {
                 at += n * elem;
             }
         }
-        (out, recv_counts)
     }
 
     /// Every rank's `send`, concatenated in rank order, and how many elements each gave.
@@ -361,6 +397,18 @@ impl Channel {
             "room for every rank's elements"
         );
         self.gather_counted(send, &counts, out);
+    }
+
+    /// [`Channel::all_gather_into`] where every rank knows every rank's count
+    /// (`counts[j]` elements from rank `j`): no collective besides the gather itself.
+    pub fn all_gather_known<T: Plain>(&self, send: &[T], counts: &[u64], out: &mut [T]) {
+        assert_eq!(counts[self.rank()], send.len() as u64, "this rank's count");
+        assert_eq!(
+            counts.iter().sum::<u64>(),
+            out.len() as u64,
+            "room for every rank's elements"
+        );
+        self.gather_counted(send, counts, out);
     }
 
     /// Gathers every rank's `send` (`counts[j]` elements from rank `j`) into `out`.

@@ -4,14 +4,14 @@
 //!
 //! Per mode `n`, on every rank:
 //! 1. the MTTKRP of its block on its own engine, giving partial rows of its slab;
-//! 2. the partial rows reduced to their owners within the slab's layer (one
-//!    all-to-all; the owner sums them in f64, in rank order);
+//! 2. the partial rows reduced to their owners within the slab's layer: those of the
+//!    rows the block uses (`super::routes`), in one all-to-all; the owner sums them
+//!    in f64, in rank order;
 //! 3. the owners solve their rows with the same `R × R` system every rank forms from
 //!    the Grams; the Gram, column norms and inner products of the new rows are summed
 //!    (or, for max-norms, maximized) over all ranks, then every owner normalizes its
 //!    rows;
-//! 4. the updated rows gathered by every member of the layer (the ranks whose blocks
-//!    use them).
+//! 4. the updated rows sent to the members of the layer whose blocks use them.
 //!
 //! The fit comes from the same all-reduced scalars. At the end the model is arranged as
 //! the single process arranges it (column norms summed in row order over the owners);
@@ -52,6 +52,10 @@ pub struct RankStats {
     pub comm_seconds: f64,
     /// Bytes it sent to other ranks per iteration (mean over the iterations).
     pub bytes_per_iter: u64,
+    /// The bytes of factor rows its exchange sends per iteration by the model, from the
+    /// rows its routes move (`super::routes`): what `bytes_per_iter` holds besides the
+    /// small all-reduces.
+    pub model_rows_bytes: u64,
 }
 
 /// The outcome of a distributed CP-ALS on one rank.
@@ -191,6 +195,7 @@ pub fn cp_als(
         slabs.push(f);
     }
     let layers: Vec<Channel> = (0..order).map(|m| ch.split(part.layer(m, me))).collect();
+    let routes = super::routes::of_block(block, &layers, me);
     let mut owned: Vec<Matrix> = (0..order)
         .map(|m| rows_of(&slabs[m], rel(part.owned(m, me), part.slab(m, me).start)))
         .collect();
@@ -233,15 +238,9 @@ pub fn cp_als(
             ch.agree(done)?;
             // 2. Reduced to the owners.
             let layer = &layers[n];
-            let counts: Vec<u64> = part
-                .pieces(n, me)
-                .iter()
-                .map(|p| (p.len() * rank) as u64)
-                .collect();
-            let (parts, _) = layer.all_to_all(&local.data()[..slab.len() * rank], &counts);
             let own = part.owned(n, me).len();
-            let m = sum_pieces(&parts, own, rank, layer.size());
-            drop(parts);
+            let mut m = Matrix::zeros(own, rank);
+            routes[n].reduce(layer, local.data(), rank, m.data_mut());
             // 3. The owners' solve; the sums over every row combined.
             let a = &mut owned[n];
             let solved = clock.linalg(|| inverse_spd(&hadamard_except(&grams, n, rank)));
@@ -258,10 +257,10 @@ pub fn cp_als(
             let update = clock.linalg(|| finish(&sums, a));
             let mut cmax: Vec<f64> = update.col_max.iter().map(|&x| x as f64).collect();
             ch.reduce_f64(&mut cmax, Reduce::Max);
-            // 4. The new rows to every member of the layer, into its slab (the
-            //    members' owned pieces fill it in rank order).
+            // 4. The new rows to the members of the layer that use them, into their
+            //    slabs.
             drop(m);
-            layer.all_gather_into(a.data(), slabs[n].data_mut());
+            routes[n].gather(layer, a.data(), rank, slabs[n].data_mut());
             versions.changed(n);
             weights = update.norms;
             grams[n] = update.gram;
@@ -305,6 +304,12 @@ pub fn cp_als(
         compute_seconds: compute,
         comm_seconds: traffic.seconds.get() - comm0,
         bytes_per_iter: (traffic.bytes.get() - bytes0) / iters.len().max(1) as u64,
+        model_rows_bytes: (routes.iter())
+            .map(|rt| {
+                let (reduced, gathered) = rt.rows_sent();
+                (reduced + gathered) * rank as u64 * super::volume::VALUE_BYTES
+            })
+            .sum(),
     };
     let (weights, arrangement) = arrange(ch, part, &owned, weights);
     ch.agree(if me == 0 && weights.iter().all(|&w| w == 0.0) {
@@ -332,19 +337,6 @@ pub fn cp_als(
             ..stats
         },
     })
-}
-
-/// The rows a rank owns from the `members` pieces of partial rows `parts` (each `own ×
-/// rank`, in the members' rank order): every entry summed in f64 over the pieces in
-/// that order, then narrowed. Entry by entry, so no f64 copy of the rows is made.
-fn sum_pieces(parts: &[f32], own: usize, rank: usize, members: usize) -> Matrix {
-    let len = own * rank;
-    let mut m = Matrix::zeros(own, rank);
-    let pieces: Vec<&[f32]> = parts.chunks_exact(len.max(1)).take(members).collect();
-    for (k, out) in m.data_mut().iter_mut().enumerate() {
-        *out = pieces.iter().fold(0f64, |s, p| s + f64::from(p[k])) as f32;
-    }
-    m
 }
 
 /// `r` relative to `base`.

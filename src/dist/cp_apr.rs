@@ -165,21 +165,6 @@ fn census(
     Ok((warnings, n[2] > 0))
 }
 
-/// Sums the partial rows `local` (the slab of mode `n`) of every member of the layer
-/// into the rows this rank owns, `out`, in the members' rank order.
-fn reduce_to_owners(layer: &Channel, counts: &[u64], local: &[f64], out: &mut [f64]) {
-    let (parts, _) = layer.all_to_all(local, counts);
-    out.fill(0.0);
-    if out.is_empty() {
-        return;
-    }
-    for piece in parts.chunks_exact(out.len()) {
-        for (s, &x) in out.iter_mut().zip(piece) {
-            *s += x;
-        }
-    }
-}
-
 /// CP-APR of the tensor split as `block` on every rank of `ch`, each with its own
 /// `engine` (see the [module documentation](self)); `progress` is called after every
 /// outer iteration on every rank.
@@ -314,14 +299,7 @@ pub fn cp_apr(
         left.sums.push(sums);
     }
     let layers: Vec<Channel> = (0..order).map(|m| ch.split(part.layer(m, me))).collect();
-    let counts: Vec<Vec<u64>> = (0..order)
-        .map(|m| {
-            part.pieces(m, me)
-                .iter()
-                .map(|p| (p.len() * rank) as u64)
-                .collect()
-        })
-        .collect();
+    let routes = super::routes::of_block(block, &layers, me);
     let ll_mode = if per_call {
         (0..order).min_by_key(|&m| dims[m]).expect("order ≥ 2")
     } else {
@@ -372,8 +350,11 @@ pub fn cp_apr(
             phis[n].resize(o.len(), 0.0);
             let layer = &layers[n];
             let failed: RefCell<Option<Failure>> = RefCell::new(None);
+            let slab_rows = part.slab(n, me).len();
             let evaluate = |b: &[f64], out: &mut [f64]| -> Result<(u64, u64)> {
-                let (slab_b, _) = layer.all_gather(b);
+                // The rows of `B` this block uses; it reads no others.
+                let mut slab_b = vec![0.0; slab_rows * rank];
+                routes[n].gather(layer, b, rank, &mut slab_b);
                 let (to, from) = (phi.to_device, phi.from_device);
                 let done = phi.phi(&slab_b, params);
                 // Freed before the partial Φ rows arrive: one slab-sized buffer at a time.
@@ -382,7 +363,7 @@ pub fn cp_apr(
                     *failed.borrow_mut() = Some(f);
                     return Err(Error::Numerical("Φ failed on some rank".into()));
                 }
-                reduce_to_owners(layer, &counts[n], &phi.out, out);
+                routes[n].reduce(layer, &phi.out, rank, out);
                 Ok((phi.to_device - to, phi.from_device - from))
             };
             let largest = |v: f64| -> Result<f64> {
@@ -429,7 +410,7 @@ pub fn cp_apr(
             normalize(&mut slabs[n][o.clone()], &sums);
             lambda.copy_from_slice(&sums);
             let mine = slabs[n][o.clone()].to_vec();
-            layers[n].all_gather_into(&mine, &mut slabs[n]);
+            routes[n].gather(&layers[n], &mine, rank, &mut slabs[n]);
             // 5. With the f32 Φ: where the next iteration's inadmissible-zero test
             //    would read a Φ of 0 that f64 keeps positive, mark it positive (as the
             //    single process does).
@@ -441,7 +422,7 @@ pub fn cp_apr(
                     let mut partial = Vec::new();
                     ch.agree(phi.support(n, &slabs, &mut partial))?;
                     let mut support = vec![0.0; phis[n].len()];
-                    reduce_to_owners(layer, &counts[n], &partial, &mut support);
+                    routes[n].reduce(layer, &partial, rank, &mut support);
                     for (p, &s) in phis[n].iter_mut().zip(&support) {
                         if *p == 0.0 && s > 0.0 {
                             *p = f64::from(f32::MIN_POSITIVE);
@@ -516,6 +497,15 @@ pub fn cp_apr(
         compute_seconds: compute,
         comm_seconds: traffic.seconds.get() - comm0,
         bytes_per_iter: (traffic.bytes.get() - bytes0) / iters.len().max(1) as u64,
+        model_rows_bytes: (routes.iter().zip(&evaluations))
+            .map(|(rt, &e)| {
+                // Per evaluation `B` out and Φ back; the normalized rows out once.
+                let (reduced, gathered) = rt.rows_sent();
+                let e = e as f64 / iters.len().max(1) as f64;
+                let rows = e * (reduced + gathered) as f64 + gathered as f64;
+                (rows * rank as f64 * super::volume::APR_VALUE_BYTES as f64).round() as u64
+            })
+            .sum(),
     };
     // The single process's order of the components; its checks of the model, each
     // rank over the rows it owns.

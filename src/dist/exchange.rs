@@ -81,6 +81,19 @@ pub struct Block {
     pub duplicates: u64,
     /// Nonzeros over all ranks (after duplicates were summed).
     pub nnz: u64,
+    /// Which factor rows the medium-grained exchange moves.
+    pub exchange: Exchange,
+}
+
+/// Which factor rows the medium-grained exchange moves between the members of a layer
+/// (the coarse-grained variant always moves whole factors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Exchange {
+    /// The rows each member's block uses (the default).
+    UsedRows,
+    /// Every row of the slab (for comparison).
+    Slabs,
 }
 
 impl Block {
@@ -211,6 +224,7 @@ pub fn distribute(
         offsets,
         duplicates: totals[0],
         nnz: totals[1],
+        exchange: Exchange::UsedRows,
     })
 }
 

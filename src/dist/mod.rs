@@ -10,6 +10,8 @@
 //!   rank that holds it (one all-to-all) and gives each rank its block;
 //! - `plan`: each rank's memory plan for its block, checked before it draws its
 //!   factors or prepares the block;
+//! - `routes`: which factor rows travel within a layer (only the rows each block
+//!   uses), set once per run and mode;
 //! - [`init`]: each rank draws only its rows of the initial factors;
 //! - [`cp_als`]: CP-ALS over the ranks, the single process's mathematics reused;
 //! - [`cp_apr`]: CP-APR over the ranks, the same multiplicative updates by the rows'
@@ -34,6 +36,7 @@ pub mod output;
 pub mod partition;
 mod plan;
 pub mod read;
+mod routes;
 pub mod volume;
 
 #[cfg(test)]

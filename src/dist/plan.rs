@@ -37,6 +37,13 @@ impl Rows {
         }
     }
 
+    /// Every mode's routes (`super::routes`): at most each slab row's index in the
+    /// lists it keeps of the rows its block uses, and each of its owned rows' once per
+    /// member, u32.
+    fn route_lists(&self) -> u128 {
+        self.per_mode.iter().map(|&(s, _, got)| s + got).sum()
+    }
+
     /// The widest slab.
     fn widest_slab(&self) -> u128 {
         self.widest_mode(|s, _, _| s)
@@ -53,8 +60,9 @@ impl Rows {
 
 /// Distributed CP-ALS's own buffers on rank `me` at rank `rank` ([`super::cp_als`]):
 /// its slabs of every factor, the block's partial rows of one mode and the rows it
-/// owns (f32); the Grams and the solve; and one mode's reduction (the partial rows it
-/// receives and their sums, f32). The updated rows are gathered into the slab in place.
+/// owns (f32); the Grams and the solve; one mode's reduction (the partial rows it
+/// receives and their sums, f32), and the rows packed for it where only the used rows
+/// travel; the routes' row lists. The updated rows are gathered into the slab.
 pub(super) fn cp_als_model(part: &Partition, order: usize, rank: usize, me: usize) -> MemoryPlan {
     let rows = Rows::of(part, order, me);
     let r = rank as u128;
@@ -84,6 +92,16 @@ pub(super) fn cp_als_model(part: &Partition, order: usize, rank: usize, me: usiz
             .saturating_mul(r),
         4,
     )
+    .add(
+        format!("a mode's rows packed for the exchange (at most the slab × {rank}, f32)"),
+        rows.widest_slab().saturating_mul(r),
+        4,
+    )
+    .add(
+        "the routes' lists of the rows each block uses (u32)".to_string(),
+        rows.route_lists(),
+        4,
+    )
     .add_cp_solve(order, widest_owned as usize, rank);
     p
 }
@@ -92,7 +110,8 @@ pub(super) fn cp_als_model(part: &Partition, order: usize, rank: usize, me: usiz
 /// nonzeros ([`super::cp_apr`]): its slabs of every factor and every mode's last Φ of
 /// the rows it owns (f64); the block's Φ of a slab (f64); one slab-sized buffer at a
 /// time besides (the target rows gathered, then the partial Φ rows received, or the
-/// log-likelihood's scaled copy, f64); with `sessions` (the engine offers Φ sessions)
+/// log-likelihood's scaled copy, f64), and the rows packed for a mode's exchange where
+/// only the used rows travel (f64); the routes' row lists; with `sessions` (the engine offers Φ sessions)
 /// the CPU's `π` (the product of the other modes' factor rows of every nonzero, f64),
 /// without them the f32 copies of the slabs and of a slab's Φ that [`crate::Op::Phi`] per call
 /// reads and writes.
@@ -129,6 +148,19 @@ pub(super) fn cp_apr_model(
         ),
         rows.widest_mode(|s, _, got| s.max(got)).saturating_mul(r),
         8,
+    )
+    .add(
+        format!(
+            "a mode's rows packed for the exchange (at most the slab and the rows received, f64) × {rank}"
+        ),
+        rows.widest_mode(|s, _, got| s.saturating_add(got))
+            .saturating_mul(r),
+        8,
+    )
+    .add(
+        "the routes' lists of the rows each block uses (u32)".to_string(),
+        rows.route_lists(),
+        4,
     );
     if sessions {
         p.add(

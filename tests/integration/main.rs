@@ -44,6 +44,7 @@ mod messages;
 mod mpi_cp;
 mod mpi_cp_apr;
 mod mpi_memory;
+mod mpi_routes;
 mod odd_lines;
 mod options;
 mod output_streams;
