@@ -352,13 +352,17 @@ pub fn cp_apr(
             let failed: RefCell<Option<Failure>> = RefCell::new(None);
             let slab_rows = part.slab(n, me).len();
             let evaluate = |b: &[f64], out: &mut [f64]| -> Result<(u64, u64)> {
-                // The rows of `B` this block uses; it reads no others.
-                let mut slab_b = vec![0.0; slab_rows * rank];
-                routes[n].gather(layer, b, rank, &mut slab_b);
+                // The rows of `B` this block uses (it reads no others); the owned rows
+                // themselves where they are the slab.
+                let gathered = (!routes[n].alone()).then(|| {
+                    let mut slab_b = vec![0.0; slab_rows * rank];
+                    routes[n].gather(layer, b, rank, &mut slab_b);
+                    slab_b
+                });
                 let (to, from) = (phi.to_device, phi.from_device);
-                let done = phi.phi(&slab_b, params);
+                let done = phi.phi(gathered.as_deref().unwrap_or(b), params);
                 // Freed before the partial Φ rows arrive: one slab-sized buffer at a time.
-                drop(slab_b);
+                drop(gathered);
                 if let Err(f) = ch.agree(done) {
                     *failed.borrow_mut() = Some(f);
                     return Err(Error::Numerical("Φ failed on some rank".into()));
@@ -409,8 +413,10 @@ pub fn cp_apr(
             ch.reduce_f64(&mut sums, Reduce::Sum);
             normalize(&mut slabs[n][o.clone()], &sums);
             lambda.copy_from_slice(&sums);
-            let mine = slabs[n][o.clone()].to_vec();
-            routes[n].gather(&layers[n], &mine, rank, &mut slabs[n]);
+            if !routes[n].alone() {
+                let mine = slabs[n][o.clone()].to_vec();
+                routes[n].gather(&layers[n], &mine, rank, &mut slabs[n]);
+            }
             // 5. With the f32 Φ: where the next iteration's inadmissible-zero test
             //    would read a Φ of 0 that f64 keeps positive, mark it positive (as the
             //    single process does).

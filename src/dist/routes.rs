@@ -214,6 +214,12 @@ impl Routes {
         (others(&self.uses), others(&self.wanted))
     }
 
+    /// Whether this rank is its layer's only member (it owns its whole slab, and an
+    /// exchange is a copy).
+    pub(crate) fn alone(&self) -> bool {
+        self.piece_at.len() == 1
+    }
+
     /// Sums the partial rows `local` (the slab's, `r` values each) of every member of
     /// the layer into this rank's rows `out` (`own × r`): each entry in f64 over the
     /// members in their order, then narrowed.
@@ -224,6 +230,12 @@ impl Routes {
         r: usize,
         out: &mut [T],
     ) {
+        if self.alone() {
+            // One term per entry: its sum is itself (up to a zero's sign, which the
+            // single process's output keeps too).
+            out[..self.own * r].copy_from_slice(&local[..self.own * r]);
+            return;
+        }
         let counts: Vec<u64> = self.uses.iter().map(|u| (u.len() * r) as u64).collect();
         let recv: Vec<u64> = self.wanted.iter().map(|w| (w.len() * r) as u64).collect();
         let packed;
@@ -281,6 +293,10 @@ impl Routes {
         slab: &mut [T],
     ) {
         let owned = &owned[..self.own * r];
+        if self.alone() {
+            slab[..self.slab * r].copy_from_slice(owned);
+            return;
+        }
         if self.whole {
             let counts: Vec<u64> = (self.piece_at.iter().enumerate())
                 .map(|(k, &at)| (self.piece_end(k) - at) as u64 * r as u64)
