@@ -14,6 +14,7 @@ mod output;
 mod tune;
 
 use args::{BackendArg, Cli, Command, Common};
+use sptmc::driver::sig5;
 use sptmc::driver::{Events, Preparation};
 use sptmc::engine::profile::Profiles;
 use sptmc::engine::{BackendChoice, Engine, Prepared};
@@ -139,41 +140,4 @@ pub fn print_json(value: &serde_json::Value) {
         "{}",
         serde_json::to_string_pretty(&value).expect("JSON values serialize")
     );
-}
-
-/// `x` to five significant digits: fixed-point from 0.001 up to 100 000, else in
-/// scientific notation (an RMSE of data near 1e-8 printed as "0.00000" said nothing,
-/// one of data near 1e8 as "92040651.94509" more than the run knows).
-pub fn sig5(x: f64) -> String {
-    let a = x.abs();
-    if x == 0.0 || !x.is_finite() {
-        format!("{x}")
-    } else if (1e-3..1e5).contains(&a) {
-        let decimals = (4 - a.log10().floor() as i32).max(0) as usize;
-        format!("{x:.decimals$}")
-    } else {
-        format!("{x:.4e}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sig5;
-
-    #[test]
-    fn sig5_keeps_five_significant_digits_at_any_scale() {
-        for (x, want) in [
-            (0.920412, "0.92041"),
-            (1.127329, "1.1273"),
-            (12.5, "12.500"),
-            (99999.4, "99999"),
-            (0.001, "0.0010000"),
-            (9.2040651e7, "9.2041e7"),
-            (9.204e-9, "9.2040e-9"),
-            (-0.5, "-0.50000"),
-            (0.0, "0"),
-        ] {
-            assert_eq!(sig5(x), want, "{x}");
-        }
-    }
 }

@@ -26,7 +26,9 @@ impl CompletionReport {
             .map_or(f64::INFINITY, |b| b.validation_rmse);
         (best >= baseline).then(|| {
             format!(
-                "the model's validation RMSE {best:.5} is no better than the user+item bias baseline's {baseline:.5}: its predictions add nothing to per-row means (try another rank or solver)"
+                "the model's validation RMSE {} is no better than the user+item bias baseline's {}: its predictions add nothing to per-row means (try another rank or solver)",
+                super::sig5(best),
+                super::sig5(baseline)
             )
         })
     }

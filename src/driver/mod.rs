@@ -122,3 +122,18 @@ fn check_finite(what: &str, values: &[f64]) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+/// `x` to five significant digits: fixed-point from 0.001 up to 100 000, else in
+/// scientific notation (an RMSE of data near 1e-8 printed as "0.00000" said nothing,
+/// one of data near 1e8 as "92040651.94509" more than the run knows).
+pub fn sig5(x: f64) -> String {
+    let a = x.abs();
+    if x == 0.0 || !x.is_finite() {
+        format!("{x}")
+    } else if (1e-3..1e5).contains(&a) {
+        let decimals = (4 - a.log10().floor() as i32).max(0) as usize;
+        format!("{x:.decimals$}")
+    } else {
+        format!("{x:.4e}")
+    }
+}

@@ -193,3 +193,20 @@ fn cp_apr_on_values_far_below_one_is_the_run_on_them_in_other_units() {
     let first = format!("(the first: {})", bad.values()[0]);
     assert!(err.contains("negative") && err.contains(&first), "{err}");
 }
+
+#[test]
+fn sig5_keeps_five_significant_digits_at_any_scale() {
+    for (x, want) in [
+        (0.920412, "0.92041"),
+        (1.127329, "1.1273"),
+        (12.5, "12.500"),
+        (99999.4, "99999"),
+        (0.001, "0.0010000"),
+        (9.2040651e7, "9.2041e7"),
+        (9.204e-9, "9.2040e-9"),
+        (-0.5, "-0.50000"),
+        (0.0, "0"),
+    ] {
+        assert_eq!(super::sig5(x), want, "{x}");
+    }
+}
