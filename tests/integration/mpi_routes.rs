@@ -1,6 +1,7 @@
 //! The medium-grained exchange of only the factor rows each rank's block uses (`--grain
 //! medium`, the default) against the exchange of every row of the slabs (`--grain
-//! medium-slabs`), under `mpirun -np 3` and `-np 4`, for CP-ALS and CP-APR: the same
+//! medium-slabs`), under `mpirun -np 3` and `-np 4`, for CP-ALS and CP-APR, on a tensor
+//! sparse enough that the layers of its long modes use under half their rows: the same
 //! bits (the rows left out would add exact zeros, in the same order), fewer bytes, and
 //! exactly the bytes the routes' model counts.
 //!
@@ -14,13 +15,14 @@ use serde_json::Value;
 use sptmc::tensor::CooTensor;
 use sptmc::tensor::generate::{GenSpec, Pattern, generate};
 
-/// Two long modes with about one nonzero per row and a short one: a block uses about
-/// half the rows of its slab of a long mode when two ranks share the slab, fewer when
-/// three do; every rank uses the whole short mode. Counts 1–4, so CP-APR runs on it too.
+/// Two long modes with under one nonzero per row and a short one: a block uses under a
+/// third of the rows of its slab of a long mode when two or three ranks share the slab
+/// (below the share where only the used rows travel); every rank uses the whole short
+/// mode, which then goes whole. Counts 1–4, so CP-APR runs on it too.
 fn sparse() -> CooTensor {
     let x = generate(&GenSpec {
         dims: vec![3000, 2000, 24],
-        nnz: 5000,
+        nnz: 2000,
         pattern: Pattern::Uniform,
         seed: 17,
     })
