@@ -323,3 +323,69 @@ fn values_far_below_one_fit_as_counts_do_and_report_the_given_units() {
     let ll = m.log_likelihoods();
     assert!(ll.last() > ll.first(), "{ll:?}");
 }
+
+#[test]
+fn observed_counts_the_model_gives_no_rate_are_warned_of() {
+    // (0, 0, 0) is the only nonzero of row 0 in modes 0 and 1. From a start that is zero
+    // on both rows its Φ stays zero, so the updates never move them (κ moves only
+    // zeros whose Φ exceeds 1): its rate stays 0.
+    let body = tensor(vec![20, 15, 6], 900, counts);
+    let mut entries: Vec<(Vec<u32>, f64)> = (0..body.nnz())
+        .map(|k| {
+            let c = body.coords(k);
+            (vec![c[0] + 1, c[1] + 1, c[2]], body.values()[k])
+        })
+        .collect();
+    entries.push((vec![0, 0, 0], 3.0));
+    let x = CooTensor::from_entries(vec![21, 16, 6], entries).unwrap();
+    let engine = Engine::cpu();
+    let p = prepare(&engine, &x, 3);
+    let run = |zero_rows: bool| {
+        let mut init = CpAprOptions::with_rank(3).initial_factors(x.dims());
+        if zero_rows {
+            for f in init.iter_mut().take(2) {
+                for r in 0..3 {
+                    f.set(0, r, 0.0);
+                }
+            }
+        }
+        let opts = CpAprOptions {
+            max_iters: 4,
+            tol: 0.0,
+            init: Some(init),
+            ..CpAprOptions::with_rank(3)
+        };
+        cp_apr(&engine, &p, &opts).unwrap()
+    };
+    let m = run(true);
+    let said: Vec<&String> = m
+        .warnings
+        .iter()
+        .filter(|w| w.contains("rate is at most eps"))
+        .collect();
+    assert_eq!(said.len(), 1, "{:?}", m.warnings);
+    assert!(
+        said[0].contains("at 1 observed nonzero (the first at (1, 1, 1), value 3)"),
+        "{}",
+        said[0]
+    );
+    // The rate is zero there, and the reported log-likelihood floors it at eps.
+    let rate: f64 = (0..3)
+        .map(|r| {
+            m.weights[r]
+                * (0..3)
+                    .map(|n| m.factors[n].get(0, r) as f64)
+                    .product::<f64>()
+        })
+        .sum();
+    assert_eq!(rate, 0.0);
+    let want = reference::log_likelihood(&x, &m.weights, &m.factors, 1e-10).unwrap();
+    assert!(((m.log_likelihood - want) / want).abs() < 1e-6);
+    // From a start without the zero rows, nothing to say.
+    let m = run(false);
+    assert!(
+        m.warnings.iter().all(|w| !w.contains("rate")),
+        "{:?}",
+        m.warnings
+    );
+}

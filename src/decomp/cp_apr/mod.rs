@@ -47,7 +47,8 @@
 //! pyttb computes it: MU amplifies rounding, and f32 factors put movielens-100k's
 //! log-likelihood 1e-5 away from pyttb's after ten outer iterations. Elsewhere (CUDA
 //! today) [`Op::Phi`] computes Φ in f32 from f32 copies of the factors. A model value below `ε` at a nonzero counts
-//! as `ε` in the log-likelihood (pyttb would report −∞).
+//! as `ε` in the log-likelihood (pyttb would report −∞); the model's warnings say at
+//! how many nonzeros the final model does so (`rates`).
 //!
 //! Initial factors, unless given: mode `m` is `Matrix::random(I_m, R, seed + m)`
 //! (uniform in `[0, 1)`), as for [`cp_als()`](super::cp_als()). Given ones must be finite,
@@ -76,6 +77,7 @@ use std::time::Instant;
 
 mod mu;
 mod options;
+mod rates;
 mod rows;
 pub mod units;
 
@@ -480,6 +482,7 @@ fn run(
     perm.sort_by(|&i, &j| lambda[j].total_cmp(&lambda[i]));
     let weights: Vec<f64> = perm.iter().map(|&p| lambda[p]).collect();
     check_not_collapsed(x.census().nonzero > 0, &weights, &a, iters.len())?;
+    warnings.extend(rates::floored_rates(x.hls(Op::Phi)?, &a, &lambda, opts.eps));
     let factors = a
         .iter()
         .zip(&dims)
