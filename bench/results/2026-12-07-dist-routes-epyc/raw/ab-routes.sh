@@ -3,7 +3,8 @@
 # (--grain medium), same binary, alternating; one line per run.
 # usage: ab-routes.sh BIN MODEL(cp|cp-apr) "NPS" REPS TENSOR...
 bin=$1; model=$2; nps=$3; reps=$4; shift 4
-if [ "$model" = cp ]; then args="--rank 16 --iters 10 --tol 0"; else args="--rank 8 --iters 3 --tol 0"; fi
+# Iterations: CP_ITERS (CP-ALS, default 10) and APR_ITERS (CP-APR, default 3).
+if [ "$model" = cp ]; then args="--rank 16 --iters ${CP_ITERS:-10} --tol 0"; else args="--rank 8 --iters ${APR_ITERS:-3} --tol 0"; fi
 for f in "$@"; do for np in $nps; do for rep in $(seq $reps); do for g in medium-slabs medium; do
   mpirun --allow-run-as-root --oversubscribe -np $np $bin $model $f $args --json --grain $g 2>/dev/null > /tmp/ab-routes.json || { echo "$(basename $f) np=$np $g FAILED"; continue; }
   python3 - "$f" $np $g <<'PY'
