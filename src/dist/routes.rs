@@ -13,10 +13,11 @@
 //!
 //! The routes are set once per run and mode (one all-to-all of row lists); each
 //! exchange is then one all-to-all with its counts known on both sides, and no other
-//! collective. Where every member uses its whole slab the exchange is the dense one
-//! (partial rows straight from the block's output, the updated rows by an all-gather
-//! into the slab); the coarse-grained variant always is ([`Routes::whole`]), being the
-//! exchange of whole factors it is there to be measured as.
+//! collective. Where the members together use more than half their slabs' rows
+//! ([`ROUTED_SHARE`]) the exchange is the dense one ([`Routes::whole`]: partial rows
+//! straight from the block's output, the updated rows by an all-gather into the slab);
+//! the coarse-grained variant always is, being the exchange of whole factors it is
+//! there to be measured as.
 
 use super::comm::{Channel, Plain, Reduce};
 use super::exchange::{Block, Exchange};
@@ -116,7 +117,7 @@ pub(crate) struct Routes {
     /// The most rows any member of the layer sends to or gets from one member (the
     /// same on every member: it sets the exchanges' rounds).
     most: u64,
-    /// Whether every member of the layer uses its whole slab: the dense exchange.
+    /// Whether the layer exchanges whole slabs ([`Routes::whole`]): the dense exchange.
     whole: bool,
 }
 
@@ -180,11 +181,8 @@ impl Routes {
             })
             .collect();
         let local_most = uses.iter().chain(&wanted).map(RowSet::len).max();
-        let mut agreed = [
-            local_most.unwrap_or(0) as u64,
-            u64::from(!uses.iter().all(RowSet::is_all)),
-        ];
-        layer.reduce_u64(&mut agreed, Reduce::Max);
+        let mut most = [local_most.unwrap_or(0) as u64];
+        layer.reduce_u64(&mut most, Reduce::Max);
         Routes {
             piece_at: pieces.iter().map(|p| p.start - slab_at).collect(),
             uses,
@@ -192,8 +190,9 @@ impl Routes {
             me,
             own,
             slab: pieces.last().map_or(slab_at, |p| p.end) - slab_at,
-            most: agreed[0],
-            whole: agreed[1] == 0,
+            most: most[0],
+            // At most half the layer's rows are in use: some member leaves rows out.
+            whole: false,
         }
     }
 
