@@ -30,6 +30,7 @@ mod mttkrp_rows;
 mod mttkrp_stream;
 mod mttkrp_wide;
 mod nt_store;
+mod output_copies;
 mod padded;
 
 pub use padded::width_for as mttkrp_width;
@@ -40,6 +41,7 @@ mod row_groups;
 mod row_kernels;
 mod row_sums;
 mod rows;
+mod runs;
 mod scaled;
 mod sgd;
 mod stream_blocks;

@@ -51,7 +51,7 @@ pub(super) struct RowMttkrp {
     /// Per mode, its rows cut into the streamed order's ranges.
     bounds: Vec<Vec<usize>>,
     /// The streamed order's output copies, kept between calls.
-    copies: std::sync::Mutex<Vec<Vec<f32>>>,
+    copies: std::sync::Mutex<Vec<super::output_copies::OutputCopy>>,
     /// Whether a streamed mode runs in blocks of the long mode's rows
     /// ([`StreamBlocks`]; else through the long mode's groups, as where the blocks do
     /// not fit).
@@ -439,6 +439,96 @@ mod tests {
                     Some(f1) => assert!(same(f1, &out), "{threads} threads differ from 1"),
                 }
             });
+        }
+    }
+
+    /// Rows of 50 000 nonzeros (a power-law tensor's dense slices), row by row (cut
+    /// into pieces) and streamed through a long mode (in blocks and not), on AVX2 and
+    /// on AVX-512 where this CPU has it, at a compiled rank and a generic one: every
+    /// entry within the error bound of sums in runs ([`super::super::runs`]), derived
+    /// from the sums' structure, not from what passed. A term (`x`, rounded to f32,
+    /// times two factor entries) carries up to 3 roundings; a sum of `m` terms in f32
+    /// adds `(m − 1) u Σ |t|`; f64 steps add nothing measurable; the result is rounded
+    /// once more (a cut row: its pieces once each, then once). Row by row `m` is at
+    /// most a run; streamed, an output row's f32 copy adds at most a part's nonzeros
+    /// (whole long rows: their fewest, plus the longest such row) before it is added
+    /// in f64. Values of 0.1 and a column of factors of ones: summed one after
+    /// another, 8192 such terms (a piece) drift by 6e-5 relative, eight times the row
+    /// path's bound; the other columns mix signs.
+    #[test]
+    fn dense_rows_stay_within_the_bound_of_sums_in_runs() {
+        use super::super::runs::RUN;
+        let dims = vec![3usize, 2000, 300];
+        let cells = dims[1] * dims[2];
+        let mut entries = Vec::new();
+        for (i, n) in [(0u32, 50_000usize), (1, 50_000), (2, 40)] {
+            for t in 0..n {
+                // Distinct cells: 13 is prime to their count.
+                let c = (i as usize * 7 + t * 13) % cells;
+                entries.push(([i, (c / dims[2]) as u32, (c % dims[2]) as u32], 0.1));
+            }
+        }
+        let x = CooTensor::from_entries(dims.clone(), entries).unwrap();
+        let hls = HlsBuilder::new(u32::MAX).build(&x).unwrap();
+        let longest = |m: usize| {
+            let mut count = vec![0usize; dims[m]];
+            for &i in x.indices(m) {
+                count[i as usize] += 1;
+            }
+            count.into_iter().max().unwrap_or(0)
+        };
+        let u = f64::from(f32::EPSILON) / 2.0;
+        for rank in [16, 5] {
+            let mut f = Matrix::random_factors(&dims, &[rank; 3], 41);
+            for m in &mut f {
+                *m = Matrix::from_fn(m.rows(), rank, |i, c| match c {
+                    0 => 1.0,
+                    _ => 2.0 * m.get(i, c) - 1.0,
+                });
+            }
+            let abs: Vec<Matrix> = f.iter().map(|m| m.map(f32::abs)).collect();
+            let rows = RowMttkrp::new(&hls).unwrap().expect("small groups fit");
+            let streams = CacheSizes {
+                l2: 1 << 20,
+                llc: 0,
+            };
+            let mut streamed = RowMttkrp::with_cache(&hls, streams).unwrap().unwrap();
+            for (mode, &rows_of_mode) in dims.iter().enumerate() {
+                let want = crate::reference::mttkrp(&x, mode, &f).unwrap();
+                let scale = crate::reference::mttkrp(&x, mode, &abs).unwrap();
+                let long = streamed.source(mode, rank);
+                assert_ne!(long, mode, "mode {mode} streams");
+                let part = super::super::output_copies::part_nonzeros(rows_of_mode) + longest(long);
+                let check = |got: &Matrix, m: usize, path: &str| {
+                    let gamma = (m + 2 + 3) as f64 * u * 1.01;
+                    for (k, ((&w, &s), &g)) in
+                        (want.data().iter().zip(scale.data()).zip(got.data())).enumerate()
+                    {
+                        let err = (f64::from(g) - w).abs();
+                        assert!(
+                            err <= gamma * s,
+                            "{path} rank {rank} mode {mode} entry {k}: {g} for {w}, \
+                             error {err:.3e} past {:.3e}",
+                            gamma * s
+                        );
+                    }
+                };
+                for wide in [false, true] {
+                    if wide && !super::super::avx512::available() {
+                        continue;
+                    }
+                    let mut out = Matrix::from_fn(rows_of_mode, rank, |_, _| f32::NAN);
+                    rows.run(mode, &f, &mut out, wide);
+                    check(&out, RUN, "rows");
+                    for blocks in [true, false] {
+                        streamed.block_streams = blocks;
+                        let mut out = Matrix::from_fn(rows_of_mode, rank, |_, _| f32::NAN);
+                        streamed.run(mode, &f, &mut out, wide);
+                        check(&out, RUN + part, "streamed");
+                    }
+                }
+            }
+            assert!(rows.plans[0].cut, "mode 0's rows are cut into pieces");
         }
     }
 }

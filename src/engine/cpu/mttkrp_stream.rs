@@ -23,10 +23,9 @@
 
 use super::cache_sizes::CacheSizes;
 use super::factor_rows;
+use super::output_copies::{LINE_FLOATS, OutputCopy, part_nonzeros, parts, sum_in_copies};
 use super::row_groups::RowGroups;
-use super::subnormal::FlushSubnormals;
 use crate::matrix::Matrix;
-use rayon::prelude::*;
 use std::sync::Mutex;
 
 /// Ranges of the long mode's rows, each with its own copy of the output.
@@ -114,9 +113,9 @@ pub fn add_streamed_to_plan(
         .unwrap_or(0);
     if floats > 0 {
         plan.add(
-            "the CPU's streamed MTTKRP output copies (f32)",
+            "the CPU's streamed MTTKRP output copies (f32, and their f64 sums)",
             floats as u128,
-            4,
+            12,
         );
     }
     let bytes = super::stream_blocks::blocks_bytes(dims, nnz, rank, cache, modes.iter().copied());
@@ -183,7 +182,7 @@ pub(super) fn run(
     mode: usize,
     factors: &[Matrix],
     out: &mut Matrix,
-    pool: &Mutex<Vec<Vec<f32>>>,
+    pool: &Mutex<Vec<OutputCopy>>,
     look: bool,
     wide: bool,
 ) {
@@ -196,92 +195,22 @@ pub(super) fn run(
         .map(|m| factors[m].data())
         .collect();
     let own = factors[long].data();
-    sum_in_copies(bounds.len() - 1, pool, out, r, |c, copy| {
+    let (ptr, min) = (groups.ptr(), part_nonzeros(out.rows()));
+    let parts_of = |c: usize| parts(ptr, (bounds[c], bounds[c + 1]), min);
+    sum_in_copies(bounds.len() - 1, pool, out, r, parts_of, |rows, copy| {
         let args = Chunk {
-            ptr: groups.ptr(),
+            ptr,
             others: groups.others(),
             values: groups.values(),
             own,
             rest: &rest,
             target,
-            rows: (bounds[c], bounds[c + 1]),
+            rows,
         };
         if !args.specialized(r, look, wide, copy) {
             args.sum_any(r, copy);
         }
     });
-}
-
-/// Runs `sum(c, copy)` for each of `chunks` ranges in parallel, each into its own
-/// zeroed copy of `out` with rows of `width ≥ out.cols()` floats (whose rows start on
-/// cache lines; `pool` keeps the copies between calls), then overwrites `out` with the
-/// sum of the copies' first `out.cols()` columns, added in range order: so the result
-/// does not depend on the thread count.
-pub(super) fn sum_in_copies(
-    chunks: usize,
-    pool: &Mutex<Vec<Vec<f32>>>,
-    out: &mut Matrix,
-    width: usize,
-    sum: impl Fn(usize, &mut [f32]) + Sync,
-) {
-    let r = out.cols();
-    assert!(width >= r, "output copies narrower than the output");
-    let len = out.rows() * width;
-    let mut copies = std::mem::take(&mut *pool.lock().unwrap_or_else(|e| e.into_inner()));
-    copies.resize_with(chunks, Vec::new);
-    copies.par_iter_mut().enumerate().for_each(|(c, copy)| {
-        let _flush = FlushSubnormals::new();
-        copy.clear();
-        copy.resize(len + LINE_FLOATS - 1, 0.0);
-        sum(c, on_lines_mut(copy, len));
-    });
-    // Blocks of output rows; a copy's block is as many rows of `width`.
-    const ROWS: usize = 256;
-    let (chunk, wide) = (r.max(1) * ROWS, width.max(1) * ROWS);
-    out.data_mut()
-        .par_chunks_mut(chunk)
-        .enumerate()
-        .for_each(|(k, o)| {
-            let _flush = FlushSubnormals::new();
-            for (c, copy) in copies.iter().enumerate() {
-                let rows = &on_lines(copy, len)[k * wide..];
-                for (x, y) in o.chunks_exact_mut(r).zip(rows.chunks_exact(width)) {
-                    if c == 0 {
-                        x.copy_from_slice(&y[..r]);
-                    } else {
-                        for (x, &y) in x.iter_mut().zip(y) {
-                            *x += y;
-                        }
-                    }
-                }
-            }
-        });
-    *pool.lock().unwrap_or_else(|e| e.into_inner()) = copies;
-}
-
-/// Floats per 64-byte cache line.
-const LINE_FLOATS: usize = 16;
-
-/// The `len` floats of `v` (which holds `len + LINE_FLOATS - 1`) from its first cache
-/// line boundary on: an output copy whose rows start on cache lines. In a vector of
-/// floats as allocated (16-byte aligned), each 64-byte half of a rank-32 row straddled
-/// two lines, and the read-modify-write per nonzero ran 10–15 % slower (a C model of
-/// this loop over a uniform 4th-order tensor, 2 threads).
-fn on_lines(v: &[f32], len: usize) -> &[f32] {
-    let a = v
-        .as_ptr()
-        .align_offset(4 * LINE_FLOATS)
-        .min(LINE_FLOATS - 1);
-    &v[a..a + len]
-}
-
-/// [`on_lines`] for writing.
-fn on_lines_mut(v: &mut [f32], len: usize) -> &mut [f32] {
-    let a = v
-        .as_ptr()
-        .align_offset(4 * LINE_FLOATS)
-        .min(LINE_FLOATS - 1);
-    &mut v[a..a + len]
 }
 
 /// One range of the long mode's rows and what its sums read.
@@ -480,22 +409,6 @@ mod tests {
         assert_eq!(own_row_to_prefetch(&ptr, 5, 16), 5);
     }
 
-    /// An output copy starts on a cache line wherever its vector starts, and holds the
-    /// output's floats.
-    #[test]
-    fn output_copies_start_on_cache_lines() {
-        let mut v = vec![0f32; 100 + 2 * LINE_FLOATS];
-        for skip in 0..LINE_FLOATS {
-            let len = 100;
-            let w = &mut v[skip..skip + len + LINE_FLOATS - 1];
-            let at = on_lines_mut(w, len).as_ptr();
-            let c = on_lines(w, len);
-            assert_eq!(c.len(), len);
-            assert!((at as usize).is_multiple_of(64), "skip {skip}");
-            assert_eq!(c.as_ptr(), at);
-        }
-    }
-
     /// One long mode (1.5 M rows) and two short ones: the short modes stream the long
     /// mode's factor at rank 32; the long mode itself runs row by row, as does every
     /// mode once the long factor fits in cache (low rank) or the short rows do not fit
@@ -530,7 +443,8 @@ mod tests {
                 .parts()
                 .iter()
                 .find(|(p, _)| p.contains("output copies"));
-            part.map_or(0, |&(_, bytes)| bytes / 4)
+            // 4 bytes a float, 8 for its f64 sum.
+            part.map_or(0, |&(_, bytes)| bytes / 12)
         };
         assert_eq!(planned(32), copies(3000) as u128);
         assert_eq!(planned(4), 0);

@@ -7,6 +7,7 @@
 use super::factor_rows::{self, store_row};
 use super::mttkrp_wide::Groups;
 use super::nt_store;
+use super::runs::{in_runs, in_runs_any};
 
 /// How many nonzeros ahead [`row_sum`] prefetches factor rows that miss the cache.
 pub(super) const LOOKAHEAD: usize = 16;
@@ -122,7 +123,8 @@ pub(super) fn specialized(
 /// non-temporal stores (see [`nt_store::store_past_cache`]); with `LOOK` the
 /// factor rows of the nonzero [`LOOKAHEAD`] places on are prefetched (`others` may run
 /// on past this row's nonzeros, into the rest of its task, for that; `values` holds this
-/// row's alone).
+/// row's alone). A row longer than [`super::runs::RUN`] nonzeros is summed in runs
+/// ([`in_runs`]).
 #[inline(always)]
 fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool, const S: bool>(
     wide: bool,
@@ -158,8 +160,28 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool, c
         return;
     }
     let _ = wide;
-    let mut acc = [0f32; R];
     let (ixs, _) = others.as_chunks::<D>();
+    let acc = in_runs::<R>(values.len(), |s, e| {
+        run_sum::<R, D, LOOK>(&ixs[s..], &values[s..e], facs)
+    });
+    if PAST {
+        nt_store::store_past_cache(out, &acc);
+    } else if S {
+        store_row(out, &acc);
+    } else {
+        out.copy_from_slice(&acc);
+    }
+}
+
+/// [`row_sum`]'s f32 sum of `values.len()` nonzeros (at most [`super::runs::RUN`]), `ixs` their
+/// indices from the first on (running on past them for the lookahead).
+#[inline(always)]
+fn run_sum<const R: usize, const D: usize, const LOOK: bool>(
+    ixs: &[[u32; D]],
+    values: &[f32],
+    facs: &[&[f32]; D],
+) -> [f32; R] {
+    let mut acc = [0f32; R];
     for (j, (ix, &x)) in ixs.iter().zip(values).enumerate() {
         if LOOK && let Some(ahead) = ixs.get(j + LOOKAHEAD) {
             for (f, &i) in facs.iter().zip(ahead) {
@@ -183,33 +205,29 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool, c
             *a = kc.mul_add(l, *a);
         }
     }
-    if PAST {
-        nt_store::store_past_cache(out, &acc);
-    } else if S {
-        store_row(out, &acc);
-    } else {
-        out.copy_from_slice(&acc);
-    }
+    acc
 }
 
-/// [`row_sum`] at any rank.
+/// [`row_sum`] at any rank (in runs, as it).
 pub(super) fn row_sum_any(others: &[u32], values: &[f32], facs: &[&[f32]], out: &mut [f32]) {
     let (d, r) = (facs.len(), out.len());
     let (last, mid) = facs.split_last().expect("order ≥ 2");
-    out.fill(0.0);
     let mut k = vec![0f32; r];
-    for (ix, &x) in others.chunks_exact(d).zip(values) {
-        k.fill(x);
-        for (f, &i) in mid.iter().zip(ix) {
-            for (kc, &a) in k.iter_mut().zip(&f[i as usize * r..][..r]) {
-                *kc *= a;
+    in_runs_any(values.len(), out, |s, e, part| {
+        part.fill(0.0);
+        for (ix, &x) in others[s * d..e * d].chunks_exact(d).zip(&values[s..e]) {
+            k.fill(x);
+            for (f, &i) in mid.iter().zip(ix) {
+                for (kc, &a) in k.iter_mut().zip(&f[i as usize * r..][..r]) {
+                    *kc *= a;
+                }
+            }
+            let row = &last[ix[d - 1] as usize * r..][..r];
+            for ((o, &kc), &l) in part.iter_mut().zip(&k).zip(row) {
+                *o = kc.mul_add(l, *o);
             }
         }
-        let row = &last[ix[d - 1] as usize * r..][..r];
-        for ((o, &kc), &l) in out.iter_mut().zip(&k).zip(row) {
-            *o = kc.mul_add(l, *o);
-        }
-    }
+    });
 }
 
 /// Whether [`narrow_task`] has a specialization for factor width `w` and `d` other

@@ -37,6 +37,32 @@ type RowSumKernel<'a> = dyn Fn(&[u32], &[f32], &mut [f32]) -> f64 + Sync + 'a;
 /// finer than it must be: with 8192 instead of 2048, movielens-100k's 31 weeks and
 /// most of movielens-10m-tags-4d run row by row (2 % fewer instructions on 10m-tags).
 pub(super) const PIECE: usize = 8192;
+/// A partial row's entry: f32 or f64, added in f64.
+pub(super) trait Widen: Copy {
+    /// The entry in f64.
+    fn wide(self) -> f64;
+    /// An f64 sum as an entry (rounded to nearest).
+    fn narrow(v: f64) -> Self;
+}
+
+impl Widen for f32 {
+    fn wide(self) -> f64 {
+        f64::from(self)
+    }
+    fn narrow(v: f64) -> Self {
+        v as f32
+    }
+}
+
+impl Widen for f64 {
+    fn wide(self) -> f64 {
+        self
+    }
+    fn narrow(v: f64) -> Self {
+        v
+    }
+}
+
 /// Nonzeros per parallel task (consecutive pieces, or whole rows).
 pub(super) const TASK: usize = 4096;
 
@@ -222,20 +248,21 @@ impl Plan {
     }
 
     /// Each cut row of `out` (`r` wide) = the sum of its pieces' partial slots (laid out
-    /// by [`Plan::cut_jobs`]), added in piece order.
-    pub(super) fn add_cut_rows<T>(&self, partial: &[T], r: usize, out: &mut [T])
-    where
-        T: Copy + Default + std::ops::AddAssign,
-    {
+    /// by [`Plan::cut_jobs`]), added in piece order in f64 and rounded once (a row of
+    /// hundreds of pieces would otherwise add their rounding to its own).
+    pub(super) fn add_cut_rows<T: Widen>(&self, partial: &[T], r: usize, out: &mut [T]) {
         let mut slot = 0;
+        let mut sum = vec![0f64; r];
         for &i in &self.cut_rows {
             let n = self.first[i + 1] - self.first[i];
-            let orow = &mut out[i * r..(i + 1) * r];
-            orow.fill(T::default());
+            sum.fill(0.0);
             for p in partial[slot * r..(slot + n) * r].chunks_exact(r.max(1)) {
-                for (a, &b) in orow.iter_mut().zip(p) {
-                    *a += b;
+                for (a, &b) in sum.iter_mut().zip(p) {
+                    *a += b.wide();
                 }
+            }
+            for (o, &a) in out[i * r..(i + 1) * r].iter_mut().zip(&sum) {
+                *o = T::narrow(a);
             }
             slot += n;
         }

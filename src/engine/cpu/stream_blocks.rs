@@ -30,8 +30,10 @@
 
 use super::cache_sizes::CacheSizes;
 use super::factor_rows::{row, row_mut};
-use super::mttkrp_stream::{CHUNKS, chunk_bounds, streamed_by, sum_in_copies};
+use super::mttkrp_stream::{CHUNKS, chunk_bounds, streamed_by};
+use super::output_copies::{OutputCopy, part_nonzeros, parts, sum_in_copies};
 use super::row_groups::RowGroups;
+use super::runs::{in_runs, in_runs_any};
 use super::walk::prefetch_row;
 use crate::error::Result;
 use crate::matrix::{Matrix, check_alloc};
@@ -213,7 +215,7 @@ impl StreamBlocks {
         long_ptr: &[usize],
         rest: &[&[f32]],
         out: &mut Matrix,
-        pool: &Mutex<Vec<Vec<f32>>>,
+        pool: &Mutex<Vec<OutputCopy>>,
         look: bool,
         wide: bool,
     ) {
@@ -225,8 +227,9 @@ impl StreamBlocks {
             own.len() >= (long_ptr.len() - 1) * r
                 && self.idx.len() == self.values.len() * (rest.len() + 1)
         );
-        sum_in_copies(CHUNKS, pool, out, w, |c, copy| {
-            let blocks = (self.bounds[c], self.bounds[c + 1]);
+        let min = part_nonzeros(out.rows());
+        let parts_of = |c: usize| parts(&self.starts, (self.bounds[c], self.bounds[c + 1]), min);
+        sum_in_copies(CHUNKS, pool, out, w, parts_of, |blocks, copy| {
             if !self.specialized(blocks, r, own, long_ptr, rest, look, wide, copy) {
                 self.sum_any(blocks, r, own, rest, copy);
             }
@@ -335,36 +338,42 @@ impl StreamBlocks {
                     }
                     next += 1;
                 }
-                let mut acc = [0f32; R];
-                for _ in 0..len {
-                    debug_assert!(n < end, "runs within their block");
-                    // SAFETY: the runs of blocks below `blocks.1` count their nonzeros,
-                    // which end at `end`; every index names a row of its factor (`run`).
-                    let (ix, x) = unsafe { (ixs.get_unchecked(n), *xs.get_unchecked(n)) };
-                    if LOOK && let Some(ahead) = ixs.get(n + LOOKAHEAD) {
-                        for p in 1..D {
-                            let i = ahead[p] as usize;
-                            if let Some(row) = facs[p].get(i * R..(i + 1) * R) {
-                                prefetch_row(row);
+                // A long run (a dense target row) in runs of f32 sums added in f64.
+                let n0 = n;
+                let acc = in_runs::<R>(len as usize, |s, e| {
+                    let mut acc = [0f32; R];
+                    for n in n0 + s..n0 + e {
+                        debug_assert!(n < end, "runs within their block");
+                        // SAFETY: the runs of blocks below `blocks.1` count their
+                        // nonzeros, which end at `end`; every index names a row of its
+                        // factor (`run`).
+                        let (ix, x) = unsafe { (ixs.get_unchecked(n), *xs.get_unchecked(n)) };
+                        if LOOK && let Some(ahead) = ixs.get(n + LOOKAHEAD) {
+                            for p in 1..D {
+                                let i = ahead[p] as usize;
+                                if let Some(row) = facs[p].get(i * R..(i + 1) * R) {
+                                    prefetch_row(row);
+                                }
                             }
                         }
-                    }
-                    let a = unsafe { row::<R>(facs[0], ix[0] as usize) };
-                    let mut k = [0f32; R];
-                    for (kc, &ac) in k.iter_mut().zip(a) {
-                        *kc = x * ac;
-                    }
-                    for p in 1..D {
-                        let f = unsafe { row::<R>(facs[p], ix[p] as usize) };
-                        for (kc, &fc) in k.iter_mut().zip(f) {
-                            *kc *= fc;
+                        let a = unsafe { row::<R>(facs[0], ix[0] as usize) };
+                        let mut k = [0f32; R];
+                        for (kc, &ac) in k.iter_mut().zip(a) {
+                            *kc = x * ac;
+                        }
+                        for p in 1..D {
+                            let f = unsafe { row::<R>(facs[p], ix[p] as usize) };
+                            for (kc, &fc) in k.iter_mut().zip(f) {
+                                *kc *= fc;
+                            }
+                        }
+                        for (s, &kc) in acc.iter_mut().zip(&k) {
+                            *s += kc;
                         }
                     }
-                    for (s, &kc) in acc.iter_mut().zip(&k) {
-                        *s += kc;
-                    }
-                    n += 1;
-                }
+                    acc
+                });
+                n += len as usize;
                 // SAFETY: the target row is below the output's rows (`run`'s caller).
                 let o = unsafe { row_mut::<R>(out, t as usize) };
                 for (oc, &s) in o.iter_mut().zip(&acc) {
@@ -388,24 +397,26 @@ impl StreamBlocks {
         for b in blocks.0..blocks.1 {
             let mut n = self.starts[b];
             for &[t, len] in &self.runs[self.run_ptr[b]..self.run_ptr[b + 1]] {
-                acc.fill(0.0);
-                for _ in 0..len {
-                    let (ix, x) = (&self.idx[n * d..(n + 1) * d], self.values[n]);
-                    let l = ix[0] as usize;
-                    for (kc, &ac) in k.iter_mut().zip(&own[l * r..(l + 1) * r]) {
-                        *kc = x * ac;
-                    }
-                    for (f, &i) in rest.iter().zip(&ix[1..]) {
-                        let i = i as usize;
-                        for (kc, &fc) in k.iter_mut().zip(&f[i * r..(i + 1) * r]) {
-                            *kc *= fc;
+                in_runs_any(len as usize, &mut acc, |s, e, acc| {
+                    acc.fill(0.0);
+                    for n in n + s..n + e {
+                        let (ix, x) = (&self.idx[n * d..(n + 1) * d], self.values[n]);
+                        let l = ix[0] as usize;
+                        for (kc, &ac) in k.iter_mut().zip(&own[l * r..(l + 1) * r]) {
+                            *kc = x * ac;
+                        }
+                        for (f, &i) in rest.iter().zip(&ix[1..]) {
+                            let i = i as usize;
+                            for (kc, &fc) in k.iter_mut().zip(&f[i * r..(i + 1) * r]) {
+                                *kc *= fc;
+                            }
+                        }
+                        for (s, &kc) in acc.iter_mut().zip(&k) {
+                            *s += kc;
                         }
                     }
-                    for (s, &kc) in acc.iter_mut().zip(&k) {
-                        *s += kc;
-                    }
-                    n += 1;
-                }
+                });
+                n += len as usize;
                 let t = t as usize;
                 for (oc, &s) in out[t * r..(t + 1) * r].iter_mut().zip(&acc) {
                     *oc += s;
