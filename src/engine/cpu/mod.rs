@@ -19,6 +19,7 @@
 //! every call and every session call inside it.
 
 mod avx512;
+mod avx512_mttkrp;
 mod cache_sizes;
 mod completion;
 mod factor_rows;

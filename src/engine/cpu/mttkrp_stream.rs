@@ -290,7 +290,7 @@ impl Chunk<'_> {
         let (ixs, _) = self.others[..self.ptr[self.rows.1] * D].as_chunks::<D>();
         #[cfg(target_arch = "x86_64")]
         if wide && matches!(R, 16 | 32 | 48 | 64) {
-            use super::avx512::mttkrp_streamed_rows as rows;
+            use super::avx512_mttkrp::mttkrp_streamed_rows as rows;
             let (p, x, own, rs) = (self.ptr, self.values, self.own, self.rows);
             // SAFETY: `wide` is set only where the CPU has AVX-512F. The groups'
             // offsets ascend (running sums of row counts) and their indices are below

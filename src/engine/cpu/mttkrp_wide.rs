@@ -77,7 +77,7 @@ pub(super) fn span_cut_job(
 }
 
 /// Rows `rows` (whole, into `dst`) of the row-by-row MTTKRP on AVX-512
-/// ([`super::avx512::mttkrp_rows`]) where a specialization exists for factor width
+/// ([`super::avx512_mttkrp::mttkrp_rows`]) where a specialization exists for factor width
 /// `w` (the rank `r`, or the width `r`'s factors are padded to; `dst` holds rows of
 /// `r`) and `facs.len()` other modes (the caller runs row by row where this returns
 /// `false`). Call only where the CPU has AVX-512F.
@@ -93,7 +93,7 @@ pub(super) fn wide_task(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        use super::avx512::mttkrp_rows;
+        use super::avx512_mttkrp::mttkrp_rows;
         /// The rank arms for `D` other modes and one pair of switches.
         macro_rules! by_rank {
             ($f:expr, $d:literal, $look:literal, $past:literal, $s:literal) => {

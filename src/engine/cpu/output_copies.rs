@@ -14,6 +14,8 @@ use std::sync::Mutex;
 pub(super) struct OutputCopy {
     part: Vec<f32>,
     sum: Vec<f64>,
+    /// Whether `sum` holds the range's sums (it had several parts); else `part` does.
+    summed: bool,
 }
 
 /// Parts of units `lo..hi` (rows of the long mode, or blocks of them) whose nonzeros
@@ -64,13 +66,20 @@ pub(super) fn sum_in_copies(
         let _flush = FlushSubnormals::new();
         copy.part.clear();
         copy.part.resize(len + LINE_FLOATS - 1, 0.0);
+        let parts = parts(c);
+        // A range of one part leaves its sums in the f32 copy (no f64 pass over it).
+        copy.summed = parts.len() > 1;
         copy.sum.clear();
-        copy.sum.resize(len, 0.0);
-        for part in parts(c) {
+        if copy.summed {
+            copy.sum.resize(len, 0.0);
+        }
+        for part in parts {
             let rows = on_lines_mut(&mut copy.part, len);
             sum(part, rows);
-            for (w, p) in copy.sum.iter_mut().zip(rows.iter_mut()) {
-                *w += f64::from(std::mem::take(p));
+            if copy.summed {
+                for (w, p) in copy.sum.iter_mut().zip(rows.iter_mut()) {
+                    *w += f64::from(std::mem::take(p));
+                }
             }
         }
     });
@@ -84,11 +93,11 @@ pub(super) fn sum_in_copies(
             let _flush = FlushSubnormals::new();
             let mut acc = vec![0f64; o.len()];
             for copy in &copies {
-                let rows = &copy.sum[k * wide..];
-                for (x, y) in acc.chunks_exact_mut(r).zip(rows.chunks_exact(width)) {
-                    for (x, &y) in x.iter_mut().zip(y) {
-                        *x += y;
-                    }
+                if copy.summed {
+                    add_rows(&mut acc, &copy.sum[k * wide..], r, width, |y| y);
+                } else {
+                    let part = &on_lines(&copy.part, len)[k * wide..];
+                    add_rows(&mut acc, part, r, width, f64::from);
                 }
             }
             for (o, a) in o.iter_mut().zip(acc) {
@@ -96,6 +105,28 @@ pub(super) fn sum_in_copies(
             }
         });
     *pool.lock().unwrap_or_else(|e| e.into_inner()) = copies;
+}
+
+/// Adds to `acc` (rows of `r`) the first `r` columns of each row of `rows` (rows of
+/// `width`), widened by `wide`.
+fn add_rows<T: Copy>(acc: &mut [f64], rows: &[T], r: usize, width: usize, wide: impl Fn(T) -> f64) {
+    for (x, y) in acc
+        .chunks_exact_mut(r.max(1))
+        .zip(rows.chunks_exact(width.max(1)))
+    {
+        for (x, &y) in x.iter_mut().zip(y) {
+            *x += wide(y);
+        }
+    }
+}
+
+/// [`on_lines_mut`] for reading.
+fn on_lines(v: &[f32], len: usize) -> &[f32] {
+    let a = v
+        .as_ptr()
+        .align_offset(4 * LINE_FLOATS)
+        .min(LINE_FLOATS - 1);
+    &v[a..a + len]
 }
 
 /// Floats per 64-byte cache line.

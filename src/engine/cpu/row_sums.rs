@@ -7,7 +7,7 @@
 use super::factor_rows::{self, store_row};
 use super::mttkrp_wide::Groups;
 use super::nt_store;
-use super::runs::{in_runs, in_runs_any};
+use super::runs::{RUN, in_runs, in_runs_any};
 
 /// How many nonzeros ahead [`row_sum`] prefetches factor rows that miss the cache.
 pub(super) const LOOKAHEAD: usize = 16;
@@ -135,7 +135,7 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool, c
 ) {
     #[cfg(target_arch = "x86_64")]
     if wide && matches!(R, 16 | 32 | 48 | 64) {
-        use super::avx512::mttkrp_row;
+        use super::avx512_mttkrp::mttkrp_row;
         // Its own array: one borrowed by the call would keep the AVX2 loop's
         // accumulators in memory.
         let mut acc = [0f32; R];
@@ -164,16 +164,23 @@ fn row_sum<const R: usize, const D: usize, const PAST: bool, const LOOK: bool, c
     let acc = in_runs::<R>(values.len(), |s, e| {
         run_sum::<R, D, LOOK>(&ixs[s..], &values[s..e], facs)
     });
+    store::<R, PAST, S>(out, &acc);
+}
+
+/// A row's sums into its output row: past the cache with `PAST`, its first
+/// `out.len()` columns with `S`.
+#[inline(always)]
+fn store<const R: usize, const PAST: bool, const S: bool>(out: &mut [f32], acc: &[f32; R]) {
     if PAST {
-        nt_store::store_past_cache(out, &acc);
+        nt_store::store_past_cache(out, acc);
     } else if S {
-        store_row(out, &acc);
+        store_row(out, acc);
     } else {
-        out.copy_from_slice(&acc);
+        out.copy_from_slice(acc);
     }
 }
 
-/// [`row_sum`]'s f32 sum of `values.len()` nonzeros (at most [`super::runs::RUN`]), `ixs` their
+/// [`row_sum`]'s f32 sum of `values.len()` nonzeros (at most [`RUN`]), `ixs` their
 /// indices from the first on (running on past them for the lookahead).
 #[inline(always)]
 fn run_sum<const R: usize, const D: usize, const LOOK: bool>(
@@ -282,9 +289,26 @@ impl ShapedSum for SpanCall<'_> {
         let te = ptr[r1];
         let (others, values) = (&others[..te * D], &values[..te]);
         let r = if S { self.r } else { R };
+        // Rows of at most a run in this loop, longer ones after it (as
+        // `avx512_mttkrp::mttkrp_rows` does: no call in the loop).
+        let mut long = false;
         for (w, o) in ptr[r0..=r1].windows(2).zip(self.dst.chunks_exact_mut(r)) {
             let (s, e) = (w[0], w[1]);
-            row_sum::<R, D, PAST, LOOK, S>(false, &others[s * D..], &values[s..e], facs, o);
+            if e - s > RUN {
+                long = true;
+                continue;
+            }
+            let (ixs, _) = others[s * D..].as_chunks::<D>();
+            let acc = run_sum::<R, D, LOOK>(ixs, &values[s..e], facs);
+            store::<R, PAST, S>(o, &acc);
+        }
+        if long {
+            for (w, o) in ptr[r0..=r1].windows(2).zip(self.dst.chunks_exact_mut(r)) {
+                let (s, e) = (w[0], w[1]);
+                if e - s > RUN {
+                    row_sum::<R, D, PAST, LOOK, S>(false, &others[s * D..], &values[s..e], facs, o);
+                }
+            }
         }
     }
 }

@@ -269,7 +269,24 @@ fn column_order(levels: &[usize], ranks: &[usize]) -> Vec<usize> {
 /// sum in f32 (a rank-1 Tucker core was 2e-5 off on a power-law tensor). A run costs
 /// one more pass over the output row and closes the open nodes once more: runs of at
 /// least `4 p` keep that within a quarter of the run's leaf work at a leaf of rank 1.
+#[inline(always)]
 fn piece_in_runs(
+    others: &[u32],
+    values: &[f32],
+    facs: &[&Matrix],
+    shape: &Shape,
+    nodes: &mut Nodes,
+    dst: &mut [f32],
+) {
+    if values.len() <= RUN.max(4 * dst.len()) {
+        return piece(others, values, facs, shape, nodes, dst);
+    }
+    long_piece(others, values, facs, shape, nodes, dst);
+}
+
+/// [`piece_in_runs`] of a row longer than a run (out of line: rare).
+#[inline(never)]
+fn long_piece(
     others: &[u32],
     values: &[f32],
     facs: &[&Matrix],
@@ -279,9 +296,6 @@ fn piece_in_runs(
 ) {
     let (n, d) = (values.len(), facs.len());
     let run = RUN.max(4 * dst.len());
-    if n <= run {
-        return piece(others, values, facs, shape, nodes, dst);
-    }
     let mut wide = std::mem::take(&mut nodes.wide);
     wide.clear();
     wide.resize(dst.len(), 0.0);
