@@ -124,6 +124,13 @@ pub fn load(file: Option<&Path>, use_cache: bool) -> Result<Loaded> {
                     r.trailing_bytes
                 );
             }
+            if r.values_underflowed > 0 {
+                s += &format!(
+                    ", {} values below the smallest f64 read as 0 (the first on line {})",
+                    r.values_underflowed,
+                    r.first_underflow_line.unwrap_or(0)
+                );
+            }
             match cache {
                 CacheNote::Written(p) => s += &format!("; cached in {}", p.display()),
                 CacheNote::Rebuilt { path, why } => {

@@ -70,6 +70,8 @@ pub fn read_share(ch: &Channel, path: &Path) -> DistResult<Share> {
                 values: e.values,
                 max,
                 lines: 0,
+                underflows: 0,
+                first_underflow_line: None,
             },
             dims: e.dims,
             total_entries: e.nnz,

@@ -60,6 +60,10 @@ pub struct ReadReport {
     /// Bytes after the last gzip member that were not another member (zero padding or
     /// trailing garbage, which `gzip -d` ignores too).
     pub trailing_bytes: u64,
+    /// Values written as nonzero but below the smallest f64 (e.g. `1e-400`), read as 0.
+    pub values_underflowed: usize,
+    /// The 1-based line of the first of them.
+    pub first_underflow_line: Option<usize>,
 }
 
 /// Reads a `.tns` file (plain or gzipped).
@@ -126,6 +130,8 @@ fn parse_checked(text: &[u8], origin: &Path) -> Result<(CooTensor, ReadReport)> 
         indices,
         values,
         max,
+        underflows,
+        first_underflow_line,
         ..
     } = parsed;
     let dims: Vec<usize> = match &start.header {
@@ -149,6 +155,8 @@ fn parse_checked(text: &[u8], origin: &Path) -> Result<(CooTensor, ReadReport)> 
         header: start.header,
         bytes: text.len() as u64,
         trailing_bytes: 0,
+        values_underflowed: underflows,
+        first_underflow_line,
     };
     Ok((x, report))
 }
@@ -250,7 +258,13 @@ fn parse_index(field: &[u8], what: &str) -> std::result::Result<u64, String> {
 
 /// Finds the header (if any) and the first data line. `Ok(None)`: no data line.
 fn find_start(text: &[u8]) -> std::result::Result<Option<Start>, (usize, String)> {
-    let mut content = lines_from(text, 0).filter(|(_, _, l)| !is_skipped(l));
+    // A UTF-8 byte order mark (some editors on Windows write one) opens line 1.
+    let bom = if text.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    };
+    let mut content = lines_from(text, bom).filter(|(_, _, l)| !is_skipped(l));
     let Some((n1, off1, l1)) = content.next() else {
         return Ok(None);
     };
@@ -361,6 +375,10 @@ struct Chunk {
     max: Vec<u32>,
     /// Lines in the chunk.
     lines: usize,
+    /// Values whose text is not zero but below the smallest f64, read as 0.
+    underflows: usize,
+    /// The 0-based line of the first of them.
+    first_underflow: Option<usize>,
 }
 
 /// Parses the data lines of one chunk. The fast path handles well-formed lines; any
@@ -375,6 +393,7 @@ fn parse_chunk(buf: &[u8], shape: &Shape) -> std::result::Result<Chunk, LineErro
         Some(h) => h.iter().map(|&d| d as u64).collect(),
         None => vec![MAX_INDEX; order],
     };
+    let (mut underflows, mut first_underflow) = (0, None);
     let n = buf.len();
     let mut pos = 0;
     let mut line = 0;
@@ -409,7 +428,8 @@ fn parse_chunk(buf: &[u8], shape: &Shape) -> std::result::Result<Chunk, LineErro
             while pos < line_end && !is_space(buf[pos]) && buf[pos] != b'#' {
                 pos += 1;
             }
-            let value = std::str::from_utf8(&buf[s..pos])
+            let text = &buf[s..pos];
+            let value = std::str::from_utf8(text)
                 .ok()
                 .and_then(|t| t.parse::<f64>().ok());
             while pos < line_end && is_space(buf[pos]) {
@@ -418,6 +438,12 @@ fn parse_chunk(buf: &[u8], shape: &Shape) -> std::result::Result<Chunk, LineErro
             // A `#` after the value starts a comment.
             match value {
                 Some(v) if v.is_finite() && (pos == line_end || buf[pos] == b'#') => {
+                    // Compared by bits: a worker may run this where subnormals
+                    // read as zero (a kernel's flush mode, held while it waits).
+                    if v.abs().to_bits() == 0 && underflows_to_zero(text) {
+                        underflows += 1;
+                        first_underflow.get_or_insert(line);
+                    }
                     values.push(v);
                     true
                 }
@@ -438,7 +464,17 @@ fn parse_chunk(buf: &[u8], shape: &Shape) -> std::result::Result<Chunk, LineErro
         values,
         max,
         lines: line,
+        underflows,
+        first_underflow,
     })
+}
+
+/// Whether a number's text that parsed as 0 has a nonzero digit before its exponent:
+/// a value below the smallest f64 (such as `1e-400`), not a written zero.
+fn underflows_to_zero(text: &[u8]) -> bool {
+    (text.iter())
+        .take_while(|&&b| !matches!(b, b'e' | b'E'))
+        .any(|b| (b'1'..=b'9').contains(b))
 }
 
 /// Says precisely what is wrong with a data line the fast path rejected.
@@ -492,6 +528,49 @@ fn diagnose(line: &[u8], shape: &Shape, limits: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value written as nonzero but below the smallest f64 reads as 0 and is
+    /// counted with its line; written zeros (`0`, `0.0e-400`, `-0`) are not.
+    #[test]
+    fn values_below_the_smallest_f64_are_counted() {
+        let text = b"1 1 1.0\n2 2 1e-400\n3 3 0.0e-400\n# c\n4 4 -2.5E-999\n5 5 -0\n";
+        let (x, r) = parse(text, Path::new("t.tns")).unwrap();
+        assert_eq!(x.nnz(), 5);
+        assert_eq!((r.values_underflowed, r.first_underflow_line), (2, Some(2)));
+        let (_, r) = parse(b"1 1 1.0\n2 2 0\n", Path::new("t.tns")).unwrap();
+        assert_eq!((r.values_underflowed, r.first_underflow_line), (0, None));
+        // Across chunks, the first in file order with the file's line number.
+        let mut big = Vec::new();
+        for k in 0..300_000 {
+            let v = if k == 250_000 || k == 299_999 {
+                "3e-310"
+            } else {
+                "1"
+            };
+            big.extend_from_slice(format!("{} 1 {v}\n", k + 1).as_bytes());
+        }
+        // 3e-310 is a subnormal f64, not 0: not counted.
+        let (_, r) = parse(&big, Path::new("t.tns")).unwrap();
+        assert_eq!(r.values_underflowed, 0);
+        let big = String::from_utf8(big).unwrap().replace("3e-310", "3e-330");
+        let (_, r) = parse(big.as_bytes(), Path::new("t.tns")).unwrap();
+        assert_eq!(
+            (r.values_underflowed, r.first_underflow_line),
+            (2, Some(250_001))
+        );
+    }
+
+    /// A UTF-8 byte order mark before the first line is skipped, with or without a
+    /// header; anywhere else it is an error naming the line.
+    #[test]
+    fn a_byte_order_mark_opens_the_file() {
+        let (x, _) = parse(b"\xEF\xBB\xBF1 2 3.0\n2 1 4.0\n", Path::new("t.tns")).unwrap();
+        assert_eq!((x.dims(), x.nnz()), (&[2usize, 2][..], 2));
+        let (x, r) = parse(b"\xEF\xBB\xBF2\n3 4\n1 2 3.0\n", Path::new("t.tns")).unwrap();
+        assert_eq!((x.dims(), r.header), (&[3usize, 4][..], Some(vec![3, 4])));
+        let e = parse(b"1 2 3.0\n\xEF\xBB\xBF2 1 4.0\n", Path::new("t.tns")).unwrap_err();
+        assert!(matches!(e, Error::Parse { line: 2, .. }), "{e}");
+    }
 
     #[test]
     fn chunks_cover_the_data_and_end_at_line_ends() {

@@ -1,7 +1,7 @@
 //! Messages that name the real cause: a symlink loop, a comment after a value, gzip
 //! files with padding or trailing garbage (read, as `gzip -d` does), negative numbers
 //! given to options, `--iters 0`, an all-zero `--init` factor, a kernel on an order-1
-//! tensor.
+//! tensor, values below the smallest f64, a byte order mark.
 
 use crate::common;
 
@@ -88,6 +88,26 @@ fn gzip_padding_and_trailing_garbage_are_ignored_like_gzip_does() {
     assert_eq!(y.nnz(), x.nnz());
     assert_eq!(report.duplicates_summed, x.nnz());
     assert_eq!(report.trailing_bytes, 16);
+}
+
+/// A value below the smallest f64 (`1e-400`) reads as 0, and the command says how many
+/// and where; a byte order mark before the first line is read past.
+#[test]
+fn values_read_as_zero_are_named_and_a_byte_order_mark_is_read_past() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("tiny.tns");
+    std::fs::write(
+        &p,
+        b"\xEF\xBB\xBF1 1 1 2.5\n2 2 1 1e-400\n1 2 2 -3E-999\n2 1 2 1\n",
+    )
+    .unwrap();
+    let o = run(dir.path(), &["info", p.to_str().unwrap(), "--no-cache"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("2 values below the smallest f64 read as 0 (the first on line 2)"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -48,6 +48,10 @@ pub struct Entries {
     pub max: Vec<u32>,
     /// Lines parsed (data, comments and blank lines).
     pub lines: usize,
+    /// Values written as nonzero but below the smallest f64, read as 0.
+    pub underflows: usize,
+    /// The 1-based file line of the first of them.
+    pub first_underflow_line: Option<usize>,
 }
 
 impl Entries {
@@ -58,6 +62,8 @@ impl Entries {
             values: Vec::new(),
             max: vec![0; order],
             lines: 0,
+            underflows: 0,
+            first_underflow_line: None,
         }
     }
 
@@ -69,6 +75,8 @@ impl Entries {
         }
         self.values.extend_from_slice(&other.values);
         self.lines += other.lines;
+        self.underflows += other.underflows;
+        self.first_underflow_line = self.first_underflow_line.or(other.first_underflow_line);
     }
 }
 
@@ -94,8 +102,9 @@ pub fn parse_lines(
     for p in parsed {
         match p {
             Ok(c) => {
+                let first = c.first_underflow.map(|l| lines_before + l + 1);
                 lines_before += c.lines;
-                done.push(c);
+                done.push((c, first));
             }
             Err(e) => {
                 return Err(Error::Parse {
@@ -107,7 +116,7 @@ pub fn parse_lines(
         }
     }
     // Reserved whole, each chunk dropped as soon as it is copied.
-    let total: usize = done.iter().map(|c| c.values.len()).sum();
+    let total: usize = done.iter().map(|(c, _)| c.values.len()).sum();
     let mut out = Entries {
         indices: (0..start.order)
             .map(|_| Vec::with_capacity(total))
@@ -115,13 +124,17 @@ pub fn parse_lines(
         values: Vec::with_capacity(total),
         max: vec![0; start.order],
         lines: 0,
+        underflows: 0,
+        first_underflow_line: None,
     };
-    for c in done {
+    for (c, first) in done {
         out.append(Entries {
             indices: c.indices,
             values: c.values,
             max: c.max,
             lines: c.lines,
+            underflows: c.underflows,
+            first_underflow_line: first,
         });
     }
     Ok(out)
