@@ -523,3 +523,46 @@ fn generated_case(
     let hls = crate::hls::HlsBuilder::new(threshold).build(&x).unwrap();
     (x, hls)
 }
+
+/// Test case of the sums in runs ([`runs`]): a tensor of `dims` (the first at least 3)
+/// whose rows 0 and 1 of mode 0 hold 50 000 nonzeros each and row 2 holds 40, every
+/// value 0.1, at distinct cells (`dims[1..]`'s cells must number at least 50 000 and
+/// not be a multiple of 13), with its HLS form (no dense tiles).
+#[cfg(test)]
+fn dense_rows_case(dims: &[usize]) -> (crate::tensor::CooTensor, HlsTensor) {
+    let cells: usize = dims[1..].iter().product();
+    let mut entries = Vec::new();
+    for (i, n) in [(0u32, 50_000usize), (1, 50_000), (2, 40)] {
+        for t in 0..n {
+            // Distinct cells: 13 is prime to their count.
+            let mut c = (i as usize * 7 + t * 13) % cells;
+            let mut at = vec![i];
+            for &e in dims[1..].iter().rev() {
+                at.push((c % e) as u32);
+                c /= e;
+            }
+            at[1..].reverse();
+            entries.push((at, 0.1));
+        }
+    }
+    let x = crate::tensor::CooTensor::from_entries(dims.to_vec(), entries).unwrap();
+    let hls = crate::hls::HlsBuilder::new(u32::MAX).build(&x).unwrap();
+    (x, hls)
+}
+
+/// Factors of `ranks` (seed `seed`) whose column 0 is all ones (where an f32 sum
+/// drifts) and the others uniform in [-1, 1) (mixed signs), and their absolute values
+/// (whose MTTKRP or TTMc is `Σ |t|`, what a sum's error bound scales with).
+#[cfg(test)]
+fn ones_and_mixed_signs(dims: &[usize], ranks: &[usize], seed: u64) -> (Vec<Matrix>, Vec<Matrix>) {
+    let f: Vec<Matrix> = (Matrix::random_factors(dims, ranks, seed).iter())
+        .map(|m| {
+            Matrix::from_fn(m.rows(), m.cols(), |i, c| match c {
+                0 => 1.0,
+                _ => 2.0 * m.get(i, c) - 1.0,
+            })
+        })
+        .collect();
+    let abs = f.iter().map(|m| m.map(f32::abs)).collect();
+    (f, abs)
+}

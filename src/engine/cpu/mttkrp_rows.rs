@@ -459,17 +459,7 @@ mod tests {
     fn dense_rows_stay_within_the_bound_of_sums_in_runs() {
         use super::super::runs::RUN;
         let dims = vec![3usize, 2000, 300];
-        let cells = dims[1] * dims[2];
-        let mut entries = Vec::new();
-        for (i, n) in [(0u32, 50_000usize), (1, 50_000), (2, 40)] {
-            for t in 0..n {
-                // Distinct cells: 13 is prime to their count.
-                let c = (i as usize * 7 + t * 13) % cells;
-                entries.push(([i, (c / dims[2]) as u32, (c % dims[2]) as u32], 0.1));
-            }
-        }
-        let x = CooTensor::from_entries(dims.clone(), entries).unwrap();
-        let hls = HlsBuilder::new(u32::MAX).build(&x).unwrap();
+        let (x, hls) = super::super::dense_rows_case(&dims);
         let longest = |m: usize| {
             let mut count = vec![0usize; dims[m]];
             for &i in x.indices(m) {
@@ -479,14 +469,7 @@ mod tests {
         };
         let u = f64::from(f32::EPSILON) / 2.0;
         for rank in [16, 5] {
-            let mut f = Matrix::random_factors(&dims, &[rank; 3], 41);
-            for m in &mut f {
-                *m = Matrix::from_fn(m.rows(), rank, |i, c| match c {
-                    0 => 1.0,
-                    _ => 2.0 * m.get(i, c) - 1.0,
-                });
-            }
-            let abs: Vec<Matrix> = f.iter().map(|m| m.map(f32::abs)).collect();
+            let (f, abs) = super::super::ones_and_mixed_signs(&dims, &[rank; 3], 41);
             let rows = RowMttkrp::new(&hls).unwrap().expect("small groups fit");
             let streams = CacheSizes {
                 l2: 1 << 20,

@@ -206,31 +206,8 @@ fn dense_rows_stay_within_the_bound_of_sums_in_runs() {
         (vec![3, 2, 2, 40_000], vec![2, 2, 3, 2]),
     ];
     for (dims, ranks) in cases {
-        let cells: usize = dims[1..].iter().product();
-        let mut entries = Vec::new();
-        for (i, n) in [(0u32, 50_000usize), (1, 50_000), (2, 40)] {
-            for t in 0..n {
-                // Distinct cells: 13 is prime to their count.
-                let mut c = (i as usize * 7 + t * 13) % cells;
-                let mut at = vec![i];
-                for &e in dims[1..].iter().rev() {
-                    at.push((c % e) as u32);
-                    c /= e;
-                }
-                at[1..].reverse();
-                entries.push((at, 0.1));
-            }
-        }
-        let x = CooTensor::from_entries(dims.clone(), entries).unwrap();
-        let hls = HlsBuilder::new(u32::MAX).build(&x).unwrap();
-        let mut f = Matrix::random_factors(&dims, &ranks, 43);
-        for m in &mut f {
-            *m = Matrix::from_fn(m.rows(), m.cols(), |i, c| match c {
-                0 => 1.0,
-                _ => 2.0 * m.get(i, c) - 1.0,
-            });
-        }
-        let abs: Vec<Matrix> = f.iter().map(|m| m.map(f32::abs)).collect();
+        let (x, hls) = super::super::dense_rows_case(&dims);
+        let (f, abs) = super::super::ones_and_mixed_signs(&dims, &ranks, 43);
         for threads in [1, 2] {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
