@@ -550,6 +550,28 @@ fn dense_rows_case(dims: &[usize]) -> (crate::tensor::CooTensor, HlsTensor) {
     (x, hls)
 }
 
+/// Asserts every entry of `got` within `(terms) u Σ|t|` of `want` (`u = 2⁻²⁴`, with
+/// 1 % for second-order terms), `scale` holding `Σ|t|` per entry: the bound of a sum
+/// whose every term passes through at most `terms` roundings. `what` names the case.
+#[cfg(test)]
+fn assert_within_sum_bound(
+    want: &Matrix<f64>,
+    scale: &Matrix<f64>,
+    got: &Matrix,
+    terms: usize,
+    what: &str,
+) {
+    let gamma = terms as f64 * (f64::from(f32::EPSILON) / 2.0) * 1.01;
+    for (k, ((&w, &s), &g)) in (want.data().iter().zip(scale.data()).zip(got.data())).enumerate() {
+        let err = (f64::from(g) - w).abs();
+        assert!(
+            err <= gamma * s,
+            "{what} entry {k}: {g} for {w}, error {err:.3e} past {:.3e}",
+            gamma * s
+        );
+    }
+}
+
 /// Factors of `ranks` (seed `seed`) whose column 0 is all ones (where an f32 sum
 /// drifts) and the others uniform in [-1, 1) (mixed signs), and their absolute values
 /// (whose MTTKRP or TTMc is `Σ |t|`, what a sum's error bound scales with).

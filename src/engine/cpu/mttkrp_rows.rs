@@ -467,7 +467,6 @@ mod tests {
             }
             count.into_iter().max().unwrap_or(0)
         };
-        let u = f64::from(f32::EPSILON) / 2.0;
         for rank in [16, 5] {
             let (f, abs) = super::super::ones_and_mixed_signs(&dims, &[rank; 3], 41);
             let rows = RowMttkrp::new(&hls).unwrap().expect("small groups fit");
@@ -483,18 +482,8 @@ mod tests {
                 assert_ne!(long, mode, "mode {mode} streams");
                 let part = super::super::output_copies::part_nonzeros(rows_of_mode) + longest(long);
                 let check = |got: &Matrix, m: usize, path: &str| {
-                    let gamma = (m + 2 + 3) as f64 * u * 1.01;
-                    for (k, ((&w, &s), &g)) in
-                        (want.data().iter().zip(scale.data()).zip(got.data())).enumerate()
-                    {
-                        let err = (f64::from(g) - w).abs();
-                        assert!(
-                            err <= gamma * s,
-                            "{path} rank {rank} mode {mode} entry {k}: {g} for {w}, \
-                             error {err:.3e} past {:.3e}",
-                            gamma * s
-                        );
-                    }
+                    let what = format!("{path} rank {rank} mode {mode}");
+                    super::super::assert_within_sum_bound(&want, &scale, got, m + 2 + 3, &what);
                 };
                 for wide in [false, true] {
                     if wide && !super::super::avx512::available() {

@@ -17,42 +17,12 @@ pub(super) const RUN: usize = 128;
 
 /// The sum of `n` terms in runs: `sum(s, e)` is the f32 sum of terms `s..e` (`R`
 /// columns); runs of at most [`RUN`], in order, their sums added per column in f64 and
-/// rounded to f32 once. Where `n ≤ RUN`, `sum(0, n)` itself.
+/// rounded to f32 once. Where `n ≤ RUN`, `sum(0, n)` itself. No call: `sum` is inlined
+/// twice, the same operations, since a call in a row loop, even one never made, cost
+/// the short sums their registers (the streamed blocks' runs: a sixth of a short
+/// mode's time at rank 32).
 #[inline(always)]
 pub(super) fn in_runs<const R: usize>(
-    n: usize,
-    mut sum: impl FnMut(usize, usize) -> [f32; R],
-) -> [f32; R] {
-    if n <= RUN {
-        sum(0, n)
-    } else {
-        in_long_runs(n, sum)
-    }
-}
-
-/// [`in_runs`] past one run: out of line, so that the short rows' loop stays as it
-/// was (inlined, the long path slowed it by a quarter at rank 16).
-#[inline(never)]
-#[cold]
-fn in_long_runs<const R: usize>(
-    n: usize,
-    mut sum: impl FnMut(usize, usize) -> [f32; R],
-) -> [f32; R] {
-    let mut wide = [0f64; R];
-    for s in (0..n).step_by(RUN) {
-        let part = sum(s, (s + RUN).min(n));
-        for (w, p) in wide.iter_mut().zip(part) {
-            *w += f64::from(p);
-        }
-    }
-    wide.map(|w| w as f32)
-}
-
-/// [`in_runs`] with no call: for a loop where a call, even one never made, costs the
-/// short sums their registers (the streamed blocks' runs: a sixth of a short mode's
-/// time at rank 32). `sum` is inlined twice, the same operations.
-#[inline(always)]
-pub(super) fn in_runs_inline<const R: usize>(
     n: usize,
     mut sum: impl FnMut(usize, usize) -> [f32; R],
 ) -> [f32; R] {
@@ -123,7 +93,6 @@ mod tests {
             part.fill((s..e).fold(0f32, |a, _| a + t));
         });
         assert!(out.iter().all(|&o| o == runs), "{out:?} vs {runs}");
-        assert_eq!(in_runs_inline::<1>(n, sum)[0].to_bits(), runs.to_bits());
         let short = in_runs::<1>(RUN, sum)[0];
         assert_eq!(short, (0..RUN).fold(0f32, |a, _| a + t));
     }

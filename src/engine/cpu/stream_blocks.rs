@@ -33,7 +33,7 @@ use super::factor_rows::{row, row_mut};
 use super::mttkrp_stream::{CHUNKS, chunk_bounds, streamed_by};
 use super::output_copies::{OutputCopy, part_nonzeros, parts, sum_in_copies};
 use super::row_groups::RowGroups;
-use super::runs::{in_runs_any, in_runs_inline};
+use super::runs::{in_runs, in_runs_any};
 use super::walk::prefetch_row;
 use crate::error::Result;
 use crate::matrix::{Matrix, check_alloc};
@@ -342,7 +342,7 @@ impl StreamBlocks {
                 }
                 // A long run (a dense target row) in runs of f32 sums added in f64.
                 let n0 = n;
-                let acc = in_runs_inline::<R>(len as usize, |s, e| {
+                let acc = in_runs::<R>(len as usize, |s, e| {
                     let mut acc = [0f32; R];
                     for n in n0 + s..n0 + e {
                         debug_assert!(n < end, "runs within their block");

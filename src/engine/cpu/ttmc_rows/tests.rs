@@ -199,7 +199,6 @@ fn interleaved_fibers_and_cut_rows_match_the_reference() {
 /// fiber's nonzeros drifts far past it.
 #[test]
 fn dense_rows_stay_within_the_bound_of_sums_in_runs() {
-    let u = f64::from(f32::EPSILON) / 2.0;
     let cases: [(Vec<usize>, Vec<usize>); 3] = [
         (vec![3, 20_000, 4], vec![1, 1, 1]),
         (vec![3, 20_000, 4], vec![2, 8, 4]),
@@ -221,18 +220,9 @@ fn dense_rows_stay_within_the_bound_of_sums_in_runs() {
                     let mut out = Matrix::from_fn(dims[mode], want.cols(), |_, _| f32::NAN);
                     rows.run(mode, &f, &mut out);
                     let run = RUN.max(4 * want.cols());
-                    let gamma = (run + 2 * (dims.len() - 1) + 4) as f64 * u * 1.01;
-                    for (k, ((&w, &s), &g)) in
-                        (want.data().iter().zip(scale.data()).zip(out.data())).enumerate()
-                    {
-                        let err = (f64::from(g) - w).abs();
-                        assert!(
-                            err <= gamma * s,
-                            "{dims:?} ranks {ranks:?} mode {mode} entry {k}: {g} for {w}, \
-                             error {err:.3e} past {:.3e}",
-                            gamma * s
-                        );
-                    }
+                    let what = format!("{dims:?} ranks {ranks:?} mode {mode}");
+                    let terms = run + 2 * (dims.len() - 1) + 4;
+                    super::super::assert_within_sum_bound(&want, &scale, &out, terms, &what);
                 }
             });
         }
