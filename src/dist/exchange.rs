@@ -118,26 +118,19 @@ pub fn distribute(
     } = share;
     let p = ch.size();
     let mut counts: Vec<Vec<u64>> = Vec::new();
+    let mut rows = None;
     if scheme == Scheme::Medium || cp_rank.is_some() {
-        counts = (entries.indices.iter().zip(&dims))
-            .map(|(ix, &d)| {
-                let mut c = vec![0u64; d];
-                for &i in ix {
-                    c[i as usize] += 1;
-                }
-                ch.reduce_u64(&mut c, Reduce::Sum);
-                c
-            })
-            .collect();
-    }
-    let rows = cp_rank.and_then(|rank| used_indices(&counts, &dims, rank));
-    let dims = match &rows {
-        Some(r) => {
-            renumber(&mut entries.indices, &mut counts, r);
-            (r.used.iter().zip(&r.dims))
-                .map(|(u, &d)| u.as_ref().map_or(d, Vec::len))
-                .collect()
+        let per_row = row_counts(ch, &entries.indices, &dims);
+        rows = cp_rank.and_then(|rank| used_indices(&per_row, &dims, rank));
+        if let Some(r) = &rows {
+            renumber(&mut entries.indices, r);
         }
+        counts = ch.agree(dense_counts(per_row, rows.as_ref(), &dims))?;
+    }
+    let dims = match &rows {
+        Some(r) => (r.used.iter().zip(&r.dims))
+            .map(|(u, &d)| u.as_ref().map_or(d, Vec::len))
+            .collect(),
         None => dims,
     };
     let partition = match scheme {
@@ -228,23 +221,94 @@ pub fn distribute(
     })
 }
 
+/// Every row's count of nonzeros over all ranks in one mode.
+#[derive(Debug, Clone, PartialEq)]
+enum RowCounts {
+    /// A count per row of the mode.
+    Dense(Vec<u64>),
+    /// A mode longer than [`SPARSE_COUNTS`] times the tensor's nonzeros: its rows with
+    /// nonzeros, ascending, and their counts. A count per row would cost more than the
+    /// tensor there, on every rank (32 GiB for a mode of 2³² rows).
+    Sparse { rows: Vec<u32>, counts: Vec<u64> },
+}
+
+/// A mode's rows are counted sparsely ([`RowCounts::Sparse`]) when it has more than
+/// this many times as many rows as the tensor has nonzeros: more than half of its rows
+/// are then empty, so a CP model always holds it on its used rows.
+const SPARSE_COUNTS: u64 = 2;
+
+/// Per mode, every row's count of the nonzeros all ranks read (`indices`, per mode, of
+/// a tensor of extents `dims`). Collective.
+fn row_counts(ch: &Channel, indices: &[Vec<u32>], dims: &[usize]) -> Vec<RowCounts> {
+    let mut total = [indices.first().map_or(0, Vec::len) as u64];
+    ch.reduce_u64(&mut total, Reduce::Sum);
+    (indices.iter().zip(dims))
+        .map(|(ix, &d)| {
+            if d as u64 > SPARSE_COUNTS.saturating_mul(total[0]) {
+                let (rows, counts) = runs_of(ix.clone());
+                let (rows, _) = ch.all_gather(&rows);
+                let (counts, _) = ch.all_gather(&counts);
+                let mut pairs: Vec<(u32, u64)> = rows.into_iter().zip(counts).collect();
+                pairs.sort_unstable_by_key(|&(r, _)| r);
+                let mut merged: (Vec<u32>, Vec<u64>) = (Vec::new(), Vec::new());
+                for (r, c) in pairs {
+                    match merged.0.last() {
+                        Some(&last) if last == r => *merged.1.last_mut().expect("a count") += c,
+                        _ => {
+                            merged.0.push(r);
+                            merged.1.push(c);
+                        }
+                    }
+                }
+                RowCounts::Sparse {
+                    rows: merged.0,
+                    counts: merged.1,
+                }
+            } else {
+                let mut c = vec![0u64; d];
+                for &i in ix {
+                    c[i as usize] += 1;
+                }
+                ch.reduce_u64(&mut c, Reduce::Sum);
+                RowCounts::Dense(c)
+            }
+        })
+        .collect()
+}
+
+/// The distinct values of `ix`, ascending, and how often each occurs.
+fn runs_of(mut ix: Vec<u32>) -> (Vec<u32>, Vec<u64>) {
+    ix.sort_unstable();
+    let (mut rows, mut counts) = (Vec::new(), Vec::new());
+    for chunk in ix.chunk_by(|a, b| a == b) {
+        rows.push(chunk[0]);
+        counts.push(chunk.len() as u64);
+    }
+    (rows, counts)
+}
+
 /// The modes a CP model of rank `rank` runs on their used rows, from every row's count
 /// of nonzeros over all ranks (`counts`, per mode), where that pays
 /// ([`modes_to_renumber`]).
-fn used_indices(counts: &[Vec<u64>], dims: &[usize], rank: usize) -> Option<UsedIndices> {
-    let empty: Vec<usize> = counts
-        .iter()
-        .map(|c| c.iter().filter(|&&n| n == 0).count())
+fn used_indices(counts: &[RowCounts], dims: &[usize], rank: usize) -> Option<UsedIndices> {
+    let empty: Vec<usize> = (counts.iter().zip(dims))
+        .map(|(c, &d)| match c {
+            RowCounts::Dense(c) => c.iter().filter(|&&n| n == 0).count(),
+            RowCounts::Sparse { rows, .. } => d - rows.len(),
+        })
         .collect();
-    let nnz = counts.first().map_or(0, |c| c.iter().sum::<u64>()) as usize;
+    let nnz = counts.first().map_or(0, |c| match c {
+        RowCounts::Dense(c) | RowCounts::Sparse { counts: c, .. } => c.iter().sum::<u64>(),
+    }) as usize;
     let which = modes_to_renumber(&empty, dims, nnz, |_| rank, |_| 1)?;
     let used = (counts.iter().zip(&which))
         .map(|(c, &w)| {
-            w.then(|| {
-                (c.iter().enumerate())
+            w.then(|| match c {
+                RowCounts::Dense(c) => (c.iter().enumerate())
                     .filter(|(_, n)| **n > 0)
                     .map(|(i, _)| i as u32)
-                    .collect()
+                    .collect(),
+                RowCounts::Sparse { rows, .. } => rows.clone(),
             })
         })
         .collect();
@@ -254,14 +318,136 @@ fn used_indices(counts: &[Vec<u64>], dims: &[usize], rank: usize) -> Option<Used
     })
 }
 
-/// This rank's `indices` (per mode) and the `counts` per row renumbered to the used rows
-/// of the modes `rows` renumbers.
-fn renumber(indices: &mut [Vec<u32>], counts: &mut [Vec<u64>], rows: &UsedIndices) {
-    for ((ix, c), used) in indices.iter_mut().zip(counts).zip(&rows.used) {
+/// This rank's `indices` (per mode) renumbered to the used rows of the modes `rows`
+/// renumbers.
+fn renumber(indices: &mut [Vec<u32>], rows: &UsedIndices) {
+    for (ix, used) in indices.iter_mut().zip(&rows.used) {
         let Some(used) = used else { continue };
         for i in ix.iter_mut() {
             *i = used.binary_search(i).expect("a used row") as u32;
         }
-        c.retain(|&n| n > 0);
+    }
+}
+
+/// Per mode, a count per row the run holds: of its used rows where `rows` renumbers the
+/// mode, else of every row of the tensor (extents `dims`), which a mode counted
+/// sparsely then needs written out (checked against the memory available first).
+fn dense_counts(
+    counts: Vec<RowCounts>,
+    rows: Option<&UsedIndices>,
+    dims: &[usize],
+) -> crate::error::Result<Vec<Vec<u64>>> {
+    let held = |m: usize| rows.is_some_and(|r| r.used[m].is_some());
+    let mut plan = crate::memplan::MemoryPlan::new(
+        "partitioning the tensor's rows over the ranks",
+        "renumber the long modes' indices to their rows with nonzeros",
+    );
+    for (m, c) in counts.iter().enumerate() {
+        if let RowCounts::Sparse { .. } = c
+            && !held(m)
+        {
+            plan.add(format!("a count per row of mode {m}"), dims[m] as u128, 8);
+        }
+    }
+    plan.check()?;
+    Ok((counts.into_iter().enumerate())
+        .map(|(m, c)| match c {
+            RowCounts::Dense(mut c) => {
+                if held(m) {
+                    c.retain(|&n| n > 0);
+                }
+                c
+            }
+            RowCounts::Sparse { rows: r, counts } if !held(m) => {
+                let mut c = vec![0u64; dims[m]];
+                for (&i, n) in r.iter().zip(counts) {
+                    c[i as usize] = n;
+                }
+                c
+            }
+            RowCounts::Sparse { counts, .. } => counts,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mode's counts, whichever way they were taken, as a count per row.
+    fn per_row(c: &RowCounts, d: usize) -> Vec<u64> {
+        match c {
+            RowCounts::Dense(c) => c.clone(),
+            RowCounts::Sparse { rows, counts } => {
+                let mut all = vec![0u64; d];
+                for (&r, &n) in rows.iter().zip(counts) {
+                    all[r as usize] = n;
+                }
+                all
+            }
+        }
+    }
+
+    #[test]
+    fn long_modes_are_counted_by_their_used_rows_and_give_the_same_counts() {
+        let ch = Channel::single();
+        // 7 nonzeros: mode 0 (extent 15 > 2·7) is counted sparsely, modes 1 and 2 not.
+        let indices = vec![
+            vec![14, 3, 3, 0, 14, 9, 3],
+            vec![0, 1, 1, 2, 3, 4, 5],
+            vec![1, 1, 0, 0, 1, 0, 1],
+        ];
+        let dims = [15, 14, 2];
+        let counts = row_counts(&ch, &indices, &dims);
+        assert_eq!(
+            counts[0],
+            RowCounts::Sparse {
+                rows: vec![0, 3, 9, 14],
+                counts: vec![1, 3, 1, 2]
+            }
+        );
+        assert!(matches!(counts[1], RowCounts::Dense(_)));
+        for (m, c) in counts.iter().enumerate() {
+            let mut want = vec![0u64; dims[m]];
+            for &i in &indices[m] {
+                want[i as usize] += 1;
+            }
+            assert_eq!(per_row(c, dims[m]), want, "mode {m}");
+        }
+        // CP at rank 2 holds mode 0 (11 of 15 rows empty) and mode 1 (8 of 14) on
+        // their used rows; mode 2 has none empty.
+        let rows = used_indices(&counts, &dims, 2).expect("modes on their used rows");
+        assert_eq!(rows.used[0].as_deref(), Some(&[0, 3, 9, 14][..]));
+        assert_eq!(rows.used[1].as_deref(), Some(&[0, 1, 2, 3, 4, 5][..]));
+        assert_eq!(rows.used[2], None);
+        let mut renumbered = indices.clone();
+        renumber(&mut renumbered, &rows);
+        assert_eq!(renumbered[0], vec![3, 1, 1, 0, 3, 2, 1]);
+        assert_eq!(renumbered[2], indices[2]);
+        let dense = dense_counts(counts.clone(), Some(&rows), &dims).unwrap();
+        assert_eq!(
+            dense,
+            vec![vec![1, 3, 1, 2], vec![1, 2, 1, 1, 1, 1], vec![3, 4]]
+        );
+        // Held on every row, the sparse mode is written out row by row.
+        let want: Vec<Vec<u64>> = (counts.iter().zip(dims))
+            .map(|(c, d)| per_row(c, d))
+            .collect();
+        assert_eq!(dense_counts(counts, None, &dims).unwrap(), want);
+    }
+
+    #[test]
+    fn a_count_per_row_of_a_mode_longer_than_memory_is_refused_by_the_plan() {
+        let counts = vec![RowCounts::Sparse {
+            rows: vec![0, u32::MAX],
+            counts: vec![1, 1],
+        }];
+        let dims = [usize::MAX / 4];
+        match dense_counts(counts, None, &dims) {
+            Err(crate::error::Error::Memory { largest, .. }) => {
+                assert!(largest.contains("a count per row of mode 0"), "{largest}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -224,3 +224,44 @@ fn a_block_over_the_memory_limit_stops_every_rank_with_one_line() {
         assert!(!err.contains("memory allocation of"), "{cmd}: {err}");
     }
 }
+
+/// A mode of 2³² rows holding a few nonzeros: the ranks count its rows by the ones
+/// used (a count per row would be 32 GiB on every rank, and every rank's allocation
+/// failed on its own line), so what stops the run is the memory plan, once: CP-ALS
+/// starts from the single process's factors, drawn on every row of the tensor.
+#[test]
+fn a_mode_of_four_billion_rows_is_refused_once_by_the_plan() {
+    if common::mpi::mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for k in 0..200u64 {
+        let row = [1u64, 2, 4_000_000, 4_294_967_296][k as usize % 4];
+        text += &format!("{row} {} {} {}\n", k % 57 + 1, k % 50 + 1, k % 5 + 1);
+    }
+    let f = dir.path().join("long.tns");
+    std::fs::write(&f, text).unwrap();
+    let bin = env!("CARGO_BIN_EXE_sptmc");
+    let got = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 1500000; exec mpirun --allow-run-as-root --oversubscribe -np 3 -x RAYON_NUM_THREADS=1 -x MALLOC_ARENA_MAX=1 {bin} cp {} --rank 8 --iters 2",
+            f.display()
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&got.stderr);
+    assert_eq!(got.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("mode 0: 4 of 4294967296 rows"),
+        "the run holds mode 0 on its used rows: {err}"
+    );
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("error:")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("sptmc: error: not enough memory:")
+            && lines[0].contains("start drawn on the tensor's rows (4294967296 rows"),
+        "{err}"
+    );
+}
