@@ -74,6 +74,8 @@ mod with_mpi {
     use sptmc::dist::volume;
     use sptmc::driver::{CpAprReport, CpReport, CpRequest};
     use sptmc::engine::{BackendChoice, BackendKind, Engine};
+    use sptmc::hls::ValueReport;
+    use sptmc::hls::values::{ValueChoice, ValueType};
     use sptmc::model_io::finish_model;
     use sptmc::tensor::generate::generate_part;
     use sptmc::tensor::tns::part::Entries;
@@ -295,8 +297,7 @@ mod with_mpi {
             model: out.model,
             seconds,
             backend: engine.backend().describe(),
-            // Each rank chooses the type of its own block's values under --values.
-            values: None,
+            values: values_of_ranks(&ranks),
         };
         let mut summary = report.summary(&name, block.tensor_dims(), block.nnz as usize);
         let (p, n, r) = (&block.partition, block.dims.len(), a.rank);
@@ -346,6 +347,7 @@ mod with_mpi {
         let comm = ch.gather_u64(s.comm_seconds.to_bits());
         let bytes = ch.gather_u64(s.bytes_per_iter);
         let model = ch.gather_u64(s.model_rows_bytes);
+        let values = gather_values(ch, s.values.as_ref());
         (0..ch.size())
             .map(|r| RankStats {
                 rank: r,
@@ -356,8 +358,50 @@ mod with_mpi {
                 comm_seconds: f64::from_bits(comm[r]),
                 bytes_per_iter: bytes[r],
                 model_rows_bytes: model[r],
+                values: values[r].clone(),
             })
             .collect()
+    }
+
+    /// Every rank's report of how its block's values are stored, from each rank's
+    /// `mine`: its type, choice, counts and bytes travel as integers, the words are
+    /// made again from them.
+    fn gather_values(ch: &Channel, mine: Option<&ValueReport>) -> Vec<Option<ValueReport>> {
+        let code = mine.map_or(0, |v| {
+            let ty = match v.value_type {
+                ValueType::F16 => 0,
+                ValueType::F32 => 1,
+            };
+            let choice = match v.choice {
+                ValueChoice::Auto => 0,
+                ValueChoice::F16 => 1,
+                ValueChoice::F32 => 2,
+            };
+            1 + ty + 2 * choice
+        });
+        let field = |f: fn(&ValueReport) -> usize| ch.gather_u64(mine.map_or(0, f) as u64);
+        let (codes, inexact) = (ch.gather_u64(code), field(|v| v.f16_inexact));
+        let (f16, f32) = (field(|v| v.f16_bytes), field(|v| v.f32_bytes));
+        (0..ch.size())
+            .map(|r| {
+                let c = codes[r].checked_sub(1)?;
+                let ty = [ValueType::F16, ValueType::F32][(c % 2) as usize];
+                let choice =
+                    [ValueChoice::Auto, ValueChoice::F16, ValueChoice::F32][(c / 2) as usize];
+                Some(ValueReport::new(
+                    (ty, choice),
+                    inexact[r] as usize,
+                    (f16[r] as usize, f32[r] as usize),
+                ))
+            })
+            .collect()
+    }
+
+    /// The run's report of its values: the ranks' together where they stored them
+    /// alike (each rank's is in `distributed.per_rank`).
+    fn values_of_ranks(ranks: &[RankStats]) -> Option<ValueReport> {
+        let reports: Vec<ValueReport> = ranks.iter().filter_map(|s| s.values.clone()).collect();
+        ValueReport::of_parts(&reports)
     }
 
     /// The bytes of factor rows a rank of a partition sends per iteration when every
@@ -390,6 +434,7 @@ mod with_mpi {
                     "model_bytes_per_iter": s.model_rows_bytes + scalars,
                     "slab_model_bytes_per_iter": slabs(p, s.rank) + scalars,
                     "coarse_model_bytes_per_iter": slabs(&coarse, s.rank) + scalars,
+                    "values": s.values,
                 })
             })
             .collect();
@@ -465,8 +510,7 @@ mod with_mpi {
             model: out.model,
             seconds,
             backend: engine.backend().describe(),
-            // Each rank chooses the type of its own block's values under --values.
-            values: None,
+            values: values_of_ranks(&ranks),
         };
         let mut summary = report.summary(&job, &name, block.tensor_dims(), block.nnz as usize);
         let (n, r) = (block.dims.len(), a.rank);

@@ -35,7 +35,7 @@ use faer::Mat;
 use std::ops::ControlFlow;
 
 /// What one rank did in a distributed run.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RankStats {
     /// The rank.
     pub rank: usize,
@@ -56,6 +56,9 @@ pub struct RankStats {
     /// rows its routes move (`super::routes`): what `bytes_per_iter` holds besides the
     /// small all-reduces.
     pub model_rows_bytes: u64,
+    /// How its block's values are stored (`None` for a block without nonzeros): each
+    /// rank chooses for its own block under `--values`.
+    pub values: Option<crate::hls::ValueReport>,
 }
 
 /// The outcome of a distributed CP-ALS on one rank.
@@ -310,6 +313,9 @@ pub fn cp_als(
                 (reduced + gathered) * rank as u64 * super::volume::VALUE_BYTES
             })
             .sum(),
+        values: (prepared.as_ref())
+            .and_then(|x| x.hls(w.op).ok())
+            .map(|h| h.stats().value_report()),
     };
     let (weights, arrangement) = arrange(ch, part, &owned, weights);
     ch.agree(if me == 0 && weights.iter().all(|&w| w == 0.0) {

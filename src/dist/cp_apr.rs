@@ -512,6 +512,9 @@ pub fn cp_apr(
                 (rows * rank as f64 * super::volume::APR_VALUE_BYTES as f64).round() as u64
             })
             .sum(),
+        values: (prepared.as_ref())
+            .and_then(|x| x.hls(w.op).ok())
+            .map(|h| h.stats().value_report()),
     };
     // The single process's order of the components; its checks of the model, each
     // rank over the rows it owns.

@@ -129,6 +129,63 @@ fn a_rank_without_nonzeros_still_takes_part() {
     same_fits(&f, &[4]);
 }
 
+/// `--json`'s `values` under mpirun: per rank, how its block's values are stored (null
+/// for a block without nonzeros); for the run, the ranks' reports together where they
+/// all stored them alike: the type and the count of values fp16 does not hold that one
+/// process reports. Null where the ranks chose differently: on two diagonal blocks of a
+/// 2×2 grid, one of small integers (fp16 holds them) and one of thirds (it does not).
+#[test]
+fn values_are_reported_per_rank_and_together_where_alike() {
+    if mpirun().is_none() {
+        return;
+    }
+    let a = uniform(vec![30, 30, 20], 3000, 1);
+    let mut entries = Vec::new();
+    for k in 0..a.nnz() {
+        let c = a.coords(k);
+        entries.push((c.clone(), (k % 5 + 1) as f64));
+        entries.push((vec![c[0] + 30, c[1] + 30, c[2]], (k % 5 + 1) as f64 / 3.0));
+    }
+    let x = CooTensor::from_entries(vec![60, 60, 20], entries).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "blocks.tns", &x);
+    let args = ["cp", f.as_str(), "--iters", "2", "--json"];
+    let got = json(&ranks(4, &args), "4 ranks");
+    assert_eq!(got["distributed"]["grid"], serde_json::json!([2, 2, 1]));
+    let types: Vec<Value> = (got["distributed"]["per_rank"].as_array().unwrap().iter())
+        .map(|r| r["values"]["type"].clone())
+        .collect();
+    let (f16, f32) = (Value::from("f16"), Value::from("f32"));
+    assert_eq!(types.iter().filter(|t| **t == f16).count(), 1, "{types:?}");
+    assert_eq!(types.iter().filter(|t| **t == f32).count(), 1, "{types:?}");
+    assert_eq!(types.iter().filter(|t| t.is_null()).count(), 2, "{types:?}");
+    assert!(got["values"].is_null(), "{}", got["values"]);
+    // Alike: f32 asked for, or the generated tensor's values (none exact in fp16).
+    let u = write(dir.path(), "u.tns", &a);
+    for (file, p, extra) in [
+        (&f, 4, Some("--values=f32")),
+        (&f, 3, Some("--values=f32")),
+        (&u, 3, None),
+        (&u, 1, None),
+    ] {
+        let mut args = vec!["cp", file.as_str(), "--iters", "2", "--json"];
+        args.extend(extra);
+        let one = json(&single(&args), "one process");
+        let many = json(&ranks(p, &args), &format!("{p} ranks"));
+        for key in ["type", "choice", "f16_inexact", "why"] {
+            assert_eq!(
+                many["values"][key], one["values"][key],
+                "{file} on {p} ranks, {key}"
+            );
+        }
+        let sum: u64 = (many["distributed"]["per_rank"].as_array().unwrap().iter())
+            .map(|r| r["values"]["f16_inexact"].as_u64().unwrap_or(0))
+            .sum();
+        assert_eq!(Some(sum), one["values"]["f16_inexact"].as_u64());
+        assert!(one["values"]["f16_inexact"].as_u64() > Some(0), "{file}");
+    }
+}
+
 #[test]
 fn ranks_hold_a_fair_share_and_medium_sends_less_than_coarse() {
     if mpirun().is_none() {
