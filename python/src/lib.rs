@@ -388,13 +388,31 @@ impl Tensor {
 #[pyo3(signature = (path, *, cache = true))]
 fn read(py: Python<'_>, path: PathBuf, cache: bool) -> PyResult<Tensor> {
     let r = py.detach(|| catch_unwind(|| load(&path, cache)));
-    let (x, duplicates, note) = settle(py, r)?;
+    let (x, duplicates, note, underflowed) = settle(py, r)?;
+    if let (n @ 1.., first) = underflowed {
+        let line = first.map_or(String::new(), |l| format!(" (the first on line {l})"));
+        let msg = format!(
+            "sptmc: {}: {n} values below the smallest f64 read as 0{line}",
+            path.display()
+        );
+        PyErr::warn(
+            py,
+            &py.get_type::<pyo3::exceptions::PyUserWarning>(),
+            &std::ffi::CString::new(msg).unwrap_or_default(),
+            1,
+        )?;
+    }
     Ok(Tensor::new(x, duplicates, note))
 }
 
-/// The tensor at `path` with its duplicate count and a line saying where it came
-/// from.
-fn load(path: &std::path::Path, use_cache: bool) -> sptmc::Result<(CooTensor, usize, String)> {
+/// The tensor at `path` with its duplicate count, a line saying where it came from, and
+/// the values the parse read as 0 for being below the smallest f64 (with the first's
+/// line).
+#[allow(clippy::type_complexity)]
+fn load(
+    path: &std::path::Path,
+    use_cache: bool,
+) -> sptmc::Result<(CooTensor, usize, String, (usize, Option<usize>))> {
     if let Err(e) = std::fs::metadata(path) {
         let e = match e.kind() {
             std::io::ErrorKind::NotFound => {
@@ -407,7 +425,7 @@ fn load(path: &std::path::Path, use_cache: bool) -> sptmc::Result<(CooTensor, us
     if path.extension().is_some_and(|e| e == "sptb") {
         let (x, report) = binary::read_report(path)?;
         let note = format!("{}: binary, {} nonzeros", path.display(), x.nnz());
-        return Ok((x, report.duplicates_summed, note));
+        return Ok((x, report.duplicates_summed, note, (0, None)));
     }
     let cache = if use_cache { Cache::user() } else { None };
     let (x, source) = match &cache {
@@ -423,15 +441,25 @@ fn load(path: &std::path::Path, use_cache: bool) -> sptmc::Result<(CooTensor, us
             (x, LoadSource::Text { report, cache })
         }
     };
-    let (duplicates, how) = match &source {
-        LoadSource::Text { report, .. } => (report.duplicates_summed, "parsed"),
+    let (duplicates, how, underflowed) = match &source {
+        LoadSource::Text { report, .. } => (
+            report.duplicates_summed,
+            "parsed",
+            (report.values_underflowed, report.first_underflow_line),
+        ),
         // An entry of an older sptmc did not record it.
         LoadSource::Cache {
-            duplicates_summed, ..
-        } => (duplicates_summed.unwrap_or(0), "from the binary cache"),
+            duplicates_summed,
+            underflowed,
+            ..
+        } => (
+            duplicates_summed.unwrap_or(0),
+            "from the binary cache",
+            *underflowed,
+        ),
     };
     let note = format!("{}: {how}, {} nonzeros", path.display(), x.nnz());
-    Ok((x, duplicates, note))
+    Ok((x, duplicates, note, underflowed))
 }
 
 /// A tensor from per-mode index arrays (each 1-D, any integer dtype and strides) and a

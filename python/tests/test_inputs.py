@@ -181,6 +181,20 @@ def test_read_matches_the_arrays_and_the_cache(tmp_path, coo):
         same(ref, x)
 
 
+def test_values_below_the_smallest_double_are_read_as_zero_with_a_warning(tmp_path):
+    words = r"2 values below the smallest f64 read as 0 \(the first on line 2\)"
+    path = tmp_path / "tiny.tns"
+    path.write_text("1 1 1 2.5\n2 2 1 1e-400\n1 2 2 -3E-999\n2 1 2 1\n")
+    # Parsed without the cache, parsed into it, and read back from it.
+    for kwargs in ({"cache": False}, {}, {}):
+        with pytest.warns(UserWarning, match=words):
+            x = sptmc.read(path, **kwargs)
+        # Kept as stored entries whose value is 0.
+        _, v = x.to_coo()
+        assert x.nnz == 4 and np.count_nonzero(v) == 2
+    assert "cache" in x.source
+
+
 def test_the_tensor_keeps_its_own_copy(coo):
     subs, vals = coo
     s, v = subs.copy(), vals.copy()

@@ -118,19 +118,8 @@ pub fn load(file: Option<&Path>, use_cache: bool) -> Result<Loaded> {
             if r.duplicates_summed > 0 {
                 s += &format!(", {} duplicate entries summed", r.duplicates_summed);
             }
-            if r.trailing_bytes > 0 {
-                s += &format!(
-                    ", {} bytes after the last gzip member ignored",
-                    r.trailing_bytes
-                );
-            }
-            if r.values_underflowed > 0 {
-                s += &format!(
-                    ", {} values below the smallest f64 read as 0 (the first on line {})",
-                    r.values_underflowed,
-                    r.first_underflow_line.unwrap_or(0)
-                );
-            }
+            s += &trailing_note(r.trailing_bytes);
+            s += &underflow_note(r.values_underflowed, r.first_underflow_line);
             match cache {
                 CacheNote::Written(p) => s += &format!("; cached in {}", p.display()),
                 CacheNote::Rebuilt { path, why } => {
@@ -143,6 +132,8 @@ pub fn load(file: Option<&Path>, use_cache: bool) -> Result<Loaded> {
         LoadSource::Cache {
             path: c,
             duplicates_summed,
+            underflowed,
+            trailing_bytes,
         } => {
             let mut s = format!(
                 "{}: from cache {}, {} nonzeros",
@@ -153,6 +144,8 @@ pub fn load(file: Option<&Path>, use_cache: bool) -> Result<Loaded> {
             if let Some(d) = duplicates_summed.filter(|&d| d > 0) {
                 s += &format!(" ({d} duplicate entries of the file summed)");
             }
+            s += &trailing_note(trailing_bytes);
+            s += &underflow_note(underflowed.0, underflowed.1);
             s
         }
     };
@@ -162,6 +155,26 @@ pub fn load(file: Option<&Path>, use_cache: bool) -> Result<Loaded> {
         note,
         duplicates_summed,
     })
+}
+
+/// The load note's words for `n` values below the smallest f64 read as 0, the first on
+/// line `first` (nothing for none).
+fn underflow_note(n: usize, first: Option<usize>) -> String {
+    match (n, first) {
+        (0, _) => String::new(),
+        (n, Some(l)) => {
+            format!(", {n} values below the smallest f64 read as 0 (the first on line {l})")
+        }
+        (n, None) => format!(", {n} values below the smallest f64 read as 0"),
+    }
+}
+
+/// The load note's words for `n` bytes ignored after the last gzip member.
+fn trailing_note(n: u64) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(", {n} bytes after the last gzip member ignored"),
+    }
 }
 
 /// Reports precision lost to fp16 storage, and values small enough for the f32

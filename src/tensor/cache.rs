@@ -43,6 +43,16 @@ pub struct SourceRecord {
     /// was parsed (`None` in an entry written before this was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicates_summed: Option<usize>,
+    /// Values of the text below the smallest f64, read as 0 (`None` in an entry written
+    /// before this was recorded, which is then made again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values_underflowed: Option<usize>,
+    /// The 1-based line of the first of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_underflow_line: Option<usize>,
+    /// Bytes after the last gzip member that were ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trailing_bytes: Option<u64>,
 }
 
 impl SourceRecord {
@@ -61,6 +71,9 @@ impl SourceRecord {
             mtime_ns,
             hash: format!("{:032x}", hash_file(path)?),
             duplicates_summed: None,
+            values_underflowed: None,
+            first_underflow_line: None,
+            trailing_bytes: None,
         })
     }
 }
@@ -98,6 +111,11 @@ pub enum LoadSource {
         /// The duplicates summed when the text was parsed, as the entry recorded them
         /// (`None` for an entry that did not).
         duplicates_summed: Option<usize>,
+        /// The values below the smallest f64 the parse read as 0, and the line of the
+        /// first.
+        underflowed: (usize, Option<usize>),
+        /// Bytes after the last gzip member that the parse ignored.
+        trailing_bytes: u64,
     },
 }
 
@@ -218,10 +236,15 @@ impl Cache {
         let entry = self.entry_path(&canonical);
         let why = if entry.exists() {
             match self.read_entry(&entry, &record) {
-                Ok((x, duplicates_summed)) => {
+                Ok((x, stored)) => {
                     let source = LoadSource::Cache {
                         path: entry,
-                        duplicates_summed,
+                        duplicates_summed: stored.duplicates_summed,
+                        underflowed: (
+                            stored.values_underflowed.unwrap_or(0),
+                            stored.first_underflow_line,
+                        ),
+                        trailing_bytes: stored.trailing_bytes.unwrap_or(0),
                     };
                     return Ok((x, source));
                 }
@@ -236,6 +259,9 @@ impl Cache {
             Ok(after) if after == record => {
                 let record = SourceRecord {
                     duplicates_summed: Some(report.duplicates_summed),
+                    values_underflowed: Some(report.values_underflowed),
+                    first_underflow_line: report.first_underflow_line,
+                    trailing_bytes: Some(report.trailing_bytes),
                     ..record
                 };
                 self.write_entry(&entry, &x, &record, why)
@@ -246,13 +272,13 @@ impl Cache {
         Ok((x, LoadSource::Text { report, cache }))
     }
 
-    /// The entry's tensor, and the duplicates it records, if it was made from the source
-    /// as `record` describes it now; otherwise why not.
+    /// The entry's tensor, and what it records of the parse, if it was made from the
+    /// source as `record` describes it now; otherwise why not.
     fn read_entry(
         &self,
         entry: &Path,
         record: &SourceRecord,
-    ) -> std::result::Result<(CooTensor, Option<usize>), String> {
+    ) -> std::result::Result<(CooTensor, SourceRecord), String> {
         let meta = binary::read_meta(entry).map_err(|e| e.to_string())?;
         let stored: SourceRecord = serde_json::from_slice(&meta)
             .map_err(|e| format!("its source record is unreadable ({e})"))?;
@@ -271,8 +297,12 @@ impl Cache {
         if stored.hash != record.hash {
             return Err("the source's content changed (same size and time)".into());
         }
+        if stored.values_underflowed.is_none() {
+            // Else a value the parse read as 0 would go unsaid on every later read.
+            return Err("it was made before entries recorded values below the smallest f64".into());
+        }
         let x = binary::read(entry).map_err(|e| e.to_string())?;
-        Ok((x, stored.duplicates_summed))
+        Ok((x, stored))
     }
 
     fn write_entry(

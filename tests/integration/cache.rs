@@ -348,3 +348,57 @@ fn duplicates_of_the_text_are_reported_from_the_cache_too() {
         assert!(err.contains("2 duplicate entries"), "round {round}: {err}");
     }
 }
+
+/// An entry made before entries recorded the values the parse read as 0 (below the
+/// smallest f64) is made again, so that a later read can say them; after that the
+/// entry is read, and says them.
+#[test]
+fn an_entry_without_the_record_of_values_read_as_zero_is_made_again() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f = data.path().join("tiny.tns");
+    std::fs::write(&f, "1 1 1 2.5\n2 2 1 1e-400\n2 1 2 1\n").unwrap();
+    let cache = Cache::new(dir.path());
+    let (x, how) = cache.load(&f).unwrap();
+    assert!(
+        matches!(
+            &how,
+            LoadSource::Text {
+                cache: CacheNote::Written(_),
+                ..
+            }
+        ),
+        "{how:?}"
+    );
+    // The entry as an older sptmc wrote it: its source record without the fields.
+    let entry = cache.entry_path(&std::fs::canonicalize(&f).unwrap());
+    let mut record: serde_json::Value =
+        serde_json::from_slice(&binary::read_meta(&entry).unwrap()).unwrap();
+    assert_eq!(record["values_underflowed"], 1);
+    assert_eq!(record["first_underflow_line"], 2);
+    for key in [
+        "values_underflowed",
+        "first_underflow_line",
+        "trailing_bytes",
+    ] {
+        record.as_object_mut().unwrap().remove(key);
+    }
+    binary::write_with_meta(&entry, &x, &serde_json::to_vec(&record).unwrap()).unwrap();
+    let (y, how) = cache.load(&f).unwrap();
+    assert_eq!(y, x);
+    match &how {
+        LoadSource::Text {
+            report,
+            cache: CacheNote::Rebuilt { why, .. },
+        } => {
+            assert_eq!(report.values_underflowed, 1);
+            assert!(why.contains("values below the smallest f64"), "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let (_, how) = cache.load(&f).unwrap();
+    match how {
+        LoadSource::Cache { underflowed, .. } => assert_eq!(underflowed, (1, Some(2))),
+        other => panic!("{other:?}"),
+    }
+}

@@ -91,7 +91,8 @@ fn gzip_padding_and_trailing_garbage_are_ignored_like_gzip_does() {
 }
 
 /// A value below the smallest f64 (`1e-400`) reads as 0, and the command says how many
-/// and where; a byte order mark before the first line is read past.
+/// and where, again when it reads the tensor from the cache; a byte order mark before
+/// the first line is read past.
 #[test]
 fn values_read_as_zero_are_named_and_a_byte_order_mark_is_read_past() {
     let dir = tempfile::tempdir().unwrap();
@@ -101,13 +102,24 @@ fn values_read_as_zero_are_named_and_a_byte_order_mark_is_read_past() {
         b"\xEF\xBB\xBF1 1 1 2.5\n2 2 1 1e-400\n1 2 2 -3E-999\n2 1 2 1\n",
     )
     .unwrap();
-    let o = run(dir.path(), &["info", p.to_str().unwrap(), "--no-cache"]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert!(
-        err.contains("2 values below the smallest f64 read as 0 (the first on line 2)"),
-        "{err}"
-    );
+    // Parsed without the cache, parsed into it, and read back from it: each says so.
+    let cache = dir.path().join("cache");
+    for (args, from) in [
+        (vec!["--no-cache"], "not cached"),
+        (vec![], "cached in"),
+        (vec![], "from cache"),
+    ] {
+        let mut a = vec!["info", p.to_str().unwrap()];
+        a.extend(args);
+        let o = run(&cache, &a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(err.contains(from), "{from}: {err}");
+        assert!(
+            err.contains("2 values below the smallest f64 read as 0 (the first on line 2)"),
+            "{from}: {err}"
+        );
+    }
 }
 
 #[test]
