@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -593,6 +594,8 @@ class GCPResult(CPResult):
         value_scale: what the run divided the values by (a power of two, where their
             RMS is more than 2**10 from 1 and the loss keeps its form under a change of
             units; else 1). The model and losses are in the given units either way.
+        warnings: what the run warned of (SGD's loss that hardly moved from the start
+            over every epoch); each is also issued as a ``RuntimeWarning``.
     """
 
     loss: float
@@ -600,6 +603,7 @@ class GCPResult(CPResult):
     initial_loss: float
     stopped: str
     value_scale: float
+    warnings: list
 
     def __init__(self, raw: dict) -> None:
         self.factors = raw["factors"]
@@ -617,6 +621,7 @@ class GCPResult(CPResult):
         self.initial_loss = raw["initial_loss"]
         self.stopped = raw["stopped"]
         self.value_scale = raw["value_scale"]
+        self.warnings = list(raw["warnings"])
 
     @property
     def fit(self) -> float:
@@ -722,6 +727,8 @@ def gcp(
         _gcp_progress(verbose, callback),
     )
     result = GCPResult(raw)
+    for w in result.warnings:
+        warnings.warn(w, RuntimeWarning, stacklevel=2)
     _say(
         verbose,
         f"sptmc: GCP final loss {result.loss:.6e} after {result.iterations} "

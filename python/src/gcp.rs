@@ -127,6 +127,7 @@ pub fn _gcp<'py>(
     d.set_item("initial_loss", model.initial_loss)?;
     d.set_item("stopped", model.stopped.clone())?;
     d.set_item("value_scale", model.value_scale)?;
+    d.set_item("warnings", PyList::new(py, &model.warnings)?)?;
     d.set_item("stopped_by_callback", watch.stopped_by_callback)?;
     d.set_item("backend", report.backend)?;
     Ok(d)

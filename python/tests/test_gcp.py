@@ -26,6 +26,18 @@ def X():
     return counts((15, 12, 10), 2, seed=3)
 
 
+def test_a_loss_that_does_not_move_is_warned_of(X):
+    """Counts of 1e30 under the negative binomial loss, which runs on them as given:
+    Adam's steps leave the model where it started, and the run says so."""
+    subs, vals = X.to_coo()
+    huge = sptmc.from_coo(subs, vals * 1e30, X.shape)
+    with pytest.warns(RuntimeWarning, match="loss moved by .* of itself in 3 epochs"):
+        m = sptmc.gcp(huge, 2, loss="negative-binomial", loss_param=5, epochs=3, epoch_iters=10, seed=1)
+    assert len(m.warnings) == 1
+    healthy = sptmc.gcp(X, 2, loss="poisson-log", epochs=3, epoch_iters=50, rate=1e-2, seed=1)
+    assert healthy.warnings == []
+
+
 @pytest.mark.parametrize("loss", ["gaussian", "poisson", "poisson-log"])
 def test_sgd_lowers_the_loss_and_returns_a_cp_result(X, loss):
     m = sptmc.gcp(X, 3, loss=loss, epochs=5, epoch_iters=50, rate=1e-2, seed=1, threads=2)

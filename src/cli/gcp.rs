@@ -49,7 +49,8 @@ pub struct GcpArgs {
     /// SGD: failed epochs tolerated; one more stops the run (GenTen max_fails).
     #[arg(long, default_value_t = 10)]
     pub max_fails: usize,
-    /// SGD: nonzeros per gradient sample (0: GenTen's default).
+    /// SGD: nonzeros per gradient sample (0: GenTen's default, 3·nnz/epochs, at least
+    /// 1000 and at most nnz).
     #[arg(long, default_value_t = 0)]
     pub grad_nonzeros: usize,
     /// SGD: zeros per gradient sample (0: GenTen's default).
@@ -166,6 +167,22 @@ pub fn gcp(a: GcpArgs) -> Result<ExitCode> {
         x.nnz()
     );
     let quiet = a.common.json;
+    let o = &job.options;
+    let (_, grads) = gcp::sgd::strata(x.dims(), x.nnz(), o);
+    // GenTen's rule sizes the sample to the run's length: few epochs, whole passes (a
+    // tensor of at most 1000 nonzeros is sampled whole at any length).
+    let whole = grads.nonzeros >= x.nnz() && x.nnz() > 1000;
+    if !quiet && o.method == gcp::Method::Sgd && o.grad_nonzeros == 0 && whole {
+        eprintln!(
+            "sptmc: note: with --epochs {}, each iteration's gradient samples all {} \
+             nonzeros (GenTen's default, 3·nnz/epochs): an epoch of {} iterations passes \
+             over the tensor {} times; --grad-nonzeros N samples fewer",
+            o.epochs,
+            x.nnz(),
+            o.epoch_iters,
+            o.epoch_iters
+        );
+    }
     if let (Some(s), false) = (gcp::value_scale(x, &job.options), quiet) {
         eprintln!(
             "sptmc: the values' RMS is more than 2^{BAND} from 1: {} runs on them divided \
@@ -185,6 +202,9 @@ pub fn gcp(a: GcpArgs) -> Result<ExitCode> {
         ControlFlow::Continue(())
     })?;
     let model = &report.model;
+    for w in &model.warnings {
+        eprintln!("sptmc: warning: {w}");
+    }
     let summary = report.summary(&job, &loaded.name, x.dims(), x.nnz());
     if let Some(dir) = &a.out {
         let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;

@@ -166,7 +166,7 @@ impl GcpReport {
             "rank": o.rank, "loss": o.loss.name(), "loss_param": o.loss.param(),
             "method": o.method.name(), "backend": self.backend,
             "final_loss": m.loss, "initial_loss": m.initial_loss, "stopped": m.stopped,
-            "value_scale": m.value_scale,
+            "value_scale": m.value_scale, "warnings": m.warnings,
             "seconds": self.seconds,
             "seconds_per_iter": self.seconds / m.iters.len().max(1) as f64,
             "weights": m.weights,

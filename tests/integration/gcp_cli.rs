@@ -270,3 +270,75 @@ fn gcp_lbfgs_runs_values_far_from_one_as_it_runs_unit_values() {
         }
     }
 }
+
+/// `sptmc gcp FILE` with `args` on a count tensor of 1500 nonzeros with every value
+/// multiplied by `times`: its stderr and its stdout.
+fn run_many(dir: &Path, times: f64, args: &[&str]) -> (String, String) {
+    let mut text = String::new();
+    for (i, j, k) in
+        (1..=20).flat_map(|i| (1..=15).flat_map(move |j| (1..=10).map(move |k| (i, j, k))))
+    {
+        if (i + j + k) % 2 == 0 {
+            text += &format!("{i} {j} {k} {}\n", (1 + (i * j + k) % 4) as f64 * times);
+        }
+    }
+    let p = dir.join(format!("many-{times}.tns"));
+    std::fs::write(&p, text).unwrap();
+    let mut cmd = sptmc_command(dir);
+    cmd.args(["gcp", p.to_str().unwrap(), "--rank", "2"])
+        .args(["--backend", "cpu", "--threads", "2"])
+        .args(args);
+    let o = output_within(cmd, 120);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    (err, String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// A run of few epochs samples every nonzero in each gradient under GenTen's default
+/// (3·nnz/epochs): the command says so, and not where the sample is given. A run whose
+/// loss does not move over its epochs (counts of 1e30 under the negative binomial
+/// loss, which runs on them as given) warns of it, in `--json` too; a run that moves
+/// does not.
+#[test]
+fn whole_gradient_samples_and_a_loss_that_does_not_move_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = [
+        "--loss",
+        "poisson-log",
+        "--epochs",
+        "2",
+        "--epoch-iters",
+        "5",
+    ];
+    let (err, _) = run_many(dir.path(), 1.0, &short);
+    assert!(
+        err.contains("each iteration's gradient samples all 1500 nonzeros"),
+        "{err}"
+    );
+    assert!(!err.contains("warning"), "{err}");
+    let mut json = short.to_vec();
+    json.push("--json");
+    let (_, out) = run_many(dir.path(), 1.0, &json);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["options"]["grad_nonzeros"], 1500);
+    assert_eq!(json["warnings"], serde_json::json!([]));
+    let mut given = short.to_vec();
+    given.extend(["--grad-nonzeros", "300"]);
+    let (err, _) = run_many(dir.path(), 1.0, &given);
+    assert!(!err.contains("gradient samples all"), "{err}");
+    let stalls = [
+        "--json",
+        "--loss",
+        "negative-binomial",
+        "--loss-param",
+        "5",
+        "--epochs",
+        "3",
+        "--epoch-iters",
+        "10",
+    ];
+    let (err, out) = run_many(dir.path(), 1e30, &stalls);
+    assert!(err.contains("sptmc: warning: GCP's loss moved by"), "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["warnings"].as_array().unwrap().len(), 1, "{json}");
+}

@@ -197,6 +197,9 @@ pub struct GcpModel {
     /// What the run divided the values by ([`units`]), 1 where it ran on them as
     /// given; the model and losses are in the given units either way.
     pub value_scale: f64,
+    /// What the caller should know of the run: SGD's loss that hardly moved from the
+    /// start over every epoch ([`sgd::STALLED`]).
+    pub warnings: Vec<String>,
 }
 
 impl GcpModel {
@@ -252,7 +255,7 @@ pub fn gcp(
     };
     balance(&mut init);
     let scale = value_scale(x, opts);
-    let (factors, loss, initial_loss, iters, stopped) = match opts.method {
+    let (factors, loss, initial_loss, iters, stopped, warnings) = match opts.method {
         Method::Sgd => sgd::run(engine, x, opts, init, scale, progress)?,
         Method::Lbfgs => opt::run(engine, x, opts, init, scale, progress)?,
     };
@@ -276,6 +279,7 @@ pub fn gcp(
         iters,
         stopped,
         value_scale: scale.map_or(1.0, |s| s.values()),
+        warnings,
     })
 }
 

@@ -382,7 +382,7 @@ pub(super) fn run(
     if let Some(s) = units {
         s.multiply_factors(&mut factors);
     }
-    Ok((factors, last, initial, iters, stopped))
+    Ok((factors, last, initial, iters, stopped, Vec::new()))
 }
 
 #[cfg(test)]
@@ -539,8 +539,8 @@ mod tests {
                 })
                 .unwrap()
             };
-            let (fx, lx, ix, itx, why_x) = run(&x, loss_x, &init, None);
-            let (fy, ly, iy, ity, why_y) = run(&y, loss_y, &init_y, Some(units));
+            let (fx, lx, ix, itx, why_x, _) = run(&x, loss_x, &init, None);
+            let (fy, ly, iy, ity, why_y, _) = run(&y, loss_y, &init_y, Some(units));
             assert_eq!((itx.len(), &why_x), (ity.len(), &why_y), "{loss_y}");
             assert!(itx.len() > 1 && lx < ix, "{loss_x}: {lx} from {ix}");
             for (a, b) in times(&fx, up).iter().zip(&fy) {

@@ -109,9 +109,21 @@ fn estimate(
     }))
 }
 
-/// What a run returns: the factors, the final loss, the initial loss, every epoch and
-/// why it stopped.
-pub(super) type Fitted = (Vec<Matrix<f64>>, f64, f64, Vec<GcpIter>, String);
+/// What a run returns: the factors, the final loss, the initial loss, every epoch, why
+/// it stopped, and what the caller should know of the run (warnings).
+pub(super) type Fitted = (
+    Vec<Matrix<f64>>,
+    f64,
+    f64,
+    Vec<GcpIter>,
+    String,
+    Vec<String>,
+);
+
+/// A run whose loss (in the units it ran in) moved by less than this share of itself
+/// from the start over every epoch it was given is said to have stalled: a healthy run
+/// moves by percents in its first epoch.
+pub const STALLED: f64 = 1e-6;
 
 /// Runs GCP-SGD from `factors` (see the [module documentation](self)), on the values
 /// divided by `scale`'s power of two where it has one.
@@ -256,13 +268,33 @@ fn run_at_width(
             break;
         }
     }
+    let mut warnings = Vec::new();
+    let moved = (initial_fitted - best).abs() / initial_fitted.abs();
+    let ran_all = iters.len() == opts.epochs && opts.epochs > 1;
+    if ran_all && initial_fitted != 0.0 && moved < STALLED {
+        warnings.push(stalled(opts, iters.len(), moved, x));
+    }
     if let Some(s) = scale {
         s.multiply_factors(&mut kept);
     }
     if width > rank {
         kept = with_columns(&kept, rank);
     }
-    Ok((kept, best_given, initial, iters, stopped))
+    Ok((kept, best_given, initial, iters, stopped, warnings))
+}
+
+/// The warning of a run of `opts` on `x` whose loss moved by `moved` of itself in
+/// `epochs` epochs.
+fn stalled(opts: &GcpOptions, epochs: usize, moved: f64, x: &CooTensor) -> String {
+    let rms = crate::decomp::rms_about(x.values(), 0.0);
+    format!(
+        "GCP's loss moved by {moved:.1e} of itself in {epochs} epochs: the model is about \
+         where it started. Either the start is already a minimum, or Adam's steps \
+         (rate {}, ε 1e-8 beside the gradients' root mean square) do not suit loss {} on \
+         values of root mean square {rms:.1e}: try a larger --rate, a loss parameter in \
+         the values' units, or the values multiplied by a power of ten nearer 1",
+        opts.rate, opts.loss
+    )
 }
 
 /// How SGD's gradient is spread. The next iteration's sample is drawn beside it, by

@@ -147,6 +147,39 @@ fn lbfgs_reaches_a_stationary_point_of_the_exact_loss() {
     }
 }
 
+/// A run whose loss does not move over its epochs says so; one that moves does not.
+/// Counts of 1e30 under the negative binomial loss (no change of units keeps its form,
+/// so they run as given): Adam's steps move the model by about the rate per
+/// iteration, nowhere near such values.
+#[test]
+fn sgd_warns_of_a_loss_that_did_not_move() {
+    let x = low_rank(&[12, 10, 8]);
+    let quiet = |x: &CooTensor, loss| {
+        gcp(&engine(1), x, &sgd_options(loss), &mut |_| {
+            ControlFlow::Continue(())
+        })
+        .unwrap()
+    };
+    let healthy = quiet(&x, Loss::PoissonLog);
+    assert!(healthy.warnings.is_empty(), "{:?}", healthy.warnings);
+    let huge = CooTensor::new(
+        x.dims().to_vec(),
+        (0..x.order()).map(|m| x.indices(m).to_vec()).collect(),
+        x.values().iter().map(|v| v * 1e30).collect(),
+    )
+    .unwrap();
+    let stalled = quiet(&huge, Loss::NegativeBinomial { trials: 5.0 });
+    assert_eq!(stalled.warnings.len(), 1, "{:?}", stalled.iters);
+    let w = &stalled.warnings[0];
+    assert!(
+        w.contains("in 6 epochs") && w.contains("negative-binomial"),
+        "{w}"
+    );
+    // The loss it reports moved by less than the threshold of itself.
+    let moved = (stalled.loss - stalled.initial_loss).abs() / stalled.initial_loss.abs();
+    assert!(moved < sgd::STALLED, "{moved}");
+}
+
 /// The Gaussian loss's minimum scales with the data (`F(sX, sM) = s² F(X, M)`), and
 /// the default start scales with `‖X‖`. L-BFGS-B's tests are absolute below 1, so
 /// without the rescaling in `opt::run` the runs below stopped at their random start
@@ -338,8 +371,8 @@ fn sgd_on_values_far_from_one_is_the_run_on_them_divided_by_a_power_of_two() {
             })
             .unwrap()
         };
-        let (fx, lx, ix, itx, _) = run(&x, loss_x, &init, None);
-        let (fy, ly, iy, ity, _) = run(&y, loss_y, &init_y, Some(scale));
+        let (fx, lx, ix, itx, _, _) = run(&x, loss_x, &init, None);
+        let (fy, ly, iy, ity, _, _) = run(&y, loss_y, &init_y, Some(scale));
         for (a, b) in fx.iter().zip(&fy) {
             let up: Vec<f64> = a.data().iter().map(|v| v * f).collect();
             assert_eq!(up, b.data(), "{loss_y}: factors");
