@@ -55,7 +55,6 @@ mod walk;
 pub use cache_sizes::CacheSizes;
 pub use kernel::private_output_floats;
 pub use mttkrp_stream::add_streamed_to_plan;
-pub(crate) use phi::prefetch_row_f64;
 pub(crate) use walk::{prefetch_line, prefetch_row};
 
 use super::{CpuOptions, CpuVectors, MttkrpKernel, RunOptions, RunStats};
