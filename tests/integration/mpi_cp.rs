@@ -101,21 +101,28 @@ fn shared_tensor_fits_match_one_process() {
     same_fits(f.to_str().unwrap(), &[1, 2, 3, 4]);
 }
 
+/// A uniform 30 × 30 × 20 tensor `a`, and two diagonal blocks of a 2×2 grid over modes
+/// 0 and 1 (60 × 60 × 20; the off-diagonal blocks hold nothing) at `a`'s coordinates,
+/// their values `values(k, a's k-th value)`.
+fn diagonal_blocks(values: impl Fn(usize, f64) -> (f64, f64)) -> (CooTensor, CooTensor) {
+    let a = uniform(vec![30, 30, 20], 3000, 1);
+    let mut entries = Vec::new();
+    for k in 0..a.nnz() {
+        let c = a.coords(k);
+        let (first, second) = values(k, a.values()[k]);
+        entries.push((c.clone(), first));
+        entries.push((vec![c[0] + 30, c[1] + 30, c[2]], second));
+    }
+    let x = CooTensor::from_entries(vec![60, 60, 20], entries).unwrap();
+    (a, x)
+}
+
 #[test]
 fn a_rank_without_nonzeros_still_takes_part() {
     if mpirun().is_none() {
         return;
     }
-    // Two diagonal blocks of a 2×2 grid over modes 0 and 1: the off-diagonal blocks
-    // hold nothing.
-    let a = uniform(vec![30, 30, 20], 3000, 1);
-    let mut entries = Vec::new();
-    for k in 0..a.nnz() {
-        let c = a.coords(k);
-        entries.push((c.clone(), a.values()[k]));
-        entries.push((vec![c[0] + 30, c[1] + 30, c[2]], a.values()[k] * 0.5));
-    }
-    let x = CooTensor::from_entries(vec![60, 60, 20], entries).unwrap();
+    let (_, x) = diagonal_blocks(|_, v| (v, v * 0.5));
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "blocks.tns", &x);
     let mut args = vec!["cp", f.as_str()];
@@ -139,14 +146,7 @@ fn values_are_reported_per_rank_and_together_where_alike() {
     if mpirun().is_none() {
         return;
     }
-    let a = uniform(vec![30, 30, 20], 3000, 1);
-    let mut entries = Vec::new();
-    for k in 0..a.nnz() {
-        let c = a.coords(k);
-        entries.push((c.clone(), (k % 5 + 1) as f64));
-        entries.push((vec![c[0] + 30, c[1] + 30, c[2]], (k % 5 + 1) as f64 / 3.0));
-    }
-    let x = CooTensor::from_entries(vec![60, 60, 20], entries).unwrap();
+    let (a, x) = diagonal_blocks(|k, _| ((k % 5 + 1) as f64, (k % 5 + 1) as f64 / 3.0));
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "blocks.tns", &x);
     let args = ["cp", f.as_str(), "--iters", "2", "--json"];
