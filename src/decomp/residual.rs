@@ -69,6 +69,29 @@ pub(super) fn tucker(
     ranks: &[usize],
     factors: &[Matrix],
 ) -> Result<f64> {
+    // Checked when the pass runs, against the memory left then (the fit's own buffers
+    // are held): the sorted nonzeros with their values, each worker's level rows, and
+    // the model norm's two copies of the core.
+    let levels: u128 = (1..ranks.len())
+        .map(|k| ranks[..k].iter().map(|&r| r as u128).product::<u128>())
+        .sum();
+    crate::memplan::MemoryPlan::new(
+        format!("Tucker-HOOI's exact residual at ranks {ranks:?}"),
+        "lower --ranks",
+    )
+    .add(
+        "the nonzeros sorted by key, with their values",
+        x.nnz() as u128,
+        32,
+    )
+    .add(
+        "each worker's level rows and the core's two copies (f64)",
+        levels
+            .saturating_mul(engine.workers() as u128)
+            .saturating_add(2 * core.len() as u128),
+        8,
+    )
+    .check()?;
     let model_sq = tucker_model_norm_sq(core, ranks, factors);
     let s = engine.tucker_residual_sums(x, op, core, ranks, factors)?;
     Ok(s.misfit + (model_sq - s.on_support).max(0.0))
