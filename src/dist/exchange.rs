@@ -250,20 +250,12 @@ fn row_counts(ch: &Channel, indices: &[Vec<u32>], dims: &[usize]) -> Vec<RowCoun
                 let (counts, _) = ch.all_gather(&counts);
                 let mut pairs: Vec<(u32, u64)> = rows.into_iter().zip(counts).collect();
                 pairs.sort_unstable_by_key(|&(r, _)| r);
-                let mut merged: (Vec<u32>, Vec<u64>) = (Vec::new(), Vec::new());
-                for (r, c) in pairs {
-                    match merged.0.last() {
-                        Some(&last) if last == r => *merged.1.last_mut().expect("a count") += c,
-                        _ => {
-                            merged.0.push(r);
-                            merged.1.push(c);
-                        }
-                    }
+                let (mut rows, mut counts) = (Vec::new(), Vec::new());
+                for same in pairs.chunk_by(|a, b| a.0 == b.0) {
+                    rows.push(same[0].0);
+                    counts.push(same.iter().map(|p| p.1).sum());
                 }
-                RowCounts::Sparse {
-                    rows: merged.0,
-                    counts: merged.1,
-                }
+                RowCounts::Sparse { rows, counts }
             } else {
                 let mut c = vec![0u64; d];
                 for &i in ix {
