@@ -35,3 +35,13 @@ pub use error::{Error, Result};
 pub use matrix::Matrix;
 pub use ops::Op;
 pub use tensor::CooTensor;
+
+/// A rayon pool of `threads` workers, for unit tests that compare results across
+/// thread counts.
+#[cfg(test)]
+pub(crate) fn pool_of(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a rayon pool")
+}

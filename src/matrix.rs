@@ -548,10 +548,7 @@ mod tests {
         let (rows, cols) = (2 * RANDOM_BLOCK / 8 + 1001, 8);
         let want = drawn_plainly(7, rows * cols);
         for threads in [1, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
+            let pool = crate::pool_of(threads);
             let got = pool.install(|| Matrix::random(rows, cols, 7));
             assert!(got.data() == &want[..], "{threads} threads");
         }

@@ -448,10 +448,7 @@ fn cpu_sgd_with_one_worker_in_stored_order_matches_the_sequential_reference() {
         seed: 4,
     })
     .unwrap();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .unwrap();
+    let pool = common::pool_of(1);
     pool.install(|| {
         let engine = Engine::cpu();
         let p = engine

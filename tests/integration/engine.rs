@@ -123,10 +123,7 @@ twin!(
         };
         let x = generate(&spec).unwrap();
         let f = Matrix::random_factors(x.dims(), &[32, 32, 32], seed);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap();
+        let pool = common::pool_of(3);
         pool.install(|| {
             for t in [40, u32::MAX] {
                 let p = engine

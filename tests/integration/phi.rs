@@ -181,10 +181,7 @@ twin!(phi_at_wide_ranks_and_split_between_workers, |engine| {
         },
         seed: 21,
     });
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(3)
-        .build()
-        .unwrap();
+    let pool = common::pool_of(3);
     pool.install(|| {
         for rank in [40, 64, 100, 256] {
             check_modes(engine, &x, Some(100), rank, "block-dense 300×200×150");

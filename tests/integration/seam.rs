@@ -156,10 +156,7 @@ fn the_cpu_backend_runs_on_as_many_workers_as_asked() {
         ..CpuOptions::default()
     })
     .unwrap();
-    let outer = rayon::ThreadPoolBuilder::new()
-        .num_threads(5)
-        .build()
-        .unwrap();
+    let outer = common::pool_of(5);
     assert_eq!(
         outer.install(|| engine.install(rayon::current_num_threads)),
         2

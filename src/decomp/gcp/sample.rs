@@ -405,18 +405,14 @@ mod tests {
         let x = small();
         let strata = Strata::new(x.dims(), x.nnz(), 3000, 5000);
         let draw = |threads| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap()
-                .install(|| {
-                    let mut out = GcpSample::new(x.dims());
-                    Sampler::new(&x, 3)
-                        .unwrap()
-                        .draw(&strata, 9, &mut out)
-                        .unwrap();
-                    out
-                })
+            crate::pool_of(threads).install(|| {
+                let mut out = GcpSample::new(x.dims());
+                Sampler::new(&x, 3)
+                    .unwrap()
+                    .draw(&strata, 9, &mut out)
+                    .unwrap();
+                out
+            })
         };
         assert_eq!(draw(1), draw(3));
     }

@@ -377,10 +377,7 @@ mod tests {
                     dims.iter().map(|&d| Matrix::zeros(d, rank)).collect();
                 let v = gradient_fused(&s, &f, rank, &loss, true, false, &mut want);
                 for workers in [1, 2, 3] {
-                    let pool = rayon::ThreadPoolBuilder::new()
-                        .num_threads(workers)
-                        .build()
-                        .unwrap();
+                    let pool = crate::pool_of(workers);
                     // One segment; segments of 2 048 entries; of 1 024 (one chunk).
                     for bytes in [usize::MAX / 2, 2048 * dims.len() * rank * 8, 1] {
                         let mut got: Vec<Matrix<f64>> = dims

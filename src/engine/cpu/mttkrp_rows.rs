@@ -278,10 +278,7 @@ mod tests {
             let (x, hls) =
                 super::super::generated_case(&dims, nnz, pattern, threshold, 90 + k as u64);
             for threads in [1, 3] {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
+                let pool = crate::pool_of(threads);
                 pool.install(|| {
                     let rows = RowMttkrp::new(&hls).unwrap().expect("small groups fit");
                     for (rank, pad) in [8, 16, 32, 64, 5, 5, 10, 20, 40, 63]
@@ -388,10 +385,7 @@ mod tests {
         let hls = HlsBuilder::new(u32::MAX).build(&x).unwrap();
         let mut first: Option<Matrix> = None;
         for threads in [1, 2, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
+            let pool = crate::pool_of(threads);
             pool.install(|| {
                 let rows = RowMttkrp::new(&hls).unwrap().expect("small groups fit");
                 let plan = &rows.plans[0];

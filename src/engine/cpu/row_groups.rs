@@ -393,10 +393,7 @@ mod tests {
             });
             assert_eq!(stored.len(), x.nnz());
             for (threads, chunks) in [(1, 0), (3, 0), (8, 0), (1, 2), (3, 5), (8, 5)] {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
+                let pool = crate::pool_of(threads);
                 let groups = pool.install(|| match chunks {
                     0 => RowGroups::build(&hls, offset).unwrap(),
                     n => RowGroups::build_in(&hls, offset, n),

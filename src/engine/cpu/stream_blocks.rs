@@ -494,10 +494,7 @@ mod tests {
                 super::super::generated_case(&dims, nnz, pattern, threshold, 40 + k as u64);
             // Grouped once, on one worker: the groups' order of nonzeros follows the
             // shares they were built from; what is checked here is the kernels'.
-            let one = rayon::ThreadPoolBuilder::new()
-                .num_threads(1)
-                .build()
-                .unwrap();
+            let one = crate::pool_of(1);
             // The 3-worker runs take the AVX-512 rows where this CPU has them: the same
             // bits as the 1-worker AVX2 runs.
             let wide = |threads: usize| threads == 3 && super::super::avx512::available();
@@ -520,10 +517,7 @@ mod tests {
                     if threads == 1 {
                         first.clear();
                     }
-                    let pool = rayon::ThreadPoolBuilder::new()
-                        .num_threads(threads)
-                        .build()
-                        .unwrap();
+                    let pool = crate::pool_of(threads);
                     pool.install(|| {
                         for mode in 0..dims.len() {
                             let long = streamed_by(&dims, mode, w, tiny);

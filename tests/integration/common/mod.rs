@@ -103,6 +103,14 @@ pub fn fresh_seed(test: &str) -> u64 {
     seed
 }
 
+/// A rayon pool of `threads` workers, for results compared across thread counts.
+pub fn pool_of(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a rayon pool")
+}
+
 /// Runs `f` on its own thread and returns its result; fails the test when it has not
 /// finished after `secs` seconds (a hang, not a slow run: the limit is generous).
 pub fn within<T: Send + 'static>(

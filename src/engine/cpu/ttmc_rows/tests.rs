@@ -16,10 +16,7 @@ fn check(x: &CooTensor, hls: &HlsTensor, ranks: &[usize], seed: u64) -> RowTtmc 
     let mut first: Vec<Matrix> = Vec::new();
     let mut kept = None;
     for threads in [1, 2, 3] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
+        let pool = crate::pool_of(threads);
         pool.install(|| {
             let rows = RowTtmc::new(hls).unwrap().expect("small groups fit");
             for mode in 0..dims.len() {
@@ -208,10 +205,7 @@ fn dense_rows_stay_within_the_bound_of_sums_in_runs() {
         let (x, hls) = super::super::dense_rows_case(&dims);
         let (f, abs) = super::super::ones_and_mixed_signs(&dims, &ranks, 43);
         for threads in [1, 2] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
+            let pool = crate::pool_of(threads);
             pool.install(|| {
                 let rows = RowTtmc::new(&hls).unwrap().expect("small groups fit");
                 for mode in 0..dims.len() {
