@@ -144,6 +144,23 @@ pub fn matrix(py: Python<'_>, arr: &Bound<'_, PyAny>, what: &str) -> PyResult<Ma
                 let v = ro.as_array();
                 let (rows, cols) = v.dim();
                 let data: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+                // A finite f64 past f32's range would turn into inf unseen.
+                if let Some((k, x)) = (v.iter().zip(&data).enumerate())
+                    .find(|(_, (x, y))| x.is_finite() && y.is_infinite())
+                    .map(|(k, (x, _))| (k, x))
+                {
+                    let c = cols.max(1);
+                    return Err(input_error(
+                        py,
+                        format!(
+                            "{what} holds {x:e} at ({}, {}), past the f32 range (±{:e}) \
+                             the kernels compute in",
+                            k / c,
+                            k % c,
+                            f32::MAX
+                        ),
+                    ));
+                }
                 return Matrix::new(rows, cols, data).map_err(|e| crate::errors::to_py(py, e));
             }
         )*};

@@ -530,11 +530,24 @@ twin!(results_beyond_f32_are_an_error, |engine| {
     assert!(out.data().iter().any(|v| !v.is_finite()));
 });
 
-twin!(a_factor_holding_nan_is_named_in_the_error, |engine| {
-    let (p, mut f) = small_case(engine, [20, 10, 5], 300, 4);
-    let cols = f[1].cols();
-    f[1].data_mut()[2 * cols + 3] = f32::NAN;
-    let err = engine.run(Op::Mttkrp, &p, 0, &f).unwrap_err().to_string();
-    assert!(err.contains("factor 1 holds NaN at (2, 3)"), "{err}");
-    assert!(!err.contains("too large"), "{err}");
-});
+// NaN and ±inf alike: an inf column is not rescaled (its power of two would
+// overflow), and the result's check names the factor.
+twin!(
+    a_factor_holding_nan_or_inf_is_named_in_the_error,
+    |engine| {
+        let (p, f) = small_case(engine, [20, 10, 5], 300, 4);
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut f = f.clone();
+            let cols = f[1].cols();
+            f[1].data_mut()[2 * cols + 3] = bad;
+            let e = engine.run(Op::Mttkrp, &p, 0, &f).unwrap_err();
+            let err = e.to_string();
+            assert!(matches!(e, sptmc::Error::NonFinite(_)), "{bad}: {err}");
+            assert!(
+                err.contains(&format!("factor 1 holds {bad} at (2, 3)")),
+                "{err}"
+            );
+            assert!(!err.contains("too large"), "{err}");
+        }
+    }
+);

@@ -44,7 +44,9 @@ impl<'a> Rescaled<'a> {
                     colmax
                         .iter()
                         .map(|&c| {
-                            if c > 0.0 {
+                            // An inf column is left as it is: its result is not
+                            // finite, and the caller's check names the factor.
+                            if c > 0.0 && c.is_finite() {
                                 2f32.powi(c.log2().floor() as i32 + 1)
                             } else {
                                 1.0
