@@ -79,7 +79,9 @@ pub fn _cp_apr<'py>(
         init: run_on.init(init_factors(py, init)?),
         non_integer,
     };
+    let rank = request.rank;
     let job = request.validate(run_on.x()).map_err(|e| to_py(py, e))?;
+    let job = run_on.returning(&job, &vec![rank; t.x.order()], 0);
     let values = value_choice(py, values)?;
     let engine = engine(py, backend_choice(py, backend)?, threads, values)?;
     let (report, watch) = watched_steps(

@@ -13,9 +13,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use sptmc::Matrix;
 use sptmc::decomp::IterStats;
-use sptmc::driver::{self, CpRequest, Forms, NoForms, TuckerRequest, count};
+use sptmc::driver::{self, CpRequest, Events, Forms, Job, NoForms, TuckerRequest, count};
+use sptmc::engine::{Engine, Prepared, Workload};
+use sptmc::memplan::MemoryPlan;
 use sptmc::tensor::CooTensor;
 use sptmc::tensor::relabel::{Relabelled, init_rows, original_rows, relabel_if_needed};
+use std::borrow::Cow;
 
 /// Initial factors from Python (one 2-D float array per mode).
 pub(crate) fn init_factors(
@@ -65,9 +68,69 @@ impl<'t> RunOn<'t> {
         init_rows(self.relabelled.as_ref(), init)
     }
 
-    /// A model's factors on the user's rows.
-    pub(crate) fn factors(&self, factors: &[Matrix]) -> Vec<Matrix> {
-        original_rows(self.relabelled.as_ref(), factors)
+    /// `job`, whose model has factors of `ranks[m]` columns and `more` other values,
+    /// returned to Python ([`Returned`]): each factor entry on the user's rows as an
+    /// f64, and where modes were renumbered, as the f32 it is expanded to first.
+    pub(crate) fn returning<'j, J>(
+        &self,
+        job: &'j J,
+        ranks: &[usize],
+        more: u128,
+    ) -> Returned<'j, J> {
+        let entries = (self.t.x.dims().iter().zip(ranks)).fold(0u128, |s, (&d, &r)| {
+            s.saturating_add((d as u128).saturating_mul(r as u128))
+        });
+        let per_entry = if self.relabelled.is_some() { 12 } else { 8 };
+        Returned {
+            job,
+            bytes: entries
+                .saturating_mul(per_entry)
+                .saturating_add(more.saturating_mul(8)),
+        }
+    }
+
+    /// A model's factors on the user's rows (borrowed where the run was on them).
+    pub(crate) fn factors<'f>(&self, factors: &'f [Matrix]) -> Cow<'f, [Matrix]> {
+        match self.relabelled {
+            None => Cow::Borrowed(factors),
+            Some(_) => Cow::Owned(original_rows(self.relabelled.as_ref(), factors)),
+        }
+    }
+}
+
+/// A job whose model is returned to Python ([`RunOn::returning`]): its memory plan
+/// also counts the float64 arrays the model is copied into, so that a model too large
+/// to hand back is refused before the run, not an allocation failure after it.
+pub(crate) struct Returned<'j, J> {
+    job: &'j J,
+    bytes: u128,
+}
+
+impl<J: Job> Job for Returned<'_, J> {
+    type Step = J::Step;
+    type Report = J::Report;
+
+    fn workload(&self) -> Workload {
+        self.job.workload()
+    }
+
+    fn memory(&self, engine: &Engine) -> MemoryPlan {
+        let mut plan = self.job.memory(engine);
+        plan.add("the model returned as float64 arrays", self.bytes, 1);
+        plan
+    }
+
+    fn tensor<'x>(&'x self, x: &'x CooTensor) -> &'x CooTensor {
+        self.job.tensor(x)
+    }
+
+    fn fit(
+        &self,
+        engine: &Engine,
+        prepared: &Prepared,
+        events: &mut dyn Events<Self::Step>,
+    ) -> sptmc::Result<Self::Report> {
+        self.job.fit(engine, prepared, events)
     }
 }
 
@@ -155,7 +218,9 @@ pub fn _cp_als<'py>(
         init: run_on.init(init_factors(py, init)?),
     };
     // Bad options before any engine is made or HLS built.
+    let rank = request.rank;
     let job = request.validate(run_on.x()).map_err(|e| to_py(py, e))?;
+    let job = run_on.returning(&job, &vec![rank; t.x.order()], 0);
     let values = value_choice(py, values)?;
     let engine = engine(py, backend_choice(py, backend)?, threads, values)?;
     let (report, watch) = watched(py, &engine, progress.as_ref(), |mut control| {
@@ -211,7 +276,12 @@ pub fn _tucker_hooi<'py>(
         seed: counted(py, "seed", seed)? as u64,
         init: run_on.init(init_factors(py, init)?),
     };
+    let ranks = request.ranks.clone();
     let job = request.validate(run_on.x()).map_err(|e| to_py(py, e))?;
+    let core = ranks
+        .iter()
+        .fold(1u128, |p, &r| p.saturating_mul(r as u128));
+    let job = run_on.returning(&job, &ranks, core);
     let values = value_choice(py, values)?;
     let engine = engine(py, backend_choice(py, backend)?, threads, values)?;
     let (report, watch) = watched(py, &engine, progress.as_ref(), |mut control| {

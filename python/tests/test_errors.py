@@ -206,3 +206,55 @@ def test_gcp_and_completion_on_modes_too_long_for_memory_raise_memory_error():
         sptmc.gcp(far, 2, method="lbfgs")
     with raises(MemoryError, "not enough memory: completion rank 1 needs .*; at rank 1 already"):
         sptmc.complete(far, 1, split=(0.5, 0.25, 0.25))
+
+
+def test_a_model_too_large_to_return_is_refused_before_the_run():
+    """The float64 arrays a model is returned in are part of the run's memory plan: a
+    model that fits the run but not its copy for Python is refused up front, never an
+    allocation failure that aborts the interpreter after the run."""
+    # Two modes of 2^32 rows: the run is on their used rows (renumbered), the model
+    # handed back on all of them (64 GiB of float64 at rank 1).
+    subs = np.array([[0, 0, 0], [1, 2**32 - 1, 2**32 - 1]])
+    long = sptmc.from_coo(subs, np.array([1.0, 2.0]), shape=(2, 2**32, 2**32))
+    for run in (
+        lambda: sptmc.cp_als(long, 1, iters=1),
+        lambda: sptmc.cp_apr(long, 1, iters=1),
+    ):
+        with raises(MemoryError, "the largest part is the model returned as float64 arrays"):
+            run()
+
+
+def test_gcp_counts_its_rank_squared_grams():
+    """GCP's model norm holds R x R Gram matrices: a rank whose Grams cannot fit is
+    refused by the plan, not an abort."""
+    subs, vals = random_coo(SHAPE, 200, seed=3)
+    X = sptmc.from_coo(subs, np.round(vals * 4) + 1, SHAPE)
+    for method in ("sgd", "lbfgs"):
+        with raises(MemoryError, r"the largest part is the model's Gram matrices \(1000000 ×"):
+            sptmc.gcp(X, 10**6, method=method)
+
+
+def test_completion_ranks_beyond_any_machine_are_refused():
+    subs, vals = random_coo(SHAPE, 200, seed=4)
+    X = sptmc.from_coo(subs, vals, SHAPE)
+    for rank in (2**40, 2**62):
+        with raises(ValueError, f"completion rank {rank} overflows"):
+            sptmc.complete(X, rank)
+
+
+def test_factors_holding_inf_or_past_f32_are_named():
+    """An inf factor entry is named as NaN is; a finite float64 past f32's range is
+    refused before it would turn into inf unseen."""
+    subs, vals = random_coo(SHAPE, 200, seed=5)
+    X = sptmc.from_coo(subs, vals, SHAPE)
+    base = [np.ones((d, 3)) for d in SHAPE]
+    for op in ("mttkrp", "ttmc"):
+        f = [m.copy() for m in base]
+        f[1][2, 1] = np.inf
+        with raises(ValueError, r"factor 1 holds inf at \(2, 1\)"):
+            getattr(X, op)(f, 0)
+        for big in (1e39, -1e300):
+            f = [m.copy() for m in base]
+            f[2][4, 0] = big
+            with raises(ValueError, r"holds -?1e(39|300) at \(4, 0\), past the f32 range"):
+                getattr(X, op)(f, 0)

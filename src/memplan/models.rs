@@ -171,6 +171,15 @@ impl MemoryPlan {
         let params = rows.saturating_mul(rank as u128);
         // Per entry: its `order` u32 indices, the value and a weight or linear key.
         let entry = 4 * dims.len() as u128 + 16;
+        // The model's norm: its Gram matrices, summed from partial ones.
+        let grams = (crate::decomp::gcp::GRAM_PARTS as u128 + 2)
+            .saturating_mul(rank as u128)
+            .saturating_mul(rank as u128);
+        p.add(
+            format!("the model's Gram matrices ({rank} × {rank}, f64)"),
+            grams,
+            8,
+        );
         match lbfgs_memory {
             None => p
                 .add(

@@ -214,6 +214,20 @@ impl CompletionOptions {
                 "completion rank must be at least 1".into(),
             ));
         }
+        // A row's normal equations hold about (R + order + 1)² floats: a rank whose
+        // square's bytes overflow 64 bits is no rank any machine holds.
+        let width = self.rank.checked_add(64);
+        if width
+            .and_then(|k| k.checked_mul(k))
+            .and_then(|k| k.checked_mul(16))
+            .is_none()
+        {
+            return Err(Error::InvalidRank(format!(
+                "completion rank {} overflows: a row's normal equations hold its square \
+                 of floats",
+                self.rank
+            )));
+        }
         if let Some(lambda) = self.lambda
             && !(lambda.is_finite() && lambda >= 0.0)
         {

@@ -414,12 +414,18 @@ pub fn model_norm_sq(factors: &[Matrix<f64>]) -> f64 {
     h.iter().sum()
 }
 
-/// `AᵀA` (`R × R`, row-major), summed over row chunks in a fixed order.
+/// The most partial Grams [`gram`] holds at once (with its result and
+/// [`model_norm_sq`]'s product, what [`memory_plan`] counts).
+pub const GRAM_PARTS: usize = 32;
+
+/// `AᵀA` (`R × R`, row-major), summed over at most [`GRAM_PARTS`] row chunks (of at
+/// least 4 096 rows) in a fixed order.
 pub fn gram(a: &Matrix<f64>) -> Vec<f64> {
     let r = a.cols();
+    let rows = a.rows().div_ceil(GRAM_PARTS).max(4096);
     let parts: Vec<Vec<f64>> = a
         .data()
-        .par_chunks(4096 * r.max(1))
+        .par_chunks(rows * r.max(1))
         .map(|rows| {
             let mut g = vec![0.0; r * r];
             for row in rows.chunks_exact(r) {
