@@ -204,9 +204,7 @@ fn tucker_sums(hls: &HlsTensor, core: &[f64], ranks: &[usize], factors: &[Matrix
                         let out = &mut below[0];
                         let src: &[f64] = if k == 0 { core } else { &above[k - 1] };
                         for (p, o) in out.iter_mut().enumerate() {
-                            *o = (src[p * r..][..r].iter().zip(u))
-                                .map(|(&g, &u)| g * u as f64)
-                                .sum();
+                            *o = dot_in_lanes(&src[p * r..][..r], u);
                         }
                     }
                     prev.copy_from_slice(&c);
@@ -227,6 +225,28 @@ fn tucker_sums(hls: &HlsTensor, core: &[f64], ranks: &[usize], factors: &[Matrix
         misfit: total[0],
         on_support: total[1],
     }
+}
+
+/// `Σ g_i u_i` in f64, in eight running sums added pairwise at the end: one chain of
+/// dependent additions would hold the Tucker pass to one addition per four cycles,
+/// where eight sums fill the vector units. Fixed order, so the same bits every call.
+fn dot_in_lanes(g: &[f64], u: &[f32]) -> f64 {
+    const LANES: usize = 8;
+    let mut lanes = [0.0f64; LANES];
+    let (gs, us) = (g.chunks_exact(LANES), u.chunks_exact(LANES));
+    for (l, (&g, &u)) in lanes
+        .iter_mut()
+        .zip(gs.remainder().iter().zip(us.remainder()))
+    {
+        *l = g * f64::from(u);
+    }
+    for (g, u) in gs.zip(us) {
+        for ((l, &g), &u) in lanes.iter_mut().zip(g).zip(u) {
+            *l += g * f64::from(u);
+        }
+    }
+    let [a, b, c, d, e, f, g, h] = lanes;
+    ((a + b) + (c + d)) + ((e + f) + (g + h))
 }
 
 impl ValueCensus {
