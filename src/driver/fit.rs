@@ -2,6 +2,7 @@
 //! device it ran on, with the summary the command line's `--json` prints.
 
 use super::options::{CompletionJob, CpAprJob, CpJob, TuckerJob};
+use super::value_scale::ScaledValues;
 use super::{Events, Job, check_finite};
 use crate::decomp::cp_als::cp_als_on_rows;
 use crate::decomp::cp_apr::cp_apr_on_rows;
@@ -119,6 +120,17 @@ impl CpAprReport {
     }
 }
 
+/// The copy of the tensor a run on scaled values ([`ScaledValues`]) prepares.
+fn add_scaled_to_plan(plan: &mut MemoryPlan, scaled: Option<&ScaledValues>) {
+    if let Some(s) = scaled {
+        plan.add(
+            "the entries with their values scaled (a copy)".to_string(),
+            s.tensor.coo_bytes() as u128,
+            1,
+        );
+    }
+}
+
 /// The fit `f` on `engine`, timed, with the device it ran on and how the values of
 /// `prepared`'s form for `op` are stored.
 fn timed<M>(
@@ -152,7 +164,11 @@ impl Job for CpJob {
     }
 
     fn tensor<'x>(&'x self, x: &'x CooTensor) -> &'x CooTensor {
-        self.rows.as_ref().map_or(x, |r| r.tensor())
+        match (&self.rows, &self.scaled) {
+            (Some(r), _) => r.tensor(),
+            (None, Some(s)) => &s.tensor,
+            (None, None) => x,
+        }
     }
 
     fn memory(&self, engine: &Engine) -> MemoryPlan {
@@ -170,6 +186,7 @@ impl Job for CpJob {
         if let Some(r) = &self.rows {
             r.add_to_plan(&mut plan, &[rank].repeat(self.dims.len()), 4);
         }
+        add_scaled_to_plan(&mut plan, self.scaled.as_ref());
         if let Backend::Cpu(_) = engine.backend() {
             plan.add_padded_rank(dims, rank);
             let modes: Vec<usize> = (0..dims.len()).collect();
@@ -196,6 +213,10 @@ impl Job for CpJob {
             Some(rows) => cp_als_on_rows(engine, prepared, rows, opts, &mut step),
             None => cp_als_with_control(engine, prepared, opts, &mut step),
         })?;
+        let mut r = r;
+        if let Some(s) = &self.scaled {
+            r.model.weights.iter_mut().for_each(|w| *w = s.back(*w));
+        }
         check_finite("CP weights", &r.model.weights)?;
         Ok(r)
     }
@@ -212,7 +233,11 @@ impl Job for TuckerJob {
     }
 
     fn tensor<'x>(&'x self, x: &'x CooTensor) -> &'x CooTensor {
-        self.rows.as_ref().map_or(x, |r| r.tensor())
+        match (&self.rows, &self.scaled) {
+            (Some(r), _) => r.tensor(),
+            (None, Some(s)) => &s.tensor,
+            (None, None) => x,
+        }
     }
 
     fn memory(&self, engine: &Engine) -> MemoryPlan {
@@ -231,6 +256,7 @@ impl Job for TuckerJob {
             // The start is orthonormalized in f64 on the tensor's rows.
             r.add_to_plan(&mut plan, ranks, 12);
         }
+        add_scaled_to_plan(&mut plan, self.scaled.as_ref());
         if let Backend::Cpu(cpu) = engine.backend() {
             // The walk's private copies of the widest TTMc output it does not cut by rows.
             let floats = (0..dims.len())
@@ -257,6 +283,10 @@ impl Job for TuckerJob {
             Some(rows) => tucker_hooi_on_rows(engine, prepared, rows, opts, &mut step),
             None => tucker_hooi_with_control(engine, prepared, opts, &mut step),
         })?;
+        let mut r = r;
+        if let Some(s) = &self.scaled {
+            r.model.core.iter_mut().for_each(|g| *g = s.back(*g));
+        }
         check_finite("the Tucker core", &r.model.core)?;
         Ok(r)
     }

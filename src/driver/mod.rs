@@ -23,6 +23,7 @@ mod gcp;
 mod options;
 mod prepare;
 pub mod tuning;
+pub mod value_scale;
 
 pub use fit::{CompletionReport, CpAprReport, CpReport, Report, TuckerReport};
 pub use gcp::{GcpJob, GcpReport, GcpRequest, run_gcp};

@@ -210,3 +210,77 @@ fn sig5_keeps_five_significant_digits_at_any_scale() {
         assert_eq!(super::sig5(x), want, "{x}");
     }
 }
+
+/// CP-ALS and Tucker-HOOI on values far from 1 run on them times a power of two
+/// (`value_scale`): the same run as on values near 1, the model's weights or core
+/// divided back exactly, the fits the same. Without it a tensor of values near 1e-38
+/// collapsed to the zero model and one past 3.4e38 could not be stored.
+#[test]
+fn cp_and_tucker_run_alike_at_any_scale_of_the_values() {
+    let mut x = generate(&GenSpec {
+        dims: vec![30, 20, 10],
+        nnz: 900,
+        pattern: Pattern::Uniform,
+        seed: 7,
+    })
+    .unwrap();
+    // The largest magnitude in [1, 2): the values run as given.
+    let max = x.values().iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let e = max.log2().floor() as i32;
+    x.map_values(|v| v * 2f64.powi(-e));
+    let engine = Engine::cpu();
+    let go = |_: &crate::decomp::IterStats| ControlFlow::Continue(());
+    let cp = |x: &CooTensor| {
+        let request = CpRequest {
+            rank: 4,
+            iters: 8,
+            tol: 0.0,
+            seed: 3,
+            init: None,
+        };
+        let job = request.validate(x).unwrap();
+        let power = job.scaled.as_ref().map(|s| s.power);
+        (
+            run(&job, &engine, x, &NoForms, &mut { go }).unwrap().model,
+            power,
+        )
+    };
+    let tucker = |x: &CooTensor| {
+        let request = TuckerRequest {
+            ranks: vec![3, 3, 2],
+            iters: 5,
+            tol: 0.0,
+            seed: 3,
+            init: None,
+        };
+        let job = request.validate(x).unwrap();
+        (
+            run(&job, &engine, x, &NoForms, &mut { go }).unwrap().model,
+            job.scaled.map(|s| s.power),
+        )
+    };
+    let (cp_unit, none) = cp(&x);
+    assert_eq!(none, None, "values near 1 run as given");
+    let (tk_unit, none) = tucker(&x);
+    assert_eq!(none, None);
+    for k in [-140, -1000, 60, 200, 1000] {
+        let mut y = x.clone();
+        y.map_values(|v| crate::decomp::cp_apr::units::times_pow2(v, k));
+        let (got, power) = cp(&y);
+        assert_eq!(power, Some(-k), "2^{k}");
+        assert_eq!(got.fits, cp_unit.fits, "2^{k}: CP fits");
+        assert_eq!(got.factors, cp_unit.factors, "2^{k}: CP factors");
+        let want: Vec<f64> = (cp_unit.weights.iter())
+            .map(|&w| crate::decomp::cp_apr::units::times_pow2(w, k))
+            .collect();
+        assert_eq!(got.weights, want, "2^{k}: CP weights");
+        let (got, power) = tucker(&y);
+        assert_eq!(power, Some(-k), "2^{k}");
+        assert_eq!(got.fits, tk_unit.fits, "2^{k}: Tucker fits");
+        assert_eq!(got.factors, tk_unit.factors, "2^{k}: Tucker factors");
+        let want: Vec<f64> = (tk_unit.core.iter())
+            .map(|&g| crate::decomp::cp_apr::units::times_pow2(g, k))
+            .collect();
+        assert_eq!(got.core, want, "2^{k}: Tucker core");
+    }
+}

@@ -9,6 +9,7 @@ use crate::decomp::{
     AprScale, CompletionOptions, CpAprOptions, CpOptions, NonInteger, ScaledRun, Solver,
     TuckerOptions,
 };
+use crate::driver::value_scale::ScaledValues;
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::tensor::CooTensor;
@@ -74,6 +75,9 @@ pub struct CpJob {
     pub(super) dims: Vec<usize>,
     /// The tensor's nonzeros (the whole tensor's, where it is split over processes).
     pub(super) nnz: usize,
+    /// The tensor with its values times a power of two, where they are far from 1
+    /// ([`ScaledValues`]).
+    pub scaled: Option<ScaledValues>,
     /// The tensor with its mostly empty modes renumbered to their used rows, where
     /// that pays ([`UsedRows`]): what the run prepares and fits.
     pub rows: Option<UsedRows>,
@@ -92,7 +96,8 @@ impl CpRequest {
     pub fn validate(self, x: &CooTensor) -> Result<CpJob> {
         let rank = self.rank;
         let mut job = self.validate_shape(x.dims(), x.nnz() as u64)?;
-        job.rows = UsedRows::of(x, rank)?;
+        job.scaled = ScaledValues::of(x);
+        job.rows = UsedRows::of(job.scaled.as_ref().map_or(x, |s| &s.tensor), rank)?;
         Ok(job)
     }
 
@@ -118,6 +123,7 @@ impl CpRequest {
             options,
             dims: dims.to_vec(),
             nnz: usize::try_from(nnz).unwrap_or(usize::MAX),
+            scaled: None,
             rows: None,
         })
     }
@@ -145,6 +151,9 @@ pub struct TuckerJob {
     pub options: TuckerOptions,
     pub(super) dims: Vec<usize>,
     pub(super) nnz: usize,
+    /// The tensor with its values times a power of two, where they are far from 1
+    /// ([`ScaledValues`]).
+    pub scaled: Option<ScaledValues>,
     /// The tensor with its mostly empty modes renumbered to their used rows, where
     /// that pays ([`UsedRows::of_tucker`]): what the run prepares and fits.
     pub rows: Option<UsedRows>,
@@ -209,11 +218,13 @@ impl TuckerRequest {
             init: self.init,
         };
         options.validate(x.dims())?;
-        let rows = UsedRows::of_tucker(x, &options.ranks)?;
+        let scaled = ScaledValues::of(x);
+        let rows = UsedRows::of_tucker(scaled.as_ref().map_or(x, |s| &s.tensor), &options.ranks)?;
         Ok(TuckerJob {
             options,
             dims: x.dims().to_vec(),
             nnz: x.nnz(),
+            scaled,
             rows,
         })
     }
