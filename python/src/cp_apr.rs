@@ -7,7 +7,7 @@
 use crate::Tensor;
 use crate::decomp::{RunOn, counted, factor_array, init_factors};
 use crate::errors::{input_error, to_py};
-use crate::run::{backend_choice, engine, value_choice, values_dict, watched_steps};
+use crate::run::{backend_choice, engine, value_choice, values_dict, warn_values, watched_steps};
 use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -114,5 +114,6 @@ pub fn _cp_apr<'py>(
     d.set_item("seconds", report.seconds)?;
     d.set_item("backend", report.backend.clone())?;
     d.set_item("values", values_dict(py, report.values.as_ref())?)?;
+    warn_values(py, report.values.as_ref())?;
     Ok(d)
 }

@@ -7,7 +7,7 @@
 use crate::Tensor;
 use crate::convert::matrix;
 use crate::errors::to_py;
-use crate::run::{backend_choice, engine, value_choice, values_dict, watched};
+use crate::run::{backend_choice, engine, value_choice, values_dict, warn_values, watched};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -187,6 +187,7 @@ fn common<'py, M>(
     d.set_item("stopped_by_callback", stopped_by_callback)?;
     d.set_item("backend", &report.backend)?;
     d.set_item("values", values_dict(py, report.values.as_ref())?)?;
+    warn_values(py, report.values.as_ref())?;
     Ok(())
 }
 

@@ -47,6 +47,22 @@ pub fn values_dict<'py>(
     py.import("json")?.getattr("loads")?.call1((json,))
 }
 
+/// Raises each of `values`' warnings ([`ValueReport::warnings`]: precision lost in
+/// storage, integers rounded, values small enough for the kernels to lose) as a
+/// `RuntimeWarning` at the caller of the package's function, as the command line
+/// prints them.
+pub fn warn_values(py: Python<'_>, values: Option<&ValueReport>) -> PyResult<()> {
+    for w in values.map(ValueReport::warnings).unwrap_or_default() {
+        PyErr::warn(
+            py,
+            &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),
+            &std::ffi::CString::new(format!("sptmc: {w}")).unwrap_or_default(),
+            2,
+        )?;
+    }
+    Ok(())
+}
+
 /// The engine for `choice` whose CPU backend runs `threads` workers (`None`:
 /// `RAYON_NUM_THREADS`, else one per core) and stores values as `values` chooses, made
 /// on first use and kept (a CUDA engine holds a device context; "auto" decides once

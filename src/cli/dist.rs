@@ -75,7 +75,7 @@ mod with_mpi {
     use sptmc::driver::{CpAprReport, CpReport, CpRequest};
     use sptmc::engine::{BackendChoice, BackendKind, Engine};
     use sptmc::hls::ValueReport;
-    use sptmc::hls::values::{ValueChoice, ValueType};
+    use sptmc::hls::values::{QuantReport, ValueChoice, ValueType};
     use sptmc::model_io::finish_model;
     use sptmc::tensor::generate::generate_part;
     use sptmc::tensor::tns::part::Entries;
@@ -379,18 +379,38 @@ mod with_mpi {
             };
             1 + ty + 2 * choice
         });
-        let field = |f: fn(&ValueReport) -> usize| ch.gather_u64(mine.map_or(0, f) as u64);
-        let (codes, inexact) = (ch.gather_u64(code), field(|v| v.f16_inexact));
-        let (f16, f32) = (field(|v| v.f16_bytes), field(|v| v.f32_bytes));
+        let field = |f: &dyn Fn(&ValueReport) -> u64| ch.gather_u64(mine.map_or(0, f));
+        let codes = ch.gather_u64(code);
+        let (f16, f32) = (
+            field(&|v| v.f16_bytes as u64),
+            field(&|v| v.f32_bytes as u64),
+        );
+        // What the values lost, a field at a time (the f32 and f64 ones as their bits).
+        let q = |f: fn(&QuantReport) -> u64| field(&move |v| f(&v.precision));
+        let scale = q(|p| u64::from(p.scale.to_bits()));
+        let (inexact, worst) = (q(|p| p.f16_inexact as u64), q(|p| p.max_rel_err.to_bits()));
+        let (subnormal, zero) = (q(|p| p.subnormal as u64), q(|p| p.flushed_to_zero as u64));
+        let (tiny, flushed) = (q(|p| p.kernel_tiny as u64), q(|p| p.kernel_flushed as u64));
+        let integers = q(|p| p.integers_inexact as u64);
         (0..ch.size())
             .map(|r| {
                 let c = codes[r].checked_sub(1)?;
                 let ty = [ValueType::F16, ValueType::F32][(c % 2) as usize];
                 let choice =
                     [ValueChoice::Auto, ValueChoice::F16, ValueChoice::F32][(c / 2) as usize];
+                let quant = QuantReport {
+                    scale: f32::from_bits(scale[r] as u32),
+                    f16_inexact: inexact[r] as usize,
+                    max_rel_err: f64::from_bits(worst[r]),
+                    subnormal: subnormal[r] as usize,
+                    flushed_to_zero: zero[r] as usize,
+                    kernel_tiny: tiny[r] as usize,
+                    kernel_flushed: flushed[r] as usize,
+                    integers_inexact: integers[r] as usize,
+                };
                 Some(ValueReport::new(
                     (ty, choice),
-                    inexact[r] as usize,
+                    quant,
                     (f16[r] as usize, f32[r] as usize),
                 ))
             })

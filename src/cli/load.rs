@@ -180,21 +180,7 @@ fn trailing_note(n: u64) -> String {
 /// Reports precision lost to fp16 storage, and values small enough for the f32
 /// kernels to lose, if any, on stderr.
 pub fn report_precision(stats: &sptmc::hls::HlsStats) {
-    let q = &stats.quant;
-    if q.lost_precision() {
-        eprintln!(
-            "sptmc: warning: fp16 storage: {} values subnormal (reduced precision), {} rounded to zero (lost); worst relative error {:.2e}",
-            q.subnormal, q.flushed_to_zero, q.max_rel_err
-        );
-    }
-    if q.kernel_underflow() {
-        eprintln!(
-            "sptmc: warning: {} values below {:.1e} ({} of them below {:.1e}): the f32 kernels flush results under {:.1e} to zero, so their products with factor entries partly or wholly vanish; multiply the tensor by a power of two to keep them",
-            q.kernel_tiny,
-            sptmc::hls::values::KERNEL_TINY,
-            q.kernel_flushed,
-            f32::MIN_POSITIVE,
-            f32::MIN_POSITIVE
-        );
+    for w in stats.value_report().warnings() {
+        eprintln!("sptmc: warning: {w}");
     }
 }

@@ -65,7 +65,7 @@ impl HlsStats {
     pub fn value_report(&self) -> ValueReport {
         ValueReport::new(
             (self.values, self.value_choice),
-            self.quant.f16_inexact,
+            self.quant,
             (self.f16_bytes, self.f32_bytes),
         )
     }
@@ -110,24 +110,70 @@ pub struct ValueReport {
     pub f16_bytes: usize,
     /// Bytes of the HLS form with f32 values.
     pub f32_bytes: usize,
+    /// What the values lost as stored ([`QuantReport`]: the worst relative error, the
+    /// values subnormal or rounded to zero, integers rounded, values small enough for
+    /// the kernels to lose).
+    pub precision: QuantReport,
 }
 
 impl ValueReport {
-    /// The report of values stored as `ty`, chosen by `choice`, with `f16_inexact` of
-    /// them not exact in fp16, and the form's bytes with fp16 and with f32 values.
+    /// The report of values stored as `ty`, chosen by `choice`, with what they lost
+    /// (`quant`), and the form's bytes with fp16 and with f32 values.
     pub fn new(
         (ty, choice): (ValueType, ValueChoice),
-        f16_inexact: usize,
+        quant: QuantReport,
         (f16_bytes, f32_bytes): (usize, usize),
     ) -> ValueReport {
         ValueReport {
             value_type: ty,
             choice,
-            why: value_note(choice, ty, f16_inexact),
-            f16_inexact,
+            why: value_note(choice, ty, quant.f16_inexact),
+            f16_inexact: quant.f16_inexact,
             f16_bytes,
             f32_bytes,
+            precision: quant,
         }
+    }
+
+    /// What a front end warns of, a sentence each (the command line prints them as
+    /// `sptmc: warning: …` lines, Python raises them as `RuntimeWarning`s): values that
+    /// lost precision in storage, integers rounded, a worst error where fp16 was asked
+    /// for, values small enough for the f32 kernels to lose.
+    pub fn warnings(&self) -> Vec<String> {
+        let (q, ty) = (&self.precision, self.value_type.name());
+        let mut out = Vec::new();
+        if q.lost_precision() {
+            out.push(format!(
+                "{ty} storage: {} values subnormal (reduced precision), {} rounded to zero \
+                 (lost); worst relative error {:.2e}",
+                q.subnormal, q.flushed_to_zero, q.max_rel_err
+            ));
+        }
+        if q.integers_inexact > 0 {
+            out.push(format!(
+                "{} integer values are not held exactly in {ty} storage: stored rounded \
+                 (worst relative error {:.2e}), so a count model reads them rounded",
+                q.integers_inexact, q.max_rel_err
+            ));
+        } else if self.choice == ValueChoice::F16 && q.f16_inexact > 0 && !q.lost_precision() {
+            out.push(format!(
+                "fp16 storage as asked: {} values not exact, worst relative error {:.2e}",
+                q.f16_inexact, q.max_rel_err
+            ));
+        }
+        if q.kernel_underflow() {
+            out.push(format!(
+                "{} values below {:.1e} ({} of them below {:.1e}): the f32 kernels flush \
+                 results under {:.1e} to zero, so their products with factor entries partly \
+                 or wholly vanish; multiply the tensor by a power of two to keep them",
+                q.kernel_tiny,
+                super::values::KERNEL_TINY,
+                q.kernel_flushed,
+                f32::MIN_POSITIVE,
+                f32::MIN_POSITIVE
+            ));
+        }
+        out
     }
 
     /// The report of a tensor built in parts (an MPI rank's block each) from the
@@ -141,9 +187,10 @@ impl ValueReport {
             return None;
         }
         let sum = |f: fn(&ValueReport) -> usize| reports.iter().map(f).sum::<usize>();
+        let quant = (reports.iter().map(|r| r.precision)).reduce(QuantReport::merge)?;
         Some(ValueReport::new(
             (first.value_type, first.choice),
-            sum(|r| r.f16_inexact),
+            quant,
             (sum(|r| r.f16_bytes), sum(|r| r.f32_bytes)),
         ))
     }
@@ -155,7 +202,12 @@ mod tests {
 
     #[test]
     fn parts_stored_alike_add_up_and_parts_stored_otherwise_do_not() {
-        let part = |ty, n, bytes| ValueReport::new((ty, ValueChoice::Auto), n, (bytes, 2 * bytes));
+        let quant = |n| QuantReport {
+            f16_inexact: n,
+            ..QuantReport::default()
+        };
+        let part =
+            |ty, n, bytes| ValueReport::new((ty, ValueChoice::Auto), quant(n), (bytes, 2 * bytes));
         let a = part(ValueType::F32, 3, 10);
         let b = part(ValueType::F32, 4, 20);
         let both = ValueReport::of_parts(&[a.clone(), b]).unwrap();
@@ -168,7 +220,56 @@ mod tests {
         assert_eq!(ValueReport::of_parts(&[]), None);
         let exact = part(ValueType::F16, 0, 5);
         assert_eq!(ValueReport::of_parts(&[a.clone(), exact]), None);
-        let asked = ValueReport::new((ValueType::F32, ValueChoice::F32), 3, (10, 20));
+        let asked = ValueReport::new((ValueType::F32, ValueChoice::F32), quant(3), (10, 20));
         assert_eq!(ValueReport::of_parts(&[a, asked]), None);
+    }
+
+    /// Each loss is a sentence of its own, naming the stored type; values that lose
+    /// nothing give none.
+    #[test]
+    fn warnings_name_what_the_stored_values_lost() {
+        let build = |values: &[f64], choice| {
+            let entries: Vec<(Vec<u32>, f64)> = (values.iter().enumerate())
+                .map(|(i, &v)| (vec![i as u32, 0, 0], v))
+                .collect();
+            let x =
+                crate::tensor::CooTensor::from_entries(vec![values.len(), 1, 1], entries).unwrap();
+            let hls = crate::hls::HlsBuilder::new(u32::MAX)
+                .with_values(choice)
+                .build(&x)
+                .unwrap();
+            hls.stats().value_report()
+        };
+        assert_eq!(
+            build(&[1.0, 2.0, 3.0], ValueChoice::Auto).warnings(),
+            Vec::<String>::new()
+        );
+        // Counts past 2^24: f32 rounds the odd ones.
+        let counts = build(&[16_777_217.0, 298_893_071.0, 4.0], ValueChoice::Auto);
+        assert_eq!(counts.value_type, ValueType::F32);
+        assert_eq!(counts.precision.integers_inexact, 2);
+        let w = counts.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("2 integer values are not held exactly in f32 storage"),
+            "{w:?}"
+        );
+        // fp16 asked for: its worst error, within fp16's 2^-11.
+        let asked = build(&[0.1, 0.7, 1.3], ValueChoice::F16);
+        let w = asked.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("fp16 storage as asked: 3 values not exact"),
+            "{w:?}"
+        );
+        assert!(asked.precision.max_rel_err > 0.0 && asked.precision.max_rel_err <= 2f64.powi(-11));
+        // A value lost to zero in f32 beside values near 1: named as f32's loss, and
+        // as one the kernels lose.
+        let lost = build(&[1.5, 1e-50, 0.3], ValueChoice::Auto);
+        let w = lost.warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].starts_with("f32 storage: 0 values subnormal"), "{w:?}");
+        assert!(w[0].contains("1 rounded to zero"), "{w:?}");
+        assert!(w[1].starts_with("1 values below 7.9e-31"), "{w:?}");
     }
 }

@@ -349,6 +349,9 @@ pub struct QuantReport {
     /// Of those, the values below f32's smallest normal value (2^-126 ≈ 1.2e-38): the
     /// kernels drop them entirely, whatever the factors.
     pub kernel_flushed: usize,
+    /// Nonzero integer values the stored type does not hold exactly (counts past 2^24
+    /// times the scale in f32, past 2^11 in fp16): a count model reads them rounded.
+    pub integers_inexact: usize,
 }
 
 impl QuantReport {
@@ -373,6 +376,9 @@ impl QuantReport {
         }
         let back = h.to_f64() * self.scale as f64;
         self.max_rel_err = self.max_rel_err.max((back - v).abs() / v.abs());
+        if back != v && v.fract() == 0.0 {
+            self.integers_inexact += 1;
+        }
         if h.to_f64() == 0.0 {
             self.flushed_to_zero += 1;
         } else if !h.is_normal() {
@@ -388,6 +394,7 @@ impl QuantReport {
         self.flushed_to_zero += o.flushed_to_zero;
         self.kernel_tiny += o.kernel_tiny;
         self.kernel_flushed += o.kernel_flushed;
+        self.integers_inexact += o.integers_inexact;
         self
     }
 
