@@ -16,17 +16,24 @@ impl CompletionReport {
             .unwrap_or(f64::INFINITY)
     }
 
-    /// Set when the model's validation RMSE is no lower than the bias baseline's: its
-    /// predictions add nothing to per-row means.
+    /// Set when the model's validation RMSE is no lower than the better baseline's
+    /// (per-row biases, or the training mean alone, which the biases can lose to on
+    /// rows of few entries): its predictions add nothing to that baseline.
     pub fn warning(&self, job: &CompletionJob) -> Option<String> {
-        let baseline = self.baseline_validation_rmse(job);
+        let bias = self.baseline_validation_rmse(job);
+        let mean = (job.baselines.mean_rmse(job.validation)).unwrap_or(f64::INFINITY);
+        let (baseline, what, adds) = if mean < bias {
+            (mean, "global mean", "the training mean")
+        } else {
+            (bias, "user+item bias", "per-row means")
+        };
         let best = self
             .model
             .best()
             .map_or(f64::INFINITY, |b| b.validation_rmse);
         (best >= baseline).then(|| {
             format!(
-                "the model's validation RMSE {} is no better than the user+item bias baseline's {}: its predictions add nothing to per-row means (try another rank or solver)",
+                "the model's validation RMSE {} is no better than the {what} baseline's {}: its predictions add nothing to {adds} (try another rank or solver)",
                 super::sig5(best),
                 super::sig5(baseline)
             )

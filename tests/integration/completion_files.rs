@@ -139,11 +139,13 @@ fn complete_reports_the_chosen_lambda_and_warns_when_no_better_than_the_baseline
     let lambda = v["lambda"].as_f64().unwrap();
     assert!(lambda > 0.0 && lambda.is_finite());
     assert!(stderr.contains("chosen on validation"), "{stderr}");
-    let (val, base) = (
+    // Warned of unless the model beats both baselines on validation.
+    let (val, base, mean) = (
         v["validation_rmse"].as_f64().unwrap(),
         v["baseline_validation_rmse"].as_f64().unwrap(),
+        v["mean_baseline_validation_rmse"].as_f64().unwrap(),
     );
-    assert_eq!(v["warning"].is_null(), val < base, "{v}");
+    assert_eq!(v["warning"].is_null(), val < base.min(mean), "{v}");
     // With λ given the path is skipped and the bias terms can be turned off; so large
     // a λ leaves the training mean alone, worse than the per-row offsets: a warning.
     let o = sptmc(
@@ -169,6 +171,52 @@ fn complete_reports_the_chosen_lambda_and_warns_when_no_better_than_the_baseline
     assert_eq!(v["biases"], false);
     assert!(v["lambda_path"].as_array().unwrap().is_empty());
     assert!(v["warning"].as_str().unwrap().contains("no better"), "{v}");
+    assert!(
+        stderr.contains("sptmc: warning: the model's validation RMSE"),
+        "{stderr}"
+    );
+}
+
+// Values with no structure at all on rows of one or two entries: the per-row biases
+// fit noise and lose to the training mean, and so does the model; the warning names
+// the mean, which the bias baseline alone did not catch.
+#[test]
+fn complete_warns_when_no_better_than_the_global_mean() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut lines = String::new();
+    let mut state = 777u64;
+    let mut next = |n: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    for _ in 0..4000 {
+        let (i, j, k) = (next(3000) + 1, next(3000) + 1, next(5) + 1);
+        lines.push_str(&format!("{i} {j} {k} {}\n", 1 + next(4)));
+    }
+    let f = dir.join("flat.tns");
+    std::fs::write(&f, lines).unwrap();
+    let args = ["complete", f.to_str().unwrap(), "--rank", "4", "--json"];
+    let o = sptmc(&args, dir);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rmse = |k: &str| v[k].as_f64().unwrap();
+    assert!(
+        rmse("mean_baseline_validation_rmse") < rmse("baseline_validation_rmse"),
+        "{v}"
+    );
+    assert!(
+        rmse("validation_rmse") >= rmse("mean_baseline_validation_rmse"),
+        "{v}"
+    );
+    let w = v["warning"].as_str().unwrap();
+    assert!(
+        w.contains("no better than the global mean baseline's"),
+        "{w}"
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         stderr.contains("sptmc: warning: the model's validation RMSE"),
         "{stderr}"
