@@ -154,6 +154,12 @@ def test_bad_options_are_one_clear_error(X):
         sptmc.gcp(X, 2, loss="gaussian", epoch=3)
     with pytest.raises(sptmc.Error, match="needs a parameter.*loss_param from Python"):
         sptmc.gcp(X, 2, loss="huber")
+    # b <= 0: the loss of a zero, (m + eps)**b / b, falls without bound as m -> 0 (a
+    # run reached -2e51 and returned it as a success).
+    for b in (-5.0, 0.0):
+        for method in ("sgd", "lbfgs"):
+            with pytest.raises(sptmc.Error, match="> 0 other than 1"):
+                sptmc.gcp(X, 2, loss="beta", loss_param=b, method=method)
 
 
 def test_sgd_runs_values_far_from_one_in_units_adam_can_move(X):

@@ -45,10 +45,18 @@ pub enum Loss {
     },
     /// The β-divergence `(m + ε)ᵇ / b − x (m + ε)ᵇ⁻¹ / (b − 1)`, `m ≥ 0`.
     Beta {
-        /// The exponent `b` (not 0 or 1).
+        /// The exponent `b`: `b > 0` and not 1 (see [`BETA_RANGE`]).
         b: f64,
     },
 }
+
+/// The exponents the β-divergence takes, in words: `b > 0`, `b ≠ 1`. At `b = 0`
+/// and `b = 1` its formula divides by zero (those are the Itakura–Saito and KL
+/// limits, the gamma and poisson losses here). For `b < 0` the loss of a zero cell,
+/// `(m + ε)ᵇ / b`, falls without bound as `m → 0`: only `ε` stops it, at `εᵇ / b`
+/// (−2e49 per cell at `b = −5`), so a run drives the model to 0 at every zero and
+/// reports a huge negative loss for a meaningless model.
+pub const BETA_RANGE: &str = "a finite number > 0 other than 1";
 
 /// What a loss needs of the data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +112,7 @@ impl Loss {
                 threshold: needs("the threshold Δ > 0")?,
             },
             "beta" => Loss::Beta {
-                b: needs("the exponent b, not 0 or 1")?,
+                b: needs("the exponent b > 0, not 1")?,
             },
             _ => {
                 return Err(Error::InvalidOption(format!(
@@ -161,9 +169,13 @@ impl Loss {
             {
                 bad("a finite number > 0", v)
             }
-            Loss::Beta { b } if !b.is_finite() || b == 0.0 || b == 1.0 => {
-                bad("a finite number other than 0 and 1", b)
-            }
+            Loss::Beta { b } if !(b.is_finite() && b > 0.0) || b == 1.0 => bad(
+                &format!(
+                    "{BETA_RANGE} (for b ≤ 0 the loss of a zero falls without bound as the \
+                     model goes to 0)"
+                ),
+                b,
+            ),
             _ => Ok(()),
         }
     }
@@ -420,7 +432,18 @@ mod tests {
                 .contains("needs a parameter, the threshold Δ > 0: --loss-param")
         );
         assert!(msg(Loss::parse("gaussian", Some(1.0))).contains("takes no parameter"));
-        assert!(msg(Loss::parse("beta", Some(1.0))).contains("other than 0 and 1"));
+        // The β-divergence's range, b > 0 and not 1: its edges and the negative
+        // exponents, whose loss of a zero is unbounded below.
+        for b in [1.0, 0.0, -0.0, -5.0, -1e-300, f64::NAN, f64::INFINITY] {
+            let e = msg(Loss::parse("beta", Some(b)));
+            assert!(
+                e.contains("> 0 other than 1") && !e.contains('\n'),
+                "{b}: {e}"
+            );
+        }
+        for b in [1e-300, 0.5, 1.5, 2.0, 7.0] {
+            assert_eq!(Loss::parse("beta", Some(b)).unwrap(), Loss::Beta { b });
+        }
         assert!(msg(Loss::parse("negative-binomial", Some(-2.0))).contains("> 0"));
     }
 
