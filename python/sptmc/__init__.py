@@ -581,16 +581,24 @@ class GCPResult(CPResult):
     fitted under a loss other than least squares.
 
     Attributes:
-        loss: the final loss (SGD: the last accepted estimate over the fixed sample;
-            L-BFGS: the exact loss over every cell).
-        losses: float64 array, the loss after each epoch (SGD) or iteration (L-BFGS).
-        initial_loss: the loss of the initial factors.
-        fits, fit: the same numbers as ``losses`` and ``loss`` (lower is better), under
-            the names a :class:`CPResult` has.
+        loss: the exact final loss of the model returned, over every cell (stored
+            entries and zeros summed apart, in float64). ``None`` only for SGD with a
+            loss whose zeros have no closed form on a tensor of more than
+            ``dense_limit`` cells: then only ``loss_estimate`` is known.
+        initial_loss: the exact loss of the initial factors, as ``loss``.
+        loss_estimate, initial_loss_estimate: SGD's estimates of the same over its
+            fixed stratified sample of ``loss_estimate_sample`` = (nonzeros, zeros)
+            entries (what its epochs compare); ``None`` for L-BFGS.
+        losses: float64 array, the loss after each epoch (SGD: the estimate; NaN marks
+            an epoch whose estimate was not a finite number, undone, as its ``stats``
+            entry says) or iteration (L-BFGS: exact).
+        fits, fit: ``losses``, and ``loss`` (``loss_estimate`` where ``loss`` is
+            ``None``), under the names a :class:`CPResult` has (lower is better).
         stopped: why the run ended, in words; ``stopped_by`` is ``"callback"`` when
             the callback stopped it, else ``"iters"``.
-        stats: one dict per epoch or iteration (iteration, loss, step, accepted,
-            seconds since the start).
+        stats: one dict per epoch or iteration (iteration, loss (``None`` where not
+            finite), step, accepted, undone (``None``, ``"worse"`` or
+            ``"not-finite"``), seconds since the start).
         value_scale: what the run divided the values by (a power of two, where their
             RMS is more than 2**10 from 1 and the loss keeps its form under a change of
             units; else 1). The model and losses are in the given units either way.
@@ -598,9 +606,12 @@ class GCPResult(CPResult):
             over every epoch); each is also issued as a ``RuntimeWarning``.
     """
 
-    loss: float
+    loss: Optional[float]
     losses: np.ndarray
-    initial_loss: float
+    initial_loss: Optional[float]
+    loss_estimate: Optional[float]
+    initial_loss_estimate: Optional[float]
+    loss_estimate_sample: Optional[tuple]
     stopped: str
     value_scale: float
     warnings: list
@@ -619,21 +630,39 @@ class GCPResult(CPResult):
         self.pinv_solves = 0
         self.loss = raw["loss"]
         self.initial_loss = raw["initial_loss"]
+        self.loss_estimate = raw["loss_estimate"]
+        self.initial_loss_estimate = raw["initial_loss_estimate"]
+        self.loss_estimate_sample = raw["loss_estimate_sample"]
         self.stopped = raw["stopped"]
         self.value_scale = raw["value_scale"]
         self.warnings = list(raw["warnings"])
 
     @property
     def fit(self) -> float:
-        """The final loss (lower is better)."""
-        return float(self.loss)
+        """The final loss (lower is better): ``loss``, or ``loss_estimate`` where the
+        exact loss is not known."""
+        if self.loss is not None:
+            return float(self.loss)
+        # Without an exact loss the run had an estimate (SGD beyond --dense-limit).
+        assert self.loss_estimate is not None
+        return float(self.loss_estimate)
 
     def __repr__(self) -> str:
         shape = tuple(f.shape[0] for f in self.factors)
         return (
-            f"<sptmc.GCPResult rank={len(self.weights)} shape={shape} loss={self.loss:.6e} "
+            f"<sptmc.GCPResult rank={len(self.weights)} shape={shape} {_gcp_loss_words(self)} "
             f"iterations={self.iterations}>"
         )
+
+
+def _gcp_loss_words(r: "GCPResult") -> str:
+    """The final loss in words: exact, or the estimate labelled with its sample."""
+    if r.loss is not None:
+        return f"loss={r.loss:.6e}"
+    if r.loss_estimate_sample is None or r.loss_estimate is None:
+        return "loss=None"
+    nz, z = r.loss_estimate_sample
+    return f"loss estimated over {nz + z} sampled entries={r.loss_estimate:.4e}"
 
 
 def _gcp_progress(verbose: bool, callback: Optional[GCPCallback]):
@@ -644,8 +673,12 @@ def _gcp_progress(verbose: bool, callback: Optional[GCPCallback]):
     def progress(s: dict) -> bool:
         if verbose:
             undone = "" if s["accepted"] else "  (undone)"
+            if s["loss"] is None:
+                what = "epoch undone: loss estimate not finite"
+            else:
+                what = f"loss = {s['loss']:.6e}"
             print(
-                f"  epoch = {s['iteration'] + 1:3d}  loss = {s['loss']:.6e}  "
+                f"  epoch = {s['iteration'] + 1:3d}  {what}  "
                 f"step = {s['step']:.3e}{undone}  ({s['seconds']:.3f}s)",
                 flush=True,
             )
@@ -689,7 +722,7 @@ def gcp(
     ``verbose`` prints a line per epoch or iteration (loss, step, seconds), as
     ``sptmc gcp`` does. ``callback(epoch, loss, step, seconds)`` is called after every
     epoch (SGD: ``loss`` the estimate over the fixed sample, before a failed epoch is
-    undone; ``step`` Adam's step during it) or iteration (L-BFGS: the exact loss; the
+    undone, ``None`` where it was not a finite number; ``step`` Adam's step during it) or iteration (L-BFGS: the exact loss; the
     projected gradient's largest entry); ``epoch`` is 0-based (``losses[epoch] ==
     loss``), ``seconds`` counts from the start of the fit. Returning ``True`` (any true
     value) or raising ``StopIteration`` stops the run there and returns the model so
@@ -731,7 +764,7 @@ def gcp(
         warnings.warn(w, RuntimeWarning, stacklevel=2)
     _say(
         verbose,
-        f"sptmc: GCP final loss {result.loss:.6e} after {result.iterations} "
+        f"sptmc: GCP final {_gcp_loss_words(result)} after {result.iterations} "
         f"({result.stopped}), {time.perf_counter() - start:.3f}s",
     )
     return result

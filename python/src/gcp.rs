@@ -15,13 +15,22 @@ use sptmc::driver::{GcpRequest, count, run_gcp};
 use sptmc::hls::ValueChoice;
 
 /// An epoch (SGD) or iteration (L-BFGS) as the `progress` dict: `iteration`
-/// (0-based), `loss`, `step`, `accepted`, `seconds` (since the fit started).
+/// (0-based), `loss` (SGD: the estimate, `None` where it was not finite), `step`,
+/// `accepted`, `undone` (`None`, `"worse"` or `"not-finite"`), `seconds` (since the
+/// fit started).
 fn epoch_dict<'py>(py: Python<'py>, s: &GcpIter) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("iteration", s.iter)?;
     d.set_item("loss", s.loss)?;
     d.set_item("step", s.step)?;
     d.set_item("accepted", s.accepted)?;
+    d.set_item(
+        "undone",
+        s.undone.map(|u| match u {
+            sptmc::decomp::gcp::Undone::Worse => "worse",
+            sptmc::decomp::gcp::Undone::NotFinite => "not-finite",
+        }),
+    )?;
     d.set_item("seconds", s.seconds)?;
     Ok(d)
 }
@@ -105,7 +114,12 @@ pub fn _gcp<'py>(
         })
         .collect::<PyResult<Vec<_>>>()?;
     d.set_item("factors", PyList::new(py, fs)?)?;
-    let losses: Vec<f64> = model.iters.iter().map(|s| s.loss).collect();
+    // NaN marks an epoch whose estimate was not finite (its dict says so).
+    let losses: Vec<f64> = model
+        .iters
+        .iter()
+        .map(|s| s.loss.unwrap_or(f64::NAN))
+        .collect();
     d.set_item("losses", PyArray1::from_vec(py, losses))?;
     let mut last = 0.0;
     let seconds: Vec<f64> = model
@@ -125,6 +139,10 @@ pub fn _gcp<'py>(
     d.set_item("stats", stats)?;
     d.set_item("loss", model.loss)?;
     d.set_item("initial_loss", model.initial_loss)?;
+    let est = model.estimate.as_ref();
+    d.set_item("loss_estimate", est.map(|e| e.final_loss))?;
+    d.set_item("initial_loss_estimate", est.map(|e| e.initial_loss))?;
+    d.set_item("loss_estimate_sample", est.map(|e| (e.nonzeros, e.zeros)))?;
     d.set_item("stopped", model.stopped.clone())?;
     d.set_item("value_scale", model.value_scale)?;
     d.set_item("warnings", PyList::new(py, &model.warnings)?)?;

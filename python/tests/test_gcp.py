@@ -100,8 +100,10 @@ def test_the_callback_stops_the_run_with_the_model_so_far(X):
     assert "stopped by the caller after epoch 3" in m.stopped
     # Deterministic for the seed: the same first epochs as the whole run.
     np.testing.assert_array_equal(m.losses, whole.losses[:3])
+    # The model kept is the best epoch's by the estimate; its exact loss is its own.
     accepted = [s["loss"] for s in m.stats if s["accepted"]]
-    assert m.loss == min([m.initial_loss] + accepted)
+    assert m.loss_estimate == min([m.initial_loss_estimate] + accepted)
+    assert m.loss is not None and m.loss > 0
 
     def stop_at_1(epoch, loss, step, seconds):
         if epoch == 1:
@@ -189,3 +191,25 @@ def test_lbfgs_runs_values_far_from_one_divided_as_sgd_does(X):
     assert len(b.stats) == len(m.stats) and b.loss < b.initial_loss
     assert b.loss == pytest.approx(m.loss * 2.0**120, rel=1e-6)
     assert b.weights == pytest.approx(m.weights * 2.0**60, rel=1e-6)
+
+
+def test_the_final_loss_is_exact_or_a_labelled_estimate(X):
+    # The exact loss of the model returned, recomputed densely in float64.
+    m = sptmc.gcp(X, 2, loss="gaussian", epochs=2, epoch_iters=20, seed=1)
+    subs, vals = X.to_coo()
+    dense = np.zeros(X.shape)
+    dense[tuple(subs.T)] = vals
+    model = np.einsum("r,ir,jr,kr->ijk", m.weights, *m.factors)
+    assert m.loss == pytest.approx(((dense - model) ** 2).sum(), rel=1e-12)
+    assert m.loss_estimate is not None and m.loss_estimate_sample is not None
+    # Rayleigh's zeros have no closed form: beyond dense_limit, only the estimate.
+    few = sptmc.gcp(X, 2, loss="rayleigh", epochs=2, epoch_iters=5, dense_limit=100)
+    assert few.loss is None and few.initial_loss is None
+    assert few.fit == few.loss_estimate
+    assert "estimated over" in repr(few)
+
+
+def test_an_epoch_whose_estimate_is_not_finite_is_no_number(X):
+    m = sptmc.gcp(X, 2, loss="poisson-log", epochs=2, rate=100.0, seed=1)
+    bad = [s for s in m.stats if s["loss"] is None]
+    assert bad and all(s["undone"] == "not-finite" and not s["accepted"] for s in bad)

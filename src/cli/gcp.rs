@@ -65,7 +65,8 @@ pub struct GcpArgs {
     /// L-BFGS: the most iterations (scipy maxiter).
     #[arg(long, default_value_t = 1000)]
     pub max_iters: usize,
-    /// L-BFGS: the most cells a loss without closed-form zeros may sum over.
+    /// The most cells a loss without closed-form zeros may sum over (L-BFGS: every
+    /// iteration; SGD: its exact final loss, else only estimated).
     #[arg(long, default_value_t = 67_108_864.0)]
     pub dense_limit: f64,
     /// Seed of the random initial factors and of every sample.
@@ -97,24 +98,57 @@ pub enum MethodArg {
     Lbfgs,
 }
 
-/// The progress line of an epoch or iteration.
-fn progress_line(method: gcp::Method, s: &GcpIter) -> String {
-    match method {
-        gcp::Method::Sgd => format!(
-            "  epoch = {:3}  loss = {:.6e}  step = {:.3e}{}  ({:.3}s)",
+/// The progress line of an epoch or iteration; `decay` is SGD's step factor after an
+/// undone epoch. An SGD epoch's loss is its estimate over the fixed sample; one that
+/// is not a finite number is said in words.
+fn progress_line(method: gcp::Method, decay: f64, s: &GcpIter) -> String {
+    let loss = |l: Option<f64>| l.map_or("not finite".to_string(), |l| format!("{l:.6e}"));
+    match (method, s.loss) {
+        (gcp::Method::Sgd, None) => format!(
+            "  epoch = {:3}  epoch undone: loss estimate not finite; step {:.3e} reduced to \
+             {:.3e}  ({:.3}s)",
             s.iter + 1,
-            s.loss,
+            s.step,
+            s.step * decay,
+            s.seconds
+        ),
+        (gcp::Method::Sgd, Some(l)) => format!(
+            "  epoch = {:3}  loss estimate = {l:.6e}  step = {:.3e}{}  ({:.3}s)",
+            s.iter + 1,
             s.step,
             if s.accepted { "" } else { "  (undone)" },
             s.seconds
         ),
-        gcp::Method::Lbfgs => format!(
-            "  its = {:3}  loss = {:.6e}  projected gradient = {:.3e}  ({:.3}s)",
+        (gcp::Method::Lbfgs, l) => format!(
+            "  its = {:3}  loss = {}  projected gradient = {:.3e}  ({:.3}s)",
             s.iter + 1,
-            s.loss,
+            loss(l),
             s.step,
             s.seconds
         ),
+    }
+}
+
+/// The closing line's loss: the exact one where it is known, else the estimate
+/// labelled with its sample; `cells` counts the index space.
+fn final_loss_words(model: &gcp::GcpModel, cells: f64) -> String {
+    match (model.loss, &model.estimate) {
+        (Some(l), None) => format!("final loss {l:.10e}"),
+        (Some(l), Some(e)) => format!(
+            "final loss {l:.10e} (exact, over all {cells:.0} cells; the last estimate \
+             {:.4e} over {} sampled entries)",
+            e.final_loss,
+            e.nonzeros + e.zeros
+        ),
+        (None, Some(e)) => format!(
+            "final loss estimated over {} sampled entries ({} nonzeros, {} zeros): {:.4e} \
+             (not exact: see --json final_loss_note)",
+            e.nonzeros + e.zeros,
+            e.nonzeros,
+            e.zeros,
+            e.final_loss
+        ),
+        (None, None) => "final loss not finite".to_string(),
     }
 }
 
@@ -183,6 +217,17 @@ pub fn gcp(a: GcpArgs) -> Result<ExitCode> {
             o.epoch_iters
         );
     }
+    if !quiet && o.method == gcp::Method::Sgd {
+        let (values, _) = gcp::sgd::strata(x.dims(), x.nnz(), o);
+        eprintln!(
+            "sptmc: each epoch's loss is estimated over a fixed sample of {} entries ({} \
+             nonzeros, {} zeros); the final loss is exact where its zeros have a closed form \
+             or the tensor at most --dense-limit cells",
+            values.nonzeros + values.zeros,
+            values.nonzeros,
+            values.zeros
+        );
+    }
     if let (Some(s), false) = (gcp::value_scale(x, &job.options), quiet) {
         eprintln!(
             "sptmc: the values' RMS is more than 2^{BAND} from 1: {} runs on them divided \
@@ -197,7 +242,10 @@ pub fn gcp(a: GcpArgs) -> Result<ExitCode> {
     }
     let report = run_gcp(&job, &engine, x, &mut |s| {
         if !quiet {
-            eprintln!("{}", progress_line(job.options.method, s));
+            eprintln!(
+                "{}",
+                progress_line(job.options.method, job.options.decay, s)
+            );
         }
         ControlFlow::Continue(())
     })?;
@@ -228,11 +276,11 @@ pub fn gcp(a: GcpArgs) -> Result<ExitCode> {
     } else {
         let n = model.iters.len();
         println!(
-            "GCP rank {} ({} loss, {}): final loss {:.10e} after {n} {} ({}), {:.3}s ({:.4}s/{})",
+            "GCP rank {} ({} loss, {}): {} after {n} {} ({}), {:.3}s ({:.4}s/{})",
             a.rank,
             job.options.loss,
             job.options.method.name(),
-            model.loss,
+            final_loss_words(model, gcp::cells(x.dims())),
             if a.method == MethodArg::Sgd {
                 "epochs"
             } else {

@@ -49,7 +49,8 @@ pub struct GcpRequest {
     pub value_zeros: usize,
     /// L-BFGS: the most iterations.
     pub max_iters: usize,
-    /// L-BFGS: the most cells summed over for a loss without closed-form zeros.
+    /// The most cells summed over for a loss without closed-form zeros (L-BFGS: its
+    /// every iteration; SGD: its exact final loss, only estimated beyond).
     pub dense_limit: f64,
 }
 
@@ -156,16 +157,39 @@ pub fn run_gcp(
 }
 
 impl GcpReport {
+    /// Why the model's exact loss is not reported (where it is not): the pass over
+    /// the cells it needs, beyond `dense_limit`, or a sum that is not finite.
+    pub fn why_not_exact(&self, job: &GcpJob, dims: &[usize]) -> String {
+        let o = &job.options;
+        let n = gcp::cells(dims);
+        if n > o.dense_limit {
+            format!(
+                "loss {} has no closed form for its zeros, and the exact loss would sum over \
+                 all {n:.0} cells, more than dense_limit = {:.0}; the estimate is over the \
+                 fixed sample",
+                o.loss, o.dense_limit
+            )
+        } else {
+            "the exact loss is not a finite number".to_string()
+        }
+    }
+
     /// The run as JSON: the tensor named `name`, the loss, the model's weights, the
     /// options of `job` under the command line's names, every epoch or iteration.
     pub fn summary(&self, job: &GcpJob, name: &str, dims: &[usize], nnz: usize) -> Value {
         let (m, o) = (&self.model, &job.options);
         let (values, grads) = gcp::sgd::strata(dims, nnz, o);
+        let est = m.estimate.as_ref();
         json!({
             "kind": "gcp", "tensor": name, "dims": dims, "nnz": nnz,
             "rank": o.rank, "loss": o.loss.name(), "loss_param": o.loss.param(),
             "method": o.method.name(), "backend": self.backend,
-            "final_loss": m.loss, "initial_loss": m.initial_loss, "stopped": m.stopped,
+            "final_loss": m.loss, "initial_loss": m.initial_loss,
+            "final_loss_note": m.loss.is_none().then(|| self.why_not_exact(job, dims)),
+            "final_loss_estimate": est.map(|e| e.final_loss),
+            "initial_loss_estimate": est.map(|e| e.initial_loss),
+            "loss_estimate_sample": est.map(|e| json!({"nonzeros": e.nonzeros, "zeros": e.zeros})),
+            "stopped": m.stopped,
             "value_scale": m.value_scale, "warnings": m.warnings,
             "seconds": self.seconds,
             "seconds_per_iter": self.seconds / m.iters.len().max(1) as f64,

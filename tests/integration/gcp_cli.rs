@@ -342,3 +342,67 @@ fn whole_gradient_samples_and_a_loss_that_does_not_move_are_said() {
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(json["warnings"].as_array().unwrap().len(), 1, "{json}");
 }
+
+/// SGD's epoch lines and closing line say what their numbers are: an epoch whose loss
+/// estimate is not finite is said in words (no NaN printed; `--json` has null and the
+/// reason), the final loss is the exact one where it is known, and otherwise the
+/// estimate, labelled with its sample (`final_loss` null, with a note).
+#[test]
+fn sgd_labels_its_estimates_and_prints_no_nan() {
+    let dir = tempfile::tempdir().unwrap();
+    let steep = ["--loss", "poisson-log", "--epochs", "2", "--rate", "100"];
+    let (err, out) = run_many(dir.path(), 1.0, &steep);
+    assert!(!err.contains("NaN") && !out.contains("NaN"), "{err}{out}");
+    assert!(
+        err.contains("epoch undone: loss estimate not finite; step 1.000e2 reduced to 1.000e1"),
+        "{err}"
+    );
+    assert!(
+        err.contains("estimated over a fixed sample of 3000 entries"),
+        "{err}"
+    );
+    assert!(out.contains("(exact, over all 3000 cells"), "{out}");
+    let mut json = steep.to_vec();
+    json.push("--json");
+    let (_, out) = run_many(dir.path(), 1.0, &json);
+    assert!(!out.contains("NaN"), "{out}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let first = &j["iterations"][0];
+    assert!(first["loss"].is_null(), "{first}");
+    assert_eq!(first["undone"], "not-finite", "{first}");
+    assert!(
+        j["final_loss"].is_f64() && j["final_loss_estimate"].is_f64(),
+        "{j}"
+    );
+    // Rayleigh's zeros have no closed form: beyond --dense-limit, only the estimate.
+    let few = [
+        "--loss",
+        "rayleigh",
+        "--epochs",
+        "2",
+        "--epoch-iters",
+        "5",
+        "--dense-limit",
+        "100",
+    ];
+    let (_, out) = run_many(dir.path(), 1.0, &few);
+    assert!(
+        out.contains("final loss estimated over 3000 sampled entries (1500 nonzeros, 1500 zeros)"),
+        "{out}"
+    );
+    let mut json = few.to_vec();
+    json.push("--json");
+    let (_, out) = run_many(dir.path(), 1.0, &json);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        j["final_loss"].is_null() && j["initial_loss"].is_null(),
+        "{j}"
+    );
+    assert!(j["final_loss_estimate"].is_f64(), "{j}");
+    assert_eq!(j["loss_estimate_sample"]["nonzeros"], 1500, "{j}");
+    let note = j["final_loss_note"].as_str().unwrap();
+    assert!(
+        note.contains("rayleigh") && note.contains("dense_limit"),
+        "{note}"
+    );
+}

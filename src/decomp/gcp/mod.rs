@@ -33,6 +33,7 @@
 //! Deterministic for a given seed, options and thread count (the samples are drawn in
 //! fixed chunks from seeded generators, the gradient sums in a fixed order).
 
+mod exact;
 pub mod loss;
 pub mod opt;
 mod sample;
@@ -129,8 +130,9 @@ pub struct GcpOptions {
     pub factr: f64,
     /// L-BFGS: corrections kept (scipy `m`, 10).
     pub memory: usize,
-    /// L-BFGS: the most cells a loss without a closed form for its zeros may sum
-    /// over (2²⁶).
+    /// The most cells a loss without a closed form for its zeros may sum over (2²⁶):
+    /// L-BFGS refuses a larger index space; SGD's exact final loss is a pass over the
+    /// cells not stored, and beyond this it reports only its estimate.
     pub dense_limit: f64,
 }
 
@@ -161,22 +163,48 @@ impl GcpOptions {
     }
 }
 
+/// Why an SGD epoch was undone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Undone {
+    /// Its loss estimate was above the last accepted one.
+    Worse,
+    /// Its loss estimate was not a finite number (a step too large for the loss).
+    NotFinite,
+}
+
 /// What one SGD epoch or L-BFGS iteration did.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GcpIter {
     /// 0-based epoch (SGD) or iteration (L-BFGS).
     pub iter: usize,
-    /// SGD: the loss estimate after the epoch (before a failed epoch is undone);
-    /// L-BFGS: the exact loss.
-    pub loss: f64,
+    /// SGD: the loss estimate over the fixed sample after the epoch (before a failed
+    /// epoch is undone), `None` where it was not a finite number; L-BFGS: the
+    /// optimizer's exact loss.
+    pub loss: Option<f64>,
     /// SGD: Adam's step during the epoch; L-BFGS: the projected gradient's largest
     /// entry.
     pub step: f64,
     /// SGD: whether the epoch improved the estimate (else it was undone and the step
-    /// shrunk); L-BFGS: always true.
+    /// multiplied by `decay`); L-BFGS: always true.
     pub accepted: bool,
+    /// SGD: why the epoch was undone, where it was.
+    pub undone: Option<Undone>,
     /// Seconds since the fit started.
     pub seconds: f64,
+}
+
+/// SGD's loss estimates: `Σ w f(x, m)` over its fixed stratified sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LossEstimate {
+    /// The estimate of the model returned (the last accepted epoch's, or the start's).
+    pub final_loss: f64,
+    /// The estimate of the initial factors.
+    pub initial_loss: f64,
+    /// Stored entries in the sample.
+    pub nonzeros: usize,
+    /// Zero cells in the sample.
+    pub zeros: usize,
 }
 
 /// A fitted GCP model.
@@ -186,10 +214,17 @@ pub struct GcpModel {
     pub weights: Vec<f64>,
     /// One `I_n × R` factor per mode, columns of unit 2-norm (or zero).
     pub factors: Vec<Matrix<f64>>,
-    /// The final loss: SGD's last accepted estimate, L-BFGS's exact loss.
-    pub loss: f64,
-    /// The loss (estimate) of the initial factors.
-    pub initial_loss: f64,
+    /// The exact loss of the model returned, over every cell, in f64 from its factors
+    /// (`exact`'s documentation: the stored entries and the cells not stored summed
+    /// apart). `None` only for SGD with a loss whose zeros have no closed form on an
+    /// index space of more than [`GcpOptions::dense_limit`] cells (or where the sum is
+    /// not a finite number): then only [`Self::estimate`] is known.
+    pub loss: Option<f64>,
+    /// The exact loss of the initial factors, as [`Self::loss`].
+    pub initial_loss: Option<f64>,
+    /// SGD: its estimates over its fixed sample (what its epochs compare); L-BFGS:
+    /// `None`.
+    pub estimate: Option<LossEstimate>,
     /// Every epoch or iteration.
     pub iters: Vec<GcpIter>,
     /// Why the run stopped, in words.
@@ -255,7 +290,11 @@ pub fn gcp(
     };
     balance(&mut init);
     let scale = value_scale(x, opts);
-    let (factors, loss, initial_loss, iters, stopped, warnings) = match opts.method {
+    let exact = |f: &[Matrix<f64>]| {
+        exact::loss(engine, x, opts.loss, f, opts.dense_limit).filter(|v| v.is_finite())
+    };
+    let initial_exact = exact(&init);
+    let (factors, fitted, fitted_initial, iters, stopped, warnings) = match opts.method {
         Method::Sgd => sgd::run(engine, x, opts, init, scale, progress)?,
         Method::Lbfgs => opt::run(engine, x, opts, init, scale, progress)?,
     };
@@ -270,12 +309,32 @@ pub fn gcp(
             opts.loss
         )));
     }
+    let final_exact = exact(&factors);
+    let (loss, initial_loss, estimate) = match opts.method {
+        Method::Sgd => {
+            let (value, _) = sgd::strata(x.dims(), x.nnz(), opts);
+            let estimate = LossEstimate {
+                final_loss: fitted,
+                initial_loss: fitted_initial,
+                nonzeros: value.nonzeros,
+                zeros: value.zeros,
+            };
+            (final_exact, initial_exact, Some(estimate))
+        }
+        // Its own sums are exact too, but for the cancellation `exact` avoids.
+        Method::Lbfgs => (
+            final_exact.or(Some(fitted).filter(|v| v.is_finite())),
+            initial_exact.or(Some(fitted_initial).filter(|v| v.is_finite())),
+            None,
+        ),
+    };
     let (weights, factors) = normalize(factors);
     Ok(GcpModel {
         weights,
         factors,
         loss,
         initial_loss,
+        estimate,
         iters,
         stopped,
         value_scale: scale.map_or(1.0, |s| s.values()),

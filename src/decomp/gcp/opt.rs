@@ -309,7 +309,8 @@ pub(super) fn run(
                 s.accepted = Some(point);
                 let it = GcpIter {
                     iter: iters.len(),
-                    loss,
+                    loss: Some(loss),
+                    undone: None,
                     step: projected_gradient / scale * to_given,
                     accepted: true,
                     seconds: start.elapsed().as_secs_f64(),
@@ -563,7 +564,7 @@ mod tests {
                 assert!(close(ly, c * c * lx) && close(iy, c * c * ix), "{loss_y}");
                 for (a, b) in itx.iter().zip(&ity) {
                     assert!(
-                        close(b.loss, c * c * a.loss),
+                        close(b.loss.unwrap(), c * c * a.loss.unwrap()),
                         "{loss_y}: iteration {}",
                         a.iter
                     );

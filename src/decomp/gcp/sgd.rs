@@ -234,7 +234,8 @@ fn run_at_width(
             engine.install(|| adam(&mut factors, &grads, &mut mu, &mut nu, step, lb));
         }
         let (f, f_given) = estimate(engine, &value_sample, &factors, &losses, &mut m)?;
-        let accepted = f <= best && f.is_finite() && f_given.is_finite();
+        let finite = f.is_finite() && f_given.is_finite();
+        let accepted = finite && f <= best;
         let step = rate;
         if accepted {
             best = f;
@@ -253,9 +254,14 @@ fn run_at_width(
         }
         let it = GcpIter {
             iter: epoch,
-            loss: f_given,
+            loss: f_given.is_finite().then_some(f_given),
             step,
             accepted,
+            undone: match (accepted, finite) {
+                (true, _) => None,
+                (false, true) => Some(super::Undone::Worse),
+                (false, false) => Some(super::Undone::NotFinite),
+            },
             seconds: start.elapsed().as_secs_f64(),
         };
         iters.push(it);
@@ -483,7 +489,11 @@ mod tests {
                 assert_eq!(a.data(), b.data(), "{what}");
             }
             assert_eq!(at_rank.1.to_bits(), wide.1.to_bits(), "{what}");
-            let losses = |f: &Fitted| f.3.iter().map(|i| i.loss.to_bits()).collect::<Vec<_>>();
+            let losses = |f: &Fitted| {
+                f.3.iter()
+                    .map(|i| i.loss.map(f64::to_bits))
+                    .collect::<Vec<_>>()
+            };
             assert_eq!(losses(&at_rank), losses(&wide), "{what}");
             // A few dozen rows: `run` widens, and its result is the same too.
             let ran = run(&engine, &x, &opts, init.clone(), scale, &mut |_| {

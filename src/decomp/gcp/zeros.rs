@@ -19,6 +19,7 @@ use super::{Loss, gram};
 use crate::decomp::cp_apr;
 use crate::engine::Engine;
 use crate::matrix::Matrix;
+use crate::tensor::CooTensor;
 use rayon::prelude::*;
 
 /// How `Σ_all f(0, m)` is computed for a loss.
@@ -222,6 +223,69 @@ fn cells_value(engine: &Engine, g: Loss, factors: &[Matrix<f64>], c: f64) -> f64
                     for a in factors[walk.mode].data().chunks_exact(r) {
                         let m: f64 = a.iter().zip(&w).map(|(a, w)| a * w).sum();
                         value += g.value(0.0, c * m);
+                    }
+                }
+                value
+            })
+            .collect()
+    });
+    partials.iter().sum()
+}
+
+/// `Σ f(0, m)` over the cells `x` does not store, each term added as it is (nothing
+/// cancels against the stored entries'), for [`super::exact`]: [`cells_value`]'s walk,
+/// each fiber's stored cells skipped by a pointer into the stored entries' keys
+/// (fiber, then index along it) sorted. The index space must have fewer than 2⁶³
+/// cells.
+pub(super) fn unstored_value(
+    engine: &Engine,
+    loss: Loss,
+    x: &CooTensor,
+    factors: &[Matrix<f64>],
+) -> f64 {
+    let Some(walk) = CellWalk::of(engine, factors) else {
+        return 0.0;
+    };
+    let len = factors[walk.mode].rows() as u64;
+    let key = |k: usize| {
+        let (mut fiber, mut stride) = (0u64, 1u64);
+        for &n in &walk.others {
+            fiber += u64::from(x.indices(n)[k]) * stride;
+            stride *= factors[n].rows() as u64;
+        }
+        fiber * len + u64::from(x.indices(walk.mode)[k])
+    };
+    let mut keys: Vec<u64> = (0..x.nnz()).map(key).collect();
+    engine.install(|| keys.par_sort_unstable());
+    let r = factors[0].cols();
+    let partials: Vec<f64> = engine.install(|| {
+        (0..walk.parts)
+            .into_par_iter()
+            .map(|p| {
+                let range = walk.range(p);
+                let mut at = keys.partition_point(|&k| k < range.start as u64 * len);
+                let mut w = vec![1.0; r];
+                let mut value = 0.0;
+                for fiber in range {
+                    w.fill(1.0);
+                    let mut l = fiber;
+                    for &n in &walk.others {
+                        let rows = factors[n].rows();
+                        let row = factors[n].row(l % rows);
+                        l /= rows;
+                        w.iter_mut().zip(row).for_each(|(w, a)| *w *= a);
+                    }
+                    let first = fiber as u64 * len;
+                    for (j, a) in factors[walk.mode].data().chunks_exact(r).enumerate() {
+                        let mut stored = false;
+                        while keys.get(at) == Some(&(first + j as u64)) {
+                            at += 1;
+                            stored = true;
+                        }
+                        if !stored {
+                            let m: f64 = a.iter().zip(&w).map(|(a, w)| a * w).sum();
+                            value += loss.value(0.0, m);
+                        }
                     }
                 }
                 value
