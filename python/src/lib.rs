@@ -534,7 +534,8 @@ fn _from_index_arrays(
     let built = py.detach(|| {
         catch_unwind(|| {
             let mut x = CooTensor::new(dims, idx, vals)?;
-            let duplicates = x.sum_duplicates();
+            // Coordinates named as the caller counts them.
+            let duplicates = x.sum_duplicates_finite(index_base as u64)?;
             Ok((x, duplicates))
         })
     });

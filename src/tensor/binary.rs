@@ -237,14 +237,10 @@ pub fn read_bytes(bytes: &[u8], origin: &Path) -> Result<(CooTensor, BinaryRepor
         reason,
     };
     let (mut x, meta) = decode(bytes).map_err(bad)?;
-    let duplicates_summed = x.sum_duplicates();
-    if let Some(k) = x.values().iter().position(|v| !v.is_finite()) {
-        return Err(bad(format!(
-            "the repeated entries at coordinates {:?} (0-based) sum to {}",
-            x.coords(k),
-            x.values()[k]
-        )));
-    }
+    let duplicates_summed = x.sum_duplicates_finite(0).map_err(|e| match e {
+        Error::NonFinite(why) => bad(why),
+        e => e,
+    })?;
     Ok((
         x,
         BinaryReport {

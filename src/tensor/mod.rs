@@ -188,9 +188,39 @@ impl CooTensor {
 
     /// Sorts entries lexicographically (mode 0 slowest) and sums entries with equal
     /// coordinates. Returns how many entries were merged away (0 when all were unique).
+    ///
+    /// A sum can overflow to ±inf, which breaks the type's finite-values invariant:
+    /// for input a caller did not make itself, use [`CooTensor::sum_duplicates_finite`].
     pub fn sum_duplicates(&mut self) -> usize {
+        match self.summed() {
+            Some((indices, values)) => self.replace_entries(indices, values),
+            None => 0,
+        }
+    }
+
+    /// [`CooTensor::sum_duplicates`], refusing a sum that overflows f64: an
+    /// [`Error::NonFinite`] naming the first such coordinates, counted from `base` (1
+    /// for FROSTT text: as the caller's input counts them), and the tensor left as it
+    /// was.
+    pub fn sum_duplicates_finite(&mut self, base: u64) -> Result<usize> {
+        let Some((indices, values)) = self.summed() else {
+            return Ok(0);
+        };
+        if let Some(k) = values.iter().position(|v| !v.is_finite()) {
+            let coords: Vec<u64> = indices.iter().map(|ix| ix[k] as u64 + base).collect();
+            return Err(Error::NonFinite(format!(
+                "the repeated entries at coordinates {coords:?} ({base}-based) sum to {}",
+                values[k]
+            )));
+        }
+        Ok(self.replace_entries(indices, values))
+    }
+
+    /// The entries sorted, those with equal coordinates summed; `None` when they
+    /// already are sorted and unique.
+    fn summed(&self) -> Option<(Vec<Vec<u32>>, Vec<f64>)> {
         if self.is_sorted_unique() {
-            return 0;
+            return None;
         }
         let (order, starts) = sort::lexicographic_runs(self);
         let indices: Vec<Vec<u32>> = (self.indices.iter())
@@ -206,6 +236,11 @@ impl CooTensor {
                 run.fold(first, |s, &k| s + self.values[k as usize])
             })
             .collect();
+        Some((indices, values))
+    }
+
+    /// Puts the entries [`CooTensor::summed`] made in place; how many were merged away.
+    fn replace_entries(&mut self, indices: Vec<Vec<u32>>, values: Vec<f64>) -> usize {
         let merged = self.nnz() - values.len();
         self.indices = indices;
         self.values = values;
@@ -244,6 +279,31 @@ mod tests {
         assert_eq!(t.coords(0), vec![0, 0]);
         assert_eq!(t.values(), &[3.0, 4.5]);
         assert!(t.is_sorted_unique());
+    }
+
+    #[test]
+    fn a_sum_of_duplicates_beyond_f64_is_refused_by_its_coordinates() {
+        let entries = [
+            ([1u32, 2], 1.0),
+            ([0, 1], 1e308),
+            ([1, 2], -1e308),
+            ([0, 1], 1e308),
+        ];
+        let mut t = CooTensor::from_entries(vec![3, 3], entries).unwrap();
+        let before = t.clone();
+        let err = t.sum_duplicates_finite(1).unwrap_err();
+        assert!(matches!(err, Error::NonFinite(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "non-finite value: the repeated entries at coordinates [1, 2] (1-based) sum to inf"
+        );
+        // Refused whole: nothing was merged.
+        assert_eq!(t, before);
+        // A sum that stays finite is merged as `sum_duplicates` merges it.
+        let mut ok =
+            CooTensor::from_entries(vec![3, 3], [([0u32, 1], 1e308), ([0, 1], -1e308)]).unwrap();
+        assert_eq!(ok.sum_duplicates_finite(0).unwrap(), 1);
+        assert_eq!(ok.values(), &[0.0]);
     }
 
     /// Against a map from coordinates to the sum of their values in file order, with

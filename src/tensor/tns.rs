@@ -139,15 +139,10 @@ fn parse_checked(text: &[u8], origin: &Path) -> Result<(CooTensor, ReadReport)> 
         None => max.iter().map(|&m| m as usize + 1).collect(),
     };
     let mut x = CooTensor::new(dims, indices, values)?;
-    let duplicates_summed = x.sum_duplicates();
-    if let Some(k) = x.values().iter().position(|v| !v.is_finite()) {
-        let coords: Vec<u64> = x.coords(k).iter().map(|&i| i as u64 + 1).collect();
-        return Err(Error::NonFinite(format!(
-            "{}: the repeated entries at coordinates {coords:?} (1-based) sum to {}",
-            origin.display(),
-            x.values()[k]
-        )));
-    }
+    let duplicates_summed = x.sum_duplicates_finite(1).map_err(|e| match e {
+        Error::NonFinite(why) => Error::NonFinite(format!("{}: {why}", origin.display())),
+        e => e,
+    })?;
     let report = ReadReport {
         lines: total_lines,
         entries,

@@ -1,0 +1,60 @@
+"""Inputs at the edges of what the package takes: GCP's method options under the
+argument rules, empty and masked arrays, duplicates summing past f64, initial factors
+that are not factors, out-of-range predictions, inconsistent model folders, empty
+tensors, and where a warning from the extension points."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import sptmc
+
+from conftest import pyttb
+
+
+@pytest.fixture(scope="module")
+def small():
+    rng = np.random.default_rng(0)
+    subs = np.unique(np.stack([rng.integers(0, k, 200) for k in (8, 7, 6)], 1), axis=0)[:80]
+    return sptmc.from_coo(subs, rng.integers(1, 5, len(subs)).astype(float), shape=(8, 7, 6))
+
+
+@pytest.fixture(scope="module")
+def completion():
+    rng = np.random.default_rng(0)
+    subs = np.unique(np.stack([rng.integers(0, k, 3000) for k in (30, 25, 5)], 1), axis=0)
+    subs = subs[:1500]
+    X = sptmc.from_coo(subs, rng.integers(1, 6, len(subs)).astype(float), shape=(30, 25, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sptmc.complete(X, 3, epochs=3, lambda_=0.1)
+
+
+def empty() -> sptmc.Tensor:
+    return sptmc.from_coo(np.zeros((0, 3), dtype=int), np.zeros(0), shape=(3, 4, 5))
+
+
+# Duplicates whose sum is past f64.
+
+
+@pytest.mark.parametrize("base", [0, 1])
+def test_duplicates_summing_past_f64_are_refused_by_their_coordinates(base):
+    subs = np.array([[1, 1, 1], [0, 2, 1], [1, 1, 1], [2, 2, 2]]) + base
+    with pytest.raises(sptmc.InputError, match=rf"\[{1 + base}, {1 + base}, {1 + base}\] "
+                       rf"\({base}-based\) sum to inf"):
+        sptmc.from_coo(subs, np.array([1e308, 5.0, 1e308, 4.0]), index_base=base)
+    # Those that cancel, or stay below f64's largest, are summed as before.
+    X = sptmc.from_coo(subs, np.array([1e308, 5.0, -1e308, 4.0]), index_base=base)
+    assert (X.nnz, X.duplicates_summed) == (3, 1)
+
+
+def test_a_tns_file_whose_duplicates_sum_past_f64_names_the_file_and_coordinates(tmp_path):
+    p = tmp_path / "inf.tns"
+    p.write_text("1 1 1 1e308\n2 2 2 1.0\n1 1 1 1e308\n")
+    with pytest.raises(sptmc.InputError, match=r"inf\.tns: .*\[1, 1, 1\] \(1-based\) sum to inf"):
+        sptmc.read(p, cache=False)
