@@ -58,3 +58,17 @@ def test_a_tns_file_whose_duplicates_sum_past_f64_names_the_file_and_coordinates
     p.write_text("1 1 1 1e308\n2 2 2 1.0\n1 1 1 1e308\n")
     with pytest.raises(sptmc.InputError, match=r"inf\.tns: .*\[1, 1, 1\] \(1-based\) sum to inf"):
         sptmc.read(p, cache=False)
+
+
+# Empty tensors.
+
+
+def test_an_empty_tensors_norm_is_positive_zero():
+    n = empty().norm()
+    assert n == 0.0 and np.copysign(1.0, n) == 1.0
+
+
+@pytest.mark.parametrize("fit", ["cp_als", "tucker_hooi", "cp_apr"])
+def test_every_model_says_an_empty_tensor_has_no_nonzeros(fit):
+    with pytest.raises(sptmc.InputError, match="the tensor has no nonzeros"):
+        getattr(sptmc, fit)(empty(), 1)

@@ -148,9 +148,9 @@ impl CooTensor {
         self.nnz() as f64 / cells
     }
 
-    /// Squared Frobenius norm, in f64.
+    /// Squared Frobenius norm, in f64 (+0 for no values: an empty `sum` is -0).
     pub fn norm_sq(&self) -> f64 {
-        self.values.iter().map(|v| v * v).sum()
+        self.values.iter().fold(0.0, |s, v| s + v * v)
     }
 
     /// Bytes of the plain COO form the HLS paper compares against: one u32 per mode
@@ -304,6 +304,12 @@ mod tests {
             CooTensor::from_entries(vec![3, 3], [([0u32, 1], 1e308), ([0, 1], -1e308)]).unwrap();
         assert_eq!(ok.sum_duplicates_finite(0).unwrap(), 1);
         assert_eq!(ok.values(), &[0.0]);
+    }
+
+    #[test]
+    fn an_empty_tensors_norm_is_positive_zero() {
+        let t = CooTensor::new(vec![2, 3], vec![vec![], vec![]], vec![]).unwrap();
+        assert!(t.norm_sq() == 0.0 && t.norm_sq().is_sign_positive());
     }
 
     /// Against a map from coordinates to the sum of their values in file order, with

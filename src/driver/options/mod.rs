@@ -105,6 +105,10 @@ impl CpRequest {
     /// split over processes, which no process holds whole).
     pub fn validate_shape(self, dims: &[usize], nnz: u64) -> Result<CpJob> {
         self.check()?;
+        // As the HLS build says it for the other models, before the rank is weighed.
+        if nnz == 0 {
+            return Err(Error::InvalidTensor("the tensor has no nonzeros".into()));
+        }
         if self.rank as u64 > nnz {
             return Err(Error::InvalidRank(format!(
                 "rank {} exceeds the tensor's {} nonzeros: a CP model of that many components already fits it exactly",

@@ -73,6 +73,11 @@ fn each_bad_option_is_named_as_users_give_it() {
         "invalid option: tol must be a number ≥ 0 (0 runs every iteration), got -1"
     );
     assert!(msg(cp(4, 5, 0.0).validate(&x)).contains("rank 4 exceeds the tensor's 3 nonzeros"));
+    let empty = CooTensor::new(vec![3, 4, 5], vec![vec![]; 3], vec![]).unwrap();
+    assert_eq!(
+        msg(cp(1, 5, 0.0).validate(&empty)),
+        "invalid tensor: the tensor has no nonzeros"
+    );
     assert!(cp(3, 5, 0.0).validate(&x).is_ok());
     let tucker = |ranks: Vec<usize>| TuckerRequest {
         ranks,
