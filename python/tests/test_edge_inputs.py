@@ -60,6 +60,25 @@ def test_a_tns_file_whose_duplicates_sum_past_f64_names_the_file_and_coordinates
         sptmc.read(p, cache=False)
 
 
+# Initial factors that are not a sequence of arrays, or a start that cannot move.
+
+
+def test_gcp_refuses_an_all_zero_start_as_cp_als_does(small):
+    zeros = [np.zeros((k, 2)) for k in small.shape]
+    with pytest.raises(sptmc.InputError, match="all zero"):
+        sptmc.cp_als(small, 2, init=zeros)
+    with pytest.raises(sptmc.InputError, match="modes 0 and 1 are all zero"):
+        sptmc.gcp(small, 2, epochs=3, init=zeros)
+
+
+def test_a_nan_in_gcps_init_is_a_non_finite_value_not_an_option(small):
+    init = [np.ones((k, 2)) for k in small.shape]
+    init[2][1, 0] = np.nan
+    with pytest.raises(sptmc.InputError) as e:
+        sptmc.gcp(small, 2, epochs=3, init=init)
+    assert str(e.value) == "non-finite value: initial factor of mode 2 holds NaN"
+
+
 # Empty tensors.
 
 

@@ -433,8 +433,8 @@ pub fn check_data(x: &CooTensor, opts: &GcpOptions) -> Result<()> {
     })
 }
 
-/// Checks initial factors: one per mode, `I_n × R`, finite, and within the loss's
-/// lower bound.
+/// Checks initial factors: one per mode, `I_n × R`, finite, within the loss's lower
+/// bound, and at most one of them all zero.
 fn check_init(dims: &[usize], opts: &GcpOptions, f: &[Matrix<f64>]) -> Result<()> {
     if f.len() != dims.len() {
         return Err(Error::shape(
@@ -452,12 +452,28 @@ fn check_init(dims: &[usize], opts: &GcpOptions, f: &[Matrix<f64>]) -> Result<()
                 format!("{}×{}", m.rows(), m.cols()),
             ));
         }
-        if let Some(v) = m.data().iter().find(|v| !v.is_finite() || **v < lb) {
+        if let Some(v) = m.data().iter().find(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "initial factor of mode {n} holds {v}"
+            )));
+        }
+        if let Some(v) = m.data().iter().find(|v| **v < lb) {
             return Err(Error::InvalidOption(format!(
-                "initial factor of mode {n} holds {v}; loss {} needs finite entries ≥ {lb}",
+                "initial factor of mode {n} holds {v}; loss {} needs entries ≥ {lb}",
                 opts.loss
             )));
         }
+    }
+    // A mode's gradient is the product of the other modes' factors: with two of them
+    // zero, every gradient is zero and the run cannot leave its start. (One zero
+    // factor still gets a gradient from the others.)
+    let zero: Vec<usize> = (0..f.len())
+        .filter(|&n| f[n].data().iter().all(|&v| v == 0.0))
+        .collect();
+    if let [a, b, ..] = zero[..] {
+        return Err(Error::InvalidOption(format!(
+            "the initial factors of modes {a} and {b} are all zero; every gradient is zero there, so the run could not leave the start"
+        )));
     }
     Ok(())
 }

@@ -634,3 +634,45 @@ fn near_exact_fits_report_the_dense_loss() {
         }
     }
 }
+
+/// A start the run could not leave (two factors all zero: every gradient is zero) is
+/// refused, as CP-ALS and CP-APR refuse theirs; one zero factor still moves. A NaN is
+/// a non-finite value, not an option.
+#[test]
+fn starts_that_cannot_move_or_are_not_finite_are_refused() {
+    let x = low_rank(&[6, 5, 4]);
+    let start = |zero: &[usize]| -> Vec<Matrix<f64>> {
+        let mut f: Vec<Matrix<f64>> = Matrix::random_factors(x.dims(), &[2; 3], 3)
+            .iter()
+            .map(Matrix::to_f64)
+            .collect();
+        for &n in zero {
+            f[n].data_mut().iter_mut().for_each(|v| *v = 0.0);
+        }
+        f
+    };
+    let run = |init: Vec<Matrix<f64>>| {
+        let opts = GcpOptions {
+            rank: 2,
+            init: Some(init),
+            ..sgd_options(Loss::Gaussian)
+        };
+        gcp(&engine(1), &x, &opts, &mut |_| ControlFlow::Continue(()))
+    };
+    let err = run(start(&[0, 2])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid option: the initial factors of modes 0 and 2 are all zero; every gradient is zero there, so the run could not leave the start"
+    );
+    let one = run(start(&[1])).unwrap();
+    let (end, began) = (one.loss.unwrap(), one.initial_loss.unwrap());
+    assert!(end < began, "{end} vs {began}");
+    let mut nan = start(&[]);
+    nan[1].data_mut()[3] = f64::NAN;
+    let err = run(nan).unwrap_err();
+    assert!(matches!(err, Error::NonFinite(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "non-finite value: initial factor of mode 1 holds NaN"
+    );
+}
