@@ -319,6 +319,12 @@ def _init_list(init: Any) -> Optional[list]:
             weights = getattr(init, "weights", None)
             init = getattr(init, attr)
             break
+    # A string ("random", pyttb's word) or a dict would iterate as characters or keys.
+    if isinstance(init, (str, bytes, dict)) or not hasattr(init, "__iter__"):
+        raise InputError(
+            "init must be a sequence of arrays (one per mode) or a model, got "
+            f"{_sptmc._describe(init)}"
+        )
     out = []
     for m, f in enumerate(init):
         a = f if isinstance(f, np.ndarray) else np.asarray(f)

@@ -63,6 +63,13 @@ def test_a_tns_file_whose_duplicates_sum_past_f64_names_the_file_and_coordinates
 # Initial factors that are not a sequence of arrays, or a start that cannot move.
 
 
+@pytest.mark.parametrize("init, kind", [("random", "str"), ({"a": 1}, "dict"), (3, "int")])
+@pytest.mark.parametrize("fit", ["cp_als", "gcp"])
+def test_init_that_is_not_a_sequence_of_arrays_says_so(small, init, kind, fit):
+    with pytest.raises(sptmc.InputError, match=f"init must be a sequence of arrays.*got an? {kind}"):
+        getattr(sptmc, fit)(small, 2, init=init)
+
+
 def test_gcp_refuses_an_all_zero_start_as_cp_als_does(small):
     zeros = [np.zeros((k, 2)) for k in small.shape]
     with pytest.raises(sptmc.InputError, match="all zero"):
