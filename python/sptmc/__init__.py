@@ -698,6 +698,28 @@ def _gcp_progress(verbose: bool, callback: Optional[GCPCallback]):
     return progress
 
 
+# GCP's method options by the kind of value each takes.
+_GCP_INTEGER_OPTIONS = frozenset(
+    ("epochs", "epoch_iters", "max_fails", "grad_nonzeros", "grad_zeros",
+     "value_nonzeros", "value_zeros", "max_iters")
+)
+_GCP_NUMBER_OPTIONS = frozenset(("rate", "decay", "dense_limit"))
+
+
+def _gcp_options(options: dict) -> dict:
+    """GCP's ``**options`` read by the package's argument rules, each named in its
+    error; a name GCP does not have is left for the extension to refuse."""
+    out: dict = {}
+    for key, value in options.items():
+        if key in _GCP_INTEGER_OPTIONS:
+            out[key] = _args.integer(key, value)
+        elif key in _GCP_NUMBER_OPTIONS:
+            out[key] = _args.number(key, value)
+        else:
+            out[key] = value
+    return out
+
+
 def gcp(
     X: TensorLike,
     rank: int,
@@ -723,7 +745,9 @@ def gcp(
     ``gcp_opt`` does (small tensors). ``options`` are the method's settings by their
     command-line names with underscores: ``epochs``, ``epoch_iters``, ``rate``,
     ``decay``, ``max_fails``, ``grad_nonzeros``, ``grad_zeros``, ``value_nonzeros``,
-    ``value_zeros`` (SGD), ``max_iters``, ``dense_limit`` (L-BFGS).
+    ``value_zeros`` (SGD), ``max_iters``, ``dense_limit`` (L-BFGS). They follow the
+    rules integer arguments follow (``rate``, ``decay`` and ``dense_limit`` are
+    numbers): a bool, or a float for an integer, raises :class:`ArgumentTypeError`.
 
     ``verbose`` prints a line per epoch or iteration (loss, step, seconds), as
     ``sptmc gcp`` does. ``callback(epoch, loss, step, seconds)`` is called after every
@@ -760,7 +784,7 @@ def gcp(
         _args.text("method", method),
         _args.integer("seed", seed),
         _init_list(init),
-        dict(options),
+        _gcp_options(options),
         _args.text("backend", backend),
         _threads(threads),
         _gcp_progress(verbose, callback),

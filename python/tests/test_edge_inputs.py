@@ -39,6 +39,40 @@ def empty() -> sptmc.Tensor:
     return sptmc.from_coo(np.zeros((0, 3), dtype=int), np.zeros(0), shape=(3, 4, 5))
 
 
+# GCP's options follow the rules rank and seed follow.
+
+
+@pytest.mark.parametrize(
+    "option, value, error, words",
+    [
+        ("epochs", True, sptmc.ArgumentTypeError, "epochs must be an integer"),
+        ("epochs", 2.0, sptmc.ArgumentTypeError, "epochs must be an integer"),
+        ("epochs", 2.5, sptmc.ArgumentTypeError, "epochs must be an integer"),
+        ("epochs", None, sptmc.ArgumentTypeError, "epochs must be an integer"),
+        ("epochs", 2**64, sptmc.ArgumentOverflowError, "epochs is 18446744073709551616"),
+        ("epoch_iters", np.True_, sptmc.ArgumentTypeError, "epoch_iters must be an integer"),
+        ("max_fails", 1.0, sptmc.ArgumentTypeError, "max_fails must be an integer"),
+        ("grad_zeros", -(2**70), sptmc.ArgumentOverflowError, "grad_zeros is"),
+        ("max_iters", True, sptmc.ArgumentTypeError, "max_iters must be an integer"),
+        ("rate", True, sptmc.ArgumentTypeError, "rate must be a number"),
+        ("rate", "0.01", sptmc.ArgumentTypeError, "rate must be a number"),
+        ("decay", None, sptmc.ArgumentTypeError, "decay must be a number"),
+        ("dense_limit", True, sptmc.ArgumentTypeError, "dense_limit must be a number"),
+    ],
+)
+def test_gcp_options_follow_the_argument_rules(small, option, value, error, words):
+    with pytest.raises(error, match=words):
+        sptmc.gcp(small, 2, **{option: value})
+
+
+def test_gcp_options_of_the_right_types_are_used(small):
+    # A numpy integer and an int for a number are fine, and reach the run.
+    r = sptmc.gcp(small, 2, epochs=np.int64(3), epoch_iters=5, rate=np.float32(0.01), decay=1)
+    assert r.iterations == 3
+    with pytest.raises(sptmc.InputError, match="gcp has no option"):
+        sptmc.gcp(small, 2, epoch=3)
+
+
 # Duplicates whose sum is past f64.
 
 
