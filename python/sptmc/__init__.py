@@ -249,12 +249,23 @@ def _known_layout(subs: Any, modes_first: bool) -> Any:
 
 
 def from_pyttb(X: Any) -> Tensor:
-    """A tensor from a ``pyttb.sptensor`` (its ``subs``, ``vals`` and ``shape``)."""
+    """A tensor from a ``pyttb.sptensor`` (its ``subs``, ``vals`` and ``shape``); an
+    empty one (all zeros) is a tensor with no nonzeros."""
     if not all(hasattr(X, a) for a in ("subs", "vals", "shape")):
         raise InputError(
             f"from_pyttb expects a pyttb.sptensor (.subs, .vals, .shape), got {type(X).__name__}"
         )
-    return from_coo(_known_layout(X.subs, False), X.vals, tuple(X.shape))
+    return _from_subs_vals(X)
+
+
+def _from_subs_vals(X: Any) -> Tensor:
+    """A tensor from ``X.subs`` (``nnz x N``), ``X.vals`` and ``X.shape``, as pyttb
+    lays them out; its empty ``subs`` and ``vals`` (``1 x 0`` arrays, which fit no
+    layout) as no entries."""
+    subs, vals, shape = X.subs, X.vals, tuple(X.shape)
+    if np.size(subs) == 0 and np.size(vals) == 0:
+        subs, vals = np.zeros((0, len(shape)), dtype=np.int64), np.zeros(0)
+    return from_coo(_known_layout(subs, False), vals, shape)
 
 
 def tensor(X: TensorLike) -> Tensor:
@@ -267,7 +278,7 @@ def tensor(X: TensorLike) -> Tensor:
     if isinstance(X, (str, bytes, os.PathLike)):
         return read(X)
     if all(hasattr(X, a) for a in ("subs", "vals", "shape")):
-        return from_coo(_known_layout(X.subs, False), X.vals, tuple(X.shape))
+        return _from_subs_vals(X)
     if all(hasattr(X, a) for a in ("coords", "data", "shape")):
         return from_coo(_known_layout(X.coords, True), X.data, tuple(X.shape))
     if hasattr(X, "tocoo") and hasattr(X, "shape"):

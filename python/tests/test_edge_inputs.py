@@ -73,6 +73,39 @@ def test_gcp_options_of_the_right_types_are_used(small):
         sptmc.gcp(small, 2, epoch=3)
 
 
+# Empty pyttb sptensors.
+
+
+def test_an_empty_pyttb_sptensor_is_a_tensor_without_nonzeros():
+    ttb = pyttb()
+    S = ttb.sptensor(shape=(3, 4, 5))
+    for make in (sptmc.from_pyttb, sptmc.tensor):
+        X = make(S)
+        assert (X.shape, X.nnz) == ((3, 4, 5), 0)
+    assert sptmc.from_pyttb(S).to_pyttb().shape == (3, 4, 5)
+
+
+@pytest.mark.parametrize(
+    "subs, vals",
+    [
+        (np.zeros((1, 0), dtype=np.int64), np.zeros((1, 0))),  # pyttb's empty arrays
+        (np.zeros((0, 3), dtype=np.int64), np.zeros((0, 1))),
+        (np.zeros((0, 3), dtype=np.int64), np.zeros(0)),
+    ],
+)
+def test_empty_subs_and_vals_of_either_layout_are_no_entries(subs, vals):
+    like = SimpleNamespace(subs=subs, vals=vals, shape=(3, 4, 5))
+    for make in (sptmc.from_pyttb, sptmc.tensor):
+        X = make(like)
+        assert (X.shape, X.nnz) == ((3, 4, 5), 0)
+
+
+def test_empty_vals_with_entries_in_subs_are_still_refused():
+    like = SimpleNamespace(subs=np.array([[0, 1, 2]]), vals=np.zeros((1, 0)), shape=(3, 4, 5))
+    with pytest.raises(sptmc.InputError, match="vals must be 1-D"):
+        sptmc.from_pyttb(like)
+
+
 # Duplicates whose sum is past f64.
 
 
