@@ -102,6 +102,17 @@ class CompletionModel:
             raise InputError(
                 f"coords hold the index {a.min()}, below the index base {base}"
             )
+        extents = self.shape
+        if a.size and a.shape[1] == len(extents):
+            # Checked before the cast to int64, which would wrap a uint64 of 2**63 and
+            # more into an index the caller never passed.
+            beyond = np.stack([a[:, m] >= d + base for m, d in enumerate(extents)], axis=1)
+            if beyond.any():
+                k, m = np.argwhere(beyond)[0]
+                raise InputError(
+                    f"coords[{k}] index {a[k, m]} in mode {m} is beyond the model's "
+                    f"extent {extents[m]} (indices are {base}-based)"
+                )
         return self._raw.predict(np.ascontiguousarray(a, dtype=np.int64) - base)
 
     def rmse(self, X: Any) -> Optional[float]:

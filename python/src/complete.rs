@@ -50,15 +50,18 @@ impl Completion {
         let mut out = Vec::with_capacity(a.nrows());
         for (k, row) in a.rows().into_iter().enumerate() {
             for (m, (cm, &i)) in c.iter_mut().zip(row).enumerate() {
-                *cm = u32::try_from(i).map_err(|_| {
-                    input_error(
-                        py,
-                        format!(
-                            "coords[{k}] index {i} in mode {m} is outside 0..{} (the model's extent; indices are 0-based)",
-                            self.model.factors[m].rows()
-                        ),
-                    )
-                })?;
+                // Checked here: the model words its own check as a bad option.
+                let rows = self.model.factors[m].rows();
+                *cm = (u32::try_from(i).ok())
+                    .filter(|&v| (v as usize) < rows)
+                    .ok_or_else(|| {
+                        input_error(
+                            py,
+                            format!(
+                                "coords[{k}] index {i} in mode {m} is outside 0..{rows} (the model's extent; indices are 0-based)"
+                            ),
+                        )
+                    })?;
             }
             out.push(self.model.predict(&c).map_err(|e| to_py(py, e))?);
         }

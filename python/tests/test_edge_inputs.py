@@ -153,6 +153,33 @@ def test_a_nan_in_gcps_init_is_a_non_finite_value_not_an_option(small):
     assert str(e.value) == "non-finite value: initial factor of mode 2 holds NaN"
 
 
+# Predictions at coordinates beyond the model.
+
+
+@pytest.mark.parametrize("index", [2**64 - 1, 2**63, 30])
+def test_predict_names_the_index_passed(completion, index):
+    coords = np.array([[0, 0, 0], [3, 2, 1], [index, 0, 0]], dtype=np.uint64)
+    with pytest.raises(sptmc.InputError) as e:
+        completion.predict(coords)
+    assert str(e.value) == (
+        f"coords[2] index {index} in mode 0 is beyond the model's extent 30 (indices are 0-based)"
+    )
+
+
+def test_predict_out_of_range_words_it_without_invalid_option(completion):
+    with pytest.raises(sptmc.InputError) as e:
+        completion.predict([[1, 26, 1]], index_base=1)
+    assert "invalid option" not in str(e.value)
+    assert "index 26 in mode 1 is beyond the model's extent 25 (indices are 1-based)" in str(e.value)
+    assert completion.predict([[1, 25, 1]], index_base=1).shape == (1,)
+    # The extension's own check, past the package's, says the same without the prefix.
+    with pytest.raises(sptmc.InputError) as e:
+        completion._raw.predict(np.array([[0, 25, 0]], dtype=np.int64))
+    assert str(e.value).startswith("coords[0] index 25 in mode 1 is outside 0..25")
+    # In range: predicted.
+    assert completion.predict([[29, 24, 4]]).shape == (1,)
+
+
 # Empty tensors.
 
 
