@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import warnings
 from typing import Any, Callable, Optional, Sequence
@@ -11,7 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _args, _sptmc
-from ._errors import InputError
+from ._errors import FormatError, InputError
 
 Callback = Callable[[int, float], Optional[bool]]
 
@@ -138,8 +139,20 @@ class CompletionModel:
 
 def load_completion(path: Any) -> CompletionModel:
     """Reads a completion model folder written by ``sptmc complete --out`` or
-    :meth:`CompletionModel.save` (older folders without biases too)."""
-    return CompletionModel(_sptmc._load_completion(_args.path(path)), None)
+    :meth:`CompletionModel.save` (older folders without biases too).
+
+    Raises :class:`FormatError` naming ``model.json`` where its ``rank`` is not the
+    factor files' column count."""
+    folder = _args.path(path)
+    model = CompletionModel(_sptmc._load_completion(folder), None)
+    cols = model.factors[0].shape[1]
+    rank = model.summary.get("rank", cols)
+    if type(rank) is not int or rank != cols:
+        raise FormatError(
+            f"{os.path.join(folder, 'model.json')}: rank is {rank!r}, but the factor "
+            f"files have {cols} columns"
+        )
+    return model
 
 
 def _progress(verbose: bool, callback: Optional[Callback]):

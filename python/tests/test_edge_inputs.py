@@ -180,6 +180,24 @@ def test_predict_out_of_range_words_it_without_invalid_option(completion):
     assert completion.predict([[29, 24, 4]]).shape == (1,)
 
 
+# A model folder whose model.json disagrees with its factor files.
+
+
+def test_load_completion_refuses_a_rank_that_disagrees_with_the_factors(completion, tmp_path):
+    folder = tmp_path / "m"
+    completion.save(folder)
+    assert sptmc.load_completion(folder).rank == 3
+    summary = json.loads((folder / "model.json").read_text())
+    for rank in (7, "3", None):
+        summary["rank"] = rank
+        (folder / "model.json").write_text(json.dumps(summary))
+        with pytest.raises(sptmc.FormatError, match=r"model\.json: rank is .*factor files have 3"):
+            sptmc.load_completion(folder)
+        with pytest.raises(sptmc.FormatError) as e:
+            sptmc.load_completion(folder)
+        assert str(folder / "model.json") in str(e.value)
+
+
 # Empty tensors.
 
 
