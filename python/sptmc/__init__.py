@@ -122,6 +122,7 @@ def _values_view(vals: Any) -> np.ndarray:
     """``vals`` as a 1-D float64 or float32 array: the caller's own memory when it
     already is one (any strides), else a float64 copy. A column vector (pyttb's
     ``nnz x 1``) is read as its column."""
+    _args.not_masked("vals", vals)
     v = vals if isinstance(vals, np.ndarray) else np.asarray(vals)
     if v.ndim == 2 and v.shape[1] == 1:
         v = v[:, 0]
@@ -150,9 +151,12 @@ def _index_views(
     """Per-mode 1-D index arrays (views, no copy, except of byte-swapped data) from
     ``subs`` laid out nnz x N, N x nnz (``modes_first`` says which, or ``None`` to tell
     them by which axis has ``nnz`` entries), or as a sequence of N 1-D arrays."""
+    _args.not_masked("subs", subs)
     if isinstance(subs, (tuple, list)) and subs and all(
         isinstance(s, np.ndarray) and s.ndim == 1 for s in subs
     ):
+        for m, s in enumerate(subs):
+            _args.not_masked(f"subs[{m}]", s)
         return [_native(s) for s in subs]
     a = subs if isinstance(subs, np.ndarray) else np.asarray(subs)
     a = _native(a)
@@ -338,6 +342,7 @@ def _init_list(init: Any) -> Optional[list]:
         )
     out = []
     for m, f in enumerate(init):
+        _args.not_masked(f"init[{m}]", f)
         a = f if isinstance(f, np.ndarray) else np.asarray(f)
         if a.dtype not in (np.float64, np.float32):
             if a.dtype.kind not in "biuf":

@@ -13,6 +13,8 @@ these):
 - A number (``tol``) is an int or a float, Python's or numpy's, but not a bool.
 - A path is a ``str``, ``bytes`` (the operating system's bytes, any encoding) or an
   ``os.PathLike``.
+- An array argument may not be a numpy masked array: ``numpy.asarray`` would drop
+  its mask and read the masked entries' hidden data (:func:`not_masked`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ._errors import ArgumentOverflowError, ArgumentTypeError
+from ._errors import ArgumentOverflowError, ArgumentTypeError, InputError
 
 _I64_MIN = -(1 << 63)
 _I64_MAX = (1 << 63) - 1
@@ -103,3 +105,13 @@ def path(value: Any) -> str:
         )
     p: Union[str, bytes] = os.fspath(value)
     return os.fsdecode(p)
+
+
+def not_masked(name: str, value: Any) -> None:
+    """Refuses a numpy masked array (:class:`InputError` naming ``name``), whose mask
+    every numpy conversion would drop."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise InputError(
+            f"{name}: masked arrays are not supported: pass .filled() or drop the "
+            "masked entries"
+        )

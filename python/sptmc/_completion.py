@@ -92,6 +92,7 @@ class CompletionModel:
         base = _args.integer("index_base", index_base)
         if base not in (0, 1):
             raise InputError(f"index_base must be 0 or 1, got {base}")
+        _args.not_masked("coords", coords)
         a = np.asarray(coords)
         if a.dtype.kind not in "iu":
             raise InputError(f"coords must hold integers, got dtype {a.dtype}")

@@ -210,3 +210,40 @@ def test_an_empty_tensors_norm_is_positive_zero():
 def test_every_model_says_an_empty_tensor_has_no_nonzeros(fit):
     with pytest.raises(sptmc.InputError, match="the tensor has no nonzeros"):
         getattr(sptmc, fit)(empty(), 1)
+
+
+# Masked arrays.
+
+
+def test_masked_values_are_refused_not_unmasked():
+    subs = np.array([[0, 0], [1, 1], [2, 2]])
+    vals = np.ma.array([1.0, 2.0, 3.0], mask=[0, 1, 0])
+    with pytest.raises(sptmc.InputError, match="vals: masked arrays are not supported"):
+        sptmc.from_coo(subs, vals, modes_first=False)
+    # No mask set: refused the same, by type.
+    with pytest.raises(sptmc.InputError, match="masked arrays are not supported"):
+        sptmc.from_coo(subs, np.ma.array([1.0, 2.0, 3.0]), modes_first=False)
+    # What the message suggests works.
+    X = sptmc.from_coo(subs, vals.filled(0.0), modes_first=False)
+    assert X.to_coo()[1].tolist() == [1.0, 0.0, 3.0]
+
+
+def test_masked_subs_are_refused_in_every_layout():
+    vals = np.array([1.0, 2.0, 3.0])
+    subs = np.ma.array([[0, 0], [1, 1], [2, 2]], mask=[[0, 0], [1, 0], [0, 0]])
+    with pytest.raises(sptmc.InputError, match="subs: masked arrays are not supported"):
+        sptmc.from_coo(subs, vals, modes_first=False)
+    cols = (np.ma.array([0, 1, 2], mask=[0, 1, 0]), np.array([0, 1, 2]))
+    with pytest.raises(sptmc.InputError, match=r"subs\[0\]: masked arrays are not supported"):
+        sptmc.from_coo(cols, vals)
+    with pytest.raises(sptmc.InputError, match="subs.*masked arrays are not supported"):
+        sptmc.from_pyttb(SimpleNamespace(subs=subs, vals=vals, shape=(3, 3)))
+
+
+def test_masked_coords_and_init_are_refused(completion, small):
+    with pytest.raises(sptmc.InputError, match="coords: masked arrays are not supported"):
+        completion.predict(np.ma.array([[0, 0, 0]], mask=[[0, 1, 0]]))
+    init = [np.ones((k, 2)) for k in small.shape]
+    init[1] = np.ma.array(init[1])
+    with pytest.raises(sptmc.InputError, match=r"init\[1\]: masked arrays are not supported"):
+        sptmc.cp_als(small, 2, init=init)
