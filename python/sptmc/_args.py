@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import operator
 import os
+import sys
+import types
+import warnings
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -115,3 +118,19 @@ def not_masked(name: str, value: Any) -> None:
             f"{name}: masked arrays are not supported: pass .filled() or drop the "
             "masked entries"
         )
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message: str, category: type = UserWarning) -> None:
+    """Issues ``message`` at the first caller outside this package (the user's line,
+    however many of the package's functions lie between), so that the location shown
+    and ``warnings.filterwarnings(module=...)`` point at the user's code. The Rust
+    extension calls it too (its own frames are not Python's)."""
+    frame: Optional[types.FrameType] = sys._getframe(1)
+    level = 2  # 1 is this function; 2 its caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)

@@ -395,12 +395,10 @@ fn read(py: Python<'_>, path: PathBuf, cache: bool) -> PyResult<Tensor> {
             "sptmc: {}: {n} values below the smallest f64 read as 0{line}",
             path.display()
         );
-        PyErr::warn(
-            py,
-            &py.get_type::<pyo3::exceptions::PyUserWarning>(),
-            &std::ffi::CString::new(msg).unwrap_or_default(),
-            1,
-        )?;
+        // At the user's line, not at the package's wrapper that called this.
+        py.import("sptmc._args")?
+            .getattr("warn")?
+            .call1((msg, py.get_type::<pyo3::exceptions::PyUserWarning>()))?;
     }
     Ok(Tensor::new(x, duplicates, note))
 }

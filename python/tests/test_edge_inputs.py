@@ -247,3 +247,18 @@ def test_masked_coords_and_init_are_refused(completion, small):
     init[1] = np.ma.array(init[1])
     with pytest.raises(sptmc.InputError, match=r"init\[1\]: masked arrays are not supported"):
         sptmc.cp_als(small, 2, init=init)
+
+
+# Warnings from the extension point at the caller.
+
+
+def test_a_warning_from_the_extension_points_at_the_callers_line(tmp_path):
+    p = tmp_path / "tiny.tns"
+    p.write_text("1 1 1 1e-400\n2 2 2 2.0\n")
+    for read in (lambda: sptmc.read(p, cache=False), lambda: sptmc.tensor(str(p))):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            read()
+        assert [w.category for w in caught] == [UserWarning]
+        assert "below the smallest f64" in str(caught[0].message)
+        assert os.path.samefile(caught[0].filename, __file__), caught[0].filename
