@@ -171,6 +171,19 @@ impl CellWalk {
     fn range(&self, p: usize) -> std::ops::Range<usize> {
         self.fibers * p / self.parts..self.fibers * (p + 1) / self.parts
     }
+
+    /// `w` (rank entries) set to the product of the rows `fiber` picks in the other
+    /// modes: every cell of the fiber is its fiber-mode row times `w`.
+    fn fiber_rows(&self, fiber: usize, factors: &[Matrix<f64>], w: &mut [f64]) {
+        w.fill(1.0);
+        let mut l = fiber;
+        for &n in &self.others {
+            let rows = factors[n].rows();
+            let row = factors[n].row(l % rows);
+            l /= rows;
+            w.iter_mut().zip(row).for_each(|(w, a)| *w *= a);
+        }
+    }
 }
 
 /// `Σ_all f(0, m)` by a pass over every cell and its gradient added to `grads` (see
@@ -212,14 +225,7 @@ fn cells_value(engine: &Engine, g: Loss, factors: &[Matrix<f64>], c: f64) -> f64
                 let mut w = vec![1.0; r];
                 let mut value = 0.0;
                 for fiber in walk.range(p) {
-                    w.fill(1.0);
-                    let mut l = fiber;
-                    for &n in &walk.others {
-                        let rows = factors[n].rows();
-                        let row = factors[n].row(l % rows);
-                        l /= rows;
-                        w.iter_mut().zip(row).for_each(|(w, a)| *w *= a);
-                    }
+                    walk.fiber_rows(fiber, factors, &mut w);
                     for a in factors[walk.mode].data().chunks_exact(r) {
                         let m: f64 = a.iter().zip(&w).map(|(a, w)| a * w).sum();
                         value += g.value(0.0, c * m);
@@ -267,14 +273,7 @@ pub(super) fn unstored_value(
                 let mut w = vec![1.0; r];
                 let mut value = 0.0;
                 for fiber in range {
-                    w.fill(1.0);
-                    let mut l = fiber;
-                    for &n in &walk.others {
-                        let rows = factors[n].rows();
-                        let row = factors[n].row(l % rows);
-                        l /= rows;
-                        w.iter_mut().zip(row).for_each(|(w, a)| *w *= a);
-                    }
+                    walk.fiber_rows(fiber, factors, &mut w);
                     let first = fiber as u64 * len;
                     for (j, a) in factors[walk.mode].data().chunks_exact(r).enumerate() {
                         let mut stored = false;
