@@ -161,6 +161,9 @@ impl Tensor {
         sptmc::ops::output_shape(op, self.x.dims(), mode, &fs).map_err(|e| errors::to_py(py, e))?;
         let prepared = self.prepared(py, &engine, op, rank)?;
         let out = in_engine(py, &engine, || engine.run(op, &prepared, mode, &fs))?;
+        if let Ok(hls) = prepared.hls(op) {
+            run::warn_values(py, Some(&hls.stats().value_report()))?;
+        }
         let (rows, cols) = out.shape();
         PyArray1::from_vec(py, out.into_data()).reshape([rows, cols])
     }
@@ -388,13 +391,19 @@ impl Tensor {
 #[pyo3(signature = (path, *, cache = true))]
 fn read(py: Python<'_>, path: PathBuf, cache: bool) -> PyResult<Tensor> {
     let r = py.detach(|| catch_unwind(|| load(&path, cache)));
-    let (x, duplicates, note, underflowed) = settle(py, r)?;
+    let (x, duplicates, note, (underflowed, trailing)) = settle(py, r)?;
+    let mut said = Vec::new();
     if let (n @ 1.., first) = underflowed {
         let line = first.map_or(String::new(), |l| format!(" (the first on line {l})"));
-        let msg = format!(
-            "sptmc: {}: {n} values below the smallest f64 read as 0{line}",
-            path.display()
-        );
+        said.push(format!("{n} values below the smallest f64 read as 0{line}"));
+    }
+    if trailing > 0 {
+        said.push(format!(
+            "{trailing} bytes after the last gzip member ignored"
+        ));
+    }
+    for what in said {
+        let msg = format!("sptmc: {}: {what}", path.display());
         // At the user's line, not at the package's wrapper that called this.
         py.import("sptmc._args")?
             .getattr("warn")?
@@ -403,14 +412,14 @@ fn read(py: Python<'_>, path: PathBuf, cache: bool) -> PyResult<Tensor> {
     Ok(Tensor::new(x, duplicates, note))
 }
 
-/// The tensor at `path` with its duplicate count, a line saying where it came from, and
+/// The tensor at `path` with its duplicate count, a line saying where it came from,
 /// the values the parse read as 0 for being below the smallest f64 (with the first's
-/// line).
+/// line), and the bytes ignored after the last gzip member.
 #[allow(clippy::type_complexity)]
 fn load(
     path: &std::path::Path,
     use_cache: bool,
-) -> sptmc::Result<(CooTensor, usize, String, (usize, Option<usize>))> {
+) -> sptmc::Result<(CooTensor, usize, String, ((usize, Option<usize>), u64))> {
     if let Err(e) = std::fs::metadata(path) {
         let e = match e.kind() {
             std::io::ErrorKind::NotFound => {
@@ -423,7 +432,7 @@ fn load(
     if path.extension().is_some_and(|e| e == "sptb") {
         let (x, report) = binary::read_report(path)?;
         let note = format!("{}: binary, {} nonzeros", path.display(), x.nnz());
-        return Ok((x, report.duplicates_summed, note, (0, None)));
+        return Ok((x, report.duplicates_summed, note, ((0, None), 0)));
     }
     let cache = if use_cache { Cache::user() } else { None };
     let (x, source) = match &cache {
@@ -439,25 +448,28 @@ fn load(
             (x, LoadSource::Text { report, cache })
         }
     };
-    let (duplicates, how, underflowed) = match &source {
+    let (duplicates, how, underflowed, trailing) = match &source {
         LoadSource::Text { report, .. } => (
             report.duplicates_summed,
             "parsed",
             (report.values_underflowed, report.first_underflow_line),
+            report.trailing_bytes,
         ),
         // An entry of an older sptmc did not record it.
         LoadSource::Cache {
             duplicates_summed,
             underflowed,
+            trailing_bytes,
             ..
         } => (
             duplicates_summed.unwrap_or(0),
             "from the binary cache",
             *underflowed,
+            *trailing_bytes,
         ),
     };
     let note = format!("{}: {how}, {} nonzeros", path.display(), x.nnz());
-    Ok((x, duplicates, note, underflowed))
+    Ok((x, duplicates, note, (underflowed, trailing)))
 }
 
 /// A tensor from per-mode index arrays (each 1-D, any integer dtype and strides) and a

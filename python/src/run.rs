@@ -53,12 +53,11 @@ pub fn values_dict<'py>(
 /// prints them.
 pub fn warn_values(py: Python<'_>, values: Option<&ValueReport>) -> PyResult<()> {
     for w in values.map(ValueReport::warnings).unwrap_or_default() {
-        PyErr::warn(
-            py,
-            &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),
-            &std::ffi::CString::new(format!("sptmc: {w}")).unwrap_or_default(),
-            2,
-        )?;
+        // At the user's line, however many of the package's functions lie between.
+        py.import("sptmc._args")?.getattr("warn")?.call1((
+            format!("sptmc: {w}"),
+            py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),
+        ))?;
     }
     Ok(())
 }

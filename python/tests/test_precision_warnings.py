@@ -86,3 +86,28 @@ def test_values_all_far_from_one_run_scaled_without_loss(scale):
     # rounded: the fits agree to f32's rounding of the values.
     assert abs(got.fit - unit.fit) <= 1e-6, (got.fit, unit.fit)
     assert np.isfinite(got.core).all()
+
+
+def test_kernels_on_values_stored_with_loss_warn_too():
+    subs, vals = random_coo(SHAPE, 200, seed=6, integer=False)
+    X = sptmc.from_coo(subs, vals, SHAPE)
+    f = [np.ones((d, 3)) for d in SHAPE]
+    _, w = caught(lambda: X.mttkrp(f, 0, values="f16"))
+    assert len(w) == 1 and "fp16 storage as asked" in str(w[0].message), w
+    assert w[0].filename == __file__, w[0].filename
+    _, w = caught(lambda: X.mttkrp(f, 0))
+    assert w == [], [str(x.message) for x in w]
+
+
+def test_bytes_after_the_last_gzip_member_are_warned_of(tmp_path):
+    import gzip
+
+    path = tmp_path / "junk.tns.gz"
+    path.write_bytes(gzip.compress(b"1 1 1 2.0\n2 2 2 3.0\n") + b"\x00junk")
+    for cache in (False, True, True):  # parsed, written to the cache, read from it
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            X = sptmc.read(str(path), cache=cache)
+        msgs = [str(x.message) for x in w]
+        assert X.nnz == 2
+        assert any("5 bytes after the last gzip member ignored" in m for m in msgs), msgs
