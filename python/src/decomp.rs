@@ -17,7 +17,7 @@ use sptmc::driver::{self, CpRequest, Events, Forms, Job, NoForms, TuckerRequest,
 use sptmc::engine::{Engine, Prepared, Workload};
 use sptmc::memplan::MemoryPlan;
 use sptmc::tensor::CooTensor;
-use sptmc::tensor::relabel::{Relabelled, init_rows, original_rows, relabel_if_needed};
+use sptmc::tensor::relabel::{Relabelled, init_rows, relabel_if_needed};
 use std::borrow::Cow;
 
 /// Initial factors from Python (one 2-D float array per mode).
@@ -91,9 +91,13 @@ impl<'t> RunOn<'t> {
 
     /// A model's factors on the user's rows (borrowed where the run was on them).
     pub(crate) fn factors<'f>(&self, factors: &'f [Matrix]) -> Cow<'f, [Matrix]> {
-        match self.relabelled {
+        match &self.relabelled {
             None => Cow::Borrowed(factors),
-            Some(_) => Cow::Owned(original_rows(self.relabelled.as_ref(), factors)),
+            Some(r) => Cow::Owned(
+                (factors.iter().enumerate())
+                    .map(|(m, f)| r.expand(m, f))
+                    .collect(),
+            ),
         }
     }
 }

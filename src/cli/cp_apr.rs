@@ -82,7 +82,10 @@ pub fn cp_apr(a: CpAprArgs) -> Result<ExitCode> {
     let mut report = driver::run(&job, &engine, x, &NoForms, &mut told)?;
     let summary = report.summary(&job, &loaded.name, loaded.tensor.dims(), x.nnz());
     let what = format!("CP-APR rank {}", a.rank);
-    report.model.factors = original_rows(relabelled.as_ref(), &report.model.factors);
+    report.model.factors = original_rows(
+        relabelled.as_ref(),
+        std::mem::take(&mut report.model.factors),
+    );
     finish(&a, &report.model, &summary, report.seconds, &what)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -132,11 +132,11 @@ pub fn cp(a: CpArgs) -> Result<ExitCode> {
     };
     let report = driver::run(&job, &engine, x, &NoForms, &mut told)?;
     let summary = report.summary(&loaded.name, loaded.tensor.dims(), x.nnz());
-    let model = &report.model;
-    let weights = Matrix::new(model.weights.len(), 1, model.weights.clone())?;
+    let model = report.model;
+    let weights = Matrix::new(model.weights.len(), 1, model.weights)?;
     let files = [("weights.txt", "CP weights (lambda)".to_string(), weights)];
     let what = format!("CP-ALS rank {}", a.rank);
-    let factors = original_rows(relabelled.as_ref(), &model.factors);
+    let factors = original_rows(relabelled.as_ref(), model.factors);
     finish(&a.model, &factors, &files, &summary, &what)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -189,15 +189,15 @@ pub fn tucker(a: TuckerArgs) -> Result<ExitCode> {
     };
     let report = driver::run(&job, &engine, x, &NoForms, &mut told)?;
     let summary = report.summary(&job, &loaded.name, loaded.tensor.dims(), x.nnz());
-    let model = &report.model;
+    let model = report.model;
     let r0 = model.core_dims[0];
-    let core = Matrix::new(r0, model.core.len() / r0.max(1), model.core.clone())?;
+    let core = Matrix::new(r0, model.core.len() / r0.max(1), model.core)?;
     let header = format!(
         "Tucker core {:?} unfolded along mode 0, last mode fastest",
         model.core_dims
     );
     let what = format!("Tucker-HOOI ranks {ranks:?}");
-    let factors = original_rows(relabelled.as_ref(), &model.factors);
+    let factors = original_rows(relabelled.as_ref(), model.factors);
     finish(
         &a.model,
         &factors,

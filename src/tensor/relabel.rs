@@ -207,11 +207,12 @@ pub fn init_rows(r: Option<&Relabelled>, init: Option<Vec<Matrix>>) -> Option<Ve
 
 /// A model's factors on the tensor's own rows (zero rows for unused indices where the
 /// modes were renumbered).
-pub fn original_rows(r: Option<&Relabelled>, factors: &[Matrix]) -> Vec<Matrix> {
+pub fn original_rows(r: Option<&Relabelled>, factors: Vec<Matrix>) -> Vec<Matrix> {
     match r {
-        None => factors.to_vec(),
-        Some(r) => (factors.iter().enumerate())
-            .map(|(m, f)| r.expand(m, f))
+        // Moved, not copied: a long mode's factor is the run's largest array.
+        None => factors,
+        Some(r) => (factors.into_iter().enumerate())
+            .map(|(m, f)| r.expand(m, &f))
             .collect(),
     }
 }
