@@ -24,6 +24,7 @@ pub mod matrix;
 pub mod memplan;
 pub mod model_io;
 pub mod ops;
+pub mod random;
 pub mod reference;
 pub mod tensor;
 

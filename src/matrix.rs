@@ -4,6 +4,7 @@
 //! algebra on these (Grams, solves, SVDs) goes through `faer` in [`crate::decomp`].
 
 use crate::error::{Error, Result};
+use crate::random::fill_random;
 use rayon::prelude::*;
 use wide::f32x8;
 
@@ -87,47 +88,6 @@ pub fn zeroed_on_huge_pages<T: Copy + Default>(len: usize) -> Vec<T> {
     let v = vec![T::default(); len];
     advise_huge_pages(&v);
     v
-}
-
-/// Entries per stream of [`fill_random`]: entry `k` of the sequence a seed gives is
-/// draw `k mod RANDOM_BLOCK` of the seed's Xoshiro256++ stream jumped `k / RANDOM_BLOCK`
-/// times (each jump skips 2¹²⁸ draws, so the streams never overlap). Blocks are drawn
-/// in parallel, and a position far into the sequence is reached by jumps, not by
-/// drawing everything before it. The first block is the seed's own stream.
-pub const RANDOM_BLOCK: usize = 1 << 20;
-
-/// Writes entries `first..first + out.len()` of the seeded uniform `[0, 1)` sequence
-/// of [`RANDOM_BLOCK`] into `out`, one block per rayon task: the values do not depend
-/// on the thread count, and any range of the sequence (a rank's rows of a factor) can
-/// be drawn alone, at the cost of the jumps to its first block and the draws before
-/// its first entry within that block.
-pub fn fill_random(out: &mut [f32], seed: u64, first: usize) {
-    use rand::{Rng, SeedableRng};
-    let end = first + out.len();
-    let (b0, b1) = (first / RANDOM_BLOCK, end.div_ceil(RANDOM_BLOCK));
-    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
-    for _ in 0..b0 {
-        rng.jump();
-    }
-    // Each block's slice of `out`, its stream and the draws to skip at its start.
-    let mut pieces = Vec::with_capacity(b1.saturating_sub(b0));
-    let (mut rest, mut at) = (out, first);
-    for b in b0..b1 {
-        let stop = ((b + 1) * RANDOM_BLOCK).min(end);
-        let (piece, r) = std::mem::take(&mut rest).split_at_mut(stop - at);
-        pieces.push((rng.clone(), at - b * RANDOM_BLOCK, piece));
-        (rest, at) = (r, stop);
-        rng.jump();
-    }
-    pieces.into_par_iter().for_each(|(mut rng, skip, piece)| {
-        for _ in 0..skip {
-            // The same call as a drawn entry's, so the stream advances identically.
-            let _: f32 = rng.random::<f32>();
-        }
-        for x in piece {
-            *x = rng.random::<f32>();
-        }
-    });
 }
 
 /// Row-major storage whose first element is aligned to [`ALIGN_BYTES`] (where the
@@ -522,52 +482,5 @@ mod tests {
             assert_eq!(m.data(), &v[..]);
             assert_eq!(m.into_data(), v);
         }
-    }
-
-    /// The seed's stream, drawn one entry after another, and the streams jumped `b`
-    /// times: what [`fill_random`] is defined to give, written out plainly.
-    fn drawn_plainly(seed: u64, len: usize) -> Vec<f32> {
-        use rand::{Rng, SeedableRng};
-        let mut out = Vec::with_capacity(len);
-        let mut stream = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
-        while out.len() < len {
-            let mut rng = stream.clone();
-            let n = RANDOM_BLOCK.min(len - out.len());
-            out.extend((0..n).map(|_| rng.random::<f32>()));
-            stream.jump();
-        }
-        out
-    }
-
-    /// A factor spanning three blocks (the last one partial) is the same on 1 and 3
-    /// threads and equals the definition; any range drawn alone, across block
-    /// boundaries or inside one block, is that range of the whole; a matrix within one
-    /// block is the seed's plain stream. Every entry lies in `[0, 1)`.
-    #[test]
-    fn random_entries_are_blocks_of_jumped_streams_on_any_thread_count() {
-        let (rows, cols) = (2 * RANDOM_BLOCK / 8 + 1001, 8);
-        let want = drawn_plainly(7, rows * cols);
-        for threads in [1, 3] {
-            let pool = crate::pool_of(threads);
-            let got = pool.install(|| Matrix::random(rows, cols, 7));
-            assert!(got.data() == &want[..], "{threads} threads");
-        }
-        assert!(want.iter().all(|x| (0.0..1.0).contains(x)));
-        let b = RANDOM_BLOCK;
-        for range in [
-            0..0,
-            5..17,
-            b - 3..b + 4,
-            b - 1..2 * b + 1,
-            2 * b..2 * b,
-            3..rows * cols,
-        ] {
-            let mut part = vec![-1.0f32; range.len()];
-            fill_random(&mut part, 7, range.start);
-            assert!(part == want[range.clone()], "entries {range:?}");
-        }
-        let small = Matrix::random(97, 32, 7);
-        assert!(small.data() == &want[..97 * 32]);
-        assert_ne!(Matrix::random(97, 32, 8), small);
     }
 }

@@ -231,8 +231,25 @@ fn leading_eigenvectors(g: MatRef<'_, f64>, k: usize, tol: f64) -> Result<Mat<f6
 /// a pivot is not safely positive (dependent columns).
 pub(crate) fn cholesky_qr(w: &Matrix<f64>) -> Option<Matrix<f64>> {
     let k = w.cols();
-    let c = gram(w);
-    // Lower-triangular L with L Lᵀ = C (so R = Lᵀ).
+    let l = cholesky_lower(&gram(w))?;
+    let mut q = Matrix::<f64>::zeros(w.rows(), k);
+    q.data_mut()
+        .par_chunks_mut(k.max(1))
+        .zip(w.data().par_chunks(k.max(1)))
+        .for_each(|(u, wr)| l.solve_row(wr, u));
+    Some(q)
+}
+
+/// The lower-triangular Cholesky factor `L` of a Gram `C = L Lᵀ` (`k × k`), row-major.
+pub(crate) struct CholeskyLower {
+    k: usize,
+    l: Vec<f64>,
+}
+
+/// The Cholesky factor of the `k × k` Gram `c`; `None` where a pivot is not safely
+/// positive (the columns it came from are numerically dependent), a NaN one too.
+pub(crate) fn cholesky_lower(c: &Mat<f64>) -> Option<CholeskyLower> {
+    let k = c.nrows();
     let mut l = vec![0f64; k * k];
     let scale = (0..k).map(|i| c[(i, i)]).fold(0f64, f64::max);
     for j in 0..k {
@@ -240,7 +257,6 @@ pub(crate) fn cholesky_qr(w: &Matrix<f64>) -> Option<Matrix<f64>> {
         for t in 0..j {
             d -= l[j * k + t] * l[j * k + t];
         }
-        // A NaN pivot fails too.
         if d.partial_cmp(&(scale * k as f64 * f64::EPSILON)) != Some(std::cmp::Ordering::Greater) {
             return None;
         }
@@ -254,21 +270,26 @@ pub(crate) fn cholesky_qr(w: &Matrix<f64>) -> Option<Matrix<f64>> {
             l[i * k + j] = x / d;
         }
     }
-    // Each row u of the result solves u Lᵀ = w (forward substitution).
-    let mut q = Matrix::<f64>::zeros(w.rows(), k);
-    q.data_mut()
-        .par_chunks_mut(k.max(1))
-        .zip(w.data().par_chunks(k.max(1)))
-        .for_each(|(u, wr)| {
-            for j in 0..k {
-                let mut x = wr[j];
-                for t in 0..j {
-                    x -= u[t] * l[j * k + t];
-                }
-                u[j] = x / l[j * k + j];
+    Some(CholeskyLower { k, l })
+}
+
+impl CholeskyLower {
+    /// `k`, the order of `L`.
+    pub(crate) fn order(&self) -> usize {
+        self.k
+    }
+
+    /// The row `u` with `u Lᵀ = w` (forward substitution): a row of `W R⁻¹`.
+    pub(crate) fn solve_row(&self, w: &[f64], u: &mut [f64]) {
+        let (k, l) = (self.k, &self.l);
+        for j in 0..k {
+            let mut x = w[j];
+            for t in 0..j {
+                x -= u[t] * l[j * k + t];
             }
-        });
-    Some(q)
+            u[j] = x / l[j * k + j];
+        }
+    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub(crate) mod block_krylov;
 pub(crate) mod dense;
 pub(crate) mod leading;
 pub(crate) mod residual;
+pub(crate) mod small_cholesky;
 pub(crate) mod zero_rows;
 
 pub mod completion;

@@ -147,9 +147,8 @@ impl UsedRows {
 
     /// Adds to `plan` (the run's, on the renumbered extents) what running on the used
     /// rows holds besides: the given tensor beside its renumbered copy, and the model
-    /// with `ranks[m]` columns in mode `m` on the tensor's rows, `bytes` per entry (4
-    /// for f32; a start orthonormalized in f64 holds 12).
-    pub fn add_to_plan(&self, plan: &mut MemoryPlan, ranks: &[usize], bytes: u128) {
+    /// with `ranks[m]` columns in mode `m` on the tensor's rows (f32).
+    pub fn add_to_plan(&self, plan: &mut MemoryPlan, ranks: &[usize]) {
         let entries = (self.rows.dims.iter().zip(ranks))
             .fold(0u128, |s, (&d, &r)| s.saturating_add(d as u128 * r as u128));
         plan.add(
@@ -157,7 +156,7 @@ impl UsedRows {
             self.tensor().coo_bytes() as u128,
             1,
         )
-        .add("the model on the tensor's own rows", entries, bytes);
+        .add("the model on the tensor's own rows", entries, 4);
     }
 
     /// A factor on the tensor's rows of mode `m` cut to the run's.

@@ -3,14 +3,15 @@
 //!
 //! A single process draws mode `m`'s factor as [`Matrix::random`]`(I_m, R, seed + m)`
 //! ([`Matrix::random_factors`]): the seeded sequence of [`fill_random`], row-major, one
-//! entry per draw, in blocks of [`crate::matrix::RANDOM_BLOCK`] entries each from its
+//! entry per draw, in blocks of [`crate::random::RANDOM_BLOCK`] entries each from its
 //! own jumped Xoshiro256++ stream. A rank that keeps rows `a..b` draws entries
 //! `a·R..b·R` of that sequence: it jumps to the block of entry `a·R` and skips the draws
 //! before it within that block (at most one block's, a few milliseconds); nothing
 //! else is drawn or stored.
 
 use super::exchange::UsedIndices;
-use crate::matrix::{Matrix, fill_random};
+use crate::matrix::Matrix;
+use crate::random::fill_random;
 use std::ops::Range;
 
 /// Rows `rows` of [`Matrix::random`]`(_, cols, seed)`, drawn without the rows before
@@ -87,7 +88,7 @@ mod tests {
     #[test]
     fn rows_drawn_alone_are_the_whole_factors_rows() {
         // Mode 2's factor spans two blocks of the random sequence.
-        let b = crate::matrix::RANDOM_BLOCK / 3;
+        let b = crate::random::RANDOM_BLOCK / 3;
         let dims = [37usize, 5, b + 40];
         let whole = Matrix::random_factors(&dims, &[3, 3, 3], 41);
         for (m, f) in whole.iter().enumerate() {

@@ -184,7 +184,7 @@ impl Job for CpJob {
             crate::memplan::rank_hint(&[rank], &self.dims),
         );
         if let Some(r) = &self.rows {
-            r.add_to_plan(&mut plan, &[rank].repeat(self.dims.len()), 4);
+            r.add_to_plan(&mut plan, &[rank].repeat(self.dims.len()));
         }
         add_scaled_to_plan(&mut plan, self.scaled.as_ref());
         if let Backend::Cpu(_) = engine.backend() {
@@ -253,8 +253,7 @@ impl Job for TuckerJob {
             crate::memplan::rank_hint(ranks, &self.dims),
         );
         if let Some(r) = &self.rows {
-            // The start is orthonormalized in f64 on the tensor's rows.
-            r.add_to_plan(&mut plan, ranks, 12);
+            r.add_to_plan(&mut plan, ranks);
         }
         add_scaled_to_plan(&mut plan, self.scaled.as_ref());
         if let Backend::Cpu(cpu) = engine.backend() {
@@ -314,7 +313,7 @@ impl Job for CpAprJob {
             None => MemoryPlan::cp_apr(&self.dims, self.nnz, rank),
         };
         if let Some(r) = &self.rows {
-            r.add_to_plan(&mut plan, &[rank].repeat(self.dims.len()), 4);
+            r.add_to_plan(&mut plan, &[rank].repeat(self.dims.len()));
         }
         if let Some(run) = &self.scaled {
             plan.add(

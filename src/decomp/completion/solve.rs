@@ -1,7 +1,8 @@
 //! The small solves of the completion solvers on the host: ALS's per-row
 //! regularized normal equations and CCD++'s column update.
 
-use crate::decomp::dense::{cholesky_solve_lanes, cholesky_solve_small, inverse_spd};
+use crate::decomp::dense::inverse_spd;
+use crate::decomp::small_cholesky::{cholesky_solve_lanes, cholesky_solve_small};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use faer::MatRef;

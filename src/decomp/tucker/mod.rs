@@ -19,7 +19,8 @@
 //!
 //! Initial factors, unless given: mode `m` is the orthonormal `Q` of a QR (Cholesky QR
 //! twice: `R` with a positive diagonal) of `Matrix::random(I_m, R_m, seed + m)`
-//! (uniform in `[0, 1)`; wrapping add). Given
+//! (uniform in `[0, 1)`; wrapping add), drawn and made orthonormal a row block at a
+//! time, never held in f64 (`start`); mode 0's is not drawn for a run. Given
 //! initial factors are used as they are, not orthonormalized (as pyttb's `tucker_als`
 //! does), so a peer fed the same matrices takes the same path — scaled by a power of
 //! two where their largest entry is below 2⁻¹⁶ or above 2¹⁶, as CP-ALS scales its own
@@ -31,7 +32,7 @@
 //! fit 0 returned as a success.
 
 use super::dense::{at_b, orthonormalize};
-use super::leading::{cholesky_qr, leading_left_singular};
+use super::leading::leading_left_singular;
 use super::{
     IterClock, IterStats, check_common, check_finite, check_init, check_tensor, fit_from, residual,
     residual_rounding,
@@ -43,6 +44,7 @@ use crate::ops::Op;
 use std::ops::ControlFlow;
 
 mod rows;
+mod start;
 pub use rows::tucker_hooi_on_rows;
 
 /// Options of [`tucker_hooi`].
@@ -133,31 +135,47 @@ impl TuckerOptions {
     /// The initial factors: `init` if given, otherwise the orthonormalized
     /// `Matrix::random(I_m, R_m, seed + m)` for every mode `m`.
     pub fn initial_factors(&self, dims: &[usize]) -> Vec<Matrix> {
+        self.start(dims, true)
+    }
+
+    /// [`Self::initial_factors`], with mode 0's drawn one zero unless `mode_0`: a run
+    /// never reads it.
+    fn start(&self, dims: &[usize], mode_0: bool) -> Vec<Matrix> {
         match &self.init {
             Some(f) => f.clone(),
-            None => Matrix::random_factors(dims, &self.ranks, self.seed)
-                .iter()
-                .map(|a| orthonormal_start(&a.to_f64()).to_f32())
+            None => (dims.iter().zip(&self.ranks).enumerate())
+                .map(|(m, (&d, &r))| match m {
+                    0 if !mode_0 => Matrix::zeros(d, r),
+                    _ => drawn_start(d, r, self.seed.wrapping_add(m as u64)),
+                })
                 .collect(),
         }
     }
 }
 
-/// An orthonormal basis of the columns of the random `a`: Cholesky QR twice (the second
-/// pass brings the columns orthonormal to rounding), two passes over the rows in
-/// parallel, or a Householder QR where a column is (numerically) dependent. The
-/// Householder QR alone, sequential over the rows, took 2.9 s of a run on a tensor
-/// with modes of 3 M and 2.5 M rows whose iterations took 0.5 s.
-fn orthonormal_start(a: &Matrix<f64>) -> Matrix<f64> {
-    cholesky_qr(a)
-        .and_then(|q| cholesky_qr(&q))
-        .unwrap_or_else(|| orthonormalize(a))
+/// A drawn start of `rows × cols`: the orthonormalized `Matrix::random(rows, cols,
+/// seed)`, drawn on the fly ([`start`]), or [`householder_start`] where its columns
+/// are numerically dependent.
+fn drawn_start(rows: usize, cols: usize, seed: u64) -> Matrix {
+    start::drawn(rows, cols, seed, None, rows, 0.0..f32::INFINITY)
+        .unwrap_or_else(|| householder_start(rows, cols, seed))
+}
+
+/// The draw of [`drawn_start`] held whole and made orthonormal by a Householder QR, for
+/// a draw whose columns Cholesky QR cannot take.
+fn householder_start(rows: usize, cols: usize, seed: u64) -> Matrix {
+    orthonormalize(&Matrix::random(rows, cols, seed).to_f64()).to_f32()
 }
 
 /// Scales an initial factor by a power of two where its largest entry is below 2⁻¹⁶
 /// or above 2¹⁶ (module docs).
 fn scale_start(f: &mut Matrix) {
-    super::cp_als::rescale_to_unit(f, 2f32.powi(-16)..2f32.powi(16));
+    super::cp_als::rescale_to_unit(f, start_range());
+}
+
+/// Where [`scale_start`] leaves a start's largest entry.
+fn start_range() -> std::ops::Range<f32> {
+    2f32.powi(-16)..2f32.powi(16)
 }
 
 /// A Tucker model and how it was reached.
@@ -246,7 +264,7 @@ pub fn tucker_hooi_with_control(
         .check()?;
     let order = dims.len();
 
-    let mut factors = opts.initial_factors(&dims);
+    let mut factors = opts.start(&dims, false);
     factors.iter_mut().for_each(scale_start);
     let mut core = Vec::new();
     let mut fits = Vec::new();

@@ -7,17 +7,20 @@
 //! (`UsedRows::of_tucker`): where the output has fewer nonzero singular values than
 //! the rank, the remaining columns are any orthonormal completion on either path.
 //!
-//! The initial factors are drawn (or given) on the tensor's rows, orthonormalized and
-//! scaled as the run on all rows does it, and cut; the model goes back to the tensor's
-//! rows at the end, zero on the empty ones (its columns stay orthonormal). On a
+//! The initial factors are the run on all rows' cut to the run's rows: given ones
+//! scaled and cut; drawn ones formed on the kept rows alone (`super::start`, the same
+//! entries to the bit), mode 0's not at all (HOOI never reads it). The model goes back
+//! to the tensor's rows at the end, zero on the empty ones (its columns stay
+//! orthonormal). On a
 //! 3 M × 2.5 M × 50 × 8 tensor with 624 k nonzeros (33 k used rows in either long
 //! mode), the TTMc outputs over all rows held 11 GB.
 
-use super::{TuckerModel, TuckerOptions, tucker_hooi_with_control};
+use super::{TuckerModel, TuckerOptions, start, tucker_hooi_with_control};
 use crate::decomp::IterStats;
 use crate::decomp::used_rows::UsedRows;
 use crate::engine::{Engine, Prepared};
 use crate::error::Result;
+use crate::matrix::Matrix;
 use std::ops::ControlFlow;
 
 /// [`tucker_hooi_with_control`] of the tensor `rows` renumbered, `x` its prepared form:
@@ -31,12 +34,18 @@ pub fn tucker_hooi_on_rows(
     control: &mut dyn FnMut(&IterStats) -> ControlFlow<()>,
 ) -> Result<TuckerModel> {
     opts.validate(rows.dims())?;
-    let start = (opts.initial_factors(rows.dims()).into_iter().enumerate())
-        .map(|(m, mut full)| {
-            super::scale_start(&mut full);
-            rows.cut(m, full)
-        })
-        .collect();
+    let start = match &opts.init {
+        Some(given) => (given.iter().enumerate())
+            .map(|(m, f)| {
+                let mut f = f.clone();
+                super::scale_start(&mut f);
+                rows.cut(m, f)
+            })
+            .collect(),
+        None => (0..rows.dims().len())
+            .map(|m| drawn_on_rows(rows, opts, m))
+            .collect(),
+    };
     let cut = TuckerOptions {
         ranks: opts.ranks.clone(),
         max_iters: opts.max_iters,
@@ -47,4 +56,26 @@ pub fn tucker_hooi_on_rows(
     let mut model = tucker_hooi_with_control(engine, x, &cut, control)?;
     model.factors = rows.expand(&model.factors);
     Ok(model)
+}
+
+/// Mode `m`'s drawn start cut to the run's rows: the rows of the one on all rows
+/// (module docs), streamed where the mode is renumbered; zero for mode 0, which HOOI
+/// never reads.
+fn drawn_on_rows(rows: &UsedRows, opts: &TuckerOptions, m: usize) -> Matrix {
+    let (d, r) = (rows.dims()[m], opts.ranks[m]);
+    let seed = opts.seed.wrapping_add(m as u64);
+    let held = rows.tensor().dims()[m];
+    if m == 0 {
+        return Matrix::zeros(held, r);
+    }
+    let (used, out_rows) = match rows.renumbered(m) {
+        true => (Some(rows.used(m)), held),
+        false => (None, d),
+    };
+    if let Some(s) = start::drawn(d, r, seed, used, out_rows, super::start_range()) {
+        return s;
+    }
+    let mut full = super::householder_start(d, r, seed);
+    super::scale_start(&mut full);
+    rows.cut(m, full)
 }
