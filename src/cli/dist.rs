@@ -271,7 +271,7 @@ mod with_mpi {
         let engine = ch.agree(engine(ch, &a.model.common))?;
         let grain = scheme(a.grain);
         let scheme = grain.0;
-        let (block, name) = read_block(ch, a.file.as_deref(), grain, Some(a.rank))?;
+        let (mut block, name) = read_block(ch, a.file.as_deref(), grain, Some(a.rank))?;
         if let Some(rows) = &block.rows {
             say(ch, &format!("note: {}", rows.note("CP-ALS")));
         }
@@ -285,7 +285,7 @@ mod with_mpi {
             ControlFlow::Continue(())
         };
         let start = Instant::now();
-        let out = sptmc::dist::cp_als::cp_als(ch, &engine, &block, &job.options, &mut control)?;
+        let out = sptmc::dist::cp_als::cp_als(ch, &engine, &mut block, &job.options, &mut control)?;
         let seconds = start.elapsed().as_secs_f64();
         let staged = match &a.model.out {
             Some(dir) => ch.agree(write_factors(ch, dir, &out.factors(&block)))?,

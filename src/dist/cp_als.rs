@@ -25,6 +25,7 @@ use super::partition::Partition;
 use crate::decomp::cp_als::{
     CpModel, CpOptions, RowSums, cp_residual, finish, hadamard_except, rescale_by_max, solve_rows,
 };
+use crate::decomp::cp_apr::units::times_pow2;
 use crate::decomp::dense::{SolveKind, gram, inverse_spd};
 use crate::decomp::{IterClock, IterStats, fit_from, residual, residual_rounding};
 use crate::engine::{Call, ColumnMax, Engine, Prepared, Workload};
@@ -111,13 +112,21 @@ fn gram_of(rows: &Matrix) -> Vec<f64> {
 /// CP-ALS of the tensor split as `block` on every rank of `ch`, each with its own
 /// `engine`; `control` is called after every iteration (on every rank, with the same
 /// statistics apart from times) and may stop the run.
+///
+/// Values far from 1 (their largest magnitude over every rank) run multiplied by a
+/// power of two, as the single process runs them
+/// ([`crate::driver::value_scale::ScaledValues`]): `block`'s values are multiplied in
+/// place for the run (and left so); the weights come back in the given units, and the
+/// fits are relative, the same in both.
 pub fn cp_als(
     ch: &Channel,
     engine: &Engine,
-    block: &Block,
+    block: &mut Block,
     opts: &CpOptions,
     control: &mut dyn FnMut(&IterStats) -> ControlFlow<()>,
 ) -> DistResult<DistCp> {
+    let power = run_units(ch, block);
+    let block = &*block;
     let dims = &block.dims;
     let order = dims.len();
     let rank = opts.rank;
@@ -317,7 +326,7 @@ pub fn cp_als(
             .and_then(|x| x.hls(w.op).ok())
             .map(|h| h.stats().value_report()),
     };
-    let (weights, arrangement) = arrange(ch, part, &owned, weights);
+    let (mut weights, arrangement) = arrange(ch, part, &owned, weights);
     ch.agree(if me == 0 && weights.iter().all(|&w| w == 0.0) {
         Err(Error::Numerical(format!(
             "CP-ALS collapsed to the zero model after {} iterations (every weight is 0, or its factor columns are): the products of factor entries underflow f32 over the tensor's {} modes, or the initial factors hold no usable column",
@@ -327,6 +336,10 @@ pub fn cp_als(
     } else {
         Ok(())
     })?;
+    if let Some(p) = power {
+        weights.iter_mut().for_each(|w| *w = times_pow2(*w, -p));
+    }
+    ch.agree(crate::driver::check_finite("CP weights", &weights))?;
     Ok(DistCp {
         model: CpModel {
             weights,
@@ -343,6 +356,22 @@ pub fn cp_als(
             ..stats
         },
     })
+}
+
+/// The power of two the values run multiplied by
+/// ([`crate::driver::value_scale::power_for`] of the largest magnitude over every
+/// rank), `block`'s values multiplied by it; `None` (and the values as they are) where
+/// they run as given.
+fn run_units(ch: &Channel, block: &mut Block) -> Option<i32> {
+    let mut most = [block
+        .tensor
+        .values()
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()))];
+    ch.reduce_f64(&mut most, Reduce::Max);
+    let power = crate::driver::value_scale::power_for(most[0])?;
+    block.tensor.map_values(|v| times_pow2(v, power));
+    Some(power)
 }
 
 /// `r` relative to `base`.

@@ -108,14 +108,71 @@ fn one_rank_reproduces_the_single_process_exactly() {
     let want = crate::decomp::cp_als(&engine, &prepared, &opts).unwrap();
     let ch = Channel::single();
     let share = read_share(&ch, &p).unwrap();
-    let block = distribute(&ch, share, Scheme::Medium, &p, None).unwrap();
-    let got = super::cp_als::cp_als(&ch, &engine, &block, &opts, &mut |_| {
+    let mut block = distribute(&ch, share, Scheme::Medium, &p, None).unwrap();
+    let got = super::cp_als::cp_als(&ch, &engine, &mut block, &opts, &mut |_| {
         ControlFlow::Continue(())
     })
     .unwrap();
     assert_eq!(got.model.fits, want.fits);
     assert_eq!(got.model.weights, want.weights);
     assert_eq!(streamed(&ch, &got.factors(&block)), written(&want.factors));
+}
+
+/// Values far from 1 run times a power of two across ranks as in the single process
+/// (`driver::value_scale`): on one rank, the tensor times 2^k fits as the tensor with
+/// its largest magnitude in [1, 2) does, to the last bit, its weights times 2^k and
+/// its factors the same. Without it values near 1e-38 underflowed f32 in the kernels'
+/// products and those past 3.4e38 could not be stored.
+#[test]
+fn one_rank_runs_values_far_from_one_scaled_exactly() {
+    let mut x = generate(&GenSpec {
+        dims: vec![30, 20, 10],
+        nnz: 900,
+        pattern: Pattern::Uniform,
+        seed: 4,
+    })
+    .unwrap();
+    let max = x.values().iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    x.map_values(|v| v * 2f64.powi(-(max.log2().floor() as i32)));
+    let engine = Engine::cpu();
+    let opts = CpOptions {
+        rank: 3,
+        max_iters: 6,
+        tol: 0.0,
+        seed: 8,
+        init: None,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = |k: i32| {
+        let mut y = x.clone();
+        y.map_values(|v| crate::decomp::cp_apr::units::times_pow2(v, k));
+        let p = dir.path().join(format!("x{k}.tns"));
+        tns::write(&p, &y).unwrap();
+        let ch = Channel::single();
+        let share = read_share(&ch, &p).unwrap();
+        let mut block = distribute(&ch, share, Scheme::Medium, &p, None).unwrap();
+        let got = super::cp_als::cp_als(&ch, &engine, &mut block, &opts, &mut |_| {
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        let files = streamed(&ch, &got.factors(&block));
+        (got.model, files)
+    };
+    let (unit, unit_files) = run(0);
+    assert!(
+        unit.fits.last().is_some_and(|f| *f > 0.0),
+        "{:?}",
+        unit.fits
+    );
+    for k in [-140, -1000, 200, 1000] {
+        let (got, files) = run(k);
+        assert_eq!(got.fits, unit.fits, "2^{k}: fits");
+        let want: Vec<f64> = (unit.weights.iter())
+            .map(|&w| crate::decomp::cp_apr::units::times_pow2(w, k))
+            .collect();
+        assert_eq!(got.weights, want, "2^{k}: weights");
+        assert_eq!(files, unit_files, "2^{k}: factors");
+    }
 }
 
 /// Modes mostly empty run on their used rows on one rank as in the single process: the
@@ -142,10 +199,10 @@ fn one_rank_runs_mostly_empty_modes_on_their_used_rows() {
     .unwrap();
     let ch = Channel::single();
     let share = read_share(&ch, &p).unwrap();
-    let block = distribute(&ch, share, Scheme::Medium, &p, Some(3)).unwrap();
+    let mut block = distribute(&ch, share, Scheme::Medium, &p, Some(3)).unwrap();
     assert_eq!(block.dims, rows.tensor().dims());
     assert_eq!(block.tensor_dims(), x.dims());
-    let got = super::cp_als::cp_als(&ch, &engine, &block, &opts, &mut |_| {
+    let got = super::cp_als::cp_als(&ch, &engine, &mut block, &opts, &mut |_| {
         ControlFlow::Continue(())
     })
     .unwrap();

@@ -111,7 +111,7 @@ pub fn run<J: Job>(
 
 /// Fails with [`crate::Error::NonFinite`] when `values` hold inf or NaN: such a model
 /// is never returned.
-fn check_finite(what: &str, values: &[f64]) -> Result<()> {
+pub(crate) fn check_finite(what: &str, values: &[f64]) -> Result<()> {
     match values.iter().position(|v| !v.is_finite()) {
         None => Ok(()),
         Some(p) => Err(crate::Error::NonFinite(format!(

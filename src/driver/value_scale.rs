@@ -32,17 +32,7 @@ impl ScaledValues {
             .par_iter()
             .map(|v| v.abs())
             .reduce(|| 0.0, f64::max);
-        if !(max.is_finite() && max > 0.0) || BAND.contains(&max) {
-            return None;
-        }
-        // log2 rounds near powers of two: settle the exponent on the product itself.
-        let mut power = -(max.log2().floor() as i32);
-        while times_pow2(max, power) >= 2.0 {
-            power -= 1;
-        }
-        while times_pow2(max, power) < 1.0 {
-            power += 1;
-        }
+        let power = power_for(max)?;
         let mut tensor = x.clone();
         tensor.map_values(|v| times_pow2(v, power));
         Some(ScaledValues { tensor, power })
@@ -52,6 +42,25 @@ impl ScaledValues {
     pub fn back(&self, v: f64) -> f64 {
         times_pow2(v, -self.power)
     }
+}
+
+/// The power of two a run on values whose largest magnitude is `max` multiplies them
+/// by (`max` times it is in `[1, 2)`): `None` where `max` is within the band the
+/// values run as given in, or not a positive finite number (which the checks
+/// downstream name). The tensor split over processes takes `max` over all of them.
+pub fn power_for(max: f64) -> Option<i32> {
+    if !(max.is_finite() && max > 0.0) || BAND.contains(&max) {
+        return None;
+    }
+    // log2 rounds near powers of two: settle the exponent on the product itself.
+    let mut power = -(max.log2().floor() as i32);
+    while times_pow2(max, power) >= 2.0 {
+        power -= 1;
+    }
+    while times_pow2(max, power) < 1.0 {
+        power += 1;
+    }
+    Some(power)
 }
 
 #[cfg(test)]

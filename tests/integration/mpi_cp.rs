@@ -136,6 +136,60 @@ fn a_rank_without_nonzeros_still_takes_part() {
     same_fits(&f, &[4]);
 }
 
+/// Values far from 1 run across ranks times a power of two, as in one process: a
+/// tensor times 2^-140 (its products with factor entries below f32's normal range;
+/// the model collapsed to zero) or 2^500 (past f32's range; refused) fits on P ranks
+/// as the tensor with its largest magnitude in [1, 2) does on P ranks, to the last bit
+/// (JSON's reading of a number moves it at most an ulp), its weights times 2^k; and the
+/// last fit matches the single process's within 1e-6, as every distributed fit does.
+#[test]
+fn values_far_from_one_run_scaled_on_every_rank_count() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut x = uniform(vec![40, 30, 20], 4000, 5);
+    let max = x.values().iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    x.map_values(|v| v * 2f64.powi(-(max.log2().floor() as i32)));
+    let weights = |v: &Value| -> Vec<f64> {
+        (v["weights"].as_array().expect("weights").iter())
+            .map(|w| w.as_f64().expect("a weight"))
+            .collect()
+    };
+    let near = |a: f64, b: f64| (a - b).abs() <= 1e-15 * b.abs();
+    let unit_file = write(dir.path(), "unit.tns", &x);
+    for p in [2, 3] {
+        let mut args = vec!["cp", unit_file.as_str()];
+        args.extend(CP);
+        let unit = json(&ranks(p, &args), &format!("{p} ranks, given"));
+        for k in [-140, 500] {
+            let mut y = x.clone();
+            y.map_values(|v| v * 2f64.powi(k));
+            let f = write(dir.path(), &format!("x{k}.tns"), &y);
+            let mut args = vec!["cp", f.as_str()];
+            args.extend(CP);
+            let got = json(&ranks(p, &args), &format!("{p} ranks, 2^{k}"));
+            let (a, b) = (fits(&got), fits(&unit));
+            assert_eq!(a.len(), b.len());
+            assert!(
+                a.iter().zip(&b).all(|(a, b)| near(*a, *b)),
+                "{p} ranks, 2^{k}: {a:?} vs {b:?}"
+            );
+            let (a, b) = (weights(&got), weights(&unit));
+            assert_eq!(a.len(), b.len());
+            for (a, b) in a.iter().zip(&b) {
+                assert!(
+                    near(*a, b * 2f64.powi(k)),
+                    "{p} ranks, 2^{k}: weight {a} vs {b}"
+                );
+            }
+            if p == 3 {
+                same_fits(&f, &[3]);
+            }
+        }
+    }
+}
+
 /// `--json`'s `values` under mpirun: per rank, how its block's values are stored (null
 /// for a block without nonzeros); for the run, the ranks' reports together where they
 /// all stored them alike: the type and the count of values fp16 does not hold that one
