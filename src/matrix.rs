@@ -147,6 +147,23 @@ impl<T: Copy + Default> Storage<T> {
         &mut self.buf[self.start..self.start + self.len]
     }
 
+    /// `len` entries in this allocation where it holds them (the values left in it
+    /// stay), else in a new zeroed one.
+    fn resize_within(&mut self, len: usize) {
+        if self.holds(len) {
+            self.len = len;
+        } else {
+            // The old allocation goes first: never both at once.
+            *self = Storage::zeroed(0);
+            *self = Self::zeroed(len);
+        }
+    }
+
+    /// Whether `len` entries fit in this allocation.
+    fn holds(&self, len: usize) -> bool {
+        self.start + len <= self.buf.len()
+    }
+
     /// The entries as a vector, in the same allocation (moved to its front): no
     /// second copy of a large result is made.
     fn into_vec(mut self) -> Vec<T> {
@@ -288,6 +305,41 @@ impl<T: Copy + Default> Matrix<T> {
     pub fn set(&mut self, i: usize, j: usize, v: T) {
         let cols = self.cols;
         self.data_mut()[i * cols + j] = v;
+    }
+
+    /// Makes this a `rows × cols` matrix for a result that overwrites every entry:
+    /// in the allocation it has where that holds `rows × cols` entries (its entries
+    /// then any values), else in a new one of zeros. A buffer that serves outputs of
+    /// several shapes in turn is allocated, and its pages touched, once for the
+    /// largest.
+    pub fn reshape_for_overwrite(&mut self, rows: usize, cols: usize) {
+        self.data.resize_within(rows * cols);
+        self.rows = rows;
+        self.cols = cols;
+    }
+
+    /// Whether [`Matrix::reshape_for_overwrite`] to `rows × cols` keeps this
+    /// allocation.
+    pub fn holds(&self, rows: usize, cols: usize) -> bool {
+        rows.checked_mul(cols)
+            .is_some_and(|len| self.data.holds(len))
+    }
+
+    /// Keeps only the rows `keep` (ascending), moved in place to the front in that
+    /// order: no second copy of the rows is made, and the allocation stays.
+    pub fn keep_rows(&mut self, keep: &[usize]) {
+        debug_assert!(keep.windows(2).all(|w| w[0] < w[1]));
+        let c = self.cols;
+        let data = self.data.as_mut_slice();
+        for (r, &i) in keep.iter().enumerate() {
+            // Rows only move towards the front (`i ≥ r`): none is overwritten before
+            // it is moved.
+            if i != r {
+                data.copy_within(i * c..(i + 1) * c, r * c);
+            }
+        }
+        self.data.resize_within(keep.len() * c);
+        self.rows = keep.len();
     }
 
     /// Consumes the matrix, giving back its row-major data.
@@ -482,5 +534,35 @@ mod tests {
             assert_eq!(m.data(), &v[..]);
             assert_eq!(m.into_data(), v);
         }
+    }
+
+    /// One buffer for outputs of several shapes: smaller ones and the largest again
+    /// stay in its allocation, a larger one moves it; rows kept stay in order.
+    #[test]
+    fn a_buffer_serves_smaller_shapes_in_place_and_keeps_rows_in_place() {
+        let mut m = Matrix::<f32>::from_fn(6, 4, |i, j| (10 * i + j) as f32);
+        let at = m.data().as_ptr();
+        m.reshape_for_overwrite(2, 3);
+        assert_eq!(
+            (m.shape(), m.data().len(), m.data().as_ptr()),
+            ((2, 3), 6, at)
+        );
+        m.reshape_for_overwrite(4, 6);
+        assert_eq!((m.shape(), m.data().as_ptr()), ((4, 6), at));
+        // More than the 24 entries and the alignment's padding.
+        m.reshape_for_overwrite(7, 7);
+        assert_eq!(m.shape(), (7, 7));
+        assert!(
+            aligned(&m) && m.data().iter().all(|&v| v == 0.0),
+            "a new buffer"
+        );
+        let mut m = Matrix::<f64>::from_fn(6, 3, |i, j| (10 * i + j) as f64);
+        let at = m.data().as_ptr();
+        m.keep_rows(&[0, 2, 5]);
+        assert_eq!(m.shape(), (3, 3));
+        assert_eq!(m.data(), &[0., 1., 2., 20., 21., 22., 50., 51., 52.]);
+        assert_eq!(m.data().as_ptr(), at);
+        m.keep_rows(&[]);
+        assert_eq!(m.shape(), (0, 3));
     }
 }

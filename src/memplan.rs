@@ -355,7 +355,7 @@ mod tests {
 
     #[test]
     fn plans_saturate_instead_of_overflowing() {
-        let p = MemoryPlan::tucker(&[1 << 32; 20], &[1 << 20; 20]);
+        let p = MemoryPlan::tucker(&[1 << 32; 20], &[1 << 20; 20], 4);
         assert_eq!(p.bytes(), u64::MAX);
         let e = p.check_against(None).unwrap_err().to_string();
         assert!(

@@ -30,7 +30,7 @@ const STEPS: usize = 6;
 
 /// The block width for `k` wanted vectors: half as many again (at least 8 more), so the
 /// convergence rate is set by the gap from `λ_k` to `λ_{b+1}`, not to `λ_{k+1}`.
-fn block_width(k: usize) -> usize {
+pub(crate) fn block_width(k: usize) -> usize {
     k + (k / 2).max(8)
 }
 

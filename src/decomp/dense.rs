@@ -111,27 +111,23 @@ pub(crate) fn at_b<A: Real, B: Real>(a: &Matrix<A>, b: &Matrix<B>) -> Mat<f64> {
     let n = a.rows();
     let block = row_blocks(n);
     let (ca, cb) = (a.cols(), b.cols());
+    // Each row block a sub-block at a time: a block of a Tucker output of a million
+    // rows × 4096 columns would be 512 MB widened whole.
+    let sub = sub_block_rows(ca.max(cb));
     let partial = |lo: usize| {
         let hi = (lo + block).min(n);
-        let aw: Vec<f64> = a.data()[lo * ca..hi * ca]
-            .iter()
-            .map(|x| x.wide())
-            .collect();
-        let bw: Vec<f64> = b.data()[lo * cb..hi * cb]
-            .iter()
-            .map(|x| x.wide())
-            .collect();
-        let av = MatRef::from_row_major_slice(&aw, hi - lo, ca);
-        let bv = MatRef::from_row_major_slice(&bw, hi - lo, cb);
         let mut out = Mat::<f64>::zeros(ca, cb);
-        matmul(
-            out.as_mut(),
-            Accum::Replace,
-            av.transpose(),
-            bv,
-            1.0,
-            Par::Seq,
-        );
+        let (mut aw, mut bw) = (Vec::new(), Vec::new());
+        for s in (lo..hi).step_by(sub) {
+            let e = (s + sub).min(hi);
+            aw.clear();
+            aw.extend(a.data()[s * ca..e * ca].iter().map(|x| x.wide()));
+            bw.clear();
+            bw.extend(b.data()[s * cb..e * cb].iter().map(|x| x.wide()));
+            let av = MatRef::from_row_major_slice(&aw, e - s, ca);
+            let bv = MatRef::from_row_major_slice(&bw, e - s, cb);
+            matmul(out.as_mut(), Accum::Add, av.transpose(), bv, 1.0, Par::Seq);
+        }
         out
     };
     let starts: Vec<usize> = (0..n).step_by(block).collect();
@@ -139,6 +135,54 @@ pub(crate) fn at_b<A: Real, B: Real>(a: &Matrix<A>, b: &Matrix<B>) -> Mat<f64> {
     let mut sum = Mat::<f64>::zeros(ca, cb);
     for p in &parts {
         sum += p;
+    }
+    sum
+}
+
+/// `AᵀA X` for a row-major `A` (`n × p`) and a small `X` (`p × b`), never forming
+/// `AᵀA`: each fixed row block of `A` a sub-block at a time, widened to f64 once into
+/// this worker's scratch and used for both `T = A_s X` and `Aᵀ_s T`, the blocks'
+/// sums added in order (deterministic). One pass over `A`, and no `n × b` product: a
+/// block Krylov step on a long mode's TTMc output, which separate products `A X` and
+/// `Aᵀ (A X)` read twice, each widening and allocating its own.
+pub(crate) fn gram_times<T: Real>(a: &Matrix<T>, x: MatRef<'_, f64>) -> Mat<f64> {
+    thread_local! {
+        static WIDE: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let (n, p) = a.shape();
+    debug_assert_eq!(x.nrows(), p);
+    let b = x.ncols();
+    let block = row_blocks(n);
+    let sub = sub_block_rows(p);
+    let partial = |lo: usize| {
+        let hi = (lo + block).min(n);
+        let mut out = Mat::<f64>::zeros(p, b);
+        let mut t = Mat::<f64>::zeros(sub.min(hi - lo), b);
+        WIDE.with_borrow_mut(|wide| {
+            for s in (lo..hi).step_by(sub) {
+                let e = (s + sub).min(hi);
+                wide.clear();
+                wide.extend(a.data()[s * p..e * p].iter().map(|v| v.wide()));
+                let av = MatRef::from_row_major_slice(wide, e - s, p);
+                let mut tv = t.as_mut().subrows_mut(0, e - s);
+                matmul(tv.rb_mut(), Accum::Replace, av, x, 1.0, Par::Seq);
+                matmul(
+                    out.as_mut(),
+                    Accum::Add,
+                    av.transpose(),
+                    tv.rb(),
+                    1.0,
+                    Par::Seq,
+                );
+            }
+        });
+        out
+    };
+    let starts: Vec<usize> = (0..n).step_by(block).collect();
+    let parts: Vec<Mat<f64>> = starts.par_iter().map(|&lo| partial(lo)).collect();
+    let mut sum = Mat::<f64>::zeros(p, b);
+    for part in &parts {
+        sum += part;
     }
     sum
 }
@@ -183,16 +227,23 @@ pub(crate) fn sub_block_rows(cols: usize) -> usize {
 
 /// `AᵀA` in f64 for a row-major `A`: each fixed row block is widened to f64 and
 /// multiplied on its own ([`gram_rows`]), and the block results are summed in order
-/// (deterministic).
+/// (deterministic). The blocks run in waves of one per worker, each wave's Grams added
+/// as it ends: the same sum to the bit, holding a wave's Grams, not every block's (a
+/// 4096-column output's 64 blocks held 8.6 GB).
 pub(crate) fn gram<T: Real>(a: &Matrix<T>) -> Mat<f64> {
     let (n, c) = a.shape();
-    let block = row_blocks(n);
-    let parts: Vec<Mat<f64>> = a
-        .data()
-        .par_chunks(block * c.max(1))
-        .map(|rows| gram_rows(rows, c))
-        .collect();
-    sum_in_order(&parts, c)
+    let block = row_blocks(n) * c.max(1);
+    let wave = rayon::current_num_threads().max(1);
+    let mut sum = Mat::<f64>::zeros(c, c);
+    for rows in a.data().chunks(block * wave) {
+        let parts: Vec<Mat<f64>> = (rows.par_chunks(block))
+            .map(|rows| gram_rows(rows, c))
+            .collect();
+        for part in &parts {
+            sum += part;
+        }
+    }
+    sum
 }
 
 /// The `c × c` `parts` (a [`gram`]'s, one per row block) summed in order.
@@ -345,6 +396,28 @@ mod tests {
         Matrix::from_fn(a.cols(), b.cols(), |i, j| {
             (0..a.rows()).map(|r| a.get(r, i) * b.get(r, j)).sum()
         })
+    }
+
+    #[test]
+    fn gram_times_matches_the_gram_times_x_across_blocks() {
+        // More rows than one block and one sub-block, not a multiple of either.
+        for (n, p) in [(5000, 3), (70_001, 300)] {
+            let a = Matrix::random(n, p, 5);
+            let x = Matrix::random(p, 4, 6).to_f64();
+            let xv = MatRef::from_row_major_slice(x.data(), p, 4);
+            let got = gram_times(&a, xv);
+            let want = gram(&a) * xv;
+            for i in 0..p {
+                for j in 0..4 {
+                    let (g, w) = (got[(i, j)], want[(i, j)]);
+                    // n·p terms in [0, 1): summation error ≤ n·p·ε·Σ|terms| at most.
+                    assert!(
+                        (g - w).abs() <= 1e-9 * w.abs(),
+                        "{n}×{p} ({i}, {j}): {g} vs {w}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! iteration's CPU time with the spinning threads competing with the work itself.
 
 use super::block_krylov;
-use super::dense::{gram, orthonormalize, row_blocks, row_times, top_eigenpairs};
+use super::dense::{gram, gram_times, orthonormalize, row_blocks, row_times, top_eigenpairs};
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use faer::linalg::matmul::matmul;
@@ -33,34 +33,59 @@ use rayon::prelude::*;
 /// with faer's parallelism, where each step has enough work to hide the handoffs.
 pub(crate) const SEQ_BELOW: usize = 1024;
 
-/// The `k` leading left singular vectors of the row-major `y` (`n × p`, `k ≤ n`) as an
-/// orthonormal `n × k` row-major matrix (see the module docs). Rows of `y` that are all
-/// zero give zero rows of the result and add nothing to either Gram: where at least
-/// one row in [`EMPTY_SHARE`] is (and `k` rows are not), the vectors are those of the
-/// other rows, copied together, spread back to their places.
+/// The `k` leading left singular vectors of a TTMc output (see the module docs), on
+/// the rows its `y` keeps ([`leading_left_singular`]).
+#[derive(Debug)]
+pub(crate) struct Leading {
+    /// One orthonormal row of `k` per row `y` kept.
+    pub(crate) u: Matrix<f64>,
+    /// The rows of the given `y` that `u`'s rows are, ascending; `None`: every row.
+    pub(crate) rows: Option<Vec<usize>>,
+    /// The given `y`'s rows.
+    pub(crate) n: usize,
+}
+
+impl Leading {
+    /// The vectors on every row of the given `y`, zero on the rows it dropped.
+    pub(crate) fn spread(&self) -> Matrix<f64> {
+        let Some(rows) = &self.rows else {
+            return self.u.clone();
+        };
+        let mut u = Matrix::<f64>::zeros(self.n, self.u.cols());
+        for (r, &i) in rows.iter().enumerate() {
+            u.row_mut(i).copy_from_slice(self.u.row(r));
+        }
+        u
+    }
+}
+
+/// The `k` leading left singular vectors of the row-major `y` (`n × p`, `k ≤ n`), an
+/// orthonormal `n × k` matrix (see the module docs). Rows of `y` that are all zero
+/// give zero rows of the result and add nothing to either Gram: where at least one row
+/// in [`EMPTY_SHARE`] is (and `k` rows are not), `y` keeps only its other rows (moved
+/// together in place, no copy: an output of a million rows × 4096 columns is 16 GB)
+/// and the vectors are theirs, [`Leading::rows`] saying where they go.
 pub(crate) fn leading_left_singular<T: super::dense::Real>(
-    y: &Matrix<T>,
+    y: &mut Matrix<T>,
     k: usize,
-) -> Result<Matrix<f64>> {
-    let (n, p) = y.shape();
+) -> Result<Leading> {
+    let (n, _) = y.shape();
     debug_assert!(k <= n);
     let used: Vec<usize> = (0..n)
         .into_par_iter()
         .filter(|&i| !T::is_zero_row(y.row(i)))
         .collect();
     if (n - used.len()) * EMPTY_SHARE < n || used.len() < k {
-        return leading_of_rows(y, k);
+        let u = leading_of_rows(y, k)?;
+        return Ok(Leading { u, rows: None, n });
     }
-    let mut held = Matrix::<T>::zeros(used.len(), p);
-    (held.data_mut().par_chunks_mut(p.max(1)))
-        .zip(used.par_iter())
-        .for_each(|(row, &i)| row.copy_from_slice(y.row(i)));
-    let vectors = leading_of_rows(&held, k)?;
-    let mut u = Matrix::<f64>::zeros(n, k);
-    for (r, &i) in used.iter().enumerate() {
-        u.row_mut(i).copy_from_slice(vectors.row(r));
-    }
-    Ok(u)
+    y.keep_rows(&used);
+    let u = leading_of_rows(y, k)?;
+    Ok(Leading {
+        u,
+        rows: Some(used),
+        n,
+    })
 }
 
 /// [`leading_left_singular`] drops the zero rows of a TTMc output where at least one row
@@ -86,40 +111,56 @@ fn leading_of_rows<T: super::dense::Real>(y: &Matrix<T>, k: usize) -> Result<Mat
         let u = leading_eigenvectors(g.as_ref(), k, krylov_tol::<T>(n))?;
         return Ok(Matrix::from_fn(n, k, |i, j| u[(i, j)]));
     }
-    if on_y {
-        let wide: Vec<f64> = y.data().iter().map(|x| x.wide()).collect();
-        if let Some(v) = krylov_on_y::<T>(MatRef::from_row_major_slice(&wide, n, p), k) {
-            return Ok(left_from_right(y, &Matrix::from_fn(p, k, |i, j| v[(i, j)])));
-        }
+    if on_y && let Some(v) = krylov_on_tall(y, k) {
+        return Ok(left_from_right(y, &Matrix::from_fn(p, k, |i, j| v[(i, j)])));
     }
     let v = leading_eigenvectors(gram(y).as_ref(), k, krylov_tol::<T>(p))?;
     Ok(left_from_right(y, &Matrix::from_fn(p, k, |i, j| v[(i, j)])))
 }
 
-/// Block Krylov on `yr` (`n × p`, f64) itself, never its Gram: the `k` leading
-/// eigenvectors of `Y Yᵀ = Y (Yᵀ x)` (`n ≤ p`: the left singular vectors) or of
-/// `YᵀY = Yᵀ (Y x)` (`n > p`: the right ones); `None` where the solver falls back.
+/// Block Krylov on a wide `yr` (`n × p`, `n ≤ p`, f64) itself, never its Gram: the `k`
+/// leading eigenvectors of `Y Yᵀ = Y (Yᵀ x)`, its left singular vectors; `None` where
+/// the solver falls back.
 fn krylov_on_y<T: super::dense::Real>(yr: MatRef<'_, f64>, k: usize) -> Option<Mat<f64>> {
     let (n, p) = (yr.nrows(), yr.ncols());
-    let (order, inner) = if n <= p { (n, p) } else { (p, n) };
     let par = faer::get_global_parallelism();
     let apply = |x: MatRef<'_, f64>, out: MatMut<'_, f64>| {
-        let mut t = Mat::<f64>::zeros(inner, x.ncols());
-        if n <= p {
-            matmul(t.as_mut(), Accum::Replace, yr.transpose(), x, 1.0, par);
-            matmul(out, Accum::Replace, yr, t.as_ref(), 1.0, par);
-        } else {
-            matmul(t.as_mut(), Accum::Replace, yr, x, 1.0, par);
-            matmul(out, Accum::Replace, yr.transpose(), t.as_ref(), 1.0, par);
-        }
+        let mut t = Mat::<f64>::zeros(p, x.ncols());
+        matmul(t.as_mut(), Accum::Replace, yr.transpose(), x, 1.0, par);
+        matmul(out, Accum::Replace, yr, t.as_ref(), 1.0, par);
     };
+    krylov_with(&apply, n, p, k, krylov_tol::<T>(n))
+}
+
+/// Block Krylov on a tall `y` (`n × p`, `n > p`) itself: the `k` leading eigenvectors
+/// of `YᵀY = Yᵀ (Y x)`, its right singular vectors; `None` where the solver falls
+/// back. Each product widens `y` a sub-block at a time ([`gram_times`]): a tall output
+/// (a long mode's) is never copied whole to f64.
+fn krylov_on_tall<T: super::dense::Real>(y: &Matrix<T>, k: usize) -> Option<Mat<f64>> {
+    let (n, p) = y.shape();
+    let apply = |x: MatRef<'_, f64>, mut out: MatMut<'_, f64>| {
+        out.copy_from(gram_times(y, x));
+    };
+    krylov_with(&apply, n, p, k, krylov_tol::<T>(p))
+}
+
+/// Block Krylov for the `k` leading eigenvectors of `Y Yᵀ` or `YᵀY` (`Y` `n × p`)
+/// given as `apply`, within the budget of the Gram's path.
+fn krylov_with(
+    apply: &(dyn Fn(MatRef<'_, f64>, MatMut<'_, f64>) + Sync),
+    n: usize,
+    p: usize,
+    k: usize,
+    tol: f64,
+) -> Option<Mat<f64>> {
+    let order = n.min(p);
     let op = block_krylov::Operator {
         n: order,
-        apply: &apply,
+        apply,
         flops: 4.0 * n as f64 * p as f64,
     };
     let budget = gram_flops(n, p) + 2.0 * (order as f64).powi(3);
-    block_krylov::leading_eigenvectors(&op, k, krylov_tol::<T>(order), budget, KRYLOV_SEED)
+    block_krylov::leading_eigenvectors(&op, k, tol, budget, KRYLOV_SEED)
 }
 
 /// The left singular vectors from the right ones `v` (`p × k`) of a tall `y`: `Y V`,
@@ -297,6 +338,12 @@ mod tests {
     use super::*;
     use crate::decomp::dense::{at_b, to_row_major};
 
+    /// [`leading_left_singular`] of a copy of `y`, on every row of `y`.
+    fn leading<T: crate::decomp::dense::Real>(y: &Matrix<T>, k: usize) -> Result<Matrix<f64>> {
+        let mut y = y.clone();
+        leading_left_singular(&mut y, k).map(|l| l.spread())
+    }
+
     fn view(a: &Matrix<f64>) -> MatRef<'_, f64> {
         MatRef::from_row_major_slice(a.data(), a.rows(), a.cols())
     }
@@ -344,12 +391,12 @@ mod tests {
                 .unwrap();
             let want = Matrix::from_fn(n, k, |i, j| svd.U()[(i, j)]);
             let (sk, sk1) = (0.5f64.powi(k as i32 - 1), 0.5f64.powi(k as i32));
-            let u = leading_left_singular(&y, k).unwrap();
+            let u = leading(&y, k).unwrap();
             assert_eq!(u.shape(), (n, k));
             let (sin, off) = angle_and_orthogonality(&u, &want);
             let bound = 100.0 * f64::EPSILON / (sk * sk - sk1 * sk1);
             assert!(sin < bound && off < 1e-12, "{n}×{p} k {k}: {sin:e} {off:e}");
-            let u32 = leading_left_singular(&y.to_f32(), k).unwrap();
+            let u32 = leading(&y.to_f32(), k).unwrap();
             let (sin, off) = angle_and_orthogonality(&u32, &want);
             let bound = 100.0 * f64::from(f32::EPSILON) / (sk - sk1);
             assert!(
@@ -375,7 +422,7 @@ mod tests {
             let y = to_row_major((view(&a_s) * view(&b).transpose()).as_ref());
             let want = Matrix::from_fn(n, k, |i, j| a.get(i, j));
             let (sk, sk1) = (0.5f64.powi(k as i32 - 1), 0.5f64.powi(k as i32));
-            let u = leading_left_singular(&y, k).unwrap();
+            let u = leading(&y, k).unwrap();
             let (sin, off) = angle_and_orthogonality(&u, &want);
             let tol = krylov_tol::<f64>(m);
             let bound = 2.0 * (k as f64).sqrt() * tol / (sk * sk - sk1 * sk1);
@@ -383,7 +430,7 @@ mod tests {
                 sin < bound && off < 1e-10,
                 "{n}×{p} f64: {sin:e} {off:e} (bound {bound:e})"
             );
-            let u32 = leading_left_singular(&y.to_f32(), k).unwrap();
+            let u32 = leading(&y.to_f32(), k).unwrap();
             let (sin, off) = angle_and_orthogonality(&u32, &want);
             let bound = 100.0 * f64::from(f32::EPSILON) / (sk - sk1)
                 + 2.0 * (k as f64).sqrt() * krylov_tol::<f32>(m) / (sk * sk - sk1 * sk1);
@@ -416,7 +463,7 @@ mod tests {
                 .thin_svd()
                 .unwrap();
             let want = Matrix::from_fn(n, k, |i, j| svd.U()[(i, j)]);
-            let u = leading_left_singular(&y, k).unwrap();
+            let u = leading(&y, k).unwrap();
             assert_eq!(u.shape(), (n, k));
             for i in (0..n).filter(|i| i % 3 != 1) {
                 assert!(u.row(i).iter().all(|&x| x == 0.0), "row {i}");
@@ -428,7 +475,7 @@ mod tests {
         }
         // Fewer nonzero rows than k: every row is kept, k orthonormal columns.
         let y = Matrix::from_fn(40, 10, |i, j| if i < 3 { (i + j) as f64 } else { 0.0 });
-        let u = leading_left_singular(&y, 5).unwrap();
+        let u = leading(&y, 5).unwrap();
         let (_, off) = angle_and_orthogonality(&u, &u);
         assert!(off < 1e-12, "{off:e}");
     }
@@ -447,7 +494,7 @@ mod tests {
             ))
             .is_none()
         );
-        let u = leading_left_singular(&y, 4).unwrap();
+        let u = leading(&y, 4).unwrap();
         let (_, off) = angle_and_orthogonality(&u, &u);
         assert!(off < 1e-12, "{off:e}");
         // The leading two columns hold y's column space: (I − U₂U₂ᵀ) y = 0.

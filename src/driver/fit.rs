@@ -248,7 +248,9 @@ impl Job for TuckerJob {
         };
         let ranks = &self.options.ranks;
         // Named by the tensor's own extents: those a user can act on.
-        let mut plan = MemoryPlan::tucker(dims, ranks).named(
+        // Its Grams run in waves of one per thread of the pool the dense algebra runs on:
+        // the caller's.
+        let mut plan = MemoryPlan::tucker(dims, ranks, rayon::current_num_threads()).named(
             format!("Tucker-HOOI ranks {ranks:?}"),
             crate::memplan::rank_hint(ranks, &self.dims),
         );

@@ -392,7 +392,7 @@ impl Engine {
         Ok(stats)
     }
 
-    /// Checks the shapes and sizes `out` (reallocating only on a new shape), then runs
+    /// Checks the shapes and sizes `out` (reallocating only for a larger output), then runs
     /// the backend, which overwrites every entry.
     fn run_into_checked(
         &self,
@@ -405,8 +405,14 @@ impl Engine {
     ) -> Result<RunStats> {
         let (rows, cols) = output_shape(op, &p.dims, mode, factors)?;
         if out.shape() != (rows, cols) {
-            crate::matrix::check_alloc(&format!("{op} output"), rows, cols, 4)?;
-            *out = Matrix::zeros(rows, cols);
+            // A buffer that held a larger output keeps its allocation: one buffer
+            // serves every mode of a run, allocated (and its pages touched) once. One
+            // too small is freed before the new one is weighed and allocated.
+            if !out.holds(rows, cols) {
+                *out = Matrix::zeros(0, 0);
+                crate::matrix::check_alloc(&format!("{op} output"), rows, cols, 4)?;
+            }
+            out.reshape_for_overwrite(rows, cols);
         }
         let opts = RunOptions {
             launch: self.launch,

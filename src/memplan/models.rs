@@ -90,10 +90,11 @@ impl MemoryPlan {
         p
     }
 
-    /// Tucker-HOOI with `ranks` on a tensor of extents `dims`: factors, every mode's
-    /// TTMc output (`I_n × Π_{m≠n} R_m`, f32), the largest mode's SVD or Gram
-    /// eigendecomposition (f64) and the core.
-    pub fn tucker(dims: &[usize], ranks: &[usize]) -> Self {
+    /// Tucker-HOOI with `ranks` on a tensor of extents `dims` on `workers` threads:
+    /// factors, the largest mode's TTMc output (`I_n × Π_{m≠n} R_m`, f32; one buffer
+    /// serves every mode), the largest mode's SVD or Gram eigendecomposition (f64) and
+    /// the core.
+    pub fn tucker(dims: &[usize], ranks: &[usize], workers: usize) -> Self {
         let mut p = MemoryPlan::new(
             format!("Tucker-HOOI ranks {ranks:?}"),
             rank_hint(ranks, dims),
@@ -106,27 +107,31 @@ impl MemoryPlan {
         for n in 0..dims.len() {
             let (rows, cols) = (dims[n] as u128, others(ranks, n));
             let k = ranks[n] as u128;
-            outputs = outputs.saturating_add(rows.saturating_mul(cols));
+            // One output buffer serves every mode: the largest mode's.
+            outputs = outputs.max(rows.saturating_mul(cols));
             let linalg = if rows <= cols {
                 // f64 copy, the SVD's workspace and its factors.
                 rows.saturating_mul(cols)
                     .saturating_mul(3)
                     .saturating_add(rows.saturating_mul(rows))
             } else {
-                // Per-block Grams, the Gram, its eigenvectors and workspace, Y·V and QR.
-                let gram = (blocks(dims[n]) + 4)
+                // Per-block Grams (a wave of one per worker at a time), the Gram, its
+                // eigenvectors and workspace, Y·V and QR.
+                let gram = (blocks(dims[n]).min(workers.max(1) as u128) + 4)
                     .saturating_mul(cols.saturating_mul(cols))
                     .saturating_add(rows.saturating_mul(k).saturating_mul(3));
-                // Or, where block Krylov runs on the output itself, an f64 copy of it
-                // and the solver's workspace (freed before any fall back to the Gram).
+                // Or, where block Krylov runs on the output itself (a row block widened
+                // at a time, no f64 copy of it), the solver's workspace and a product's
+                // `Y x` (freed before any fall back to the Gram).
                 let on_y = usize::try_from(cols).is_ok_and(|c| {
                     crate::decomp::leading::krylov_on_y_is_cheaper(dims[n], c, ranks[n])
                 });
                 let krylov = if on_y {
-                    rows.saturating_mul(cols).saturating_add(
+                    let block =
                         crate::decomp::block_krylov::workspace_entries(cols as usize, ranks[n])
-                            as u128,
-                    )
+                            as u128;
+                    let width = crate::decomp::block_krylov::block_width(ranks[n]) as u128;
+                    block.saturating_add(rows.saturating_mul(width))
                 } else {
                     0
                 };
@@ -139,7 +144,7 @@ impl MemoryPlan {
             .get(last)
             .map_or(0, |&r| r as u128)
             .saturating_mul(others(ranks, last));
-        p.add("TTMc outputs of every mode (f32)", outputs, 4)
+        p.add("the largest mode's TTMc output (f32)", outputs, 4)
             .add(
                 "the largest mode's SVD or Gram eigendecomposition (f64)",
                 worst,

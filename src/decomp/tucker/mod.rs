@@ -259,7 +259,7 @@ pub fn tucker_hooi_with_control(
     let norm_sq = check_tensor(x, Op::Ttmc)?;
     let dims = x.dims().to_vec();
     opts.validate(&dims)?;
-    crate::memplan::MemoryPlan::tucker(&dims, &opts.ranks)
+    crate::memplan::MemoryPlan::tucker(&dims, &opts.ranks, rayon::current_num_threads())
         .reserve_for_workers(engine.workers())
         .check()?;
     let order = dims.len();
@@ -271,33 +271,39 @@ pub fn tucker_hooi_with_control(
     let mut iters = Vec::new();
     let mut fit_old = 0.0;
 
-    // Kernel outputs, one per mode, reused across iterations.
-    let mut outputs: Vec<Matrix> = vec![Matrix::zeros(0, 0); order];
+    // One kernel output for every mode, reused: allocated for the largest mode once
+    // (an output per mode held them all at once, the sum of the modes' outputs).
+    let mut largest = 0;
+    for n in 0..order {
+        let (rows, cols) = crate::ops::output_shape(Op::Ttmc, &dims, n, &factors)?;
+        largest = largest.max(rows * cols);
+    }
+    crate::matrix::check_alloc("the TTMc output", largest, 1, 4)?;
+    let mut y = Matrix::zeros(1, largest);
     // Which factors changed since the last call, so a device that keeps copies uploads
     // only the one the previous step replaced.
     let mut versions = engine.factor_versions(order);
     for it in 0..opts.max_iters {
         let mut clock = IterClock::start();
         for n in 0..order {
-            let y = &mut outputs[n];
             let call = Call {
                 check_finite: false, // checked next, naming the iteration
                 versions: Some(&versions),
                 ..Call::default()
             };
-            clock.kernel(|| engine.run_into_with(Op::Ttmc, x, n, &factors, &call, y))?;
-            check_finite(y, || format!("TTMc of mode {n} in iteration {it}"))?;
-            // Reductions widen f32 rows to f64 block by block: no f64 copy of `y`.
-            let y = &*y;
-            let u = clock.linalg(|| leading_left_singular(y, opts.ranks[n]))?;
+            clock.kernel(|| engine.run_into_with(Op::Ttmc, x, n, &factors, &call, &mut y))?;
+            check_finite(&y, || format!("TTMc of mode {n} in iteration {it}"))?;
+            // Reductions widen f32 rows to f64 block by block: no f64 copy of `y`. It may
+            // keep only its nonzero rows, the vectors' rows those.
+            let lead = clock.linalg(|| leading_left_singular(&mut y, opts.ranks[n]))?;
             if n == order - 1 {
                 // G_(N−1) = Uᵀ Y: R_{N−1} × Π_{m<N−1} R_m, columns in row-major order of
                 // modes 0..N−2; transposing gives the core row-major with the last mode
-                // fastest.
-                let g = clock.linalg(|| at_b(&u, y));
+                // fastest. (Rows `y` dropped are zero in both.)
+                let g = clock.linalg(|| at_b(&lead.u, &y));
                 core = Matrix::from_fn(g.ncols(), g.nrows(), |c, r| g[(r, c)]).into_data();
             }
-            factors[n] = u.to_f32();
+            factors[n] = lead.spread().to_f32();
             versions.changed(n);
         }
         let core_sq: f64 = core.iter().map(|g| g * g).sum();
