@@ -363,13 +363,7 @@ pub fn cp_als(
 /// rank), `block`'s values multiplied by it; `None` (and the values as they are) where
 /// they run as given.
 fn run_units(ch: &Channel, block: &mut Block) -> Option<i32> {
-    let mut most = [block
-        .tensor
-        .values()
-        .iter()
-        .fold(0.0f64, |m, v| m.max(v.abs()))];
-    ch.reduce_f64(&mut most, Reduce::Max);
-    let power = crate::driver::value_scale::power_for(most[0])?;
+    let power = crate::driver::value_scale::power_for(block.largest_magnitude(ch))?;
     block.tensor.map_values(|v| times_pow2(v, power));
     Some(power)
 }

@@ -99,13 +99,7 @@ fn entries(r: Range<usize>, base: usize, rank: usize) -> Range<usize> {
 fn run_units(ch: &Channel, block: &mut Block) -> Option<(AprScale, f64)> {
     // The RMS as `rms_about` forms it: the largest magnitude first, then the mean
     // square of the values divided by it.
-    let mut most = [block
-        .tensor
-        .values()
-        .iter()
-        .fold(0.0f64, |m, v| m.max(v.abs()))];
-    ch.reduce_f64(&mut most, Reduce::Max);
-    let most = most[0];
+    let most = block.largest_magnitude(ch);
     let mut sq = [block
         .tensor
         .values()

@@ -97,6 +97,14 @@ pub enum Exchange {
 }
 
 impl Block {
+    /// The largest magnitude of the tensor's values, over every rank's block (0 for a
+    /// tensor without values).
+    pub fn largest_magnitude(&self, ch: &Channel) -> f64 {
+        let mut most = [(self.tensor.values().iter()).fold(0.0f64, |m, v| m.max(v.abs()))];
+        ch.reduce_f64(&mut most, Reduce::Max);
+        most[0]
+    }
+
     /// The tensor's own extents.
     pub fn tensor_dims(&self) -> &[usize] {
         self.rows.as_ref().map_or(&self.dims, |r| &r.dims)
