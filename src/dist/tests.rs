@@ -106,16 +106,29 @@ fn one_rank_reproduces_the_single_process_exactly() {
         )
         .unwrap();
     let want = crate::decomp::cp_als(&engine, &prepared, &opts).unwrap();
+    let (got, files, _) = one_rank_cp(&p, &engine, &opts, None);
+    assert_eq!(got.fits, want.fits);
+    assert_eq!(got.weights, want.weights);
+    assert_eq!(files, written(&want.factors));
+}
+
+/// CP-ALS of the tensor at `p` on one rank (used rows where `cp_rank` says): the model,
+/// its factors as streamed to files, and the block.
+fn one_rank_cp(
+    p: &std::path::Path,
+    engine: &Engine,
+    opts: &CpOptions,
+    cp_rank: Option<usize>,
+) -> (crate::decomp::CpModel, Vec<String>, super::exchange::Block) {
     let ch = Channel::single();
-    let share = read_share(&ch, &p).unwrap();
-    let mut block = distribute(&ch, share, Scheme::Medium, &p, None).unwrap();
-    let got = super::cp_als::cp_als(&ch, &engine, &mut block, &opts, &mut |_| {
+    let share = read_share(&ch, p).unwrap();
+    let mut block = distribute(&ch, share, Scheme::Medium, p, cp_rank).unwrap();
+    let got = super::cp_als::cp_als(&ch, engine, &mut block, opts, &mut |_| {
         ControlFlow::Continue(())
     })
     .unwrap();
-    assert_eq!(got.model.fits, want.fits);
-    assert_eq!(got.model.weights, want.weights);
-    assert_eq!(streamed(&ch, &got.factors(&block)), written(&want.factors));
+    let files = streamed(&ch, &got.factors(&block));
+    (got.model, files, block)
 }
 
 /// Values far from 1 run times a power of two across ranks as in the single process
@@ -148,15 +161,8 @@ fn one_rank_runs_values_far_from_one_scaled_exactly() {
         y.map_values(|v| crate::decomp::cp_apr::units::times_pow2(v, k));
         let p = dir.path().join(format!("x{k}.tns"));
         tns::write(&p, &y).unwrap();
-        let ch = Channel::single();
-        let share = read_share(&ch, &p).unwrap();
-        let mut block = distribute(&ch, share, Scheme::Medium, &p, None).unwrap();
-        let got = super::cp_als::cp_als(&ch, &engine, &mut block, &opts, &mut |_| {
-            ControlFlow::Continue(())
-        })
-        .unwrap();
-        let files = streamed(&ch, &got.factors(&block));
-        (got.model, files)
+        let (model, files, _) = one_rank_cp(&p, &engine, &opts, None);
+        (model, files)
     };
     let (unit, unit_files) = run(0);
     assert!(
@@ -197,22 +203,13 @@ fn one_rank_runs_mostly_empty_modes_on_their_used_rows() {
         ControlFlow::Continue(())
     })
     .unwrap();
-    let ch = Channel::single();
-    let share = read_share(&ch, &p).unwrap();
-    let mut block = distribute(&ch, share, Scheme::Medium, &p, Some(3)).unwrap();
+    let (got, files, block) = one_rank_cp(&p, &engine, &opts, Some(3));
     assert_eq!(block.dims, rows.tensor().dims());
     assert_eq!(block.tensor_dims(), x.dims());
-    let got = super::cp_als::cp_als(&ch, &engine, &mut block, &opts, &mut |_| {
-        ControlFlow::Continue(())
-    })
-    .unwrap();
-    for (a, b) in got.model.fits.iter().zip(&want.fits) {
+    for (a, b) in got.fits.iter().zip(&want.fits) {
         assert!((a - b).abs() <= 1e-9 * b.abs(), "{a} vs {b}");
     }
-    same_numbers(
-        &streamed(&ch, &got.factors(&block)),
-        &written(&want.factors),
-    );
+    same_numbers(&files, &written(&want.factors));
 }
 
 /// A 3000 × 2000 × 7 tensor of 900 counts 1 … 5 whose first two modes use 60 and 40 of
