@@ -232,7 +232,7 @@ pub enum GcpSpread {
 
 impl Engine {
     /// The factor width at which [`Engine::gcp_gradient`] runs a compiled kernel for
-    /// `rank` on a tensor of order `order`: on the CPU, orders 3 and 4 at ranks up to
+    /// `rank` on a tensor of order `order`: on the CPU, orders 2 to 6 at ranks up to
     /// 64 run kernels of width 4, 8, 16, 32 or 64, and the ranks between copy each
     /// entry's rows into zero-padded arrays; factors given with zero columns up to the
     /// width skip those copies and give the same bits. `rank` where no such kernel

@@ -1,5 +1,5 @@
 //! GCP's sampled gradient on the engine against a brute-force dense FP64 gradient, for
-//! every loss and every mode, on small random tensors of order 3 and 4; and against
+//! every loss and every mode, on small random tensors of orders 2 to 7; and against
 //! central finite differences of the sampled loss. Each runs on the CPU and, as its
 //! CUDA twin, on the GPU (skipped visibly without one; see `common::twin`).
 
@@ -156,13 +156,13 @@ fn assert_close(got: f64, want: f64, scale: f64, what: &str) {
 
 twin!(brute_force, |engine| {
     // Every cell is in the sample. On the CPU, samples of up to 65 536 entries take
-    // the fused pass: the kernels compiled for orders 3 and 4 at widths 4, 8, 16, 32
-    // and 64 (ranks 3, 5, 20 and 40 padded to the next), the generic loops (order 5,
-    // rank 70), and (from 2048 entries) the pass in two halves.
+    // the fused pass: the kernels compiled for orders 2 to 6 at widths 4, 8, 16, 32
+    // and 64 (ranks 3, 5, 20 and 40 padded to the next), the generic loops (order 7,
+    // and order 3 at rank 70), and (from 2048 entries) the pass in two halves.
     // Larger samples take the parallel passes: a mode with at most one row per 8
     // entries sums private outputs ([50, 40, 40]), the 12 000 rows of [12000, 3, 2]
     // take the row-block path.
-    let cases: [(&[usize], usize); 17] = [
+    let cases: [(&[usize], usize); 20] = [
         (&[5, 4, 3], 3),
         (&[4, 3, 5], 70),
         (&[10, 9, 8], 20),
@@ -170,6 +170,9 @@ twin!(brute_force, |engine| {
         (&[6, 5, 4], 64),
         (&[4, 3, 5, 6], 5),
         (&[3, 3, 2, 2, 3], 3),
+        (&[9, 7], 5),
+        (&[2, 3, 2, 3, 2, 2], 16),
+        (&[2, 2, 2, 2, 2, 2, 3], 3),
         (&[3, 4, 2, 3], 3),
         (&[40, 3, 2], 3),
         (&[9, 8, 7], 4),

@@ -419,13 +419,15 @@ mod tests {
         assert_eq!(e.gcp_sgd_width(4, 10, 900), 16);
         assert_eq!(e.gcp_sgd_width(3, 32, 900), 32);
         assert_eq!(e.gcp_sgd_width(3, 24, 100_000_000), 24, "102 GB widened");
-        assert_eq!(e.gcp_sgd_width(5, 24, 900), 24, "no order-5 kernel");
+        assert_eq!(e.gcp_sgd_width(5, 24, 900), 32);
+        assert_eq!(e.gcp_sgd_width(2, 5, 900), 8);
+        assert_eq!(e.gcp_sgd_width(7, 24, 900), 24, "no order-7 kernel");
         assert_eq!(e.gcp_sgd_width(3, 100, 900), 100, "above the widths");
     }
 
     /// SGD on factors widened with zero columns to the gradient kernels' width is the
     /// run at the rank, bit for bit (losses, every epoch's estimate and the factors),
-    /// for orders 3 and 4, ranks between the widths, a loss bounded below by 0, one
+    /// for orders 2 to 5, ranks between the widths, a loss bounded below by 0, one
     /// without a bound and values run in other units; and [`run`], which widens
     /// factors this small, gives the same result.
     #[test]
@@ -439,6 +441,8 @@ mod tests {
             (vec![30, 20, 10], 5, Loss::Gaussian, 1.0),
             (vec![30, 20, 10], 20, Loss::Poisson, 1.0),
             (vec![12, 10, 8, 6], 11, Loss::Gaussian, 1.0),
+            (vec![6, 5, 4, 3, 3], 6, Loss::Poisson, 1.0),
+            (vec![40, 30], 3, Loss::Gaussian, 1.0),
             (vec![30, 20, 10], 40, Loss::Gaussian, 1e6),
         ] {
             let g = generate(&GenSpec {

@@ -200,7 +200,7 @@ pub(super) fn gradient_fused<L: EntryLoss>(
 
 /// The entries `range` of [`gradient_fused`]: zeroes `outs` (one `rows × rank` slice
 /// per mode), adds every entry's terms in order; returns `Σ w f` when `with_value`.
-/// Orders 3 and 4 at ranks up to 64 run a kernel compiled for the width that holds
+/// Orders 2 to 6 at ranks up to 64 run a kernel compiled for the width that holds
 /// them ([`by_width`], [`fused_entries`]), the rest the generic loops; both do the
 /// same operations in the same order.
 fn fused_part<L: EntryLoss>(
@@ -250,17 +250,22 @@ fn fused_part<L: EntryLoss>(
     value
 }
 
-/// Runs `$call!(N, W, PAD)` (which returns) for orders 3 and 4 at ranks 1 to 64: `W`
+/// Runs `$call!(N, W, PAD)` (which returns) for orders 2 to 6 at ranks 1 to 64: `W`
 /// the rank where it is 4, 8, 16, 32 or 64 (`PAD` false), else the next of them
 /// (`PAD` true, the rows zero-padded to it: [`entry_rows`]); does nothing for other
 /// orders and ranks. The kernels it picks are compiled for their width: at rank 20
 /// the generic loops took 2.6 times rank 16's time per SGD epoch, padded to 32 they
-/// take 1.3 times it.
+/// take 1.3 times it. Orders 5 and 6 ran 3.2–4 times as fast per SGD epoch on their
+/// kernels as on the generic loops (rank 16, 3 000-entry samples); orders above 6 are
+/// rare enough not to be worth the compile time.
 macro_rules! by_width {
     ($n:expr, $rank:expr, $call:ident) => {
         match $n {
+            2 => by_width!(@rank 2, $rank, $call),
             3 => by_width!(@rank 3, $rank, $call),
             4 => by_width!(@rank 4, $rank, $call),
+            5 => by_width!(@rank 5, $rank, $call),
+            6 => by_width!(@rank 6, $rank, $call),
             _ => {}
         }
     };
@@ -283,7 +288,7 @@ macro_rules! by_width {
 pub(super) use by_width;
 
 /// The width [`by_width`] runs order `order` and rank `rank` at: the next of 4, 8, 16,
-/// 32 and 64 for orders 3 and 4 up to rank 64, else `rank` (the generic loops).
+/// 32 and 64 for orders 2 to 6 up to rank 64, else `rank` (the generic loops).
 pub(crate) fn kernel_width(order: usize, rank: usize) -> usize {
     macro_rules! width {
         ($n:expr, $w:expr, $pad:expr) => {

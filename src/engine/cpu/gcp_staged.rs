@@ -355,12 +355,12 @@ mod tests {
         (s, a)
     }
 
-    /// The stages give the one-piece fused pass's bits, value included: orders 3 and 4,
+    /// The stages give the one-piece fused pass's bits, value included: orders 2 to 7,
     /// ranks the fused pass has a fixed kernel for and others, one segment and many
     /// (the last chunk of each partial), on 1, 2 and 3 workers (the blocks follow them).
     #[test]
     fn the_stages_give_the_one_piece_pass_bits_for_any_workers_and_segments() {
-        let cases: [(&[usize], usize, usize); 7] = [
+        let cases: [(&[usize], usize, usize); 10] = [
             (&[500, 40, 30], 9000, 8),
             (&[400, 30, 20], 5000, 20),
             (&[300, 20, 9, 7], 4000, 40),
@@ -368,6 +368,9 @@ mod tests {
             (&[3000, 7, 50, 11], 7000, 4),
             (&[60, 5000, 9], 5000, 5),
             (&[2, 3, 4], 3000, 16),
+            (&[90, 80], 5000, 6),
+            (&[40, 6, 5, 4, 3], 5000, 8),
+            (&[9, 4, 3, 3, 2, 2, 2], 4000, 12),
         ];
         for (seed, (dims, len, rank)) in cases.into_iter().enumerate() {
             let (s, a) = case(dims, len, rank, seed as u64 + 7);
