@@ -248,7 +248,7 @@ mod tests {
 
     /// The row-by-row MTTKRP, and the key-order walk beside it, against the FP64
     /// reference at every specialized rank and others between them (read as given,
-    /// and padded to the next width: `padded::factor_width`), orders 2 to 5, with and
+    /// and padded to the next width: `padded::factor_width`), orders 2 to 6, with and
     /// without dense tiles, on 1 and 3 workers; the last case has a mode of three rows,
     /// each longer than a piece (cut).
     #[test]
@@ -272,6 +272,7 @@ mod tests {
             ),
             (vec![20, 13, 9, 7], 3000, Pattern::Uniform, u32::MAX),
             (vec![9, 8, 7, 6, 5], 2000, Pattern::Uniform, u32::MAX),
+            (vec![6, 5, 4, 4, 3, 3], 2500, Pattern::Uniform, u32::MAX),
             (vec![500, 400, 3], 40_000, Pattern::Uniform, u32::MAX),
         ];
         for (k, (dims, nnz, pattern, threshold)) in cases.into_iter().enumerate() {
@@ -288,7 +289,7 @@ mod tests {
                     {
                         let f = Matrix::random_factors(&dims, &vec![rank; dims.len()], 7);
                         // The factors the kernel reads: padded with zero columns to
-                        // the next width (on orders up to 4), as the backend passes
+                        // the next width (on orders up to 6), as the backend passes
                         // them, or as given (rank 5 once: the generic sums).
                         let w = if pad {
                             super::super::padded::factor_width(rank, dims.len())
@@ -342,7 +343,7 @@ mod tests {
                     }
                 });
             }
-            if k == 5 {
+            if dims == [500, 400, 3] {
                 let g = &RowMttkrp::new(&hls).unwrap().unwrap();
                 assert!(g.plans[2].cut, "the 3-row mode is cut into pieces");
             }

@@ -266,6 +266,8 @@ impl Chunk<'_> {
         match self.rest.len() + 1 {
             2 => by_rank!(2),
             3 => by_rank!(3),
+            4 => by_rank!(4),
+            5 => by_rank!(5),
             _ => return false,
         }
         true

@@ -13,7 +13,7 @@ pub(super) type Groups<'a> = (&'a [usize], &'a [u32], &'a [f32]);
 /// Whether [`wide_task`] has a specialization for factor width `w` and `d` other
 /// modes.
 pub(super) fn wide_fits(w: usize, d: usize) -> bool {
-    cfg!(target_arch = "x86_64") && matches!(w, 16 | 32 | 48 | 64) && (1..=3).contains(&d)
+    cfg!(target_arch = "x86_64") && matches!(w, 16 | 32 | 48 | 64) && (1..=5).contains(&d)
 }
 
 /// Rows of fewer nonzeros than this, consecutive and uncut, go to [`wide_task`]
@@ -127,6 +127,8 @@ pub(super) fn wide_task(
                     [a] => by_rank!(&[a], 1, $look, $past, $s),
                     [a, b] => by_rank!(&[a, b], 2, $look, $past, $s),
                     [a, b, c] => by_rank!(&[a, b, c], 3, $look, $past, $s),
+                    [a, b, c, d] => by_rank!(&[a, b, c, d], 4, $look, $past, $s),
+                    [a, b, c, d, e] => by_rank!(&[a, b, c, d, e], 5, $look, $past, $s),
                     _ => return false,
                 }
             };

@@ -284,6 +284,8 @@ impl StreamBlocks {
         match rest.len() + 1 {
             2 => by_rank!(2),
             3 => by_rank!(3),
+            4 => by_rank!(4),
+            5 => by_rank!(5),
             _ => return false,
         }
         true
@@ -451,7 +453,7 @@ mod tests {
     /// one too small for the long factor only, the short modes stream it without
     /// prefetching; with both caches too small, every mode runs row by row, writing its
     /// output past the cache. Against the FP64 reference
-    /// at every specialized rank and one other, orders 3 and 4, with and without dense
+    /// at every specialized rank and one other, orders 3 to 6, with and without dense
     /// tiles, on 1 and 3 workers, and the same result whatever the worker count.
     #[test]
     fn streamed_modes_match_the_reference_and_not_the_thread_count() {
@@ -488,6 +490,8 @@ mod tests {
                 16,
             ),
             (vec![20, 900, 9, 7], 3000, Pattern::Uniform, u32::MAX),
+            (vec![9, 700, 5, 6, 4], 3000, Pattern::Uniform, u32::MAX),
+            (vec![7, 500, 4, 3, 5, 3], 2500, Pattern::Uniform, u32::MAX),
         ];
         for (k, (dims, nnz, pattern, threshold)) in cases.into_iter().enumerate() {
             let (x, hls) =
