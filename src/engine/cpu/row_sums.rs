@@ -385,28 +385,22 @@ mod tests {
     /// longer than a run.
     #[test]
     fn any_order_at_a_width_is_the_rank_length_sum_bit_for_bit() {
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(17);
         for d in 1..=6 {
             for r in [8, 16, 32, 48, 64] {
-                let rows = 7;
+                let rows = 7u32;
                 let facs: Vec<Vec<f32>> = (0..d)
                     .map(|_| {
-                        (0..rows * r)
-                            .map(|_| (next() % 1000) as f32 / 997.0 - 0.3)
+                        (0..rows as usize * r)
+                            .map(|_| rng.random::<f32>() - 0.3)
                             .collect()
                     })
                     .collect();
                 let facs: Vec<&[f32]> = facs.iter().map(|f| &f[..]).collect();
                 for n in [1, 5, RUN, 3 * RUN + 17] {
-                    let others: Vec<u32> =
-                        (0..n * d).map(|_| (next() % rows as u64) as u32).collect();
-                    let values: Vec<f32> = (0..n).map(|_| (next() % 100) as f32 / 7.0).collect();
+                    let others: Vec<u32> = (0..n * d).map(|_| rng.random_range(0..rows)).collect();
+                    let values: Vec<f32> = (0..n).map(|_| rng.random::<f32>() * 14.0).collect();
                     let (mut got, mut want) = (vec![f32::NAN; r], vec![f32::NAN; r]);
                     row_sum_any(&others, &values, &facs, &mut got);
                     row_sum_rank(&others, &values, &facs, &mut want);
