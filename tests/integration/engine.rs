@@ -141,7 +141,7 @@ twin!(
     }
 );
 
-// Every MTTKRP rank with a specialized walker (8, 16, 32, 64 at orders 3 and 4, one
+// Every MTTKRP rank with a specialized walker (8, 16, 32, 64 at orders 3 to 6, one
 // instantiation per target mode; 48 on the row kernels), ranks the CPU pads up to one
 // of them (3, 12, 20, 45) and ranks above them (70, 100, 129: in column blocks, and by
 // the generic walker on the tensor with fewer nonzeros than twice its rows), on every
@@ -159,6 +159,8 @@ twin!(specialized_mttkrp_ranks_every_mode, |engine| {
         ),
         (vec![30, 41, 23, 9], 4000, Pattern::PowerLaw { alpha: 0.9 }),
         (vec![1500, 900, 40], 3000, Pattern::Uniform),
+        (vec![12, 9, 8, 7, 6], 3000, Pattern::PowerLaw { alpha: 0.9 }),
+        (vec![7, 6, 5, 5, 4, 3], 2500, Pattern::Uniform),
     ];
     for (k, (dims, nnz, pattern)) in cases.into_iter().enumerate() {
         let spec = GenSpec {
@@ -190,14 +192,18 @@ twin!(specialized_mttkrp_ranks_every_mode, |engine| {
 // A model's loop: between calls one factor is written and the caller says so, with
 // its versions at every call. A backend that keeps copies of the factors (the CPU's
 // padded ones at ranks between its widths, a GPU's on the device) must read each as
-// last written; specialized and padded ranks, orders 3 and 4.
+// last written; specialized and padded ranks, orders 3 to 5.
 twin!(
     mttkrp_with_versions_reads_each_factor_as_last_written,
     |engine| {
         let seed = common::fresh_seed("mttkrp_with_versions_reads_each_factor_as_last_written");
-        for (k, (dims, nnz)) in [(vec![60, 45, 30], 4000), (vec![25, 30, 12, 9], 3000)]
-            .into_iter()
-            .enumerate()
+        for (k, (dims, nnz)) in [
+            (vec![60, 45, 30], 4000),
+            (vec![25, 30, 12, 9], 3000),
+            (vec![10, 9, 8, 7, 6], 3000),
+        ]
+        .into_iter()
+        .enumerate()
         {
             let spec = GenSpec {
                 dims,

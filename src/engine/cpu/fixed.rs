@@ -2,7 +2,7 @@
 //! `R` and target level `M` (levels are the key order's, shortest mode first; the
 //! caller hands the factors over in that order): fixed-size arrays, so every row operation unrolls into SIMD and the
 //! per-nonzero bookkeeping has no loops of unknown length. Used for the common ranks
-//! (8, 16, 32, 64) of 3rd- and 4th-order tensors; the generic walker handles the rest.
+//! (8, 16, 32, 64) of tensors of orders 3 to 6; the generic walker handles the rest.
 //! Accumulations use `mul_add`, which is one FMA instruction with the crate's x86-64-v3
 //! target (LLVM does not fuse a separate multiply and add on its own).
 

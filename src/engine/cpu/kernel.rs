@@ -297,6 +297,14 @@ fn walk_share(
         (Op::Mttkrp, 4, 16) => fixed!(4, 16, 0 1 2 3),
         (Op::Mttkrp, 4, 32) => fixed!(4, 32, 0 1 2 3),
         (Op::Mttkrp, 4, 64) => fixed!(4, 64, 0 1 2 3),
+        (Op::Mttkrp, 5, 8) => fixed!(5, 8, 0 1 2 3 4),
+        (Op::Mttkrp, 5, 16) => fixed!(5, 16, 0 1 2 3 4),
+        (Op::Mttkrp, 5, 32) => fixed!(5, 32, 0 1 2 3 4),
+        (Op::Mttkrp, 5, 64) => fixed!(5, 64, 0 1 2 3 4),
+        (Op::Mttkrp, 6, 8) => fixed!(6, 8, 0 1 2 3 4 5),
+        (Op::Mttkrp, 6, 16) => fixed!(6, 16, 0 1 2 3 4 5),
+        (Op::Mttkrp, 6, 32) => fixed!(6, 32, 0 1 2 3 4 5),
+        (Op::Mttkrp, 6, 64) => fixed!(6, 64, 0 1 2 3 4 5),
         (Op::Ttmc, ..) => {
             let f = factors.iter().collect();
             stream(
