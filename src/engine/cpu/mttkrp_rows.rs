@@ -183,7 +183,7 @@ impl RowMttkrp {
         let row = |s: usize, e: usize, te: usize, dst: &mut [f32], past: bool| {
             let (ix, xs) = (&idx[s * d..te * d], &x[s..e]);
             if !specialized(w, past, look, wide, ix, xs, &facs, dst) {
-                row_sum_any(&ix[..(e - s) * d], xs, &facs, dst);
+                row_sum_any(&ix[..(e - s) * d], xs, &facs, w, dst);
             }
         };
         // Rows written straight into the output go past the cache where it is larger
@@ -248,7 +248,7 @@ mod tests {
 
     /// The row-by-row MTTKRP, and the key-order walk beside it, against the FP64
     /// reference at every specialized rank and others between them (read as given,
-    /// and padded to the next width: `padded::factor_width`), orders 2 to 6, with and
+    /// and padded to the next width: `padded::factor_width`), orders 2 to 7, with and
     /// without dense tiles, on 1 and 3 workers; the last case has a mode of three rows,
     /// each longer than a piece (cut).
     #[test]
@@ -273,6 +273,7 @@ mod tests {
             (vec![20, 13, 9, 7], 3000, Pattern::Uniform, u32::MAX),
             (vec![9, 8, 7, 6, 5], 2000, Pattern::Uniform, u32::MAX),
             (vec![6, 5, 4, 4, 3, 3], 2500, Pattern::Uniform, u32::MAX),
+            (vec![5, 4, 3, 3, 4, 3, 2], 2000, Pattern::Uniform, u32::MAX),
             (vec![500, 400, 3], 40_000, Pattern::Uniform, u32::MAX),
         ];
         for (k, (dims, nnz, pattern, threshold)) in cases.into_iter().enumerate() {
@@ -289,7 +290,7 @@ mod tests {
                     {
                         let f = Matrix::random_factors(&dims, &vec![rank; dims.len()], 7);
                         // The factors the kernel reads: padded with zero columns to
-                        // the next width (on orders up to 6), as the backend passes
+                        // the next width, as the backend passes
                         // them, or as given (rank 5 once: the generic sums).
                         let w = if pad {
                             super::super::padded::factor_width(rank, dims.len())

@@ -7,7 +7,7 @@
 //! which was 2.5–6× slower per call at ranks 20 and 24 than at 32 on a 2 M-nonzero
 //! tensor, and 5× slower at rank 128 than two calls at rank 64.
 //!
-//! Below 64 (on orders 2 to 6, where the row kernels have their specializations) the
+//! Below 64 (on orders from 2, where the row kernels have their widths) the
 //! row kernels read copies of the factors padded with zero columns to the next width
 //! ([`factor_width`]) and write the output at the rank's own width ([`PaddedFactors`]:
 //! the copies are kept between calls, and made again only for a factor the caller
@@ -33,11 +33,12 @@ use rayon::prelude::*;
 use std::ops::Range;
 
 /// The width the row kernels read a rank-`rank` factor at, on a tensor of `order`
-/// modes: the next compiled width for a rank between them below 64 on orders 2 to 6
-/// (their specializations), else the rank.
+/// modes: the next compiled width for a rank between them below 64 (orders 2 to 6
+/// have their specializations, higher ones [`super::row_sums::row_sum_any`]'s loop over
+/// the modes), else the rank.
 pub(crate) fn factor_width(rank: usize, order: usize) -> usize {
     match lanes(rank) {
-        w if w > rank && (2..=6).contains(&order) => w,
+        w if w > rank && order >= 2 => w,
         _ => rank,
     }
 }
@@ -371,11 +372,12 @@ mod tests {
         f[2] = f[2].map(|x| x + 1.0);
         held.refresh(&f, 0, 8, Some(&FactorVersions::new(&sets, 3)));
         assert_eq!(held.factors()[2], padded(&f[2]), "another set: copied");
-        // Every rank between the widths below 64 on orders 2 to 6, no other.
+        // Every rank between the widths below 64, no other.
         assert_eq!(factor_width(20, 3), 32);
         assert_eq!(factor_width(5, 4), 8);
         assert_eq!(factor_width(20, 6), 32);
-        assert_eq!(factor_width(20, 7), 20);
+        assert_eq!(factor_width(20, 7), 32);
+        assert_eq!(factor_width(20, 1), 20);
         assert_eq!(factor_width(16, 3), 16);
         assert_eq!(factor_width(70, 3), 70);
         assert_eq!(factor_width(40, 3), 48);
