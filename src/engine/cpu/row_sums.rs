@@ -257,7 +257,11 @@ pub(super) fn row_sum_any(
         32 => width!(32),
         48 => width!(48),
         64 => width!(64),
-        _ => row_sum_rank(others, values, facs, out),
+        _ => {
+            // Factors are padded to compiled widths only (`padded::factor_width`).
+            assert_eq!(w, out.len(), "factors padded to a width with no sums");
+            row_sum_rank(others, values, facs, out)
+        }
     }
 }
 
