@@ -130,11 +130,23 @@ pub(crate) fn at_b<A: Real, B: Real>(a: &Matrix<A>, b: &Matrix<B>) -> Mat<f64> {
         }
         out
     };
+    blocks_in_order(n, block, (ca, cb), partial)
+}
+
+/// `Σ partial(lo)` over the row blocks starting at `0, block, 2·block, … < n`, each
+/// `shape`, computed in parallel and added in block order (the same sum for any
+/// thread count).
+fn blocks_in_order(
+    n: usize,
+    block: usize,
+    shape: (usize, usize),
+    partial: impl Fn(usize) -> Mat<f64> + Sync,
+) -> Mat<f64> {
     let starts: Vec<usize> = (0..n).step_by(block).collect();
     let parts: Vec<Mat<f64>> = starts.par_iter().map(|&lo| partial(lo)).collect();
-    let mut sum = Mat::<f64>::zeros(ca, cb);
-    for p in &parts {
-        sum += p;
+    let mut sum = Mat::<f64>::zeros(shape.0, shape.1);
+    for part in &parts {
+        sum += part;
     }
     sum
 }
@@ -178,13 +190,7 @@ pub(crate) fn gram_times<T: Real>(a: &Matrix<T>, x: MatRef<'_, f64>) -> Mat<f64>
         });
         out
     };
-    let starts: Vec<usize> = (0..n).step_by(block).collect();
-    let parts: Vec<Mat<f64>> = starts.par_iter().map(|&lo| partial(lo)).collect();
-    let mut sum = Mat::<f64>::zeros(p, b);
-    for part in &parts {
-        sum += part;
-    }
-    sum
+    blocks_in_order(n, block, (p, b), partial)
 }
 
 /// How a normal-equations solve went.
